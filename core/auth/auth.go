@@ -1,0 +1,86 @@
+// Package auth is the seam for authentication and authorization. An
+// Authenticator identifies who sent a request; an Authorizer decides
+// whether that principal may act on a resource. The default allows all.
+// The conformance suite lives in authtest.
+package auth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// Sentinels.
+var (
+	ErrUnauthenticated = errors.New("auth: unauthenticated")
+	ErrDenied          = errors.New("auth: denied")
+)
+
+// Request is what an Authenticator sees of a remoting request.
+type Request struct {
+	Code       int32
+	RemoteAddr string
+	ExtFields  map[string]string
+	Body       []byte
+}
+
+// Principal is an authenticated identity.
+type Principal struct {
+	AccessKey string
+	Admin     bool
+	// Trusted is set for white-listed addresses that skip checks.
+	Trusted bool
+}
+
+// Action is what a request does to a resource.
+type Action uint8
+
+// Actions (RocketMQ permission bits).
+const (
+	Pub   Action = 4
+	Sub   Action = 8
+	Admin Action = 16
+)
+
+// Resource is a topic or group (groups as %RETRY%<group>, like RocketMQ).
+type Resource struct {
+	Name    string
+	IsGroup bool
+}
+
+// Authenticator identifies the sender of a request.
+type Authenticator interface {
+	Authenticate(ctx context.Context, req Request) (Principal, error)
+}
+
+// Authorizer decides on an action.
+type Authorizer interface {
+	Authorize(ctx context.Context, p Principal, res Resource, act Action) error
+}
+
+// AllowAll authenticates everybody as a trusted admin and allows every
+// action. It is the default when no auth plugin is enabled.
+type AllowAll struct{}
+
+var (
+	_ Authenticator = AllowAll{}
+	_ Authorizer    = AllowAll{}
+)
+
+// Authenticate implements Authenticator.
+func (AllowAll) Authenticate(context.Context, Request) (Principal, error) {
+	return Principal{Trusted: true, Admin: true}, nil
+}
+
+// Authorize implements Authorizer.
+func (AllowAll) Authorize(context.Context, Principal, Resource, Action) error { return nil }
+
+// Deps are what the kernel hands an auth plugin.
+type Deps struct{ Logger *slog.Logger }
+
+// Provider describes an auth plugin (fx group "auth").
+type Provider interface {
+	ID() string
+	NewConfig() any
+	Open(ctx context.Context, cfg any, deps Deps) (Authenticator, Authorizer, error)
+}

@@ -1,0 +1,66 @@
+// Package filter is the seam for broker-side message filtering. Each
+// expression type (RocketMQ's TAG and SQL92, or any name a plugin author
+// picks) is a plugin that compiles an expression into a Matcher once per
+// subscription. The conformance suite lives in filtertest.
+package filter
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/quivermq/quiver/core/message"
+)
+
+// Standard expression types, as the client sends them.
+const (
+	TypeTag   = "TAG"
+	TypeSQL92 = "SQL92"
+)
+
+// ErrUnknownType is returned for an expression type no plugin provides.
+var ErrUnknownType = errors.New("filter: unknown expression type")
+
+// SyntaxError reports an expression that does not compile.
+type SyntaxError struct {
+	Type     string
+	Expr     string
+	Pos      int
+	Expected string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("filter: %s expression %q: at position %d: %s", e.Type, e.Expr, e.Pos, e.Expected)
+}
+
+// Matcher decides whether a message matches a subscription.
+type Matcher interface {
+	Match(props message.Properties) bool
+}
+
+// TagsCodeMatcher is implemented by matchers that can pre-filter on the
+// consume queue's tag hash. MatchTagsCode may return false positives (the
+// exact Match runs afterwards) but never false negatives.
+type TagsCodeMatcher interface {
+	MatchTagsCode(code int64) bool
+}
+
+// AllMatcher reports matchers that accept every message, so readers can
+// skip decoding.
+type AllMatcher interface {
+	MatchesAll() bool
+}
+
+// Compiler compiles expressions of one type.
+type Compiler interface {
+	Compile(expr string) (Matcher, error)
+}
+
+// Provider describes a filter plugin (fx group "filter").
+type Provider interface {
+	// ID is the plugin name ("tag", "sql92").
+	ID() string
+	// Type is the expression type clients name ("TAG", "SQL92").
+	Type() string
+	NewConfig() any
+	New(cfg any) (Compiler, error)
+}

@@ -1,0 +1,285 @@
+// Package kernel assembles a Quiver process: it turns configuration into an
+// fx application, collects plugins from fx value groups into registries,
+// and opens the plugins the configuration selects. It is the only core
+// package that imports fx.
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/quivermq/quiver/core/auth"
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// Group names of the plugin value groups.
+const (
+	GroupStorage   = "storage"
+	GroupTransport = "transport"
+	GroupFilter    = "filter"
+	GroupAuth      = "auth"
+)
+
+// AsStorage annotates a constructor of a storage provider for the group.
+func AsStorage(f any) any {
+	return fx.Annotate(f, fx.As(new(store.Provider)), fx.ResultTags(`group:"storage"`))
+}
+
+// AsTransport annotates a constructor of a transport provider.
+func AsTransport(f any) any {
+	return fx.Annotate(f, fx.As(new(transport.Provider)), fx.ResultTags(`group:"transport"`))
+}
+
+// AsFilter annotates a constructor of a filter provider.
+func AsFilter(f any) any {
+	return fx.Annotate(f, fx.As(new(filter.Provider)), fx.ResultTags(`group:"filter"`))
+}
+
+// AsAuth annotates a constructor of an auth provider.
+func AsAuth(f any) any {
+	return fx.Annotate(f, fx.As(new(auth.Provider)), fx.ResultTags(`group:"auth"`))
+}
+
+// Registry aliases for the four seams.
+type (
+	StorageRegistry   = Registry[store.Provider]
+	TransportRegistry = Registry[transport.Provider]
+	FilterRegistry    = Registry[filter.Provider]
+	AuthRegistry      = Registry[auth.Provider]
+)
+
+// LogConfig is the log section.
+type LogConfig struct {
+	Level  string `koanf:"level"`
+	Format string `koanf:"format"`
+}
+
+// RemotingConfig is the remoting section.
+type RemotingConfig struct {
+	MaxFrameSize config.ByteSize `koanf:"max_frame_size"`
+	MaxInFlight  int             `koanf:"max_in_flight"`
+}
+
+// StorageConfig is the engine-independent part of the storage section.
+type StorageConfig struct {
+	Engine         string          `koanf:"engine"`
+	Dir            string          `koanf:"dir"`
+	Flush          string          `koanf:"flush"`
+	FlushInterval  time.Duration   `koanf:"flush_interval"`
+	Retention      time.Duration   `koanf:"retention"`
+	MaxMessageSize config.ByteSize `koanf:"max_message_size"`
+}
+
+// DefaultStorageConfig returns the storage defaults.
+func DefaultStorageConfig() StorageConfig {
+	return StorageConfig{Engine: "commitlog", Dir: "./data", Flush: "async", FlushInterval: 500 * time.Millisecond, Retention: 72 * time.Hour, MaxMessageSize: 4 << 20}
+}
+
+// NewLogger builds the process logger from log.level and log.format.
+func NewLogger(cfg *config.Config) (*slog.Logger, error) {
+	lc := LogConfig{Level: "info", Format: "text"}
+	if err := cfg.Decode("log", &lc); err != nil {
+		return nil, err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(lc.Level)); err != nil {
+		return nil, fmt.Errorf("config: log.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch lc.Format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("config: log.format: %q is neither text nor json", lc.Format)
+}
+
+// NewRemotingConfig decodes the remoting section.
+func NewRemotingConfig(cfg *config.Config) (RemotingConfig, error) {
+	rc := RemotingConfig{MaxFrameSize: transport.DefaultMaxFrameSize, MaxInFlight: 1024}
+	if err := cfg.Decode("remoting", &rc); err != nil {
+		return rc, err
+	}
+	if rc.MaxFrameSize < 1024 {
+		return rc, fmt.Errorf("config: remoting.max_frame_size: %d is below 1KiB", rc.MaxFrameSize)
+	}
+	return rc, nil
+}
+
+type pluginsIn struct {
+	fx.In
+	Storage   []store.Provider     `group:"storage"`
+	Transport []transport.Provider `group:"transport"`
+	Filter    []filter.Provider    `group:"filter"`
+	Auth      []auth.Provider      `group:"auth"`
+}
+
+type registriesOut struct {
+	fx.Out
+	Storage   *StorageRegistry
+	Transport *TransportRegistry
+	Filter    *FilterRegistry
+	Auth      *AuthRegistry
+}
+
+func newRegistries(in pluginsIn) (registriesOut, error) {
+	var out registriesOut
+	var err error
+	if out.Storage, err = NewRegistry("storage engine", in.Storage, store.Provider.ID); err != nil {
+		return out, err
+	}
+	if out.Transport, err = NewRegistry("transport", in.Transport, transport.Provider.ID); err != nil {
+		return out, err
+	}
+	if out.Filter, err = NewRegistry("filter", in.Filter, filter.Provider.ID); err != nil {
+		return out, err
+	}
+	if out.Auth, err = NewRegistry("auth plugin", in.Auth, auth.Provider.ID); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// NewTransports decodes `transports` (default [tcp]) and each enabled
+// transport's section `transport.<id>`.
+func NewTransports(cfg *config.Config, reg *TransportRegistry, rc RemotingConfig, log *slog.Logger) (*transport.Set, error) {
+	ids := []string{"tcp"}
+	if cfg.Exists("transports") {
+		ids = cfg.Strings("transports")
+	}
+	var enabled []transport.Provider
+	cfgs := map[string]any{}
+	for _, id := range ids {
+		p, err := reg.Get(id)
+		if err != nil {
+			return nil, fmt.Errorf("config: transports: %w", err)
+		}
+		c := p.NewConfig()
+		if err := cfg.Decode("transport."+id, c); err != nil {
+			return nil, err
+		}
+		if v, ok := c.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return nil, fmt.Errorf("config: transport.%s: %w", id, err)
+			}
+		}
+		enabled = append(enabled, p)
+		cfgs[id] = c
+	}
+	return transport.NewSet(enabled, cfgs, transport.Deps{Logger: log.With("component", "transport"), MaxFrameSize: int(rc.MaxFrameSize)}), nil
+}
+
+// OpenStore opens the engine named by storage.engine with its section
+// storage.<engine>.
+func OpenStore(ctx context.Context, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
+	sc := DefaultStorageConfig()
+	// Engine sections are decoded by the engine; keep them out of the
+	// strict decode of the shared keys.
+	shared := map[string]any{}
+	for _, k := range []string{"engine", "dir", "flush", "flush_interval", "retention", "max_message_size"} {
+		if cfg.Exists("storage." + k) {
+			shared[k] = cfg.String("storage." + k)
+		}
+	}
+	if err := config.FromMap(map[string]any{"storage": shared}).Decode("storage", &sc); err != nil {
+		return nil, err
+	}
+	p, err := reg.Get(sc.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("config: storage.engine: %w", err)
+	}
+	if err := checkStorageKeys(cfg, reg); err != nil {
+		return nil, err
+	}
+	mode := store.FlushMode(sc.Flush)
+	if mode != store.FlushAsync && mode != store.FlushSync {
+		return nil, fmt.Errorf("config: storage.flush: %q is neither async nor sync", sc.Flush)
+	}
+	ec := p.NewConfig()
+	if err := cfg.Decode("storage."+sc.Engine, ec); err != nil {
+		return nil, err
+	}
+	if v, ok := ec.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("config: storage.%s: %w", sc.Engine, err)
+		}
+	}
+	dir, err := filepath.Abs(sc.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("config: storage.dir: %w", err)
+	}
+	deps := store.Deps{
+		Logger: log.With("component", "storage."+sc.Engine),
+		Settings: store.Settings{Dir: dir, Flush: mode, FlushInterval: sc.FlushInterval,
+			Retention: sc.Retention, MaxMessageSize: int(sc.MaxMessageSize)},
+	}
+	st, err := p.Open(ctx, ec, deps)
+	if err != nil {
+		return nil, fmt.Errorf("storage %s: open %s: %w", sc.Engine, dir, err)
+	}
+	return st, nil
+}
+
+func checkStorageKeys(cfg *config.Config, reg *StorageRegistry) error {
+	known := map[string]bool{"engine": true, "dir": true, "flush": true, "flush_interval": true, "retention": true, "max_message_size": true}
+	for _, id := range reg.IDs() {
+		known[id] = true
+	}
+	for _, k := range cfg.Keys() {
+		if rest, ok := strings.CutPrefix(k, "storage."); ok {
+			top, _, _ := strings.Cut(rest, ".")
+			if !known[top] {
+				return fmt.Errorf("config: unknown key storage.%s", rest)
+			}
+		}
+	}
+	return nil
+}
+
+// Module provides the logger, remoting settings, plugin registries and the
+// enabled transports. The store is provided by StorageModule so processes
+// without one (mq namesrv) never open it.
+var Module = fx.Module("kernel",
+	fx.Provide(NewLogger, NewRemotingConfig, newRegistries, NewTransports),
+)
+
+// StorageModule opens the configured store and closes it on stop.
+var StorageModule = fx.Module("kernel.storage",
+	fx.Provide(func(lc fx.Lifecycle, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
+		st, err := OpenStore(context.Background(), cfg, reg, log)
+		if err != nil {
+			return nil, err
+		}
+		lc.Append(fx.StopHook(func() error { return st.Close() }))
+		return st, nil
+	}),
+)
+
+// Supply returns the fx option that puts cfg in the graph.
+func Supply(cfg *config.Config) fx.Option { return fx.Supply(cfg) }
+
+// CheckTopLevel refuses top-level keys no section owns.
+func CheckTopLevel(cfg *config.Config, known []string) error {
+	ok := map[string]bool{}
+	for _, k := range known {
+		ok[k] = true
+	}
+	var errs config.Errors
+	for _, k := range cfg.TopLevel() {
+		if !ok[k] {
+			errs.Add(k, "unknown configuration section (known: %s)", strings.Join(known, ", "))
+		}
+	}
+	return errs.Err()
+}

@@ -1,0 +1,63 @@
+package message
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// ErrBadMsgID reports an offsetMsgId that cannot be parsed.
+var ErrBadMsgID = errors.New("message: malformed offset message id")
+
+// OffsetMsgID is the uppercase hex of store host IP, int32 port and int64
+// commit-log offset: 32 characters for IPv4, 56 for IPv6.
+func OffsetMsgID(storeHost netip.AddrPort, commitLogOffset int64) string {
+	var buf [28]byte
+	b := appendHost(buf[:0], storeHost)
+	b = binary.BigEndian.AppendUint64(b, uint64(commitLogOffset))
+	return strings.ToUpper(hex.EncodeToString(b))
+}
+
+// ParseOffsetMsgID returns the store host and commit-log offset in id.
+func ParseOffsetMsgID(id string) (netip.AddrPort, int64, error) {
+	var ipLen int
+	switch len(id) {
+	case 32:
+		ipLen = 4
+	case 56:
+		ipLen = 16
+	default:
+		return netip.AddrPort{}, 0, fmt.Errorf("%w: %q has length %d", ErrBadMsgID, id, len(id))
+	}
+	raw, err := hex.DecodeString(id)
+	if err != nil {
+		return netip.AddrPort{}, 0, fmt.Errorf("%w: %q: %v", ErrBadMsgID, id, err)
+	}
+	addr, _ := netip.AddrFromSlice(raw[:ipLen])
+	port := binary.BigEndian.Uint32(raw[ipLen : ipLen+4])
+	off := int64(binary.BigEndian.Uint64(raw[ipLen+4:]))
+	return netip.AddrPortFrom(addr, uint16(port)), off, nil
+}
+
+func appendHost(b []byte, h netip.AddrPort) []byte {
+	a := h.Addr()
+	if a.Is4() || a.Is4In6() || !a.IsValid() {
+		ip := a.Unmap().As4()
+		if !a.IsValid() {
+			ip = [4]byte{}
+		}
+		b = append(b, ip[:]...)
+	} else {
+		ip := a.As16()
+		b = append(b, ip[:]...)
+	}
+	return binary.BigEndian.AppendUint32(b, uint32(h.Port()))
+}
+
+func hostIsV6(h netip.AddrPort) bool {
+	a := h.Addr()
+	return a.IsValid() && a.Is6() && !a.Is4In6()
+}

@@ -1,0 +1,294 @@
+package remoting
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// ErrBadHeader reports a frame whose header cannot be decoded.
+var ErrBadHeader = errors.New("remoting: malformed header")
+
+// MaxHeaderSize bounds the header length accepted by Decode (the low 24
+// bits allow 16 MiB; real headers are a few hundred bytes).
+const MaxHeaderSize = 1 << 20
+
+// jsonHeader is the wire form of a JSON header.
+type jsonHeader struct {
+	Code      int32              `json:"code"`
+	Language  json.RawMessage    `json:"language"`
+	Version   int32              `json:"version"`
+	Opaque    int32              `json:"opaque"`
+	Flag      int32              `json:"flag"`
+	Remark    *string            `json:"remark"`
+	ExtFields map[string]*string `json:"extFields"`
+}
+
+// Decode parses a frame (without its total-length prefix) into a Command.
+// The body aliases frame.
+func Decode(frame []byte) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: frame of %d bytes has no header length", ErrBadHeader, len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	st := byte(word >> 24)
+	hl := int(word & 0xFFFFFF)
+	if hl > len(frame)-4 {
+		return nil, fmt.Errorf("%w: header length %d exceeds frame of %d bytes", ErrBadHeader, hl, len(frame))
+	}
+	if hl > MaxHeaderSize {
+		return nil, fmt.Errorf("%w: header length %d exceeds %d", ErrBadHeader, hl, MaxHeaderSize)
+	}
+	hdr := frame[4 : 4+hl]
+	var c *Command
+	var err error
+	switch st {
+	case SerializeJSON:
+		c, err = decodeJSONHeader(hdr)
+	case SerializeRocketMQ:
+		c, err = decodeBinaryHeader(hdr)
+	default:
+		return nil, fmt.Errorf("%w: unknown serialize type %d", ErrBadHeader, st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.SerializeType = st
+	if body := frame[4+hl:]; len(body) > 0 {
+		c.Body = body
+	}
+	return c, nil
+}
+
+func decodeJSONHeader(b []byte) (*Command, error) {
+	var h jsonHeader
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%w: json: %v", ErrBadHeader, err)
+	}
+	c := &Command{Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag}
+	if len(h.Language) > 0 {
+		var s string
+		if json.Unmarshal(h.Language, &s) == nil {
+			c.Language = s
+		} else if n, err := strconv.Atoi(string(h.Language)); err == nil {
+			c.Language = languageNames[byte(n)]
+		}
+	}
+	if h.Remark != nil {
+		c.Remark = *h.Remark
+	}
+	c.ExtFields = make(map[string]string, len(h.ExtFields))
+	for k, v := range h.ExtFields {
+		if v != nil {
+			c.ExtFields[k] = *v
+		}
+	}
+	return c, nil
+}
+
+func decodeBinaryHeader(b []byte) (*Command, error) {
+	if len(b) < 21 {
+		return nil, fmt.Errorf("%w: binary header of %d bytes is shorter than 21", ErrBadHeader, len(b))
+	}
+	be := binary.BigEndian
+	c := &Command{
+		Code:     int32(int16(be.Uint16(b[0:]))),
+		Language: languageNames[b[2]],
+		Version:  int32(int16(be.Uint16(b[3:]))),
+		Opaque:   int32(be.Uint32(b[5:])),
+		Flag:     int32(be.Uint32(b[9:])),
+	}
+	p := 13
+	rl := int(int32(be.Uint32(b[p:])))
+	p += 4
+	if rl < 0 || rl > len(b)-p {
+		return nil, fmt.Errorf("%w: remark length %d", ErrBadHeader, rl)
+	}
+	c.Remark = string(b[p : p+rl])
+	p += rl
+	if len(b)-p < 4 {
+		return nil, fmt.Errorf("%w: missing extFields length", ErrBadHeader)
+	}
+	el := int(int32(be.Uint32(b[p:])))
+	p += 4
+	if el < 0 || el > len(b)-p {
+		return nil, fmt.Errorf("%w: extFields length %d", ErrBadHeader, el)
+	}
+	ext := b[p : p+el]
+	c.ExtFields = map[string]string{}
+	for len(ext) > 0 {
+		if len(ext) < 2 {
+			return nil, fmt.Errorf("%w: truncated extFields key length", ErrBadHeader)
+		}
+		kl := int(be.Uint16(ext))
+		ext = ext[2:]
+		if kl > len(ext) {
+			return nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
+		}
+		k := string(ext[:kl])
+		ext = ext[kl:]
+		if len(ext) < 4 {
+			return nil, fmt.Errorf("%w: truncated extFields value length", ErrBadHeader)
+		}
+		vl := int(int32(be.Uint32(ext)))
+		ext = ext[4:]
+		if vl < 0 || vl > len(ext) {
+			return nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
+		}
+		c.ExtFields[k] = string(ext[:vl])
+		ext = ext[vl:]
+	}
+	return c, nil
+}
+
+// AppendHeader appends the 4-byte serialize-type/header-length word and the
+// header of c in its SerializeType, leaving the body to the caller.
+func AppendHeader(b []byte, c *Command) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	if c.SerializeType == SerializeRocketMQ {
+		b = appendBinaryHeader(b, c)
+	} else {
+		b = appendJSONHeader(b, c)
+	}
+	hl := len(b) - start - 4
+	binary.BigEndian.PutUint32(b[start:], uint32(c.SerializeType)<<24|uint32(hl))
+	return b
+}
+
+// Encode returns the whole frame of c, without the total-length prefix.
+func Encode(c *Command) []byte {
+	b := AppendHeader(make([]byte, 0, 256+len(c.Body)), c)
+	return append(b, c.Body...)
+}
+
+// EncodeWithLength returns the frame with its 4-byte total length in front,
+// as it travels over a stream.
+func EncodeWithLength(c *Command) []byte {
+	b := AppendHeader(make([]byte, 4, 260+len(c.Body)), c)
+	b = append(b, c.Body...)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func appendJSONHeader(b []byte, c *Command) []byte {
+	lang := c.Language
+	if lang == "" {
+		lang = ServerLanguage
+	}
+	b = append(b, `{"code":`...)
+	b = strconv.AppendInt(b, int64(c.Code), 10)
+	b = append(b, `,"extFields":{`...)
+	for i, k := range sortedKeys(c.ExtFields) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, c.ExtFields[k])
+	}
+	b = append(b, `},"flag":`...)
+	b = strconv.AppendInt(b, int64(c.Flag), 10)
+	b = append(b, `,"language":`...)
+	b = appendJSONString(b, lang)
+	b = append(b, `,"opaque":`...)
+	b = strconv.AppendInt(b, int64(c.Opaque), 10)
+	if c.Remark != "" {
+		b = append(b, `,"remark":`...)
+		b = appendJSONString(b, c.Remark)
+	}
+	b = append(b, `,"serializeTypeCurrentRPC":"JSON","version":`...)
+	b = strconv.AppendInt(b, int64(c.Version), 10)
+	return append(b, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaping control characters,
+// quotes, backslashes and invalid UTF-8.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+func appendBinaryHeader(b []byte, c *Command) []byte {
+	be := binary.BigEndian
+	b = be.AppendUint16(b, uint16(c.Code))
+	lc, ok := languageCodes[c.Language]
+	if !ok {
+		lc = languageCodes["OTHER"]
+	}
+	b = append(b, lc)
+	b = be.AppendUint16(b, uint16(c.Version))
+	b = be.AppendUint32(b, uint32(c.Opaque))
+	b = be.AppendUint32(b, uint32(c.Flag))
+	b = be.AppendUint32(b, uint32(len(c.Remark)))
+	b = append(b, c.Remark...)
+	lenPos := len(b)
+	b = append(b, 0, 0, 0, 0)
+	for _, k := range sortedKeys(c.ExtFields) {
+		v := c.ExtFields[k]
+		b = be.AppendUint16(b, uint16(len(k)))
+		b = append(b, k...)
+		b = be.AppendUint32(b, uint32(len(v)))
+		b = append(b, v...)
+	}
+	be.PutUint32(b[lenPos:], uint32(len(b)-lenPos-4))
+	return b
+}

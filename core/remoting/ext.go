@@ -1,0 +1,106 @@
+package remoting
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// HeaderError names a missing or malformed custom header field. It reaches
+// the client as the remark of a SYSTEM_ERROR, as Java does.
+type HeaderError struct {
+	Field  string
+	Value  string
+	Reason string
+}
+
+func (e *HeaderError) Error() string {
+	if e.Value == "" && e.Reason == "missing" {
+		return fmt.Sprintf("the custom field <%s> is null", e.Field)
+	}
+	return fmt.Sprintf("the custom field <%s> has bad value %q: %s", e.Field, e.Value, e.Reason)
+}
+
+// Ext reads typed extFields, keeping the first error.
+type Ext struct {
+	m   map[string]string
+	Err error
+}
+
+// ReadExt starts reading c's extFields.
+func ReadExt(c *Command) *Ext { return &Ext{m: c.ExtFields} }
+
+func (e *Ext) fail(err *HeaderError) {
+	if e.Err == nil {
+		e.Err = err
+	}
+}
+
+// String returns a required string field.
+func (e *Ext) String(k string) string {
+	v, ok := e.m[k]
+	if !ok {
+		e.fail(&HeaderError{Field: k, Reason: "missing"})
+	}
+	return v
+}
+
+// OptString returns an optional string field.
+func (e *Ext) OptString(k string) string { return e.m[k] }
+
+// Int64 returns a required integer field.
+func (e *Ext) Int64(k string) int64 {
+	v, ok := e.m[k]
+	if !ok {
+		e.fail(&HeaderError{Field: k, Reason: "missing"})
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		e.fail(&HeaderError{Field: k, Value: v, Reason: "not an integer"})
+	}
+	return n
+}
+
+// OptInt64 returns an optional integer field, def when absent or empty.
+func (e *Ext) OptInt64(k string, def int64) int64 {
+	v, ok := e.m[k]
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		e.fail(&HeaderError{Field: k, Value: v, Reason: "not an integer"})
+	}
+	return n
+}
+
+// Int32 returns a required 32-bit integer field.
+func (e *Ext) Int32(k string) int32 {
+	v, ok := e.m[k]
+	if !ok {
+		e.fail(&HeaderError{Field: k, Reason: "missing"})
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil {
+		e.fail(&HeaderError{Field: k, Value: v, Reason: "not a 32-bit integer"})
+	}
+	return int32(n)
+}
+
+// OptInt32 returns an optional 32-bit integer field.
+func (e *Ext) OptInt32(k string, def int32) int32 {
+	v, ok := e.m[k]
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil {
+		e.fail(&HeaderError{Field: k, Value: v, Reason: "not a 32-bit integer"})
+	}
+	return int32(n)
+}
+
+// Bool returns an optional boolean field ("true" is true, as Java parses).
+func (e *Ext) Bool(k string) bool { return strings.EqualFold(strings.TrimSpace(e.m[k]), "true") }

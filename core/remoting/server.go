@@ -1,0 +1,139 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// ServerOptions tune a Server.
+type ServerOptions struct {
+	Peer PeerOptions
+	// OnConnect and OnDisconnect observe connections (client tables).
+	OnConnect    func(*Peer)
+	OnDisconnect func(*Peer)
+}
+
+// Server accepts connections on any number of listeners and serves each
+// with a Peer bound to one Handler.
+type Server struct {
+	handler Handler
+	log     *slog.Logger
+	opts    ServerOptions
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	listeners []transport.Listener
+	peers     map[*Peer]struct{}
+}
+
+// NewServer returns a server that answers with h.
+func NewServer(h Handler, log *slog.Logger, opts ServerOptions) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{handler: h, log: log, opts: opts, ctx: ctx, cancel: cancel, peers: map[*Peer]struct{}{}}
+}
+
+// Serve starts accepting on ln in the background. The server owns ln.
+func (s *Server) Serve(ln transport.Listener) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			conn, err := ln.Accept(s.ctx)
+			if err != nil {
+				if s.ctx.Err() != nil || errors.Is(err, transport.ErrClosed) {
+					return
+				}
+				s.log.Warn("accept", "addr", ln.Addr(), "err", err)
+				continue
+			}
+			s.servePeer(conn)
+		}
+	}()
+}
+
+func (s *Server) servePeer(conn transport.Conn) {
+	p := NewPeer(conn, s.handler, s.log, s.opts.Peer)
+	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.peers[p] = struct{}{}
+	s.mu.Unlock()
+	if s.opts.OnConnect != nil {
+		s.opts.OnConnect(p)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := p.Run(s.ctx)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, transport.ErrClosed) && s.ctx.Err() == nil {
+			s.log.Debug("connection closed", "remote", p.RemoteAddr(), "err", err)
+		}
+		s.mu.Lock()
+		delete(s.peers, p)
+		s.mu.Unlock()
+		if s.opts.OnDisconnect != nil {
+			s.opts.OnDisconnect(p)
+		}
+	}()
+}
+
+// Addrs lists the bound addresses.
+func (s *Server) Addrs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.listeners))
+	for _, l := range s.listeners {
+		out = append(out, l.Addr())
+	}
+	return out
+}
+
+// Peers returns the open connections.
+func (s *Server) Peers() []*Peer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Peer, 0, len(s.peers))
+	for p := range s.peers {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines, or for ctx.
+func (s *Server) Close(ctx context.Context) error {
+	s.cancel()
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		l.Close()
+	}
+	for p := range s.peers {
+		p.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

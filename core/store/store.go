@@ -1,0 +1,229 @@
+// Package store is the storage seam: the interface every message store
+// implements (the native CommitLog engine, Pebble, ...), its sentinel
+// errors, and the descriptor plugins register with the kernel. The shared
+// conformance suite lives in storetest.
+//
+// A store keeps messages in the RocketMQ stored layout (message.AppendStored)
+// so that pull responses are the stored records concatenated. Every message
+// belongs to a queue (topic + queue id) in which it gets a dense, increasing
+// queue offset, and has a unique commit-log (physical) offset.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/quivermq/quiver/core/message"
+)
+
+// Sentinel errors. Implementations wrap them with context.
+var (
+	ErrClosed           = errors.New("store: closed")
+	ErrNotFound         = errors.New("store: not found")
+	ErrOffsetOutOfRange = errors.New("store: offset out of range")
+	ErrBadArgument      = errors.New("store: bad argument")
+	ErrTooLarge         = errors.New("store: message too large")
+	// ErrNotDurable is returned when a write could not be made durable (full
+	// disk, I/O error). Nothing was acknowledged; the caller must not
+	// report success.
+	ErrNotDurable = errors.New("store: write not durable")
+)
+
+// CorruptionError reports damaged data found in a store file.
+type CorruptionError struct {
+	File   string
+	Offset int64
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("store: corruption in %s at %d: %s", e.File, e.Offset, e.Reason)
+}
+
+// Queue names one consume queue.
+type Queue struct {
+	Topic string
+	ID    int32
+}
+
+func (q Queue) String() string { return fmt.Sprintf("%s/%d", q.Topic, q.ID) }
+
+// Message is one message to append, with the tag code its consume-queue
+// entry carries (the TAGS hash, or the delivery time for scheduled
+// messages; the broker decides).
+type Message struct {
+	*message.Ext
+	TagsCode int64
+}
+
+// Position is where an appended message landed.
+type Position struct {
+	CommitLogOffset int64
+	Size            int32
+	QueueOffset     int64
+	StoreTimestamp  int64
+}
+
+// ReadStatus classifies a read like RocketMQ's GetMessageStatus.
+type ReadStatus int
+
+// Read outcomes.
+const (
+	Found ReadStatus = iota
+	NoMatchedMessage
+	NoMessageInQueue
+	OffsetTooSmall
+	OffsetOverflowOne
+	OffsetOverflowBadly
+	OffsetFoundNull
+)
+
+var statusNames = [...]string{"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "OFFSET_FOUND_NULL"}
+
+func (s ReadStatus) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("ReadStatus(%d)", int(s))
+}
+
+// ReadOptions bound one read.
+type ReadOptions struct {
+	// MaxMessages and MaxBytes bound what is returned (defaults 32 and
+	// 256 KiB). At least one message is returned when any matches.
+	MaxMessages int
+	MaxBytes    int
+	// Filter, when set, pre-filters consume-queue entries by tag code;
+	// entries it rejects are skipped but still advance NextOffset.
+	Filter func(tagsCode int64) bool
+	// Match, when set, is checked on each candidate record after Filter
+	// (exact tag or property check); rejected records are skipped.
+	Match func(rec []byte) bool
+	// MaxScan bounds how many consume-queue entries one read scans
+	// (default max(800, MaxMessages*20)).
+	MaxScan int
+}
+
+// ReadResult is filled by Read. Records are complete stored records; they
+// stay valid until the next Read into the same result.
+type ReadResult struct {
+	Status       ReadStatus
+	Records      [][]byte
+	QueueOffsets []int64
+	NextOffset   int64
+	MinOffset    int64
+	MaxOffset    int64
+	// Bytes is the total size of Records.
+	Bytes int
+	buf   []byte
+}
+
+// Reset empties r for reuse, keeping its buffers.
+func (r *ReadResult) Reset() {
+	r.Status = Found
+	r.Records = r.Records[:0]
+	r.QueueOffsets = r.QueueOffsets[:0]
+	r.NextOffset, r.MinOffset, r.MaxOffset, r.Bytes = 0, 0, 0, 0
+	r.buf = r.buf[:0]
+}
+
+// Buffer returns scratch space owned by r that implementations may use to
+// hold record bytes (it is reused across reads).
+func (r *ReadResult) Buffer(n int) []byte {
+	if cap(r.buf) < n {
+		r.buf = make([]byte, 0, n)
+	}
+	return r.buf[:0]
+}
+
+// SetBuffer keeps b as r's scratch space.
+func (r *ReadResult) SetBuffer(b []byte) { r.buf = b }
+
+// Store is the storage seam. All methods are safe for concurrent use.
+type Store interface {
+	// Append stores msgs in order. Messages of one call that share a queue
+	// get consecutive queue offsets. On success every message is readable
+	// and durable within the promise of the flush mode; on error none is
+	// acknowledged (the error wraps ErrNotDurable when durability failed).
+	Append(ctx context.Context, msgs []Message) ([]Position, error)
+	// Read reads queue q from offset, filling into.
+	Read(ctx context.Context, q Queue, offset int64, opts ReadOptions, into *ReadResult) error
+	// Lookup returns the stored record at a commit-log offset.
+	Lookup(ctx context.Context, commitLogOffset int64) ([]byte, error)
+	// Offsets returns the queue's min offset and its next offset to write
+	// (max). A queue never written has 0, 0.
+	Offsets(q Queue) (min, max int64, err error)
+	// OffsetByTime returns the offset of the first message stored at or
+	// after ts (epoch ms), or max when none is.
+	OffsetByTime(ctx context.Context, q Queue, ts int64) (int64, error)
+	// DeleteBefore drops whole stored units (segments) whose messages were
+	// all stored before t; it returns how many bytes were freed.
+	DeleteBefore(ctx context.Context, t time.Time) (int64, error)
+	// Close flushes and releases the store.
+	Close() error
+}
+
+// KeyIndexer is implemented by stores that index UNIQ_KEY and KEYS.
+type KeyIndexer interface {
+	// QueryByKey returns up to max records of topic whose KEYS or UNIQ_KEY
+	// contain key and whose store time is within [begin, end] (ms).
+	QueryByKey(ctx context.Context, topic, key string, begin, end int64, max int) ([][]byte, error)
+}
+
+// Flusher is implemented by stores that can be flushed on demand.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// TopicDeleter is implemented by stores that can drop a topic's queues.
+type TopicDeleter interface {
+	DeleteTopic(ctx context.Context, topic string) error
+}
+
+// QueueLister is implemented by stores that can list their queues.
+type QueueLister interface {
+	Queues() []Queue
+}
+
+// Metadata is implemented by stores that keep the broker's small state
+// documents (topic config, consumer offsets, ...) themselves. Brokers fall
+// back to files in the data directory otherwise.
+type Metadata interface {
+	LoadMeta(name string) ([]byte, error) // ErrNotFound when absent
+	SaveMeta(name string, data []byte) error
+}
+
+// FlushMode selects when appends are acknowledged.
+type FlushMode string
+
+// Flush modes.
+const (
+	FlushAsync FlushMode = "async"
+	FlushSync  FlushMode = "sync"
+)
+
+// Settings are the engine-independent storage keys (storage.*).
+type Settings struct {
+	Dir           string
+	Flush         FlushMode
+	FlushInterval time.Duration
+	Retention     time.Duration
+	// MaxMessageSize bounds one stored record.
+	MaxMessageSize int
+}
+
+// Deps are what the kernel hands a storage engine.
+type Deps struct {
+	Logger   *slog.Logger
+	Settings Settings
+}
+
+// Provider describes one storage engine plugin (fx group "storage").
+type Provider interface {
+	ID() string
+	NewConfig() any
+	Open(ctx context.Context, cfg any, deps Deps) (Store, error)
+}

@@ -1,0 +1,79 @@
+// Package transport is the seam between Quiver's remoting layer and the
+// networks it runs over. A transport carries whole frames, not a byte
+// stream: TCP frames them with a length prefix, QUIC may put each frame on a
+// stream of its own, NATS carries one frame per NATS message. The
+// RemotingCommand codec and request/response matching live above, in
+// core/remoting.
+//
+// A frame, as passed through this package, is a RocketMQ remoting frame
+// without its leading 4-byte total length: the int32 serialize-type/header
+// length, the header and the body.
+package transport
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// Sentinel errors shared by every transport.
+var (
+	// ErrClosed is returned by operations on a closed Conn or Listener.
+	ErrClosed = errors.New("transport: closed")
+	// ErrFrameTooLarge is returned when a frame exceeds the configured limit,
+	// either on write or when a peer declares a larger length.
+	ErrFrameTooLarge = errors.New("transport: frame too large")
+	// ErrBadFrame reports a frame that cannot be a remoting frame.
+	ErrBadFrame = errors.New("transport: malformed frame")
+)
+
+// Conn is a bidirectional, frame-oriented connection. ReadFrame is called
+// from one goroutine at a time; WriteFrame is safe for concurrent use and
+// writes a frame atomically with respect to other writers.
+type Conn interface {
+	// ReadFrame returns the next whole frame. The returned slice is owned by
+	// the caller. It returns ErrClosed (possibly wrapped) or io.EOF once the
+	// connection is gone.
+	ReadFrame(ctx context.Context) ([]byte, error)
+	// WriteFrame writes one frame made of the concatenation of parts.
+	WriteFrame(ctx context.Context, parts ...[]byte) error
+	// LocalAddr and RemoteAddr are "host:port" strings; RemoteAddr is what
+	// logs, ACL white lists and client tables show.
+	LocalAddr() string
+	RemoteAddr() string
+	// Close fully closes the connection in both directions and unblocks
+	// pending reads and writes. It is idempotent.
+	Close() error
+}
+
+// Listener accepts frame connections.
+type Listener interface {
+	Accept(ctx context.Context) (Conn, error)
+	// Addr is the bound "host:port" (with the real port when 0 was asked).
+	Addr() string
+	Close() error
+}
+
+// Deps are what the kernel hands every transport.
+type Deps struct {
+	Logger *slog.Logger
+	// MaxFrameSize bounds frames in both directions (remoting.max_frame_size).
+	MaxFrameSize int
+}
+
+// Provider describes one transport plugin. The kernel collects providers
+// from the fx group "transport" and picks them by ID.
+type Provider interface {
+	// ID is the configuration name: "tcp", "quic", "nats".
+	ID() string
+	// NewConfig returns a pointer to the transport's default configuration;
+	// the kernel decodes the section transport.<ID> into it.
+	NewConfig() any
+	// Listen binds addr synchronously, so a bad address fails start-up.
+	Listen(ctx context.Context, addr string, cfg any, deps Deps) (Listener, error)
+	// Dial connects to addr.
+	Dial(ctx context.Context, addr string, cfg any, deps Deps) (Conn, error)
+}
+
+// DefaultMaxFrameSize is RocketMQ's frame limit, 16 MiB.
+const DefaultMaxFrameSize = 16 << 20
