@@ -51,6 +51,9 @@ type Command struct {
 	Remark    string
 	ExtFields map[string]string
 	Body      []byte
+	// BodyParts, when set on an outgoing command, is sent as the body
+	// instead of Body, without concatenating (pull responses).
+	BodyParts [][]byte
 	// SerializeType is the header encoding the command arrived in, and the
 	// one its answer is written in.
 	SerializeType byte

@@ -192,9 +192,15 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 	hb := headerPool.Get().(*[]byte)
 	h := AppendHeader((*hb)[:0], c)
 	var err error
-	if len(c.Body) > 0 {
+	switch {
+	case len(c.BodyParts) > 0:
+		parts := make([][]byte, 0, len(c.BodyParts)+1)
+		parts = append(parts, h)
+		parts = append(parts, c.BodyParts...)
+		err = p.conn.WriteFrame(ctx, parts...)
+	case len(c.Body) > 0:
 		err = p.conn.WriteFrame(ctx, h, c.Body)
-	} else {
+	default:
 		err = p.conn.WriteFrame(ctx, h)
 	}
 	*hb = h
