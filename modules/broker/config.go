@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/protocol"
+)
+
+// Config is the broker section.
+type Config struct {
+	// Listen is the address served on every enabled transport.
+	Listen string `koanf:"listen"`
+	// Advertise is the address registered with name servers and used as the
+	// store host in message ids; it must be an IP literal with a port.
+	// Default: Listen.
+	Advertise string `koanf:"advertise"`
+	Name      string `koanf:"name"`
+	Cluster   string `koanf:"cluster"`
+	ID        int64  `koanf:"id"`
+	// Namesrv lists the name servers to register with.
+	Namesrv []string `koanf:"namesrv"`
+	// AutoCreateTopic lets producers create topics by sending (TBW102).
+	AutoCreateTopic bool `koanf:"auto_create_topic"`
+	// DefaultTopicQueues is the queue count of TBW102 (the cap for
+	// auto-created topics) and of topics created without a count.
+	DefaultTopicQueues int `koanf:"default_topic_queues"`
+	// RegisterInterval is the name-server registration period (10s–60s).
+	RegisterInterval time.Duration `koanf:"register_interval"`
+	// LongPolling holds pulls on empty queues until a message arrives.
+	LongPolling bool `koanf:"long_polling"`
+	// MaxSuspend caps how long a pull is held, whatever the client asks.
+	MaxSuspend time.Duration `koanf:"max_suspend"`
+	// ShortPolling is how long pulls are held with long polling off.
+	ShortPolling time.Duration `koanf:"short_polling"`
+	// ClientExpiry drops producer and consumer channels silent this long.
+	ClientExpiry time.Duration `koanf:"client_expiry"`
+	// ScanInterval is how often silent clients are looked for.
+	ScanInterval time.Duration `koanf:"scan_interval"`
+	// OffsetFlushInterval is how often consumer offsets are persisted.
+	OffsetFlushInterval time.Duration `koanf:"offset_flush_interval"`
+	// MaxMessageSize bounds one message body.
+	MaxMessageSize config.ByteSize `koanf:"max_message_size"`
+	// PullBatchMax bounds messages per pull (RocketMQ: 32).
+	PullBatchMax int `koanf:"pull_batch_max"`
+	// PullBytesMax bounds bytes per pull (RocketMQ: 256 KiB).
+	PullBytesMax config.ByteSize `koanf:"pull_bytes_max"`
+}
+
+// NewConfig returns the defaults.
+func NewConfig() *Config {
+	return &Config{
+		Listen: "127.0.0.1:10911", Name: "broker-a", Cluster: protocol.DefaultCluster,
+		AutoCreateTopic: true, DefaultTopicQueues: 8, RegisterInterval: 30 * time.Second,
+		LongPolling: true, MaxSuspend: 20 * time.Second, ShortPolling: time.Second,
+		ClientExpiry: 120 * time.Second, ScanInterval: 10 * time.Second,
+		OffsetFlushInterval: 5 * time.Second, MaxMessageSize: 4 << 20,
+		PullBatchMax: 32, PullBytesMax: 256 << 10,
+	}
+}
+
+// Validate reports every problem with its key.
+func (c *Config) Validate() error {
+	var errs config.Errors
+	if c.Listen == "" {
+		errs.Add("broker.listen", "must be set")
+	}
+	adv := c.AdvertiseAddr()
+	if _, err := netip.ParseAddrPort(adv); err != nil {
+		errs.Add("broker.advertise", "%q is not an ip:port (RocketMQ clients need an IP literal): %v", adv, err)
+	}
+	if c.Name == "" {
+		errs.Add("broker.name", "must be set")
+	}
+	if c.Cluster == "" {
+		errs.Add("broker.cluster", "must be set")
+	}
+	if c.ID < 0 {
+		errs.Add("broker.id", "must be 0 (master) or more")
+	}
+	if c.DefaultTopicQueues < 1 || c.DefaultTopicQueues > 1024 {
+		errs.Add("broker.default_topic_queues", "%d is outside 1..1024", c.DefaultTopicQueues)
+	}
+	if c.RegisterInterval < time.Second || c.RegisterInterval > time.Minute {
+		errs.Add("broker.register_interval", "%s is outside 1s..60s", c.RegisterInterval)
+	}
+	if c.MaxSuspend <= 0 || c.MaxSuspend > 25*time.Second {
+		errs.Add("broker.max_suspend", "%s is outside (0, 25s] (clients time out pulls at 30s)", c.MaxSuspend)
+	}
+	if c.ClientExpiry <= 0 || c.ScanInterval <= 0 || c.OffsetFlushInterval <= 0 || c.ShortPolling <= 0 {
+		errs.Add("broker", "client_expiry, scan_interval, short_polling and offset_flush_interval must be positive")
+	}
+	if c.MaxMessageSize < 1 || c.MaxMessageSize > 64<<20 {
+		errs.Add("broker.max_message_size", "%d is outside 1..64MiB", c.MaxMessageSize)
+	}
+	if c.PullBatchMax < 1 || c.PullBytesMax < 1024 {
+		errs.Add("broker.pull_batch_max", "pull limits too small")
+	}
+	return errs.Err()
+}
+
+// AdvertiseAddr is the registered address.
+func (c *Config) AdvertiseAddr() string {
+	if c.Advertise != "" {
+		return c.Advertise
+	}
+	return c.Listen
+}

@@ -1,0 +1,447 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+)
+
+func (b *Broker) registerProcessors() {
+	r := b.router
+	r.RegisterFunc(remoting.SendMessage, b.handleSend)
+	r.RegisterFunc(remoting.SendMessageV2, b.handleSend)
+	r.RegisterFunc(remoting.SendBatchMessage, b.handleSendBatch)
+	r.RegisterFunc(remoting.PullMessage, b.handlePull)
+	r.RegisterFunc(remoting.HeartBeat, b.handleHeartbeat)
+	r.RegisterFunc(remoting.UnregisterClient, b.handleUnregisterClient)
+	r.RegisterFunc(remoting.GetConsumerListByGroup, b.handleConsumerList)
+	r.RegisterFunc(remoting.QueryConsumerOffset, b.handleQueryOffset)
+	r.RegisterFunc(remoting.UpdateConsumerOffset, b.handleUpdateOffset)
+	r.RegisterFunc(remoting.GetMaxOffset, b.handleMaxOffset)
+	r.RegisterFunc(remoting.GetMinOffset, b.handleMinOffset)
+	r.RegisterFunc(remoting.SearchOffsetByTimestamp, b.handleSearchOffset)
+	r.RegisterFunc(remoting.GetEarliestMsgStoreTime, b.handleEarliestTime)
+	r.RegisterFunc(remoting.ViewMessageByID, b.handleViewMessage)
+	r.RegisterFunc(remoting.QueryMessage, b.handleQueryMessage)
+	r.RegisterFunc(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
+	r.RegisterFunc(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
+	r.RegisterFunc(remoting.GetAllTopicConfig, b.handleAllTopicConfig)
+	r.RegisterFunc(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroupConfig)
+	r.RegisterFunc(remoting.UpdateAndCreateSubscriptionGroup, b.handleCreateGroup)
+	r.RegisterFunc(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
+	r.RegisterFunc(remoting.CheckClientConfig, b.handleCheckClientConfig)
+	r.RegisterFunc(remoting.ConsumerSendMsgBack, b.handleSendBack)
+}
+
+func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	var hb protocol.HeartbeatData
+	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("bad heartbeat body: %v", err))
+	}
+	if hb.ClientID == "" {
+		return remoting.Errorf(req, remoting.SystemError, "heartbeat without clientID")
+	}
+	var changed []string
+	for i := range hb.ConsumerDataSet {
+		cd := &hb.ConsumerDataSet[i]
+		if err := protocol.ValidateGroup(cd.GroupName); err != nil {
+			return remoting.Errorf(req, remoting.SystemError, err.Error())
+		}
+		gc, err := b.groups.getOrCreate(cd.GroupName)
+		if err != nil {
+			return remoting.Errorf(req, remoting.SystemError, err.Error())
+		}
+		if _, err := b.ensureRetryTopic(cd.GroupName, gc.RetryQueueNums); err != nil {
+			return remoting.Errorf(req, remoting.SystemError, err.Error())
+		}
+		subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))
+		for _, sd := range cd.SubscriptionDataSet {
+			typ := sd.ExpressionType
+			if typ == "" {
+				typ = filter.TypeTag
+			}
+			m, err := b.filters.compile(typ, sd.SubString)
+			if err != nil {
+				return remoting.Errorf(req, remoting.SubscriptionParseFailed, fmt.Sprintf("parse the consumer's subscription[%s] of topic %s failed, group: %s: %v", sd.SubString, sd.Topic, cd.GroupName, err))
+			}
+			subs[sd.Topic] = &subscription{data: sd, matcher: m}
+		}
+		if b.clients.registerConsumer(p, hb.ClientID, cd, subs) {
+			changed = append(changed, cd.GroupName)
+			b.log.Info("consumer registered", "group", cd.GroupName, "client", hb.ClientID, "remote", p.RemoteAddr())
+		}
+	}
+	for _, pd := range hb.ProducerDataSet {
+		b.clients.registerProducer(p, hb.ClientID, pd.GroupName)
+	}
+	if len(changed) > 0 {
+		b.notifyChanged(ctx, changed)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleUnregisterClient(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	id := e.String("clientID")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	changed := b.clients.unregister(id, e.OptString("producerGroup"), e.OptString("consumerGroup"))
+	b.notifyChanged(ctx, changed)
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleConsumerList(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	group := e.String("consumerGroup")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	ids := b.clients.consumerIDs(group)
+	if len(ids) == 0 {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("no consumer for this group, %s", group))
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body, _ = json.Marshal(protocol.ConsumerIDList{ConsumerIDList: ids})
+	return resp
+}
+
+func (b *Broker) handleQueryOffset(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	group, topic, q := e.String("consumerGroup"), e.String("topic"), e.Int32("queueId")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	if off, ok := b.offsets.query(group, topic, q); ok {
+		resp.SetExtInt("offset", off)
+		return resp
+	}
+	// Like Java: a queue that still starts at 0 is consumed from the start
+	// by a new group, whatever its consume-from-where.
+	min, _, err := b.store.Offsets(store.Queue{Topic: topic, ID: q})
+	if err == nil && min <= 0 {
+		resp.SetExt("offset", "0")
+		return resp
+	}
+	return remoting.Errorf(req, remoting.QueryNotFound, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+}
+
+func (b *Broker) handleUpdateOffset(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	group, topic, q, off := e.String("consumerGroup"), e.String("topic"), e.Int32("queueId"), e.Int64("commitOffset")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if _, ok := b.topics.get(topic); !ok {
+		return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist", topic))
+	}
+	b.offsets.commit(group, topic, q, off)
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) queueArg(req *remoting.Command) (store.Queue, *remoting.Ext) {
+	e := remoting.ReadExt(req)
+	return store.Queue{Topic: e.String("topic"), ID: e.Int32("queueId")}, e
+}
+
+func (b *Broker) handleMaxOffset(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	q, e := b.queueArg(req)
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	_, max, err := b.store.Offsets(q)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExtInt("offset", max)
+	return resp
+}
+
+func (b *Broker) handleMinOffset(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	q, e := b.queueArg(req)
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	min, _, err := b.store.Offsets(q)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExtInt("offset", min)
+	return resp
+}
+
+func (b *Broker) handleSearchOffset(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	q, e := b.queueArg(req)
+	ts := e.Int64("timestamp")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	off, err := b.store.OffsetByTime(ctx, q, ts)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExtInt("offset", off)
+	return resp
+}
+
+func (b *Broker) handleEarliestTime(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	q, e := b.queueArg(req)
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	min, max, err := b.store.Offsets(q)
+	if err != nil || min >= max {
+		return remoting.Errorf(req, remoting.SystemError, "no message in queue")
+	}
+	var res store.ReadResult
+	if err := b.store.Read(ctx, q, min, store.ReadOptions{MaxMessages: 1}, &res); err != nil || len(res.Records) == 0 {
+		return remoting.Errorf(req, remoting.SystemError, "no message in queue")
+	}
+	h, err := message.PeekHeader(res.Records[0])
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExtInt("timestamp", h.StoreTimestamp)
+	return resp
+}
+
+func (b *Broker) handleViewMessage(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	off := e.Int64("offset")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	rec, err := b.store.Lookup(ctx, off)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d: %v", off, err))
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = rec
+	return resp
+}
+
+func (b *Broker) handleQueryMessage(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	topic, key := e.String("topic"), e.String("key")
+	max := int(e.OptInt32("maxNum", 32))
+	begin, end := e.OptInt64("beginTimestamp", 0), e.OptInt64("endTimestamp", 1<<62)
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if e.Bool("_UNIQUE_KEY_QUERY") || max <= 0 || max > 64 {
+		max = 64
+	}
+	ki, ok := b.store.(store.KeyIndexer)
+	if !ok {
+		return remoting.Errorf(req, remoting.QueryNotFound, "this store keeps no key index")
+	}
+	recs, err := ki.QueryByKey(ctx, topic, key, begin, end, max)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if len(recs) == 0 {
+		return remoting.Errorf(req, remoting.QueryNotFound, "can not find message, maybe time range not correct")
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.BodyParts = recs
+	resp.SetExt("indexLastUpdateTimestamp", "0")
+	resp.SetExt("indexLastUpdatePhyoffset", "0")
+	return resp
+}
+
+func (b *Broker) handleCreateTopic(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	tc := &protocol.TopicConfig{
+		TopicName:       e.String("topic"),
+		ReadQueueNums:   e.OptInt32("readQueueNums", int32(b.cfg.DefaultTopicQueues)),
+		WriteQueueNums:  e.OptInt32("writeQueueNums", int32(b.cfg.DefaultTopicQueues)),
+		Perm:            e.OptInt32("perm", protocol.PermRead|protocol.PermWrite),
+		TopicFilterType: e.OptString("topicFilterType"),
+		TopicSysFlag:    e.OptInt32("topicSysFlag", 0),
+		Order:           e.Bool("order"),
+	}
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if err := protocol.ValidateTopic(tc.TopicName); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if tc.TopicName == b.cfg.Cluster || protocol.IsSystemTopic(tc.TopicName) || tc.TopicName == protocol.AutoCreateTopic {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("the topic[%s] is conflict with system reserved words", tc.TopicName))
+	}
+	if tc.ReadQueueNums < 1 || tc.WriteQueueNums < 1 || tc.ReadQueueNums > 1024 || tc.WriteQueueNums > 1024 {
+		return remoting.Errorf(req, remoting.SystemError, "queue numbers must be within 1..1024")
+	}
+	if tc.TopicFilterType == "" {
+		tc.TopicFilterType = "SINGLE_TAG"
+	}
+	changed, err := b.topics.put(tc)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if changed {
+		b.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
+		b.triggerRegister()
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleDeleteTopic(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	topic := e.String("topic")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if protocol.IsSystemTopic(topic) || topic == protocol.AutoCreateTopic {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("the topic[%s] is a system topic", topic))
+	}
+	removed, err := b.topics.remove(topic)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	b.offsets.removeTopic(topic)
+	if d, ok := b.store.(store.TopicDeleter); ok {
+		if err := d.DeleteTopic(ctx, topic); err != nil {
+			return remoting.Errorf(req, remoting.SystemError, err.Error())
+		}
+	}
+	if removed {
+		b.triggerRegister()
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleAllTopicConfig(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	snap := b.topics.snapshot()
+	resp.Body, _ = json.Marshal(&snap)
+	return resp
+}
+
+func (b *Broker) handleAllGroupConfig(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body, _ = json.Marshal(map[string]any{
+		"subscriptionGroupTable": b.groups.snapshot(),
+		"dataVersion":            b.topics.snapshot().DataVersion,
+	})
+	return resp
+}
+
+func (b *Broker) handleCreateGroup(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	var gc GroupConfig
+	if err := json.Unmarshal(req.Body, &gc); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("bad subscription group body: %v", err))
+	}
+	if err := protocol.ValidateGroup(gc.GroupName); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if err := b.groups.put(&gc); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleDeleteGroup(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	g := e.String("groupName")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if err := b.groups.remove(g); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func (b *Broker) handleCheckClientConfig(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	var body struct {
+		Group          string `json:"group"`
+		ExpressionType string `json:"expressionType"`
+		SubString      string `json:"subString"`
+	}
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("bad body: %v", err))
+	}
+	if _, err := b.filters.compile(body.ExpressionType, body.SubString); err != nil {
+		return remoting.Errorf(req, remoting.SubscriptionParseFailed, err.Error())
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// handleSendBack stores a message a consumer failed to process in its
+// group's retry topic (or DLQ once it ran out of attempts). Delays are
+// applied by a scheduler put hook when one is composed.
+func (b *Broker) handleSendBack(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	group := e.String("group")
+	off := e.Int64("offset")
+	delay := e.OptInt32("delayLevel", 0)
+	maxRe := e.OptInt32("maxReconsumeTimes", 16)
+	origin := e.OptString("originMsgId")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	gc, err := b.groups.getOrCreate(group)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if gc.RetryQueueNums <= 0 {
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	rec, err := b.store.Lookup(ctx, off)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("look back message by offset %d: %v", off, err))
+	}
+	old, _, err := message.DecodeStored(rec)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	props := old.Properties.Clone()
+	if props[message.PropertyRetryTopic] == "" {
+		props[message.PropertyRetryTopic] = old.Topic
+	}
+	if props[message.PropertyOriginMessageID] == "" {
+		if origin == "" {
+			origin = old.UniqKey()
+		}
+		props[message.PropertyOriginMessageID] = origin
+	}
+	var topic string
+	var queue int32
+	if old.ReconsumeTimes >= maxRe || delay < 0 {
+		topic, err = b.ensureDLQ(group)
+		delete(props, message.PropertyDelayTimeLevel)
+	} else {
+		topic, err = b.ensureRetryTopic(group, gc.RetryQueueNums)
+		if delay == 0 {
+			delay = 3 + old.ReconsumeTimes
+		}
+		props[message.PropertyDelayTimeLevel] = strconv.Itoa(int(delay))
+		queue = int32(uint32(old.QueueOffset) % uint32(gc.RetryQueueNums))
+	}
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	m := &message.Ext{
+		Message: message.Message{Topic: topic, Flag: old.Flag, Properties: props, Body: old.Body},
+		QueueID: queue, SysFlag: old.SysFlag, BornTimestamp: old.BornTimestamp, BornHost: old.BornHost,
+		ReconsumeTimes: old.ReconsumeTimes + 1,
+	}
+	if _, err := b.Put(ctx, []*message.Ext{m}); err != nil {
+		return b.storeErrorResponse(req, err)
+	}
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+

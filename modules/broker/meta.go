@@ -1,0 +1,83 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/quivermq/quiver/core/store"
+)
+
+// metaStore persists the broker's small state documents, in the store when
+// it implements store.Metadata, else as files under dir/config.
+type metaStore struct {
+	st  store.Metadata
+	dir string
+}
+
+func newMetaStore(s store.Store, dir string) *metaStore {
+	if m, ok := s.(store.Metadata); ok {
+		return &metaStore{st: m}
+	}
+	return &metaStore{dir: filepath.Join(dir, "config")}
+}
+
+func (m *metaStore) load(name string, into any) (bool, error) {
+	var b []byte
+	var err error
+	if m.st != nil {
+		b, err = m.st.LoadMeta(name)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+	} else {
+		b, err = os.ReadFile(filepath.Join(m.dir, name+".json"))
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("broker: load %s: %w", name, err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return false, fmt.Errorf("broker: decode %s: %w", name, err)
+	}
+	return true, nil
+}
+
+func (m *metaStore) save(name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("broker: encode %s: %w", name, err)
+	}
+	if m.st != nil {
+		if err := m.st.SaveMeta(name, b); err != nil {
+			return fmt.Errorf("broker: save %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		return fmt.Errorf("broker: save %s: %w", name, err)
+	}
+	path := filepath.Join(m.dir, name+".json")
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("broker: save %s: %w", name, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("broker: save %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("broker: save %s: %w", name, err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("broker: save %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,309 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+)
+
+// Pull sysFlag bits.
+const (
+	pullCommitOffset = 1
+	pullSuspend      = 2
+	pullSubscription = 4
+)
+
+type pullRequest struct {
+	group, topic   string
+	queueID        int32
+	offset         int64
+	maxMsgs        int
+	sysFlag        int32
+	commitOffset   int64
+	suspend        time.Duration
+	subscription   string
+	expressionType string
+	subVersion     int64
+	matcher        filter.Matcher
+	req            *remoting.Command
+	peer           *remoting.Peer
+	deadline       time.Time
+}
+
+func parsePull(req *remoting.Command) (*pullRequest, error) {
+	e := remoting.ReadExt(req)
+	pr := &pullRequest{
+		group:          e.String("consumerGroup"),
+		topic:          e.String("topic"),
+		queueID:        e.Int32("queueId"),
+		offset:         e.Int64("queueOffset"),
+		maxMsgs:        int(e.OptInt32("maxMsgNums", 32)),
+		sysFlag:        e.OptInt32("sysFlag", 0),
+		commitOffset:   e.OptInt64("commitOffset", -1),
+		suspend:        time.Duration(e.OptInt64("suspendTimeoutMillis", 0)) * time.Millisecond,
+		subscription:   e.OptString("subscription"),
+		expressionType: e.OptString("expressionType"),
+		subVersion:     e.OptInt64("subVersion", 0),
+		req:            req,
+	}
+	if e.Err != nil {
+		return nil, e.Err
+	}
+	return pr, nil
+}
+
+func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	pr, err := parsePull(req)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	pr.peer = p
+	gc, err := b.groups.getOrCreate(pr.group)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if !gc.ConsumeEnable {
+		return remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("subscription group no permission, %s", pr.group))
+	}
+	tc, ok := b.topics.get(pr.topic)
+	if !ok {
+		return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", pr.topic))
+	}
+	if tc.Perm&protocol.PermRead == 0 {
+		return remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] pulling message is forbidden", pr.topic))
+	}
+	if pr.queueID < 0 || pr.queueID >= tc.ReadQueueNums {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]", pr.queueID, pr.topic, tc.ReadQueueNums))
+	}
+	if pr.sysFlag&pullSubscription != 0 {
+		m, err := b.filters.compile(pr.expressionType, pr.subscription)
+		if err != nil {
+			return remoting.Errorf(req, remoting.SubscriptionParseFailed, fmt.Sprintf("parse the consumer's subscription[%s] failed, group: %s: %v", pr.subscription, pr.group, err))
+		}
+		pr.matcher = m
+	} else {
+		sub, ok := b.clients.subscriptionOf(pr.group, pr.topic)
+		if !ok {
+			return remoting.Errorf(req, remoting.SubscriptionNotExist, fmt.Sprintf("the consumer's subscription not exist, group: %s, topic: %s", pr.group, pr.topic))
+		}
+		if int64(sub.data.SubVersion) < pr.subVersion {
+			return remoting.Errorf(req, remoting.SubscriptionNotLatest, "the consumer's subscription not latest")
+		}
+		pr.matcher = sub.matcher
+	}
+	if pr.maxMsgs <= 0 || pr.maxMsgs > b.cfg.PullBatchMax {
+		pr.maxMsgs = b.cfg.PullBatchMax
+	}
+	allowSuspend := pr.sysFlag&pullSuspend != 0
+	return b.pull(ctx, pr, allowSuspend)
+}
+
+// pull runs one read; with allowSuspend an empty answer parks the request.
+func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *remoting.Command {
+	res := new(store.ReadResult)
+	opts := store.ReadOptions{MaxMessages: pr.maxMsgs, MaxBytes: int(b.cfg.PullBytesMax)}
+	if pr.matcher != nil && !matchesAll(pr.matcher) {
+		if tm, ok := pr.matcher.(filter.TagsCodeMatcher); ok {
+			opts.Filter = tm.MatchTagsCode
+		}
+		m := pr.matcher
+		opts.Match = func(rec []byte) bool {
+			ext, _, err := message.DecodeStored(rec)
+			if err != nil {
+				return false
+			}
+			return m.Match(ext.Properties)
+		}
+	}
+	q := store.Queue{Topic: pr.topic, ID: pr.queueID}
+	if err := b.store.Read(ctx, q, pr.offset, opts, res); err != nil {
+		return remoting.Errorf(pr.req, remoting.SystemError, fmt.Sprintf("read %s: %v", q, err))
+	}
+	code := remoting.Success
+	switch res.Status {
+	case store.Found:
+	case store.NoMatchedMessage, store.OffsetFoundNull:
+		code = remoting.PullRetryImmediately
+	case store.NoMessageInQueue:
+		code = remoting.PullNotFound
+		if pr.offset != 0 {
+			code = remoting.PullOffsetMoved
+		}
+	case store.OffsetTooSmall, store.OffsetOverflowBadly:
+		code = remoting.PullOffsetMoved
+	case store.OffsetOverflowOne:
+		code = remoting.PullNotFound
+	}
+	if code == remoting.PullNotFound && allowSuspend {
+		wait := pr.suspend
+		if !b.cfg.LongPolling {
+			wait = b.cfg.ShortPolling
+		}
+		if wait > b.cfg.MaxSuspend {
+			wait = b.cfg.MaxSuspend
+		}
+		if wait > 0 {
+			pr.deadline = time.Now().Add(wait)
+			b.holds.hold(pr)
+			b.commitAfterPull(pr)
+			return nil
+		}
+	}
+	resp := remoting.NewResponse(pr.req, code, res.Status.String())
+	resp.SetExtInt("nextBeginOffset", res.NextOffset)
+	resp.SetExtInt("minOffset", res.MinOffset)
+	resp.SetExtInt("maxOffset", res.MaxOffset)
+	resp.SetExt("suggestWhichBrokerId", "0")
+	if code == remoting.Success {
+		// Written as a vector: the records are not copied again.
+		resp.BodyParts = res.Records
+	}
+	if allowSuspend || pr.sysFlag&pullSuspend == 0 {
+		b.commitAfterPull(pr)
+	}
+	return resp
+}
+
+func (b *Broker) commitAfterPull(pr *pullRequest) {
+	if pr.sysFlag&pullCommitOffset != 0 && pr.commitOffset >= 0 && b.cfg.ID == 0 {
+		b.offsets.commit(pr.group, pr.topic, pr.queueID, pr.commitOffset)
+		pr.sysFlag &^= pullCommitOffset
+	}
+}
+
+// holdTable parks pulls on empty queues until a message arrives or their
+// deadline passes.
+type holdTable struct {
+	b  *Broker
+	mu sync.Mutex
+	q  map[string][]*pullRequest
+}
+
+func newHoldTable(b *Broker) *holdTable { return &holdTable{b: b, q: map[string][]*pullRequest{}} }
+
+func holdKey(topic string, queue int32) string { return topic + "@" + strconv.Itoa(int(queue)) }
+
+func (h *holdTable) hold(pr *pullRequest) {
+	h.mu.Lock()
+	k := holdKey(pr.topic, pr.queueID)
+	h.q[k] = append(h.q[k], pr)
+	h.mu.Unlock()
+	// A message may have landed between the read and the park.
+	if _, max, err := h.b.store.Offsets(store.Queue{Topic: pr.topic, ID: pr.queueID}); err == nil && max > pr.offset {
+		h.notify(pr.topic, pr.queueID, max)
+	}
+}
+
+// notify wakes requests on (topic, queue) whose offset is below max.
+func (h *holdTable) notify(topic string, queue int32, max int64) {
+	k := holdKey(topic, queue)
+	h.mu.Lock()
+	list := h.q[k]
+	if len(list) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	var wake, keep []*pullRequest
+	for _, pr := range list {
+		if pr.offset < max {
+			wake = append(wake, pr)
+		} else {
+			keep = append(keep, pr)
+		}
+	}
+	if len(keep) == 0 {
+		delete(h.q, k)
+	} else {
+		h.q[k] = keep
+	}
+	h.mu.Unlock()
+	for _, pr := range wake {
+		h.answer(pr)
+	}
+}
+
+func (h *holdTable) answer(pr *pullRequest) {
+	ctx := h.b.ctx
+	resp := h.b.pull(ctx, pr, false)
+	if resp == nil {
+		return
+	}
+	if err := pr.peer.Reply(ctx, resp); err != nil {
+		h.b.log.Debug("answer held pull", "remote", pr.peer.RemoteAddr(), "err", err)
+	}
+}
+
+// expire answers requests whose deadline passed.
+func (h *holdTable) expire(now time.Time) {
+	var due []*pullRequest
+	h.mu.Lock()
+	for k, list := range h.q {
+		keep := list[:0]
+		for _, pr := range list {
+			if !now.Before(pr.deadline) {
+				due = append(due, pr)
+			} else {
+				keep = append(keep, pr)
+			}
+		}
+		if len(keep) == 0 {
+			delete(h.q, k)
+		} else {
+			h.q[k] = keep
+		}
+	}
+	h.mu.Unlock()
+	for _, pr := range due {
+		h.answer(pr)
+	}
+}
+
+func (h *holdTable) dropPeer(p *remoting.Peer) {
+	h.mu.Lock()
+	for k, list := range h.q {
+		keep := list[:0]
+		for _, pr := range list {
+			if pr.peer != p {
+				keep = append(keep, pr)
+			}
+		}
+		if len(keep) == 0 {
+			delete(h.q, k)
+		} else {
+			h.q[k] = keep
+		}
+	}
+	h.mu.Unlock()
+}
+
+// held counts parked requests (tests, metrics).
+func (h *holdTable) held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, l := range h.q {
+		n += len(l)
+	}
+	return n
+}
+
+func (h *holdTable) run(ctx context.Context) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			h.expire(now)
+		}
+	}
+}

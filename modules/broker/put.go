@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
+)
+
+// PutHook may rewrite a message before it is stored: a scheduler moves a
+// delayed message to SCHEDULE_TOPIC_XXXX, a transaction module turns a
+// prepared message into a half message. It may also set the tag code the
+// consume-queue entry carries (return it with ok=true).
+type PutHook func(ctx context.Context, m *message.Ext) (tagsCode int64, ok bool, err error)
+
+// StoredListener observes every stored batch (replication, metrics).
+type StoredListener func(msgs []*message.Ext, pos []store.Position)
+
+// AddPutHook registers a hook; hooks run in registration order.
+func (b *Broker) AddPutHook(h PutHook) {
+	b.hooksMu.Lock()
+	b.putHooks = append(b.putHooks, h)
+	b.hooksMu.Unlock()
+}
+
+// AddStoredListener registers a listener.
+func (b *Broker) AddStoredListener(l StoredListener) {
+	b.hooksMu.Lock()
+	b.storedListeners = append(b.storedListeners, l)
+	b.hooksMu.Unlock()
+}
+
+// Put runs the put hooks, stores msgs and wakes pulls held on their
+// queues. Every module that writes messages (send, schedule, retry,
+// transactions) goes through it.
+func (b *Broker) Put(ctx context.Context, msgs []*message.Ext) ([]store.Position, error) {
+	b.hooksMu.RLock()
+	hooks, listeners := b.putHooks, b.storedListeners
+	b.hooksMu.RUnlock()
+	var one [1]store.Message
+	batch := one[:0]
+	if len(msgs) > 1 {
+		batch = make([]store.Message, 0, len(msgs))
+	}
+	for _, m := range msgs {
+		m.StoreHost = b.storeHost
+		code := message.TagsHashCode(m.Properties[message.PropertyTags])
+		for _, h := range hooks {
+			c, ok, err := h(ctx, m)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				code = c
+			}
+		}
+		batch = append(batch, store.Message{Ext: m, TagsCode: code})
+	}
+	pos, err := b.store.Append(ctx, batch)
+	if err != nil {
+		return nil, fmt.Errorf("broker: store: %w", err)
+	}
+	for i, m := range msgs {
+		m.QueueOffset = pos[i].QueueOffset
+		m.CommitLogOffset = pos[i].CommitLogOffset
+		m.StoreTimestamp = pos[i].StoreTimestamp
+		m.StoreSize = pos[i].Size
+	}
+	last := len(msgs) - 1
+	for i, m := range msgs {
+		if i == last || msgs[i+1].Topic != m.Topic || msgs[i+1].QueueID != m.QueueID {
+			b.holds.notify(m.Topic, m.QueueID, pos[i].QueueOffset+1)
+		}
+	}
+	for _, l := range listeners {
+		l(msgs, pos)
+	}
+	return pos, nil
+}

@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"hash/crc32"
+	"strconv"
+	"time"
+
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+)
+
+func (b *Broker) registerLoop(ctx context.Context) {
+	b.registerAll(ctx)
+	t := time.NewTicker(b.cfg.RegisterInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.registerNow:
+		}
+		b.registerAll(ctx)
+	}
+}
+
+// registerAll registers with every configured name server.
+func (b *Broker) registerAll(ctx context.Context) {
+	if len(b.cfg.Namesrv) == 0 {
+		return
+	}
+	body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
+	raw, err := json.Marshal(&body)
+	if err != nil {
+		b.log.Error("encode registration", "err", err)
+		return
+	}
+	for _, ns := range b.cfg.Namesrv {
+		req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+			"brokerName":   b.cfg.Name,
+			"brokerAddr":   b.cfg.AdvertiseAddr(),
+			"clusterName":  b.cfg.Cluster,
+			"haServerAddr": b.cfg.AdvertiseAddr(),
+			"brokerId":     strconv.FormatInt(b.cfg.ID, 10),
+			"compressed":   "false",
+			"bodyCrc32":    strconv.FormatInt(int64(int32(crc32.ChecksumIEEE(raw))), 10),
+		}, raw)
+		rctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+		resp, err := b.nsrv.Invoke(rctx, ns, req)
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				b.log.Warn("register with name server", "namesrv", ns, "err", err)
+			}
+		case resp.Code != remoting.Success:
+			b.log.Warn("register with name server refused", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
+		default:
+			b.log.Debug("registered with name server", "namesrv", ns)
+		}
+	}
+}
+
+func (b *Broker) unregisterAll(ctx context.Context) {
+	for _, ns := range b.cfg.Namesrv {
+		req := remoting.NewRequest(remoting.UnregisterBroker, map[string]string{
+			"brokerName":  b.cfg.Name,
+			"brokerAddr":  b.cfg.AdvertiseAddr(),
+			"clusterName": b.cfg.Cluster,
+			"brokerId":    strconv.FormatInt(b.cfg.ID, 10),
+		}, nil)
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if _, err := b.nsrv.Invoke(rctx, ns, req); err != nil {
+			b.log.Warn("unregister from name server", "namesrv", ns, "err", err)
+		}
+		cancel()
+	}
+}

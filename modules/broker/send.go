@@ -1,0 +1,278 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+)
+
+// sendHeader is SEND_MESSAGE's custom header, read from the long (10) or
+// short (310, 320) key names.
+type sendHeader struct {
+	producerGroup         string
+	topic                 string
+	defaultTopic          string
+	defaultTopicQueueNums int32
+	queueID               int32
+	sysFlag               int32
+	bornTimestamp         int64
+	flag                  int32
+	properties            string
+	reconsumeTimes        int32
+	maxReconsumeTimes     int32
+	batch                 bool
+}
+
+var longKeys = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"}
+var shortKeys = [...]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
+
+func parseSendHeader(req *remoting.Command) (*sendHeader, error) {
+	keys := longKeys
+	if req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage {
+		keys = shortKeys
+	}
+	e := remoting.ReadExt(req)
+	h := &sendHeader{
+		producerGroup:         e.String(keys[0]),
+		topic:                 e.String(keys[1]),
+		defaultTopic:          e.OptString(keys[2]),
+		defaultTopicQueueNums: e.OptInt32(keys[3], protocol.DefaultTopicQueueNum),
+		queueID:               e.Int32(keys[4]),
+		sysFlag:               e.OptInt32(keys[5], 0),
+		bornTimestamp:         e.OptInt64(keys[6], 0),
+		flag:                  e.OptInt32(keys[7], 0),
+		properties:            e.OptString(keys[8]),
+		reconsumeTimes:        e.OptInt32(keys[9], 0),
+		maxReconsumeTimes:     e.OptInt32(keys[11], 16),
+		batch:                 e.Bool(keys[12]),
+	}
+	if e.Err != nil {
+		return nil, e.Err
+	}
+	return h, nil
+}
+
+func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	h, err := parseSendHeader(req)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	tc, resp := b.checkSend(ctx, req, h)
+	if resp != nil {
+		return resp
+	}
+	if len(req.Body) > int(b.cfg.MaxMessageSize) {
+		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d is over the limit %d", len(req.Body), b.cfg.MaxMessageSize))
+	}
+	if len(h.properties) > message.MaxPropertiesLength {
+		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message properties length %d is over the limit %d", len(h.properties), message.MaxPropertiesLength))
+	}
+	props := message.ParseProperties(h.properties)
+	topic := h.topic
+	queueID := h.queueID
+	reconsume := h.reconsumeTimes
+	if protocol.IsRetryTopic(topic) {
+		group := strings.TrimPrefix(topic, protocol.RetryGroupPrefix)
+		max := h.maxReconsumeTimes
+		if v, ok := props[message.PropertyMaxReconsumeTimes]; ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				max = int32(n)
+			}
+		}
+		if reconsume >= max || max < 0 {
+			dlq, err := b.ensureDLQ(group)
+			if err != nil {
+				return remoting.Errorf(req, remoting.SystemError, err.Error())
+			}
+			topic, queueID = dlq, 0
+			delete(props, message.PropertyDelayTimeLevel)
+		}
+	}
+	delete(props, message.PropertyWaitStoreMsgOK)
+	props[message.PropertyCluster] = b.cfg.Cluster
+	m := &message.Ext{
+		Message: message.Message{Topic: topic, Flag: h.flag, Properties: props, Body: req.Body},
+		QueueID: queueID, SysFlag: h.sysFlag, BornTimestamp: h.bornTimestamp,
+		BornHost: parseHost(p.RemoteAddr()), ReconsumeTimes: reconsume,
+	}
+	if m.BornTimestamp == 0 {
+		m.BornTimestamp = time.Now().UnixMilli()
+	}
+	_ = tc
+	pos, err := b.Put(ctx, []*message.Ext{m})
+	if err != nil {
+		return b.storeErrorResponse(req, err)
+	}
+	resp = remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExt("msgId", message.OffsetMsgID(b.storeHost, pos[0].CommitLogOffset))
+	resp.SetExt("queueId", strconv.Itoa(int(m.QueueID)))
+	resp.SetExtInt("queueOffset", pos[0].QueueOffset)
+	resp.SetExt("MSG_REGION", "DefaultRegion")
+	resp.SetExt("TRACE_ON", "true")
+	if tid := props[message.PropertyUniqKey]; tid != "" && m.SysFlag&message.TransactionMask == message.TransactionPrepared {
+		resp.SetExt("transactionId", tid)
+	}
+	return resp
+}
+
+func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	h, err := parseSendHeader(req)
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if _, resp := b.checkSend(ctx, req, h); resp != nil {
+		return resp
+	}
+	items, err := message.DecodeBatch(req.Body)
+	if err != nil {
+		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("bad batch body: %v", err))
+	}
+	if len(items) == 0 {
+		return remoting.Errorf(req, remoting.MessageIllegal, "empty batch")
+	}
+	outer := message.ParseProperties(h.properties)
+	born := parseHost(p.RemoteAddr())
+	msgs := make([]*message.Ext, 0, len(items))
+	for _, it := range items {
+		if len(it.Body) > int(b.cfg.MaxMessageSize) {
+			return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("a batched message body of %d bytes is over the limit %d", len(it.Body), b.cfg.MaxMessageSize))
+		}
+		if it.Properties[message.PropertyDelayTimeLevel] != "" && it.Properties[message.PropertyDelayTimeLevel] != "0" {
+			return remoting.Errorf(req, remoting.MessageIllegal, "a batch cannot contain delayed messages")
+		}
+		if strings.EqualFold(it.Properties[message.PropertyTransactionPrepared], "true") {
+			return remoting.Errorf(req, remoting.MessageIllegal, "a batch cannot contain transactional messages")
+		}
+		props := it.Properties
+		for k, v := range outer {
+			props[k] = v
+		}
+		delete(props, message.PropertyWaitStoreMsgOK)
+		props[message.PropertyCluster] = b.cfg.Cluster
+		msgs = append(msgs, &message.Ext{
+			Message: message.Message{Topic: h.topic, Flag: it.Flag, Properties: props, Body: it.Body},
+			QueueID: h.queueID, SysFlag: h.sysFlag &^ message.TransactionMask, BornTimestamp: h.bornTimestamp, BornHost: born,
+		})
+	}
+	pos, err := b.Put(ctx, msgs)
+	if err != nil {
+		return b.storeErrorResponse(req, err)
+	}
+	ids := make([]string, len(pos))
+	for i, ps := range pos {
+		ids[i] = message.OffsetMsgID(b.storeHost, ps.CommitLogOffset)
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExt("msgId", strings.Join(ids, ","))
+	resp.SetExt("queueId", strconv.Itoa(int(h.queueID)))
+	resp.SetExtInt("queueOffset", pos[0].QueueOffset)
+	resp.SetExt("MSG_REGION", "DefaultRegion")
+	resp.SetExt("TRACE_ON", "true")
+	return resp
+}
+
+// checkSend validates the topic, creates it when allowed and fixes the
+// queue id; it returns the topic config or the error answer.
+func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHeader) (*protocol.TopicConfig, *remoting.Command) {
+	if err := protocol.ValidateTopic(h.topic); err != nil {
+		return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if protocol.IsSystemTopic(h.topic) {
+		return nil, remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("sending message to topic[%s] is forbidden", h.topic))
+	}
+	tc, ok := b.topics.get(h.topic)
+	if !ok {
+		var err error
+		tc, err = b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultTopicQueueNums)
+		if err != nil {
+			return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
+		}
+		if tc == nil {
+			return nil, remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.topic))
+		}
+	}
+	if tc.Perm&protocol.PermWrite == 0 {
+		return nil, remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden", h.topic))
+	}
+	maxQ := tc.WriteQueueNums
+	if tc.ReadQueueNums > maxQ {
+		maxQ = tc.ReadQueueNums
+	}
+	if h.queueID < 0 {
+		h.queueID = rand.Int32N(tc.WriteQueueNums)
+	}
+	if h.queueID >= maxQ {
+		return nil, remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("request queueId[%d] is illegal, %s producer", h.queueID, h.topic))
+	}
+	return tc, nil
+}
+
+// autoCreateTopic creates topic from the template defaultTopic when it
+// exists and is inheritable; retry topics are created with one queue.
+// It returns nil, nil when the topic may not be created.
+func (b *Broker) autoCreateTopic(topic, defaultTopic string, queues int32) (*protocol.TopicConfig, error) {
+	var tc *protocol.TopicConfig
+	if def, ok := b.topics.get(defaultTopic); ok && b.cfg.AutoCreateTopic && def.Perm&protocol.PermInherit != 0 {
+		if queues <= 0 || queues > def.WriteQueueNums {
+			queues = def.WriteQueueNums
+		}
+		tc = &protocol.TopicConfig{TopicName: topic, ReadQueueNums: queues, WriteQueueNums: queues,
+			Perm: def.Perm &^ protocol.PermInherit, TopicFilterType: def.TopicFilterType}
+	} else if protocol.IsRetryTopic(topic) {
+		tc = &protocol.TopicConfig{TopicName: topic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite, TopicFilterType: "SINGLE_TAG"}
+	} else {
+		return nil, nil
+	}
+	return b.createTopic(tc)
+}
+
+// createTopic creates tc if absent and re-registers on change.
+func (b *Broker) createTopic(tc *protocol.TopicConfig) (*protocol.TopicConfig, error) {
+	got, created, err := b.topics.putIfAbsent(tc)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		b.log.Info("topic created", "topic", tc.TopicName, "queues", tc.WriteQueueNums, "perm", tc.Perm)
+		b.triggerRegister()
+	}
+	return got, nil
+}
+
+// ensureRetryTopic creates %RETRY%<group>.
+func (b *Broker) ensureRetryTopic(group string, queues int32) (string, error) {
+	if queues < 1 {
+		queues = 1
+	}
+	t := protocol.RetryTopic(group)
+	_, err := b.createTopic(&protocol.TopicConfig{TopicName: t, ReadQueueNums: queues, WriteQueueNums: queues, Perm: protocol.PermRead | protocol.PermWrite, TopicFilterType: "SINGLE_TAG"})
+	return t, err
+}
+
+// ensureDLQ creates %DLQ%<group>.
+func (b *Broker) ensureDLQ(group string) (string, error) {
+	t := protocol.DLQTopic(group)
+	_, err := b.createTopic(&protocol.TopicConfig{TopicName: t, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite, TopicFilterType: "SINGLE_TAG"})
+	return t, err
+}
+
+func (b *Broker) storeErrorResponse(req *remoting.Command, err error) *remoting.Command {
+	b.log.Warn("store append", "err", err)
+	return remoting.Errorf(req, remoting.SystemError, err.Error())
+}
+
+func parseHost(addr string) netip.AddrPort {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
