@@ -1,0 +1,64 @@
+package namesrv
+
+import (
+	"net"
+	"time"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// Section is the configuration section this module owns.
+const Section = "namesrv"
+
+// Config is the namesrv section.
+type Config struct {
+	// Listen is the address bound on every enabled transport. Default
+	// "127.0.0.1:9876" (RocketMQ's name server port).
+	Listen string `koanf:"listen"`
+	// ScanInterval is how often brokers are checked for expiry. Default 10s.
+	ScanInterval time.Duration `koanf:"scan_interval"`
+	// BrokerTimeout drops a broker that has not registered for this long.
+	// Default 120s.
+	BrokerTimeout time.Duration `koanf:"broker_timeout"`
+}
+
+// NewConfig returns the defaults.
+func NewConfig() *Config {
+	return &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 120 * time.Second}
+}
+
+// Validate reports every bad value with its key path.
+func (c *Config) Validate() error {
+	var errs config.Errors
+	if c.Listen == "" {
+		errs.Add(Section+".listen", "must not be empty")
+	} else if _, _, err := net.SplitHostPort(hostPort(c.Listen)); err != nil {
+		errs.Add(Section+".listen", "%q is not host:port: %v", c.Listen, err)
+	}
+	if c.ScanInterval <= 0 {
+		errs.Add(Section+".scan_interval", "must be positive, got %s", c.ScanInterval)
+	}
+	if c.BrokerTimeout <= 0 {
+		errs.Add(Section+".broker_timeout", "must be positive, got %s", c.BrokerTimeout)
+	}
+	return errs.Err()
+}
+
+func hostPort(addr string) string {
+	_, hp := transport.SplitScheme(addr)
+	return hp
+}
+
+// NewConfigFrom decodes the namesrv section of cfg strictly over the
+// defaults and validates it.
+func NewConfigFrom(cfg *config.Config) (*Config, error) {
+	c := NewConfig()
+	if err := cfg.Decode(Section, c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,29 @@
+package namesrv
+
+import (
+	"context"
+
+	"go.uber.org/fx"
+)
+
+// Module runs a name server: it decodes the namesrv section, builds the
+// Server from the kernel's transports and logger, starts it with the app
+// and stops it on shutdown.
+var Module = fx.Module("namesrv",
+	fx.Provide(NewConfigFrom, New),
+	fx.Invoke(registerLifecycle),
+)
+
+// Params are what the lifecycle hook needs.
+type Params struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Server    *Server
+}
+
+func registerLifecycle(p Params) {
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error { return p.Server.Start(ctx) },
+		OnStop:  func(ctx context.Context) error { return p.Server.Stop(ctx) },
+	})
+}

@@ -1,0 +1,313 @@
+// Package namesrv is Quiver's name server: brokers register their
+// addresses and topics with it, and clients ask it for topic routes. It
+// speaks RocketMQ 4.x's name server protocol (REGISTER_BROKER,
+// GET_ROUTEINFO_BY_TOPIC and friends) so unmodified RocketMQ clients and
+// tools can use it.
+package namesrv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// ErrStarted is returned by Start on a server already started.
+var ErrStarted = errors.New("namesrv: already started")
+
+// Server is a name server. Create it with New, then Start and Stop it.
+type Server struct {
+	cfg        *Config
+	transports *transport.Set
+	log        *slog.Logger
+	routes     *RouteTable
+	router     *remoting.Router
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	srv     *remoting.Server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New builds a name server from a validated config. It binds nothing
+// until Start.
+func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, error) {
+	if cfg == nil {
+		cfg = NewConfig()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("namesrv: config: %w", err)
+	}
+	if transports == nil {
+		return nil, errors.New("namesrv: no transports")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:        cfg,
+		transports: transports,
+		log:        log.With("component", "namesrv"),
+		routes:     NewRouteTable(nil),
+		router:     remoting.NewRouter(),
+	}
+	s.router.RegisterFunc(remoting.RegisterBroker, s.registerBroker)
+	s.router.RegisterFunc(remoting.UnregisterBroker, s.unregisterBroker)
+	s.router.RegisterFunc(remoting.GetRouteInfoByTopic, s.getRouteInfoByTopic)
+	s.router.RegisterFunc(remoting.GetBrokerClusterInfo, s.getBrokerClusterInfo)
+	s.router.RegisterFunc(remoting.GetAllTopicListFromNameServer, s.getAllTopicList)
+	s.router.RegisterFunc(remoting.DeleteTopicInNamesrv, s.deleteTopic)
+	s.router.RegisterFunc(remoting.QueryDataVersion, s.queryDataVersion)
+	s.router.RegisterFunc(getTopicsByCluster, s.getTopicsByCluster)
+	return s, nil
+}
+
+// getTopicsByCluster is Java's GET_TOPICS_BY_CLUSTER, used by admin tools.
+const getTopicsByCluster int32 = 224
+
+// Routes returns the route table (tests, admin).
+func (s *Server) Routes() *RouteTable { return s.routes }
+
+// Router returns the request router, so callers can add processors.
+func (s *Server) Router() *remoting.Router { return s.router }
+
+// Start binds cfg.Listen on every enabled transport synchronously (a bad
+// address fails here), then serves and scans for expired brokers in the
+// background until Stop.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.stopped {
+		return ErrStarted
+	}
+	lns, err := s.transports.Listen(ctx, s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("namesrv: %w", err)
+	}
+	s.srv = remoting.NewServer(s.router, s.log, remoting.ServerOptions{OnDisconnect: s.onDisconnect})
+	for _, ln := range lns {
+		s.srv.Serve(ln)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.scanLoop(sctx)
+	}()
+	s.started = true
+	s.log.Info("name server listening", "addrs", s.srv.Addrs(), "transports", s.transports.IDs())
+	return nil
+}
+
+// Addrs lists the bound addresses, one per transport (empty before Start).
+func (s *Server) Addrs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return nil
+	}
+	return s.srv.Addrs()
+}
+
+// Stop stops the scanner, closes the listeners and connections, and waits
+// for their goroutines or ctx's end. It is safe to call more than once and
+// before Start.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped || !s.started {
+		s.stopped = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	srv, cancel := s.srv, s.cancel
+	s.mu.Unlock()
+
+	cancel()
+	s.wg.Wait()
+	if err := srv.Close(ctx); err != nil {
+		return fmt.Errorf("namesrv: stop: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) scanLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.scan()
+		}
+	}
+}
+
+// scan drops brokers not heard from within BrokerTimeout and closes their
+// connections.
+func (s *Server) scan() {
+	for addr, lb := range s.routes.Expire(s.cfg.BrokerTimeout) {
+		s.log.Warn("broker expired", "broker", addr, "last_update", lb.LastUpdate, "timeout", s.cfg.BrokerTimeout)
+		if lb.Peer != nil {
+			lb.Peer.Close()
+		}
+	}
+}
+
+func (s *Server) onDisconnect(p *remoting.Peer) {
+	for _, addr := range s.routes.DropConnection(p) {
+		s.log.Info("broker connection closed; broker removed", "broker", addr, "remote", p.RemoteAddr())
+	}
+}
+
+func ok(req *remoting.Command) *remoting.Command {
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+func sysErr(req *remoting.Command, format string, args ...any) *remoting.Command {
+	return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf(format, args...))
+}
+
+func (s *Server) registerBroker(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	r := BrokerRegistration{
+		BrokerName:   e.String("brokerName"),
+		BrokerAddr:   e.String("brokerAddr"),
+		ClusterName:  e.String("clusterName"),
+		HAServerAddr: e.String("haServerAddr"),
+		BrokerID:     e.Int64("brokerId"),
+		Peer:         p,
+	}
+	compressed := e.Bool("compressed")
+	crc := e.OptInt64("bodyCrc32", 0)
+	if e.Err != nil {
+		return sysErr(req, "%v", e.Err)
+	}
+	if r.BrokerName == "" || r.BrokerAddr == "" || r.ClusterName == "" {
+		return sysErr(req, "brokerName, brokerAddr and clusterName must not be empty")
+	}
+	if r.BrokerID < 0 {
+		return sysErr(req, "brokerId %d is negative", r.BrokerID)
+	}
+	// Java sends the CRC as a signed int; compare the low 32 bits.
+	if crc != 0 && uint32(crc) != crc32.ChecksumIEEE(req.Body) {
+		s.log.Warn("register broker: crc32 not match", "broker", r.BrokerAddr, "remote", p.RemoteAddr())
+		return sysErr(req, "crc32 not match")
+	}
+	body, err := decodeRegisterBody(req.Body, compressed)
+	if err != nil {
+		s.log.Warn("register broker: bad body", "broker", r.BrokerAddr, "remote", p.RemoteAddr(), "err", err)
+		return sysErr(req, "%v", err)
+	}
+	r.Topics = body.TopicConfigSerializeWrapper
+	r.FilterServers = body.FilterServerList
+	_, known := s.routes.Broker(r.BrokerAddr)
+	res := s.routes.RegisterBroker(r)
+	if !known {
+		s.log.Info("broker registered", "cluster", r.ClusterName, "broker", r.BrokerName, "id", r.BrokerID,
+			"addr", r.BrokerAddr, "topics", len(r.Topics.TopicConfigTable))
+	}
+	resp := ok(req)
+	if res.MasterAddr != "" {
+		resp.SetExt("masterAddr", res.MasterAddr)
+		resp.SetExt("haServerAddr", res.HAServerAddr)
+	}
+	return resp
+}
+
+func (s *Server) unregisterBroker(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	name, addr, cluster, id := e.String("brokerName"), e.String("brokerAddr"), e.String("clusterName"), e.Int64("brokerId")
+	if e.Err != nil {
+		return sysErr(req, "%v", e.Err)
+	}
+	s.routes.UnregisterBroker(cluster, addr, name, id)
+	s.log.Info("broker unregistered", "cluster", cluster, "broker", name, "id", id, "addr", addr)
+	return ok(req)
+}
+
+func (s *Server) getRouteInfoByTopic(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	topic := e.String("topic")
+	if e.Err != nil {
+		return sysErr(req, "%v", e.Err)
+	}
+	rd, found := s.routes.TopicRoute(topic)
+	if !found {
+		return remoting.NewResponse(req, remoting.TopicNotExist, "No topic route info in name server for the topic: "+topic)
+	}
+	resp := ok(req)
+	resp.Body = rd.Encode()
+	return resp
+}
+
+func (s *Server) getBrokerClusterInfo(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	return jsonResponse(req, s.routes.ClusterInfo())
+}
+
+func (s *Server) getAllTopicList(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	return jsonResponse(req, &protocol.TopicList{TopicList: s.routes.Topics()})
+}
+
+func (s *Server) getTopicsByCluster(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	cluster := e.String("cluster")
+	if e.Err != nil {
+		return sysErr(req, "%v", e.Err)
+	}
+	return jsonResponse(req, &protocol.TopicList{TopicList: s.routes.TopicsByCluster(cluster)})
+}
+
+func (s *Server) deleteTopic(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	topic, cluster := e.String("topic"), e.OptString("clusterName")
+	if e.Err != nil {
+		return sysErr(req, "%v", e.Err)
+	}
+	s.routes.DeleteTopic(topic, cluster)
+	s.log.Info("topic deleted", "topic", topic, "cluster", cluster)
+	return ok(req)
+}
+
+func (s *Server) queryDataVersion(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	addr := e.String("brokerAddr")
+	if e.Err != nil {
+		return sysErr(req, "%v", e.Err)
+	}
+	var dv protocol.DataVersion
+	if err := json.Unmarshal(req.Body, &dv); err != nil {
+		return sysErr(req, "namesrv: data version body: %v", err)
+	}
+	changed, stored := s.routes.QueryDataVersion(addr, dv)
+	resp := ok(req)
+	resp.SetExt("changed", strconv.FormatBool(changed))
+	if stored != nil {
+		resp.Body, _ = json.Marshal(stored)
+	}
+	return resp
+}
+
+// jsonResponse answers SUCCESS with v as a compact JSON body.
+func jsonResponse(req *remoting.Command, v any) *remoting.Command {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return sysErr(req, "namesrv: encode response: %v", err)
+	}
+	resp := ok(req)
+	resp.Body = b
+	return resp
+}
