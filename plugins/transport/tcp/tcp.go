@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -75,24 +76,50 @@ func maxOr(n int) int {
 
 // Accept waits for the next connection or ctx's end.
 func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
-	stop := context.AfterFunc(ctx, func() {
-		if tl, ok := l.ln.(*net.TCPListener); ok {
-			tl.SetDeadline(time.Unix(1, 0))
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-	})
-	defer stop()
-	c, err := l.ln.Accept()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		tl, _ := l.ln.(*net.TCPListener)
+		if tl != nil {
+			// A deadline set by an earlier Accept's cancelled ctx must not
+			// fail this one.
+			tl.SetDeadline(time.Time{})
 		}
-		if errors.Is(err, net.ErrClosed) {
-			return nil, transport.ErrClosed
+		var stop func() bool
+		fired := make(chan struct{})
+		if tl != nil {
+			stop = context.AfterFunc(ctx, func() {
+				tl.SetDeadline(aLongTimeAgo)
+				close(fired)
+			})
 		}
-		return nil, fmt.Errorf("tcp: accept: %w", err)
+		c, err := l.ln.Accept()
+		if stop != nil && !stop() {
+			<-fired
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				if c != nil {
+					c.Close()
+				}
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return nil, transport.ErrClosed
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Another Accept's ctx ended; ours did not.
+				continue
+			}
+			return nil, fmt.Errorf("tcp: accept: %w", err)
+		}
+		return NewConn(c, l.cfg, l.maxFrame), nil
 	}
-	return NewConn(c, l.cfg, l.maxFrame), nil
 }
+
+// aLongTimeAgo is a deadline in the past, to unblock I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // Addr is the bound address.
 func (l *Listener) Addr() string { return l.ln.Addr().String() }
@@ -102,6 +129,9 @@ func (l *Listener) Close() error { return l.ln.Close() }
 
 // Dial connects to addr.
 func Dial(ctx context.Context, addr string, cfg *Config, maxFrame int) (*Conn, error) {
+	if cfg == nil {
+		cfg = NewConfig()
+	}
 	d := net.Dialer{Timeout: cfg.DialTimeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -119,6 +149,10 @@ type Conn struct {
 
 	wmu sync.Mutex
 	w   *bufio.Writer
+
+	// rerr is a sticky read error: once a frame could not be read whole the
+	// stream has lost its framing. Only the reading goroutine touches it.
+	rerr error
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -141,27 +175,59 @@ func NewConn(c net.Conn, cfg *Config, maxFrame int) *Conn {
 // ReadFrame reads one length-prefixed frame. A declared length above the
 // frame limit, or below the 4 bytes of the header-length word, is an error
 // (the caller closes the connection) and nothing is allocated for it.
+//
+// When ctx ends or the idle timeout expires before any byte of a frame has
+// arrived, the connection stays usable; when it happens in the middle of a
+// frame, the stream has lost its framing and the connection is closed.
 func (c *Conn) ReadFrame(ctx context.Context) ([]byte, error) {
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { c.c.SetReadDeadline(time.Unix(1, 0)) })
-		defer stop()
+	if c.rerr != nil {
+		return nil, c.readErr(ctx, c.rerr)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, c.readErr(ctx, err)
+	}
+	// Set the idle deadline first, so that a ctx that ends meanwhile wins.
 	if c.cfg.IdleTimeout > 0 {
 		c.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+	} else {
+		c.c.SetReadDeadline(time.Time{})
+	}
+	if ctx.Done() != nil {
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			c.c.SetReadDeadline(aLongTimeAgo)
+			close(fired)
+		})
+		defer func() {
+			if !stop() {
+				// Wait, so the past deadline cannot land on the next read.
+				<-fired
+			}
+		}()
 	}
 	var lb [4]byte
-	if _, err := io.ReadFull(c.r, lb[:]); err != nil {
+	if n, err := io.ReadFull(c.r, lb[:]); err != nil {
+		if n > 0 {
+			c.Close()
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			err = fmt.Errorf("tcp: truncated frame length: %w", err)
+		}
 		return nil, c.readErr(ctx, err)
 	}
 	n := int64(int32(binary.BigEndian.Uint32(lb[:])))
 	if n < 4 {
-		return nil, fmt.Errorf("%w: declared length %d", transport.ErrBadFrame, n)
+		c.rerr = fmt.Errorf("%w: declared length %d", transport.ErrBadFrame, n)
+		return nil, c.rerr
 	}
 	if n > int64(c.maxFrame) {
-		return nil, fmt.Errorf("%w: declared length %d exceeds %d", transport.ErrFrameTooLarge, n, c.maxFrame)
+		c.rerr = fmt.Errorf("%w: declared length %d exceeds %d", transport.ErrFrameTooLarge, n, c.maxFrame)
+		return nil, c.rerr
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(c.r, buf); err != nil {
+		c.Close()
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
@@ -170,19 +236,27 @@ func (c *Conn) ReadFrame(ctx context.Context) ([]byte, error) {
 	return buf, nil
 }
 
+// readErr reports err, or the reason behind it: our own Close or ctx.
 func (c *Conn) readErr(ctx context.Context, err error) error {
-	select {
-	case <-c.closed:
-		return transport.ErrClosed
-	default:
-	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	select {
+	case <-c.closed:
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrDeadlineExceeded) {
+			// Closed by us because the frame was cut short: say why.
+			return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+		}
+		return transport.ErrClosed
+	default:
 	}
 	return err
 }
 
 // WriteFrame writes the length prefix and parts as one frame and flushes.
+// A frame shorter than the 4-byte header-length word is refused with
+// ErrBadFrame, as the peer would refuse it. When the write fails or ctx
+// ends half-way, the frame is torn and the connection is closed.
 func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
@@ -190,6 +264,9 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	}
 	if n > c.maxFrame {
 		return fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, c.maxFrame)
+	}
+	if n < 4 {
+		return fmt.Errorf("%w: %d bytes is shorter than the header-length word", transport.ErrBadFrame, n)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -201,10 +278,24 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 		return transport.ErrClosed
 	default:
 	}
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := ctx.Deadline(); ok && (c.cfg.WriteTimeout <= 0 || time.Until(dl) < c.cfg.WriteTimeout) {
 		c.c.SetWriteDeadline(dl)
 	} else if c.cfg.WriteTimeout > 0 {
 		c.c.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+	} else {
+		c.c.SetWriteDeadline(time.Time{})
+	}
+	if ctx.Done() != nil {
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			c.c.SetWriteDeadline(aLongTimeAgo)
+			close(fired)
+		})
+		defer func() {
+			if !stop() {
+				<-fired
+			}
+		}()
 	}
 	var lb [4]byte
 	binary.BigEndian.PutUint32(lb[:], uint32(n))
@@ -214,6 +305,13 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	}
 	if err := c.w.Flush(); err != nil {
 		c.Close()
+		if ctx.Err() != nil {
+			return fmt.Errorf("tcp: write to %s: %w", c.RemoteAddr(), ctx.Err())
+		}
+		if errors.Is(err, net.ErrClosed) {
+			// Close ran while we were writing.
+			return transport.ErrClosed
+		}
 		return fmt.Errorf("tcp: write to %s: %w", c.RemoteAddr(), err)
 	}
 	return nil
