@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -165,14 +166,62 @@ func (c *Config) Decode(path string, out any) error {
 	return nil
 }
 
+// prefixErr turns mapstructure's errors, which name keys relative to the
+// section ('sub' has invalid keys: y), into Errors that name full key paths
+// (unknown key storage.sub.y).
 func prefixErr(path string, err error) error {
-	if path == "" {
-		return fmt.Errorf("config: %w", err)
+	var errs Errors
+	collectDecodeErrs(path, err, &errs)
+	if len(errs) == 0 {
+		return fmt.Errorf("config: %s: %w", path, err)
 	}
-	msg := err.Error()
-	// mapstructure names unused keys relative to the section; make them full.
-	msg = strings.ReplaceAll(msg, "invalid keys: ", "unknown keys under "+path+": ")
-	return fmt.Errorf("config: %s: %s", path, msg)
+	return fmt.Errorf("config: %w", errs)
+}
+
+func collectDecodeErrs(path string, err error, errs *Errors) {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			collectDecodeErrs(path, e, errs)
+		}
+		return
+	}
+	de, ok := err.(*mapstructure.DecodeError)
+	if !ok {
+		if u := errors.Unwrap(err); u != nil {
+			// fmt.Errorf("decoding failed ...: %w", joined)
+			collectDecodeErrs(path, u, errs)
+			return
+		}
+		*errs = append(*errs, keyErr(path, err))
+		return
+	}
+	key := joinKey(path, de.Name())
+	inner := de.Unwrap()
+	if keys, ok := strings.CutPrefix(inner.Error(), "has invalid keys: "); ok {
+		for _, k := range strings.Split(keys, ", ") {
+			*errs = append(*errs, fmt.Errorf("unknown key %s", joinKey(key, k)))
+		}
+		return
+	}
+	*errs = append(*errs, keyErr(key, inner))
+}
+
+func keyErr(key string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "config: ")
+	if key == "" {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %s", key, msg)
+}
+
+func joinKey(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "." + b
 }
 
 func stringToSliceHook(from, to reflect.Type, data any) (any, error) {
@@ -270,6 +319,9 @@ func ParseByteSize(s string) (int64, error) {
 	m, ok := mult[unit]
 	if !ok {
 		return 0, fmt.Errorf("%w %q: unknown unit %q", errSize, s, unit)
+	}
+	if n > math.MaxInt64/m {
+		return 0, fmt.Errorf("%w %q: too large", errSize, s)
 	}
 	return n * m, nil
 }
