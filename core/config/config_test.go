@@ -79,7 +79,7 @@ func TestLoadTestdataFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"tcp", "quic"}, cfg.Strings("transports"))
 	var sc struct {
-		FlushInterval  time.Duration     `koanf:"flush_interval"`
+		FlushInterval  time.Duration   `koanf:"flush_interval"`
 		MaxMessageSize config.ByteSize `koanf:"max_message_size"`
 	}
 	require.NoError(t, cfg.Decode("storage", &sc))
