@@ -214,9 +214,8 @@ func (s *Server) registerBroker(_ context.Context, p *remoting.Peer, req *remoti
 	}
 	r.Topics = body.TopicConfigSerializeWrapper
 	r.FilterServers = body.FilterServerList
-	_, known := s.routes.Broker(r.BrokerAddr)
 	res := s.routes.RegisterBroker(r)
-	if !known {
+	if res.New {
 		s.log.Info("broker registered", "cluster", r.ClusterName, "broker", r.BrokerName, "id", r.BrokerID,
 			"addr", r.BrokerAddr, "topics", len(r.Topics.TopicConfigTable))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
 var brokerA = broker{name: "broker-a", addr: "127.0.0.1:10911", ha: "127.0.0.1:10912",
@@ -374,4 +375,22 @@ func TestStartErrors(t *testing.T) {
 	assert.NoError(t, s.Stop(context.Background()))
 	assert.NoError(t, s.Stop(context.Background()), "Stop is idempotent")
 	assert.ErrorIs(t, s.Start(context.Background()), ErrStarted, "a stopped server does not restart")
+}
+
+func TestUndecodableFrame(t *testing.T) {
+	s, addr := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := tcp.Dial(ctx, addr, tcp.NewConfig(), 0)
+	require.NoError(t, err)
+	defer conn.Close()
+	// A header length beyond the frame: the server drops the connection.
+	require.NoError(t, conn.WriteFrame(ctx, []byte{0, 0, 0x10, 0, '{'}))
+	_, err = conn.ReadFrame(ctx)
+	require.Error(t, err)
+
+	c := newClient(t)
+	require.Equal(t, remoting.Success, invoke(t, c, addr, brokerA.registerJSON(t)).Code)
+	_, ok := s.Routes().TopicRoute("TopicA")
+	assert.True(t, ok)
 }

@@ -26,10 +26,13 @@ type BrokerRegistration struct {
 	Peer *remoting.Peer
 }
 
-// RegisterResult is what a slave learns about its master.
+// RegisterResult is what a registration learned: for a slave, its
+// master's addresses.
 type RegisterResult struct {
 	HAServerAddr string
 	MasterAddr   string
+	// New is true when the address was not live before.
+	New bool
 }
 
 // LiveBroker is what the table knows about a registered broker address.
@@ -139,6 +142,7 @@ func (t *RouteTable) RegisterBroker(r BrokerRegistration) RegisterResult {
 		}
 	}
 
+	_, wasLive := t.live[r.BrokerAddr]
 	t.live[r.BrokerAddr] = &LiveBroker{
 		LastUpdate:   t.now(),
 		DataVersion:  r.Topics.DataVersion,
@@ -151,7 +155,7 @@ func (t *RouteTable) RegisterBroker(r BrokerRegistration) RegisterResult {
 		t.filterServers[r.BrokerAddr] = slices.Clone(r.FilterServers)
 	}
 
-	var res RegisterResult
+	res := RegisterResult{New: !wasLive}
 	if r.BrokerID != protocol.MasterID {
 		if master, ok := bd.BrokerAddrs[protocol.MasterID]; ok {
 			if ml, ok := t.live[master]; ok {
