@@ -1,0 +1,289 @@
+// Package testserver runs real Quiver processes for tests: it builds the mq
+// binary from the tree once per test binary, starts `mq dev` (or any
+// subcommand) on free loopback ports in a temporary directory, waits until
+// the broker is registered with its name server, and stops, kills and
+// restarts it on demand.
+package testserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
+)
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// Binary returns the path of an mq binary built from this tree.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "quiver-mq-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildBin = filepath.Join(dir, "mq")
+		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/mq")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("testserver: go build ./cmd/mq: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("testserver: go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("testserver: not inside the module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// FreePort returns a loopback port free for both TCP and UDP right now.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testserver: free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return port
+	}
+	t.Fatal("testserver: no free port")
+	return 0
+}
+
+// Options configure a process.
+type Options struct {
+	// Dir is the data directory; default a fresh t.TempDir().
+	Dir string
+	// Sets are extra --set key=value flags.
+	Sets []string
+	// Env is extra environment.
+	Env []string
+}
+
+// Proc is a running mq dev process.
+type Proc struct {
+	t       testing.TB
+	bin     string
+	Dir     string
+	Namesrv string // 127.0.0.1:port
+	Broker  string
+	opts    Options
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs *syncBuffer
+}
+
+// StartDev starts `mq dev` on free ports and waits until it serves.
+func StartDev(t testing.TB, opts Options) *Proc {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	p := &Proc{t: t, bin: Binary(t), Dir: opts.Dir, opts: opts, logs: &syncBuffer{}}
+	p.Namesrv = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	p.Broker = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	p.start()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("mq dev log tail:\n%s", p.LogTail(60))
+		}
+	})
+	return p
+}
+
+func (p *Proc) start() {
+	p.t.Helper()
+	args := []string{"dev",
+		"--set", "namesrv.listen=" + p.Namesrv,
+		"--set", "broker.listen=" + p.Broker,
+		"--set", "storage.dir=" + filepath.Join(p.Dir, "store"),
+		"--set", "log.level=debug",
+	}
+	for _, s := range p.opts.Sets {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.Command(p.bin, args...)
+	cmd.Dir = p.Dir
+	cmd.Env = append(os.Environ(), p.opts.Env...)
+	cmd.Stdout = p.logs
+	cmd.Stderr = p.logs
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("testserver: start mq dev: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	if err := p.WaitReady(30 * time.Second); err != nil {
+		p.t.Fatalf("testserver: mq dev not ready: %v\n%s", err, p.LogTail(80))
+	}
+}
+
+// WaitReady polls until the name server routes TBW102 to the broker.
+func (p *Proc) WaitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	c := remoting.NewClient(func(ctx context.Context, addr string) (transportConn, error) {
+		return tcp.Dial(ctx, addr, tcp.NewConfig(), 0)
+	}, nil, nil, remoting.PeerOptions{})
+	defer c.Close()
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("process exited")
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := c.Invoke(ctx, p.Namesrv, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
+		cancel()
+		switch {
+		case err != nil:
+			last = err
+			c.CloseAddr(p.Namesrv)
+		case resp.Code != remoting.Success:
+			last = fmt.Errorf("route TBW102: code %d %s", resp.Code, resp.Remark)
+		case !bytes.Contains(resp.Body, []byte(p.Broker)):
+			last = fmt.Errorf("route TBW102 lacks broker %s: %s", p.Broker, resp.Body)
+		default:
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("after %s: %v", timeout, last)
+}
+
+// Stop sends SIGTERM and waits for a clean exit (SIGKILL after 20 s).
+func (p *Proc) Stop() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		p.t.Errorf("testserver: mq dev did not stop on SIGTERM within 20s")
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-done
+}
+
+// Restart starts the process again on the same ports and directory.
+func (p *Proc) Restart() {
+	p.t.Helper()
+	p.Stop()
+	p.start()
+}
+
+// Start starts a stopped or killed process again.
+func (p *Proc) Start() {
+	p.t.Helper()
+	p.start()
+}
+
+// ExitCode reports the exit code of the last stopped process, -1 if running.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Logs returns everything the process printed.
+func (p *Proc) Logs() string { return p.logs.String() }
+
+// LogTail returns the last n lines of the log.
+func (p *Proc) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.logs.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b.Len() > 8<<20 {
+		s.b.Reset()
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
