@@ -161,6 +161,10 @@ func NewTransports(cfg *config.Config, reg *TransportRegistry, rc RemotingConfig
 	var enabled []transport.Provider
 	cfgs := map[string]any{}
 	for _, id := range ids {
+		if _, dup := cfgs[id]; dup {
+			// Enabling one transport twice would bind its address twice.
+			return nil, fmt.Errorf("config: transports: %q is listed twice", id)
+		}
 		p, err := reg.Get(id)
 		if err != nil {
 			return nil, fmt.Errorf("config: transports: %w", err)

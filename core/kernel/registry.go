@@ -41,5 +41,8 @@ func (r *Registry[T]) Get(id string) (T, error) {
 		return it, nil
 	}
 	var zero T
+	if len(r.ids) == 0 {
+		return zero, fmt.Errorf("unknown %s %q (none registered)", r.kind, id)
+	}
 	return zero, fmt.Errorf("unknown %s %q (registered: %s)", r.kind, id, strings.Join(r.ids, ", "))
 }

@@ -1,0 +1,281 @@
+package kernel_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
+)
+
+func quietLog() map[string]any { return map[string]any{"log.level": "error"} }
+
+func withQuietLog(m map[string]any) map[string]any {
+	for k, v := range quietLog() {
+		m[k] = v
+	}
+	return m
+}
+
+func TestModuleTransports(t *testing.T) {
+	tests := []struct {
+		name string
+		give map[string]any
+		want []string
+	}{
+		{name: "list", give: map[string]any{"transports": []any{"fake"}}, want: []string{"fake"}},
+		{name: "env string", give: map[string]any{"transports": "fake"}, want: []string{"fake"}},
+		{name: "with section", give: map[string]any{"transports": "fake", "transport.fake.window": 3}, want: []string{"fake"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var set *transport.Set
+			app := fxtest.New(t,
+				kernel.Supply(config.FromMap(withQuietLog(tt.give))),
+				kernel.Module,
+				fx.Provide(kernel.AsTransport(newFakeTransport)),
+				fx.Populate(&set),
+			)
+			app.RequireStart()
+			app.RequireStop()
+			require.NotNil(t, set)
+			assert.Equal(t, tt.want, set.IDs())
+		})
+	}
+}
+
+func TestModuleTransportErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		give map[string]any
+		want string
+	}{
+		{name: "unknown", give: map[string]any{"transports": []any{"nope"}},
+			want: `config: transports: unknown transport "nope" (registered: fake)`},
+		{name: "default tcp not registered", give: map[string]any{},
+			want: `config: transports: unknown transport "tcp" (registered: fake)`},
+		{name: "listed twice", give: map[string]any{"transports": "fake;fake"},
+			want: `config: transports: "fake" is listed twice`},
+		{name: "unknown key in section", give: map[string]any{"transports": "fake", "transport.fake.windw": 3},
+			want: `unknown key transport.fake.windw`},
+		{name: "invalid section", give: map[string]any{"transports": "fake", "transport.fake.window": 0},
+			want: `config: transport.fake: window must be positive`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var set *transport.Set
+			app := fx.New(fx.NopLogger,
+				kernel.Supply(config.FromMap(withQuietLog(tt.give))),
+				kernel.Module,
+				fx.Provide(kernel.AsTransport(newFakeTransport)),
+				fx.Populate(&set),
+			)
+			require.Error(t, app.Err())
+			assert.Contains(t, app.Err().Error(), tt.want)
+		})
+	}
+}
+
+func TestModuleDuplicatePlugin(t *testing.T) {
+	app := fx.New(fx.NopLogger,
+		kernel.Supply(config.FromMap(quietLog())),
+		kernel.Module,
+		fx.Provide(
+			kernel.AsFilter(func() fakeFilter { return fakeFilter{} }),
+			kernel.AsFilter(func() otherFilter { return otherFilter{} }),
+		),
+		fx.Invoke(func(*kernel.FilterRegistry) {}),
+	)
+	require.Error(t, app.Err())
+	assert.Contains(t, app.Err().Error(), `kernel: filter plugin "tag" registered twice`)
+	assert.Contains(t, app.Err().Error(), "kernel_test.fakeFilter")
+	assert.Contains(t, app.Err().Error(), "kernel_test.otherFilter")
+}
+
+func TestModuleValidates(t *testing.T) {
+	require.NoError(t, fx.ValidateApp(
+		kernel.Supply(config.FromMap(quietLog())),
+		kernel.Module,
+		kernel.StorageModule,
+		fx.Provide(kernel.AsTransport(newFakeTransport), kernel.AsStorage(func() *fakeEngine { return &fakeEngine{id: "commitlog"} })),
+		fx.Invoke(func(*transport.Set, store.Store, *kernel.AuthRegistry, *kernel.FilterRegistry) {}),
+	))
+}
+
+func TestStorageModuleClosesStore(t *testing.T) {
+	eng := &fakeEngine{id: "commitlog"}
+	var st store.Store
+	app := fxtest.New(t,
+		kernel.Supply(config.FromMap(withQuietLog(map[string]any{"transports": "fake", "storage.dir": t.TempDir()}))),
+		kernel.Module,
+		kernel.StorageModule,
+		fx.Provide(kernel.AsTransport(newFakeTransport), kernel.AsStorage(func() *fakeEngine { return eng })),
+		fx.Populate(&st),
+	)
+	app.RequireStart()
+	require.NotNil(t, eng.opened)
+	assert.Same(t, eng.opened, st)
+	assert.Zero(t, eng.opened.closed)
+	app.RequireStop()
+	assert.Equal(t, 1, eng.opened.closed)
+}
+
+func storageRegistry(t *testing.T, eng ...store.Provider) *kernel.StorageRegistry {
+	t.Helper()
+	if len(eng) == 0 {
+		eng = engines("pebble", "commitlog")
+	}
+	reg, err := kernel.NewRegistry("storage engine", eng, store.Provider.ID)
+	require.NoError(t, err)
+	return reg
+}
+
+func TestOpenStore(t *testing.T) {
+	dir := t.TempDir()
+	eng := &fakeEngine{id: "pebble"}
+	reg := storageRegistry(t, eng, &fakeEngine{id: "commitlog"})
+	cfg := config.FromMap(map[string]any{"storage": map[string]any{
+		"engine": "pebble", "dir": dir, "flush": "sync", "flush_interval": "250ms", "retention": "1h",
+		"max_message_size": "1MiB", "pebble": map[string]any{"segment_size": "64MiB"},
+		// Another engine's section is allowed (and ignored).
+		"commitlog": map[string]any{"segment_size": "1GiB"},
+	}})
+	st, err := kernel.OpenStore(context.Background(), cfg, reg, discardLogger())
+	require.NoError(t, err)
+	require.Same(t, eng.opened, st)
+	assert.Equal(t, config.ByteSize(64<<20), eng.opened.cfg.SegmentSize)
+	assert.Equal(t, store.Settings{Dir: dir, Flush: store.FlushSync, FlushInterval: 250 * time.Millisecond,
+		Retention: time.Hour, MaxMessageSize: 1 << 20}, eng.opened.deps.Settings)
+}
+
+func TestOpenStoreDefaults(t *testing.T) {
+	eng := &fakeEngine{id: "commitlog"}
+	st, err := kernel.OpenStore(context.Background(), config.FromMap(nil), storageRegistry(t, eng), discardLogger())
+	require.NoError(t, err)
+	require.NotNil(t, st)
+	def := kernel.DefaultStorageConfig()
+	abs, err := filepath.Abs(def.Dir)
+	require.NoError(t, err)
+	assert.Equal(t, store.Settings{Dir: abs, Flush: store.FlushAsync, FlushInterval: def.FlushInterval,
+		Retention: def.Retention, MaxMessageSize: int(def.MaxMessageSize)}, eng.opened.deps.Settings)
+	assert.Equal(t, config.ByteSize(1<<30), eng.opened.cfg.SegmentSize, "engine defaults from NewConfig")
+}
+
+func TestOpenStoreErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		give map[string]any
+		open error
+		want string
+	}{
+		{name: "unknown engine", give: map[string]any{"storage.engine": "pebel"},
+			want: `config: storage.engine: unknown storage engine "pebel" (registered: commitlog, pebble)`},
+		{name: "unknown key under storage", give: map[string]any{"storage.bogus": 1},
+			want: `config: unknown key storage.bogus`},
+		{name: "section of an unknown engine", give: map[string]any{"storage.pebel.segment_size": "1MiB"},
+			want: `config: unknown key storage.pebel.segment_size`},
+		{name: "unknown key in engine section", give: map[string]any{"storage.commitlog.segment_sise": "1MiB"},
+			want: `unknown key storage.commitlog.segment_sise`},
+		{name: "invalid engine section", give: map[string]any{"storage.commitlog.segment_size": "1"},
+			want: `config: storage.commitlog: segment_size must be at least 1KiB`},
+		{name: "bad flush", give: map[string]any{"storage.flush": "sometimes"},
+			want: `config: storage.flush: "sometimes" is neither async nor sync`},
+		{name: "bad duration", give: map[string]any{"storage.retention": "3 fortnights"},
+			want: `storage.retention:`},
+		{name: "bad size", give: map[string]any{"storage.max_message_size": "4XB"},
+			want: `storage.max_message_size: bad size "4XB"`},
+		{name: "open fails", give: map[string]any{"storage.dir": "/tmp/x"}, open: errors.New("boom"),
+			want: `storage commitlog: open /tmp/x: boom`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := storageRegistry(t, &fakeEngine{id: "commitlog", openErr: tt.open}, &fakeEngine{id: "pebble"})
+			st, err := kernel.OpenStore(context.Background(), config.FromMap(tt.give), reg, discardLogger())
+			require.Error(t, err)
+			assert.Nil(t, st)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestCheckTopLevel(t *testing.T) {
+	known := []string{"broker", "log", "storage"}
+	tests := []struct {
+		name string
+		give map[string]any
+		want []string
+	}{
+		{name: "all known", give: map[string]any{"broker.listen": ":1", "storage.engine": "x", "log.level": "info"}},
+		{name: "empty", give: map[string]any{}},
+		{name: "one unknown", give: map[string]any{"broker.listen": ":1", "brokr.listen": ":2"},
+			want: []string{"brokr: unknown configuration section (known: broker, log, storage)"}},
+		{name: "two unknown", give: map[string]any{"a": 1, "z.y": 2},
+			want: []string{"a: unknown configuration section (known: broker, log, storage)", "z: unknown configuration section (known: broker, log, storage)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := kernel.CheckTopLevel(config.FromMap(tt.give), known)
+			if len(tt.want) == 0 {
+				assert.NoError(t, err)
+				return
+			}
+			var errs config.Errors
+			require.True(t, errors.As(err, &errs), "%v", err)
+			require.Len(t, errs, len(tt.want))
+			for i, w := range tt.want {
+				assert.EqualError(t, errs[i], w)
+			}
+		})
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    map[string]any
+		wantErr string
+	}{
+		{name: "defaults", give: map[string]any{}},
+		{name: "json debug", give: map[string]any{"log.level": "debug", "log.format": "json"}},
+		{name: "bad level", give: map[string]any{"log.level": "loud"}, wantErr: "config: log.level:"},
+		{name: "bad format", give: map[string]any{"log.format": "xml"}, wantErr: `config: log.format: "xml" is neither text nor json`},
+		{name: "unknown key", give: map[string]any{"log.colour": "yes"}, wantErr: "unknown key log.colour"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := kernel.NewLogger(config.FromMap(tt.give))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.NotNil(t, l)
+		})
+	}
+}
+
+func TestNewRemotingConfig(t *testing.T) {
+	rc, err := kernel.NewRemotingConfig(config.FromMap(nil))
+	require.NoError(t, err)
+	assert.Equal(t, config.ByteSize(transport.DefaultMaxFrameSize), rc.MaxFrameSize)
+	assert.Equal(t, 1024, rc.MaxInFlight)
+
+	rc, err = kernel.NewRemotingConfig(config.FromMap(map[string]any{"remoting.max_frame_size": "32MiB", "remoting.max_in_flight": "16"}))
+	require.NoError(t, err)
+	assert.Equal(t, config.ByteSize(32<<20), rc.MaxFrameSize)
+	assert.Equal(t, 16, rc.MaxInFlight)
+
+	_, err = kernel.NewRemotingConfig(config.FromMap(map[string]any{"remoting.max_frame_size": "512B"}))
+	assert.EqualError(t, err, "config: remoting.max_frame_size: 512 is below 1KiB")
+}
