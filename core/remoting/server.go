@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/quivermq/quiver/core/transport"
 )
@@ -44,22 +45,40 @@ func NewServer(h Handler, log *slog.Logger, opts ServerOptions) *Server {
 }
 
 // Serve starts accepting on ln in the background. The server owns ln.
+// Serve on a closed server closes ln.
 func (s *Server) Serve(ln transport.Listener) {
 	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		ln.Close()
+		return
+	}
 	s.listeners = append(s.listeners, ln)
-	s.mu.Unlock()
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		var delay time.Duration
 		for {
 			conn, err := ln.Accept(s.ctx)
 			if err != nil {
 				if s.ctx.Err() != nil || errors.Is(err, transport.ErrClosed) {
 					return
 				}
-				s.log.Warn("accept", "addr", ln.Addr(), "err", err)
+				// Back off like net/http, so a lasting error (EMFILE) does
+				// not spin the loop and flood the log.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept", "addr", ln.Addr(), "err", err, "retry_in", delay)
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-s.ctx.Done():
+					t.Stop()
+					return
+				}
 				continue
 			}
+			delay = 0
 			s.servePeer(conn)
 		}
 	}()
