@@ -161,17 +161,40 @@ func AppendHeader(b []byte, c *Command) []byte {
 }
 
 // Encode returns the whole frame of c, without the total-length prefix.
+// The body is c.BodyParts concatenated when set, else c.Body, as Peer.Send
+// writes it.
 func Encode(c *Command) []byte {
-	b := AppendHeader(make([]byte, 0, 256+len(c.Body)), c)
-	return append(b, c.Body...)
+	b := AppendHeader(make([]byte, 0, 256+bodyLen(c)), c)
+	return appendBody(b, c)
 }
 
 // EncodeWithLength returns the frame with its 4-byte total length in front,
 // as it travels over a stream.
 func EncodeWithLength(c *Command) []byte {
-	b := AppendHeader(make([]byte, 4, 260+len(c.Body)), c)
-	b = append(b, c.Body...)
+	b := AppendHeader(make([]byte, 4, 260+bodyLen(c)), c)
+	b = appendBody(b, c)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+func bodyLen(c *Command) int {
+	if len(c.BodyParts) == 0 {
+		return len(c.Body)
+	}
+	n := 0
+	for _, p := range c.BodyParts {
+		n += len(p)
+	}
+	return n
+}
+
+func appendBody(b []byte, c *Command) []byte {
+	if len(c.BodyParts) == 0 {
+		return append(b, c.Body...)
+	}
+	for _, p := range c.BodyParts {
+		b = append(b, p...)
+	}
 	return b
 }
 
@@ -270,7 +293,11 @@ func appendJSONString(b []byte, s string) []byte {
 func appendBinaryHeader(b []byte, c *Command) []byte {
 	be := binary.BigEndian
 	b = be.AppendUint16(b, uint16(c.Code))
-	lc, ok := languageCodes[c.Language]
+	lang := c.Language
+	if lang == "" {
+		lang = ServerLanguage // as the JSON header does
+	}
+	lc, ok := languageCodes[lang]
 	if !ok {
 		lc = languageCodes["OTHER"]
 	}

@@ -143,11 +143,31 @@ func TestJSONHeaderDefaultLanguage(t *testing.T) {
 	assert.Equal(t, map[string]string{}, got.ExtFields)
 }
 
-func TestBinaryUnknownLanguageIsOther(t *testing.T) {
-	c := &remoting.Command{Code: 3, Language: "COBOL", SerializeType: remoting.SerializeRocketMQ}
-	got, err := remoting.Decode(remoting.Encode(c))
-	require.NoError(t, err)
-	assert.Equal(t, "OTHER", got.Language)
+func TestBinaryLanguage(t *testing.T) {
+	tests := []struct{ give, want string }{
+		{"COBOL", "OTHER"},
+		{"", remoting.ServerLanguage}, // as in the JSON header
+		{"GO", "GO"},
+	}
+	for _, tt := range tests {
+		c := &remoting.Command{Code: 3, Language: tt.give, SerializeType: remoting.SerializeRocketMQ}
+		got, err := remoting.Decode(remoting.Encode(c))
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, got.Language, "language %q", tt.give)
+	}
+}
+
+func TestEncodeBodyParts(t *testing.T) {
+	for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+		c := &remoting.Command{Code: 0, Flag: 1, Body: []byte("ignored"), SerializeType: st,
+			BodyParts: [][]byte{[]byte("rec1"), nil, []byte("rec2")}}
+		got, err := remoting.Decode(remoting.Encode(c))
+		require.NoError(t, err)
+		assert.Equal(t, "rec1rec2", string(got.Body))
+		wl := remoting.EncodeWithLength(c)
+		assert.Equal(t, remoting.Encode(c), wl[4:])
+		assert.Equal(t, uint32(len(wl)-4), binary.BigEndian.Uint32(wl))
+	}
 }
 
 // TestJSONHeaderShape checks what the Go client's decoder depends on: every

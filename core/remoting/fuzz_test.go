@@ -17,8 +17,8 @@ var knownLanguages = map[string]bool{
 // FuzzDecode feeds arbitrary frames to Decode. It must never panic, every
 // error must wrap ErrBadHeader, and a decoded command must survive
 // Encode + Decode unchanged (up to the documented normalisations: an empty
-// language is written as ServerLanguage, and the binary header writes an
-// unknown language as OTHER).
+// language is written as ServerLanguage by both headers, and the binary
+// header writes an unknown language as OTHER).
 func FuzzDecode(f *testing.F) {
 	f.Add(jsonFrame(capturedGoHeader, nil))
 	f.Add(jsonFrame(capturedGoHeader, []byte("body")))
@@ -53,10 +53,10 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded command does not decode: %v\nframe %q\nre-encoded %q", err, frame, enc)
 		}
 		want := *c
-		if want.Language == "" {
+		switch {
+		case want.Language == "":
 			want.Language = remoting.ServerLanguage
-		}
-		if want.SerializeType == remoting.SerializeRocketMQ && !knownLanguages[want.Language] {
+		case want.SerializeType == remoting.SerializeRocketMQ && !knownLanguages[want.Language]:
 			want.Language = "OTHER"
 		}
 		if !bytes.Equal(want.Body, c2.Body) {

@@ -218,6 +218,20 @@ func TestInvokeOutOfOrder(t *testing.T) {
 	assert.Greater(t, r.maxSeen.Load(), int32(1), "requests on one connection were not served concurrently")
 }
 
+func TestBodyPartsResponse(t *testing.T) {
+	r := remoting.NewRouter()
+	r.RegisterFunc(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp.BodyParts = [][]byte{[]byte("record-1;"), {}, []byte("record-2;"), bytes.Repeat([]byte("z"), 100000)}
+		return resp
+	})
+	_, addr := startServer(t, r, remoting.ServerOptions{})
+	c := newClient(t, nil)
+	resp, err := c.Invoke(ctxFor(t, 5*time.Second), addr, remoting.NewRequest(remoting.PullMessage, nil, nil))
+	require.NoError(t, err)
+	assert.Equal(t, "record-1;record-2;"+string(bytes.Repeat([]byte("z"), 100000)), string(resp.Body))
+}
+
 func TestInvokeBinaryHeader(t *testing.T) {
 	r := newTestRouter(t)
 	_, addr := startServer(t, r, remoting.ServerOptions{})
