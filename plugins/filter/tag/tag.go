@@ -41,7 +41,19 @@
 // decides. The cost is that multi-tag messages are always read, never
 // skipped by the pre-filter. A store that recorded plain
 // message.TagsHashCode for such a message would lose it for single-tag
-// subscribers: use TagsCode.
+// subscribers: use TagsCode. Code that cannot import this package (the
+// broker module) reaches it through the filter.Compiler the provider
+// returns, which has a TagsCode method:
+//
+//	code := message.TagsHashCode
+//	if tc, ok := compiler.(interface{ TagsCode(string) int64 }); ok {
+//		code = tc.TagsCode
+//	}
+//
+// Multi-tag matching is a broker-side extension. Stock RocketMQ clients
+// filter pulled messages again by comparing the whole TAGS string with
+// their tag set, so they drop a "TagA||TagB" message that the broker
+// delivered to a "TagA" subscriber; only "*" subscribers see it.
 package tag
 
 import (
@@ -49,7 +61,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/message"
@@ -99,7 +110,7 @@ func ParseTags(expr string) []string {
 }
 
 func isAll(expr string) bool {
-	e := strings.TrimSpace(expr)
+	e := trim(expr)
 	return e == "" || e == "*"
 }
 
@@ -128,9 +139,13 @@ func splitTags(s string) func(yield func(posTag) bool) {
 	}
 }
 
-// isSpace is what strings.TrimSpace trims; the Go client trims tags with
-// it.
-func isSpace(r rune) bool { return unicode.IsSpace(r) }
+// isSpace is what Java's String.trim strips: every char up to U+0020. The
+// Java broker and client trim tags this way; the Go client strips only
+// spaces, so the two agree on the tags anyone writes. (strings.TrimSpace
+// would also strip U+0085 and U+00A0, which neither client does.)
+func isSpace(r rune) bool { return r <= ' ' }
+
+func trim(s string) string { return strings.TrimFunc(s, isSpace) }
 
 // Compile compiles a TAG expression. "*" and blank expressions match every
 // message. Otherwise the expression is split on "||" and each tag trimmed;
@@ -196,7 +211,7 @@ func (m *Matcher) Match(props message.Properties) bool {
 	}
 	for rest := tags; ; {
 		t, after, found := strings.Cut(rest, Separator)
-		if t = strings.TrimSpace(t); t != "" && m.hasTag(t) {
+		if t = trim(t); t != "" && m.hasTag(t) {
 			return true
 		}
 		if !found {

@@ -38,6 +38,9 @@ func TestConformance(t *testing.T) {
 		{Name: "single/empty tag", Expr: "TagA", Props: tags(""), Want: false},
 		{Name: "single/expr trimmed", Expr: "  TagA  ", Props: tags("TagA"), Want: true},
 		{Name: "single/message not trimmed", Expr: "TagA", Props: tags(" TagA "), Want: false},
+		{Name: "single/java trim of control chars", Expr: "\tTagA\r\n", Props: tags("TagA"), Want: true},
+		{Name: "single/nbsp is not trimmed", Expr: "\u00a0TagA", Props: tags("TagA"), Want: false},
+		{Name: "single/nbsp tag", Expr: "\u00a0TagA", Props: tags("\u00a0TagA"), Want: true},
 		{Name: "single/other property", Expr: "TagA", Props: message.Properties{"a": "TagA"}, Want: false},
 		{Name: "single/star is literal in message", Expr: "TagA", Props: tags("*"), Want: false},
 
