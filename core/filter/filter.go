@@ -50,6 +50,13 @@ type AllMatcher interface {
 	MatchesAll() bool
 }
 
+// TagsCoder is implemented by the TAG compiler: it gives the tag code a
+// message's consume-queue entry must carry so that its matchers'
+// MatchTagsCode never rejects it (multi-tag messages included).
+type TagsCoder interface {
+	TagsCode(tags string) int64
+}
+
 // Compiler compiles expressions of one type.
 type Compiler interface {
 	Compile(expr string) (Matcher, error)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
@@ -53,6 +54,8 @@ type Broker struct {
 	hooksMu         sync.RWMutex
 	putHooks        []PutHook
 	storedListeners []StoredListener
+
+	tagsCode func(string) int64
 
 	registerNow chan struct{}
 	ctx         context.Context
@@ -97,6 +100,10 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		router: remoting.NewRouter(), topics: topics, offsets: offsets, groups: groups,
 		clients: newClientTable(), filters: newFilterCache(deps.Filters),
 		registerNow: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+	}
+	b.tagsCode = message.TagsHashCode
+	if tc, ok := deps.Filters[filter.TypeTag].(filter.TagsCoder); ok {
+		b.tagsCode = tc.TagsCode
 	}
 	b.holds = newHoldTable(b)
 	b.nsrv = remoting.NewClient(deps.Transports.Dial, nil, log, remoting.PeerOptions{})

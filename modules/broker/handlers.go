@@ -444,4 +444,3 @@ func (b *Broker) handleSendBack(ctx context.Context, p *remoting.Peer, req *remo
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }
-

@@ -45,7 +45,7 @@ func (b *Broker) Put(ctx context.Context, msgs []*message.Ext) ([]store.Position
 	}
 	for _, m := range msgs {
 		m.StoreHost = b.storeHost
-		code := message.TagsHashCode(m.Properties[message.PropertyTags])
+		code := b.tagsCode(m.Properties[message.PropertyTags])
 		for _, h := range hooks {
 			c, ok, err := h(ctx, m)
 			if err != nil {

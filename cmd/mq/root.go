@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/plugins/filter/tag"
+	"github.com/quivermq/quiver/plugins/storage/commitlog"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
+)
+
+// sections are the top-level configuration keys some part of mq owns.
+var sections = []string{"auth", "broker", "filter", "log", "namesrv", "remoting", "storage", "transport", "transports"}
+
+type globalFlags struct {
+	configFile  string
+	sets        []string
+	checkConfig bool
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "mq",
+		Short:         "Quiver: a RocketMQ-compatible message queue in one binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.configFile, "config", "", "YAML configuration file")
+	root.PersistentFlags().StringArrayVar(&g.sets, "set", nil, "override a key: --set broker.listen=127.0.0.1:10911 (repeatable)")
+	root.PersistentFlags().BoolVar(&g.checkConfig, "check-config", false, "validate the configuration and exit")
+	root.AddCommand(
+		serverCmd(g, "namesrv", "Run a name server", roleNamesrv),
+		serverCmd(g, "broker", "Run a broker", roleBroker),
+		serverCmd(g, "dev", "Run a name server and a broker in one process (data in ./data)", roleDev),
+		pluginsCmd(),
+	)
+	return root
+}
+
+type role int
+
+const (
+	roleNamesrv role = iota
+	roleBroker
+	roleDev
+)
+
+// plugins are the stock plugins every mq binary carries.
+func plugins() fx.Option {
+	return fx.Options(tcp.Module, commitlog.Module, tag.Module)
+}
+
+// loadConfig merges file, environment and --set, then applies role
+// defaults that depend on other keys.
+func loadConfig(g *globalFlags, r role) (*config.Config, error) {
+	cfg, err := config.Load(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets})
+	if err != nil {
+		return nil, err
+	}
+	if r == roleDev && len(cfg.Strings("broker.namesrv")) == 0 {
+		ns := cfg.String("namesrv.listen")
+		if ns == "" {
+			ns = namesrv.NewConfig().Listen
+		}
+		cfg.Set("broker.namesrv", []any{ns})
+	}
+	if err := kernel.CheckTopLevel(cfg, sections); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// appOptions composes the fx graph of a role.
+func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
+	opts := []fx.Option{
+		kernel.Supply(cfg),
+		kernel.Module,
+		plugins(),
+		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
+			l.UseLogLevel(slog.LevelDebug)
+			return l
+		}),
+		fx.StartTimeout(30 * time.Second),
+		fx.StopTimeout(30 * time.Second),
+	}
+	switch r {
+	case roleNamesrv:
+		opts = append(opts, namesrv.Module)
+	case roleBroker:
+		opts = append(opts, kernel.StorageModule, broker.Module)
+	case roleDev:
+		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module)
+	}
+	return fx.Options(append(opts, extra...)...)
+}
+
+func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(g, r)
+			if err != nil {
+				return err
+			}
+			if g.checkConfig {
+				if err := fx.ValidateApp(appOptions(cfg, r)); err != nil {
+					return err
+				}
+				// Constructing the graph decodes and validates every
+				// section; nothing is started.
+				app := fx.New(appOptions(cfg, r), fx.NopLogger)
+				if err := app.Err(); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "configuration OK")
+				return nil
+			}
+			return run(cmd.Context(), appOptions(cfg, r))
+		},
+	}
+}
+
+// run starts the app, waits for ctx (SIGINT/SIGTERM) and stops it.
+func run(ctx context.Context, opts fx.Option) error {
+	app := fx.New(opts)
+	if err := app.Err(); err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel2 := context.WithTimeout(context.Background(), app.StopTimeout())
+	defer cancel2()
+	return app.Stop(stopCtx)
+}
+
+func pluginsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "plugins",
+		Short: "List the plugins compiled into this binary",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var st *kernel.StorageRegistry
+			var tr *kernel.TransportRegistry
+			var fl *kernel.FilterRegistry
+			var au *kernel.AuthRegistry
+			cfg := config.FromMap(map[string]any{})
+			app := fx.New(kernel.Supply(cfg), kernel.Module, plugins(), fx.NopLogger, fx.Populate(&st, &tr, &fl, &au))
+			if err := app.Err(); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "storage:   %s\n", strings.Join(st.IDs(), ", "))
+			fmt.Fprintf(out, "transport: %s\n", strings.Join(tr.IDs(), ", "))
+			fmt.Fprintf(out, "filter:    %s\n", strings.Join(fl.IDs(), ", "))
+			fmt.Fprintf(out, "auth:      %s\n", strings.Join(au.IDs(), ", "))
+			return nil
+		},
+	}
+}
