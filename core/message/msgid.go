@@ -44,13 +44,14 @@ func ParseOffsetMsgID(id string) (netip.AddrPort, int64, error) {
 
 func appendHost(b []byte, h netip.AddrPort) []byte {
 	a := h.Addr()
-	if a.Is4() || a.Is4In6() || !a.IsValid() {
+	switch {
+	case !a.IsValid():
+		// No host: 0.0.0.0, port 0. (As4 panics on the zero Addr.)
+		b = append(b, 0, 0, 0, 0)
+	case a.Is4() || a.Is4In6():
 		ip := a.Unmap().As4()
-		if !a.IsValid() {
-			ip = [4]byte{}
-		}
 		b = append(b, ip[:]...)
-	} else {
+	default:
 		ip := a.As16()
 		b = append(b, ip[:]...)
 	}
