@@ -1,0 +1,390 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var bg = context.Background()
+
+// testLogger logs to t.Log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func smallConfig(segSize int64) *Config {
+	c := NewConfig()
+	c.SegmentSize = config.ByteSize(segSize)
+	c.CQEntriesPerFile = 50
+	return c
+}
+
+func openStore(t testing.TB, cfg *Config, set store.Settings) *Store {
+	t.Helper()
+	s, err := Open(cfg, store.Deps{Logger: testLogger(t), Settings: set})
+	require.NoError(t, err)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	for _, mode := range []store.FlushMode{store.FlushAsync, store.FlushSync} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Run("default", func(t *testing.T) {
+				storetest.Run(t, func(t *testing.T, dir string, set store.Settings) store.Store {
+					set.Flush = mode
+					return openStore(t, NewConfig(), set)
+				})
+			})
+			t.Run("small", func(t *testing.T) {
+				storetest.RunWithOptions(t, func(t *testing.T, dir string, set store.Settings) store.Store {
+					set.Flush = mode
+					return openStore(t, smallConfig(64<<10), set)
+				}, storetest.Options{SegmentSize: 64 << 10})
+			})
+		})
+	}
+}
+
+func settings(t testing.TB, mode store.FlushMode) store.Settings {
+	s := storetest.DefaultSettings(t.TempDir())
+	s.Flush = mode
+	return s
+}
+
+func msg(topic string, qid int32, body string) store.Message {
+	return storetest.Msg(topic, qid, body, map[string]string{"TAGS": "t"})
+}
+
+func TestSegmentRolling(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	cfg := smallConfig(minSegmentSize)
+	s := openStore(t, cfg, set)
+	defer s.Close()
+	q := store.Queue{Topic: "Roll", ID: 0}
+	var pos []store.Position
+	for i := 0; i < 100; i++ {
+		body := fmt.Sprintf("%03d-%s", i, make([]byte, 100+i*7%400))
+		if i%10 == 0 {
+			p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, body), msg(q.Topic, 1, "x"), msg(q.Topic, q.ID, body+"b")})
+			require.NoError(t, err)
+			pos = append(pos, p[0], p[2])
+			continue
+		}
+		p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, body)})
+		require.NoError(t, err)
+		pos = append(pos, p...)
+	}
+	segs, err := os.ReadDir(filepath.Join(set.Dir, "commitlog"))
+	require.NoError(t, err)
+	require.Greater(t, len(segs), 5, "segments rolled")
+	for i, e := range segs {
+		assert.Equal(t, fmt.Sprintf("%020d", int64(i)*minSegmentSize), e.Name())
+		fi, err := e.Info()
+		require.NoError(t, err)
+		assert.Equal(t, int64(minSegmentSize), fi.Size())
+	}
+	for _, p := range pos {
+		assert.LessOrEqual(t, p.CommitLogOffset%minSegmentSize+int64(p.Size), int64(minSegmentSize-blankSize), "a record never spans segments")
+	}
+	check := func(s *Store) {
+		var r store.ReadResult
+		off := int64(0)
+		n := 0
+		for {
+			require.NoError(t, s.Read(bg, q, off, store.ReadOptions{MaxMessages: 7}, &r))
+			if r.Status != store.Found {
+				require.Equal(t, store.OffsetOverflowOne, r.Status)
+				break
+			}
+			for i, rec := range r.Records {
+				m, _, err := message.DecodeStored(rec)
+				require.NoError(t, err)
+				assert.Equal(t, pos[n].CommitLogOffset, m.CommitLogOffset)
+				assert.Equal(t, r.QueueOffsets[i], m.QueueOffset)
+				n++
+			}
+			off = r.NextOffset
+		}
+		assert.Equal(t, len(pos), n)
+		for _, p := range pos {
+			rec, err := s.Lookup(bg, p.CommitLogOffset)
+			require.NoError(t, err)
+			assert.Len(t, rec, int(p.Size))
+		}
+		cqs, err := os.ReadDir(filepath.Join(set.Dir, "consumequeue", q.Topic, "0"))
+		require.NoError(t, err)
+		assert.Len(t, cqs, (len(pos)+cfg.CQEntriesPerFile-1)/cfg.CQEntriesPerFile, "consume-queue files roll too")
+	}
+	check(s)
+	require.NoError(t, s.Close())
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	check(s)
+	p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, "after")})
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(pos)), p[0].QueueOffset)
+}
+
+func TestTornTail(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cut  func(size int32) int64 // bytes of the last record kept
+	}{
+		{"middle of body", func(size int32) int64 { return int64(size) / 2 }},
+		{"inside header", func(int32) int64 { return 6 }},
+		{"one byte short", func(size int32) int64 { return int64(size) - 1 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := settings(t, store.FlushSync)
+			cfg := smallConfig(64 << 10)
+			s := openStore(t, cfg, set)
+			q := store.Queue{Topic: "Torn", ID: 0}
+			var pos []store.Position
+			for i := 0; i < 20; i++ {
+				p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, strconv.Itoa(i)+string(make([]byte, 300))), msg(q.Topic, 1, "other")})
+				require.NoError(t, err)
+				pos = append(pos, p...)
+			}
+			require.NoError(t, s.Close())
+
+			last := pos[len(pos)-1]
+			seg := filepath.Join(set.Dir, "commitlog", segmentName(last.CommitLogOffset-last.CommitLogOffset%(64<<10)))
+			require.NoError(t, os.Truncate(seg, last.CommitLogOffset%(64<<10)+tt.cut(last.Size)))
+
+			s = openStore(t, cfg, set)
+			defer s.Close()
+			_, mx, err := s.Offsets(store.Queue{Topic: q.Topic, ID: 1})
+			require.NoError(t, err)
+			assert.Equal(t, int64(19), mx, "the torn record is gone")
+			_, mx, err = s.Offsets(q)
+			require.NoError(t, err)
+			assert.Equal(t, int64(20), mx)
+			for _, p := range pos[:len(pos)-1] {
+				rec, err := s.Lookup(bg, p.CommitLogOffset)
+				require.NoError(t, err)
+				m, _, err := message.DecodeStored(rec)
+				require.NoError(t, err)
+				assert.True(t, m.VerifyCRC())
+			}
+			_, err = s.Lookup(bg, last.CommitLogOffset)
+			assert.Error(t, err)
+			var r store.ReadResult
+			require.NoError(t, s.Read(bg, store.Queue{Topic: q.Topic, ID: 1}, 0, store.ReadOptions{}, &r))
+			assert.Len(t, r.Records, 19)
+
+			p, err := s.Append(bg, []store.Message{msg(q.Topic, 1, "new")})
+			require.NoError(t, err)
+			assert.Equal(t, int64(19), p[0].QueueOffset)
+			assert.Equal(t, last.CommitLogOffset, p[0].CommitLogOffset, "appends continue at the recovered end")
+			require.NoError(t, s.Close())
+
+			s = openStore(t, cfg, set)
+			defer s.Close()
+			require.NoError(t, s.Read(bg, store.Queue{Topic: q.Topic, ID: 1}, 18, store.ReadOptions{}, &r))
+			require.Len(t, r.Records, 2)
+			m, _, err := message.DecodeStored(r.Records[1])
+			require.NoError(t, err)
+			assert.Equal(t, "new", string(m.Body))
+		})
+	}
+}
+
+func TestGarbageTail(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	cfg := smallConfig(64 << 10)
+	s := openStore(t, cfg, set)
+	q := store.Queue{Topic: "Garbage", ID: 0}
+	var pos []store.Position
+	for i := 0; i < 5; i++ {
+		p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, strconv.Itoa(i))})
+		require.NoError(t, err)
+		pos = append(pos, p...)
+	}
+	require.NoError(t, s.Close())
+	// A record whose body CRC is wrong after the end, and no checkpoint.
+	last := pos[len(pos)-1]
+	end := last.CommitLogOffset + int64(last.Size)
+	bad := msg(q.Topic, q.ID, "bad")
+	rec, err := message.EncodeStored(bad.Ext)
+	require.NoError(t, err)
+	message.PatchStored(rec, 5, end, time.Now().UnixMilli())
+	rec[len(rec)-1-2-len(bad.Properties.Encode())-len(q.Topic)-1] ^= 0xff // flip a body byte
+	f, err := os.OpenFile(filepath.Join(set.Dir, "commitlog", segmentName(0)), os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(rec, end)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Remove(filepath.Join(set.Dir, checkpointName)))
+
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	_, mx, err := s.Offsets(q)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), mx)
+	p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, "good")})
+	require.NoError(t, err)
+	assert.Equal(t, end, p[0].CommitLogOffset)
+	assert.Equal(t, int64(5), p[0].QueueOffset)
+}
+
+func TestRebuildConsumeQueue(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	cfg := smallConfig(64 << 10)
+	s := openStore(t, cfg, set)
+	q := store.Queue{Topic: "Rebuild", ID: 3}
+	for i := 0; i < 120; i++ {
+		_, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, strconv.Itoa(i))})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	// Lose the consume queue and the checkpoint: recovery rebuilds the
+	// queue from the last segment.
+	require.NoError(t, os.RemoveAll(filepath.Join(set.Dir, "consumequeue")))
+	require.NoError(t, os.Remove(filepath.Join(set.Dir, checkpointName)))
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	mn, mx, err := s.Offsets(q)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int64{0, 120}, [2]int64{mn, mx})
+	var r store.ReadResult
+	require.NoError(t, s.Read(bg, q, 100, store.ReadOptions{Filter: func(c int64) bool { return c == message.TagsHashCode("t") }}, &r))
+	require.Len(t, r.Records, 20)
+}
+
+func TestSyncGroupCommit(t *testing.T) {
+	set := settings(t, store.FlushSync)
+	set.FlushInterval = time.Hour // only group commits sync
+	s := openStore(t, NewConfig(), set)
+	defer s.Close()
+	const writers, each = 32, 40
+	before := s.syncs.Load()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				pos, err := s.Append(bg, []store.Message{msg("Group", int32(w%4), "x")})
+				if err != nil {
+					errs <- err
+					return
+				}
+				s.flushMu.Lock()
+				flushed := s.flushed
+				s.flushMu.Unlock()
+				if flushed < pos[0].CommitLogOffset+int64(pos[0].Size) {
+					errs <- fmt.Errorf("acknowledged %d before it was synced (%d)", pos[0].CommitLogOffset, flushed)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	syncs := s.syncs.Load() - before
+	t.Logf("%d appends, %d fsyncs", writers*each, syncs)
+	assert.Less(t, syncs, int64(writers*each), "concurrent appenders share fsyncs")
+}
+
+func TestSyncContextCanceled(t *testing.T) {
+	s := openStore(t, NewConfig(), settings(t, store.FlushSync))
+	defer s.Close()
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	_, err := s.Append(ctx, []store.Message{msg("Ctx", 0, "x")})
+	require.Error(t, err)
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		give func(c *Config)
+		want string
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"small segment", func(c *Config) { c.SegmentSize = 4096 }, "segment_size"},
+		{"few entries", func(c *Config) { c.CQEntriesPerFile = 10 }, "cq_entries_per_file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewConfig()
+			tt.give(c)
+			err := c.Validate()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestOpenBadArguments(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  *Config
+		set  store.Settings
+	}{
+		{"no dir", NewConfig(), store.Settings{}},
+		{"tiny segment", smallConfig(1024), store.Settings{Dir: t.TempDir()}},
+		{"bad flush", NewConfig(), store.Settings{Dir: t.TempDir(), Flush: "sometimes"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Open(tt.cfg, store.Deps{Settings: tt.set})
+			assert.ErrorIs(t, err, store.ErrBadArgument)
+		})
+	}
+}
+
+func TestSegmentSizeChanged(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	s := openStore(t, smallConfig(64<<10), set)
+	_, err := s.Append(bg, []store.Message{msg("Size", 0, "x")})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = Open(smallConfig(32<<10), store.Deps{Settings: set})
+	assert.ErrorContains(t, err, "segment_size")
+}
+
+func TestProvider(t *testing.T) {
+	p := NewProvider()
+	assert.Equal(t, "commitlog", p.ID())
+	cfg, ok := p.NewConfig().(*Config)
+	require.True(t, ok)
+	s, err := p.Open(bg, cfg, store.Deps{Settings: settings(t, store.FlushAsync)})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = p.Open(bg, struct{}{}, store.Deps{Settings: settings(t, store.FlushAsync)})
+	assert.ErrorIs(t, err, store.ErrBadArgument)
+}

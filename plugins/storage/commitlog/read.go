@@ -1,0 +1,278 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
+)
+
+// Read defaults (RocketMQ maxTransferCountOnMessageInMemory and
+// maxTransferBytesOnMessageInMemory).
+const (
+	defaultMaxMessages = 32
+	defaultMaxBytes    = 256 << 10
+	minMaxScan         = 800
+	// entryBlock is how many consume-queue entries one read syscall fetches.
+	entryBlock = 256
+)
+
+var entryPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, entryBlock*cqEntrySize)
+	return &b
+}}
+
+type candidate struct {
+	off  int64
+	phys int64
+	size int32
+}
+
+// Read implements store.Store, following RocketMQ's GetMessageStatus table.
+func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts store.ReadOptions, into *store.ReadResult) error {
+	if into == nil {
+		return fmt.Errorf("commitlog: read %s: nil result: %w", q, store.ErrBadArgument)
+	}
+	into.Reset()
+	if s.closed.Load() {
+		return fmt.Errorf("commitlog: read %s: %w", q, store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commitlog: read %s: %w", q, err)
+	}
+	cq := s.lookupQueue(q)
+	if cq == nil {
+		into.Status = store.NoMessageInQueue
+		return nil
+	}
+	mn, mx := cq.offsets()
+	into.MinOffset, into.MaxOffset = mn, mx
+	switch {
+	case mx == 0:
+		into.Status, into.NextOffset = store.NoMessageInQueue, 0
+		return nil
+	case offset < mn:
+		into.Status, into.NextOffset = store.OffsetTooSmall, mn
+		return nil
+	case offset == mx:
+		into.Status, into.NextOffset = store.OffsetOverflowOne, offset
+		return nil
+	case offset > mx:
+		into.Status, into.NextOffset = store.OffsetOverflowBadly, mx
+		return nil
+	}
+	maxMsgs := opts.MaxMessages
+	if maxMsgs <= 0 {
+		maxMsgs = defaultMaxMessages
+	}
+	maxBytes := opts.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxBytes
+	}
+	maxScan := int64(opts.MaxScan)
+	if maxScan <= 0 {
+		maxScan = int64(max(minMaxScan, maxMsgs*20))
+	}
+	limit := mx
+	if maxScan < limit-offset {
+		limit = offset + maxScan
+	}
+
+	buf := into.Buffer(min(maxBytes, 64<<10))
+	ebp := entryPool.Get().(*[]byte)
+	defer entryPool.Put(ebp)
+	var candArr [64]candidate
+	cands := candArr[:0]
+	cur := offset
+	full := false
+	for cur < limit && !full {
+		n := int(min(limit-cur, entryBlock))
+		eb, err := cq.readEntries(cur, n, *ebp)
+		*ebp = eb[:0]
+		if err != nil {
+			if errors.Is(err, errRemoved) {
+				break
+			}
+			into.SetBuffer(buf)
+			return s.closedErr("read "+q.String(), err)
+		}
+		cands = cands[:0]
+		pendBytes := 0
+		stopAt := cur + int64(len(eb)/cqEntrySize)
+		for i := 0; i < len(eb)/cqEntrySize; i++ {
+			phys, size, tags := getEntry(eb[i*cqEntrySize:])
+			// As RocketMQ: the batch-full check comes before filtering.
+			nrec := len(into.Records) + len(cands)
+			if nrec >= maxMsgs || (nrec > 0 && into.Bytes+pendBytes+int(size) > maxBytes) {
+				stopAt, full = cur+int64(i), true
+				break
+			}
+			if size <= 0 {
+				continue
+			}
+			if opts.Filter != nil && !opts.Filter(tags) {
+				continue
+			}
+			cands = append(cands, candidate{off: cur + int64(i), phys: phys, size: size})
+			pendBytes += int(size)
+		}
+		rejected := 0
+		removed := false
+		for i := 0; i < len(cands); {
+			j := i + 1
+			run := int(cands[i].size)
+			for j < len(cands) && cands[j].phys == cands[j-1].phys+int64(cands[j-1].size) {
+				run += int(cands[j].size)
+				j++
+			}
+			start := len(buf)
+			buf = slices.Grow(buf, run)[:start+run]
+			if err := s.readAt(cands[i].phys, buf[start:]); err != nil {
+				buf = buf[:start]
+				if errors.Is(err, errRemoved) {
+					stopAt, removed = cands[i].off, true
+					break
+				}
+				into.SetBuffer(buf)
+				return s.closedErr("read "+q.String(), err)
+			}
+			p := start
+			for k := i; k < j; k++ {
+				sz := int(cands[k].size)
+				rec := buf[p : p+sz : p+sz]
+				p += sz
+				if int(be.Uint32(rec)) != sz || int32(be.Uint32(rec[4:])) != message.MagicCode {
+					into.SetBuffer(buf)
+					return &store.CorruptionError{File: segmentName(cands[k].phys - cands[k].phys%s.segSize),
+						Offset: cands[k].phys, Reason: fmt.Sprintf("consume queue %s offset %d points at no record of %d bytes", q, cands[k].off, sz)}
+				}
+				if opts.Match != nil && !opts.Match(rec) {
+					rejected++
+					continue
+				}
+				into.Records = append(into.Records, rec)
+				into.QueueOffsets = append(into.QueueOffsets, cands[k].off)
+				into.Bytes += sz
+			}
+			i = j
+		}
+		cur = stopAt
+		if removed {
+			break
+		}
+		if rejected > 0 {
+			full = false
+		}
+	}
+	into.SetBuffer(buf)
+	if cur < limit && len(into.Records) == 0 && cur < cq.min.Load() {
+		// Retention removed what we were reading.
+		mn, mx = cq.offsets()
+		into.MinOffset, into.MaxOffset = mn, mx
+		into.Status, into.NextOffset = store.OffsetTooSmall, mn
+		return nil
+	}
+	into.NextOffset = cur
+	if len(into.Records) > 0 {
+		into.Status = store.Found
+	} else {
+		into.Status = store.NoMatchedMessage
+	}
+	return nil
+}
+
+// Lookup implements store.Store: the record at a commit-log offset.
+func (s *Store) Lookup(ctx context.Context, phys int64) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("commitlog: lookup: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("commitlog: lookup: %w", err)
+	}
+	end := s.wrote.Load()
+	if phys < 0 || phys < s.minPhys.Load() || phys >= end {
+		return nil, fmt.Errorf("commitlog: lookup %d outside [%d, %d): %w", phys, s.minPhys.Load(), end, store.ErrOffsetOutOfRange)
+	}
+	pos := phys % s.segSize
+	if pos+minRecordSize+blankSize > s.segSize || phys+minRecordSize > end {
+		return nil, fmt.Errorf("commitlog: lookup %d: no record there: %w", phys, store.ErrNotFound)
+	}
+	var hdr [8]byte
+	if err := s.readAt(phys, hdr[:]); err != nil {
+		if errors.Is(err, errRemoved) {
+			return nil, fmt.Errorf("commitlog: lookup %d: %w", phys, store.ErrOffsetOutOfRange)
+		}
+		return nil, s.closedErr("lookup", err)
+	}
+	size := int64(int32(be.Uint32(hdr[:])))
+	if int32(be.Uint32(hdr[4:])) != message.MagicCode || size < minRecordSize || pos+size+blankSize > s.segSize || phys+size > end {
+		return nil, fmt.Errorf("commitlog: lookup %d: no record there: %w", phys, store.ErrNotFound)
+	}
+	rec := make([]byte, size)
+	if err := s.readAt(phys, rec); err != nil {
+		if errors.Is(err, errRemoved) {
+			return nil, fmt.Errorf("commitlog: lookup %d: %w", phys, store.ErrOffsetOutOfRange)
+		}
+		return nil, s.closedErr("lookup", err)
+	}
+	if v, ok := parseRecord(rec); !ok || v.phys != phys {
+		return nil, fmt.Errorf("commitlog: lookup %d: no record there: %w", phys, store.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// OffsetByTime implements store.Store by bisecting the queue on store
+// time (store timestamps never decrease: Append keeps them monotonic).
+func (s *Store) OffsetByTime(ctx context.Context, q store.Queue, ts int64) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("commitlog: offset by time: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("commitlog: offset by time: %w", err)
+	}
+	cq := s.lookupQueue(q)
+	if cq == nil {
+		return 0, nil
+	}
+	lo, hi := cq.offsets()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		t, err := s.storeTimeAt(cq, mid)
+		if err != nil {
+			if errors.Is(err, errRemoved) {
+				lo = mid + 1
+				continue
+			}
+			return 0, s.closedErr("offset by time "+q.String(), err)
+		}
+		if t >= ts {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+func (s *Store) storeTimeAt(cq *consumeQueue, off int64) (int64, error) {
+	phys, size, _, err := cq.entry(off)
+	if err != nil {
+		return 0, err
+	}
+	if size < minRecordSize {
+		return 0, &store.CorruptionError{File: cq.q.String(), Offset: off, Reason: fmt.Sprintf("entry size %d", size)}
+	}
+	var hdr [headerPeek]byte
+	if err := s.readAt(phys, hdr[:]); err != nil {
+		return 0, err
+	}
+	h, err := message.PeekHeader(hdr[:])
+	if err != nil {
+		return 0, &store.CorruptionError{File: segmentName(phys - phys%s.segSize), Offset: phys, Reason: err.Error()}
+	}
+	return h.StoreTimestamp, nil
+}

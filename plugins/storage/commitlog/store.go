@@ -1,0 +1,667 @@
+// Package commitlog is Quiver's native storage engine, laid out like
+// RocketMQ's DefaultMessageStore: one append-only commit log shared by all
+// topics, in fixed-size segment files named by their 20-digit start offset,
+// and per topic/queue consume queues of 20-byte entries pointing into it.
+//
+// Layout under the data directory:
+//
+//	commitlog/00000000000000000000        segments, segment_size bytes each
+//	consumequeue/<topic>/<queueId>/<off>  consume-queue files, named by byte offset
+//	checkpoint                            flushed commit-log offset
+//	config/<name>.json                    metadata documents (store.Metadata)
+//
+// Writes are serialized by one mutex; the records of one Append are encoded
+// into one buffer and written with one pwrite per touched segment, then
+// dispatched to the consume queues. A consume-queue entry is published only
+// after its record is written, so readers never see half-written messages.
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
+)
+
+// minSegmentSize is the smallest segment Open accepts (tests use small
+// segments to exercise rolling and retention).
+const minSegmentSize = 4 << 10
+
+// defaultFlushInterval is used when Settings.FlushInterval is not set.
+const defaultFlushInterval = 500 * time.Millisecond
+
+// blankMagic is message.BlankMagicCode as a variable (its uint32
+// conversion is not constant).
+var blankMagic = message.BlankMagicCode
+
+// maxKeptWriteBuffer bounds the append buffer kept between calls.
+const maxKeptWriteBuffer = 8 << 20
+
+// Interface guards.
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.Flusher      = (*Store)(nil)
+	_ store.QueueLister  = (*Store)(nil)
+	_ store.TopicDeleter = (*Store)(nil)
+	_ store.Metadata     = (*Store)(nil)
+	_ store.KeyIndexer   = (*Store)(nil)
+)
+
+// Store is the CommitLog engine. All methods are safe for concurrent use.
+type Store struct {
+	cfg      Config
+	log      *slog.Logger
+	dir      string
+	clDir    string
+	cqDir    string
+	metaDir  string
+	mode     store.FlushMode
+	interval time.Duration
+	maxMsg   int
+	segSize  int64
+	perFile  int64
+
+	// mu serializes appends (and topic deletion). The fields below it are
+	// the writer's scratch state.
+	mu      sync.Mutex
+	wbuf    []byte
+	propBuf []byte
+	disp    []dispatch
+	touched []*consumeQueue
+	lastTS  int64
+
+	// wrote is the end of the written and dispatched commit log: every
+	// byte below it is readable.
+	wrote atomic.Int64
+	// minPhys is the first commit-log offset still stored.
+	minPhys atomic.Int64
+
+	segMu sync.RWMutex
+	segs  []*segment // contiguous, oldest first; the last is active
+
+	qmu    sync.RWMutex
+	queues map[store.Queue]*consumeQueue
+
+	dirtyMu   sync.Mutex
+	dirtyCQ   map[*cqFile]struct{}
+	dirtyDirs map[string]struct{}
+
+	// syncMu serializes commit-log fsyncs; flushMu guards the fields after it.
+	syncMu    sync.Mutex
+	flushMu   sync.Mutex
+	flushed   int64
+	flushErr  error // sticky: once set, appends fail with ErrNotDurable
+	flushWait chan struct{}
+	kick      chan struct{}
+	syncs     atomic.Int64 // commit-log fsync rounds, for tests
+
+	ckMu   sync.Mutex
+	ckFile *os.File
+
+	keys *keyIndex
+
+	retMu  sync.Mutex // serializes DeleteBefore
+	metaMu sync.Mutex
+
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+type dispatch struct {
+	cq       *consumeQueue
+	phys     int64
+	size     int32
+	tagsCode int64
+}
+
+// Open opens (creating if needed) the store in deps.Settings.Dir and
+// recovers it. It can be used without fx.
+func Open(cfg *Config, deps store.Deps) (*Store, error) {
+	if cfg == nil {
+		cfg = NewConfig()
+	}
+	c := *cfg
+	set := deps.Settings
+	switch {
+	case c.SegmentSize < minSegmentSize:
+		return nil, fmt.Errorf("commitlog: segment_size %d is below %d: %w", c.SegmentSize, minSegmentSize, store.ErrBadArgument)
+	case c.CQEntriesPerFile < 1:
+		return nil, fmt.Errorf("commitlog: cq_entries_per_file %d is below 1: %w", c.CQEntriesPerFile, store.ErrBadArgument)
+	case set.Dir == "":
+		return nil, fmt.Errorf("commitlog: no data directory: %w", store.ErrBadArgument)
+	}
+	mode := set.Flush
+	switch mode {
+	case "":
+		mode = store.FlushAsync
+	case store.FlushAsync, store.FlushSync:
+	default:
+		return nil, fmt.Errorf("commitlog: flush mode %q is neither async nor sync: %w", mode, store.ErrBadArgument)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		cfg:       c,
+		log:       log,
+		dir:       set.Dir,
+		clDir:     filepath.Join(set.Dir, "commitlog"),
+		cqDir:     filepath.Join(set.Dir, "consumequeue"),
+		metaDir:   filepath.Join(set.Dir, "config"),
+		mode:      mode,
+		interval:  set.FlushInterval,
+		maxMsg:    set.MaxMessageSize,
+		segSize:   int64(c.SegmentSize),
+		perFile:   int64(c.CQEntriesPerFile),
+		queues:    map[store.Queue]*consumeQueue{},
+		dirtyCQ:   map[*cqFile]struct{}{},
+		dirtyDirs: map[string]struct{}{},
+		flushWait: make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+	}
+	if s.interval <= 0 {
+		s.interval = defaultFlushInterval
+	}
+	if s.maxMsg <= 0 {
+		s.maxMsg = message.DefaultMaxMessageSize
+	}
+	if c.KeyIndex {
+		s.keys = newKeyIndex()
+	}
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	if err := s.checkpoint(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.checkpointLoop()
+	if s.mode == store.FlushSync {
+		s.wg.Add(1)
+		go s.syncLoop()
+	}
+	s.log.Info("commitlog opened", "dir", s.dir, "flush", string(s.mode), "min", s.minPhys.Load(), "max", s.wrote.Load(), "queues", len(s.queues))
+	return s, nil
+}
+
+// Append implements store.Store.
+func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Position, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	for i := range msgs {
+		if err := checkMessage(&msgs[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("commitlog: append: %w", err)
+	}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("commitlog: append: %w", store.ErrClosed)
+	}
+	if err := s.failure(); err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("commitlog: append after earlier failure: %w: %w", store.ErrNotDurable, err)
+	}
+	pos, end, err := s.appendLocked(msgs)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if s.mode == store.FlushSync {
+		if err := s.waitDurable(ctx, end); err != nil {
+			return nil, err
+		}
+	}
+	return pos, nil
+}
+
+func checkMessage(m *store.Message) error {
+	switch {
+	case m.Ext == nil:
+		return fmt.Errorf("commitlog: append: nil message: %w", store.ErrBadArgument)
+	case m.QueueID < 0:
+		return fmt.Errorf("commitlog: append: queue id %d: %w", m.QueueID, store.ErrBadArgument)
+	}
+	return checkTopic(m.Topic)
+}
+
+func checkTopic(topic string) error {
+	switch {
+	case topic == "", topic == ".", topic == "..":
+		return fmt.Errorf("commitlog: topic %q: %w", topic, store.ErrBadArgument)
+	case len(topic) > message.MaxTopicLength:
+		return fmt.Errorf("commitlog: topic of %d bytes is over %d: %w", len(topic), message.MaxTopicLength, store.ErrBadArgument)
+	case strings.ContainsAny(topic, "/\\\x00"):
+		return fmt.Errorf("commitlog: topic %q has a path separator: %w", topic, store.ErrBadArgument)
+	}
+	return nil
+}
+
+// chunk is a run of the write buffer that goes to one segment.
+type chunk struct {
+	seg        *segment // nil until created
+	base       int64
+	pos        int64
+	start, end int
+}
+
+// appendLocked encodes, writes and dispatches msgs. It returns the
+// positions and the new end of the log. Called with s.mu held.
+func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, error) {
+	now := time.Now().UnixMilli()
+	if now < s.lastTS {
+		now = s.lastTS // keep store time monotonic so OffsetByTime can bisect
+	}
+	start := s.wrote.Load()
+	active := s.activeSegment()
+	chunks := []chunk{{seg: active, base: active.base, pos: start - active.base}}
+	cur := &chunks[0]
+	wpos := cur.pos
+	buf := s.wbuf[:0]
+	positions := make([]store.Position, len(msgs))
+	s.disp = s.disp[:0]
+	s.touched = s.touched[:0]
+	fail := func(err error) ([]store.Position, int64, error) {
+		for _, cq := range s.touched {
+			cq.next, cq.touched = cq.saved, false
+		}
+		s.wbuf = buf[:0]
+		return nil, 0, err
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		cq := s.queueFor(store.Queue{Topic: m.Topic, ID: m.QueueID})
+		if !cq.touched {
+			cq.touched, cq.saved = true, cq.next
+			s.touched = append(s.touched, cq)
+		}
+		props := m.Properties.AppendEncoded(s.propBuf[:0])
+		s.propBuf = props[:0]
+		size := message.StoredSize(m.Ext, len(props))
+		if size > s.maxMsg || int64(size) > s.segSize-blankSize {
+			return fail(fmt.Errorf("commitlog: append: record of %d bytes to %s is over the %d byte limit: %w", size, cq.q, min(int64(s.maxMsg), s.segSize-blankSize), store.ErrTooLarge))
+		}
+		if wpos+int64(size)+blankSize > s.segSize {
+			// Close the segment with an end-of-file blank and roll.
+			buf = be.AppendUint32(buf, uint32(s.segSize-wpos))
+			buf = be.AppendUint32(buf, uint32(blankMagic))
+			cur.end = len(buf)
+			chunks = append(chunks, chunk{base: cur.base + s.segSize, start: len(buf), end: len(buf)})
+			cur = &chunks[len(chunks)-1]
+			wpos = 0
+		}
+		rs := len(buf)
+		var err error
+		buf, err = message.AppendStored(buf, m.Ext, props)
+		if err != nil {
+			return fail(fmt.Errorf("commitlog: append to %s: %w: %w", cq.q, store.ErrBadArgument, err))
+		}
+		phys := cur.base + wpos
+		message.PatchStored(buf[rs:], cq.next, phys, now)
+		positions[i] = store.Position{CommitLogOffset: phys, Size: int32(size), QueueOffset: cq.next, StoreTimestamp: now}
+		s.disp = append(s.disp, dispatch{cq: cq, phys: phys, size: int32(size), tagsCode: m.TagsCode})
+		cq.next++
+		wpos += int64(size)
+		cur.end = len(buf)
+	}
+	end := cur.base + wpos
+
+	// Write: one pwrite per segment touched.
+	var created []*segment
+	var written []chunk
+	for i := range chunks {
+		ch := &chunks[i]
+		if ch.seg == nil {
+			seg, err := s.createSegment(ch.base)
+			if err != nil {
+				s.undoWrite(written, created)
+				return fail(fmt.Errorf("commitlog: append: %w: %w", store.ErrNotDurable, err))
+			}
+			created = append(created, seg)
+			ch.seg = seg
+		}
+		if ch.end > ch.start {
+			if _, err := ch.seg.f.WriteAt(buf[ch.start:ch.end], ch.pos); err != nil {
+				s.undoWrite(append(written, *ch), created)
+				return fail(fmt.Errorf("commitlog: write segment %s: %w: %w", ch.seg.name(), store.ErrNotDurable, err))
+			}
+		}
+		written = append(written, *ch)
+	}
+
+	// Dispatch to the consume queues: entries of one queue in one call are
+	// consecutive, so each queue gets one write.
+	for _, d := range s.disp {
+		var e [cqEntrySize]byte
+		putEntry(e[:], d.phys, d.size, d.tagsCode)
+		d.cq.pend = append(d.cq.pend, e[:]...)
+	}
+	for _, cq := range s.touched {
+		err := s.writeEntries(cq, cq.saved, cq.pend)
+		cq.pend = cq.pend[:0]
+		cq.touched = false
+		if err != nil {
+			// The records are in the commit log but not indexed: stop
+			// accepting writes; recovery rebuilds the entries.
+			err = fmt.Errorf("commitlog: dispatch to %s: %w: %w", cq.q, store.ErrNotDurable, err)
+			s.setFailure(err)
+			for _, c := range s.touched {
+				c.pend = c.pend[:0]
+				c.touched = false
+			}
+			s.wbuf = buf[:0]
+			return nil, 0, err
+		}
+		cq.max.Store(cq.next)
+	}
+	for _, ch := range written {
+		ch.seg.lastTS.Store(now)
+	}
+	if s.keys != nil {
+		s.keys.mu.Lock()
+		for i := range msgs {
+			s.keys.addLocked(msgs[i].Topic, msgs[i].Properties, positions[i].CommitLogOffset)
+		}
+		s.keys.mu.Unlock()
+	}
+	s.lastTS = now
+	s.wrote.Store(end)
+	if cap(buf) > maxKeptWriteBuffer {
+		buf = nil
+	}
+	s.wbuf = buf[:0]
+	return positions, end, nil
+}
+
+// undoWrite returns the segments written by a failed append to their state
+// before it: the bytes are cut off (which also frees their blocks) and new
+// segments are removed. When that fails too, the store stops accepting
+// writes.
+func (s *Store) undoWrite(written []chunk, created []*segment) {
+	for _, ch := range written {
+		if ch.seg == nil {
+			continue
+		}
+		if err := ch.seg.f.Truncate(ch.pos); err == nil {
+			err = ch.seg.f.Truncate(s.segSize)
+			if err == nil {
+				continue
+			}
+			s.setFailure(fmt.Errorf("commitlog: undo write in %s: %w", ch.seg.name(), err))
+		} else {
+			s.setFailure(fmt.Errorf("commitlog: undo write in %s: %w", ch.seg.name(), err))
+		}
+	}
+	if len(created) > 0 {
+		s.segMu.Lock()
+		s.segs = s.segs[:len(s.segs)-len(created)]
+		s.segMu.Unlock()
+		for _, seg := range created {
+			seg.f.Close()
+			if err := os.Remove(seg.path); err != nil {
+				s.setFailure(fmt.Errorf("commitlog: undo segment %s: %w", seg.name(), err))
+			}
+		}
+	}
+}
+
+// queueFor returns the consume queue of q, registering an empty one.
+func (s *Store) queueFor(q store.Queue) *consumeQueue {
+	s.qmu.RLock()
+	cq := s.queues[q]
+	s.qmu.RUnlock()
+	if cq != nil {
+		return cq
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if cq = s.queues[q]; cq == nil {
+		cq = newConsumeQueue(q, filepath.Join(s.cqDir, q.Topic, fmt.Sprint(q.ID)), s.perFile)
+		s.queues[q] = cq
+	}
+	return cq
+}
+
+func (s *Store) lookupQueue(q store.Queue) *consumeQueue {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	return s.queues[q]
+}
+
+// Offsets implements store.Store.
+func (s *Store) Offsets(q store.Queue) (int64, int64, error) {
+	if s.closed.Load() {
+		return 0, 0, fmt.Errorf("commitlog: offsets: %w", store.ErrClosed)
+	}
+	cq := s.lookupQueue(q)
+	if cq == nil {
+		return 0, 0, nil
+	}
+	mn, mx := cq.offsets()
+	return mn, mx, nil
+}
+
+// Queues implements store.QueueLister: the queues holding or having held
+// messages, sorted by topic and id.
+func (s *Store) Queues() []store.Queue {
+	s.qmu.RLock()
+	out := make([]store.Queue, 0, len(s.queues))
+	for q, cq := range s.queues {
+		if cq.max.Load() > 0 {
+			out = append(out, q)
+		}
+	}
+	s.qmu.RUnlock()
+	sortQueues(out)
+	return out
+}
+
+// failure returns the sticky write failure, if any.
+func (s *Store) failure() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if errors.Is(s.flushErr, store.ErrClosed) {
+		return nil
+	}
+	return s.flushErr
+}
+
+// setFailure records a write or sync failure: nothing after it can be
+// acknowledged until the store is reopened and recovered.
+func (s *Store) setFailure(err error) {
+	s.flushMu.Lock()
+	if s.flushErr == nil || errors.Is(s.flushErr, store.ErrClosed) {
+		s.flushErr = err
+		s.log.Error("commitlog: writes disabled until reopen", "err", err)
+	}
+	close(s.flushWait)
+	s.flushWait = make(chan struct{})
+	s.flushMu.Unlock()
+}
+
+// waitDurable blocks until the commit log is synced up to end (group
+// commit: one fsync covers every waiter below the position it synced).
+func (s *Store) waitDurable(ctx context.Context, end int64) error {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	for {
+		s.flushMu.Lock()
+		flushed, ferr, ch := s.flushed, s.flushErr, s.flushWait
+		s.flushMu.Unlock()
+		if flushed >= end {
+			return nil
+		}
+		if ferr != nil {
+			return fmt.Errorf("commitlog: sync: %w: %w", store.ErrNotDurable, ferr)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("commitlog: wait for sync: %w: %w", store.ErrNotDurable, ctx.Err())
+		}
+	}
+}
+
+// syncLoop is the group-commit flusher of sync mode.
+func (s *Store) syncLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+		}
+		if _, err := s.syncCommitLog(); err != nil {
+			s.log.Error("commitlog: sync", "err", err)
+		}
+	}
+}
+
+// checkpointLoop flushes (async mode) and checkpoints every interval.
+func (s *Store) checkpointLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if err := s.checkpoint(); err != nil {
+			s.log.Error("commitlog: flush", "err", err)
+		}
+	}
+}
+
+// syncCommitLog fsyncs the commit log up to the current write position
+// and wakes the appenders it covers. It returns the synced position.
+func (s *Store) syncCommitLog() (int64, error) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	target := s.wrote.Load()
+	s.flushMu.Lock()
+	from, ferr := s.flushed, s.flushErr
+	s.flushMu.Unlock()
+	if ferr != nil && !errors.Is(ferr, store.ErrClosed) {
+		return from, ferr
+	}
+	if target <= from {
+		return from, nil
+	}
+	s.segMu.RLock()
+	var segs []*segment
+	for _, seg := range s.segs {
+		if seg.base < target && seg.base+s.segSize > from {
+			segs = append(segs, seg)
+		}
+	}
+	s.segMu.RUnlock()
+	for _, seg := range segs {
+		if err := fdatasync(seg.f); err != nil {
+			err = fmt.Errorf("commitlog: sync segment %s: %w", seg.name(), err)
+			s.setFailure(err)
+			return from, err
+		}
+	}
+	s.syncs.Add(1)
+	s.flushMu.Lock()
+	if target > s.flushed {
+		s.flushed = target
+	}
+	close(s.flushWait)
+	s.flushWait = make(chan struct{})
+	s.flushMu.Unlock()
+	return target, nil
+}
+
+// Flush implements store.Flusher: it syncs the commit log and the consume
+// queues and writes the checkpoint.
+func (s *Store) Flush(ctx context.Context) error {
+	if s.closed.Load() {
+		return fmt.Errorf("commitlog: flush: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commitlog: flush: %w", err)
+	}
+	if err := s.checkpoint(); err != nil {
+		return fmt.Errorf("%w: %w", store.ErrNotDurable, err)
+	}
+	return nil
+}
+
+// Close implements store.Store. It flushes, stops the background
+// goroutines and closes the files. It is safe to call more than once.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	// Wait for an append in progress.
+	s.mu.Lock()
+	//nolint:staticcheck // empty critical section: a barrier.
+	s.mu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+	err := s.checkpoint()
+	s.flushMu.Lock()
+	if s.flushErr == nil {
+		s.flushErr = store.ErrClosed
+	}
+	close(s.flushWait)
+	s.flushWait = make(chan struct{})
+	s.flushMu.Unlock()
+	s.retMu.Lock()
+	s.closeFiles()
+	s.retMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("commitlog: close: %w", err)
+	}
+	s.log.Info("commitlog closed", "dir", s.dir, "max", s.wrote.Load())
+	return nil
+}
+
+func (s *Store) closeFiles() {
+	s.segMu.Lock()
+	for _, seg := range s.segs {
+		seg.f.Close()
+	}
+	s.segMu.Unlock()
+	s.qmu.Lock()
+	for _, cq := range s.queues {
+		cq.closeFiles()
+	}
+	s.qmu.Unlock()
+	s.ckMu.Lock()
+	if s.ckFile != nil {
+		s.ckFile.Close()
+	}
+	s.ckMu.Unlock()
+}
+
+// closedErr maps errors of files closed under a reader to ErrClosed.
+func (s *Store) closedErr(op string, err error) error {
+	if s.closed.Load() || errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("commitlog: %s: %w", op, store.ErrClosed)
+	}
+	return err
+}
