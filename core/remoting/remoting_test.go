@@ -120,6 +120,7 @@ type testRouter struct {
 	release  chan struct{}
 	inFlight atomic.Int32
 	maxSeen  atomic.Int32
+	blocked  atomic.Int32 // codeBlock requests received
 	oneway   chan *remoting.Command
 	long     chan longPoll
 }
@@ -160,6 +161,7 @@ func newTestRouter(t testing.TB) *testRouter {
 		panic("handler bug")
 	})
 	r.RegisterFunc(codeBlock, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+		r.blocked.Add(1)
 		select {
 		case <-r.release:
 		case <-ctx.Done():
@@ -518,9 +520,9 @@ func TestPendingFailOnDrop(t *testing.T) {
 	checkFor(t, 5*time.Second, func() bool { return len(srv.Peers()) == 1 }, "client never connected")
 	cp, err := c.Peer(ctx, addr)
 	require.NoError(t, err)
-	// Wait until the requests are on the wire, then drop the connection
-	// from the server's side.
-	time.Sleep(50 * time.Millisecond)
+	// Wait until the server holds every request, then drop the connection
+	// from its side.
+	checkFor(t, 5*time.Second, func() bool { return r.blocked.Load() == 2*n }, "requests not all received")
 	for _, p := range srv.Peers() {
 		p.Close()
 	}
@@ -624,7 +626,7 @@ func TestServerClose(t *testing.T) {
 		_, err := cp.Invoke(ctx, remoting.NewRequest(codeBlock, nil, nil))
 		blocked <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	checkFor(t, 5*time.Second, func() bool { return r.blocked.Load() == 1 }, "request not received")
 	// Close cancels the handlers' ctx, so codeBlock returns and Close
 	// finishes without waiting for release.
 	require.NoError(t, srv.Close(ctx))
@@ -651,8 +653,9 @@ func TestServerClose(t *testing.T) {
 }
 
 func TestServerCloseTimeout(t *testing.T) {
-	release := make(chan struct{})
+	release, entered := make(chan struct{}), make(chan struct{})
 	h := remoting.HandlerFunc(func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command {
+		close(entered)
 		<-release // ignores ctx on purpose
 		return nil
 	})
@@ -663,8 +666,11 @@ func TestServerCloseTimeout(t *testing.T) {
 	c := newClient(t, nil)
 	ctx := ctxFor(t, 10*time.Second)
 	require.NoError(t, c.InvokeOneway(ctx, ln.Addr(), remoting.NewRequest(1, nil, nil)))
-	checkFor(t, 5*time.Second, func() bool { return len(srv.Peers()) == 1 }, "connected")
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("handler not called")
+	}
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, srv.Close(short), context.DeadlineExceeded)
