@@ -337,6 +337,32 @@ func TestOnewayGetsNoAnswer(t *testing.T) {
 	assert.Equal(t, normal.Opaque, resp.Opaque, "a oneway request was answered")
 }
 
+// TestStrayResponseIgnored: a response nobody waits for is dropped and the
+// connection keeps serving.
+func TestStrayResponseIgnored(t *testing.T) {
+	r := newTestRouter(t)
+	srv, addr := startServer(t, r, remoting.ServerOptions{})
+	ctx := ctxFor(t, 10*time.Second)
+	conn, err := dialTCP(ctx, addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	stray := &remoting.Command{Code: 0, Opaque: 99999, Flag: remoting.FlagResponse}
+	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(stray)))
+	// A panicking oneway request gets no answer either.
+	one := remoting.NewRequest(codePanic, nil, nil)
+	one.Flag = remoting.FlagOneway
+	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(one)))
+	req := remoting.NewRequest(codeEcho, nil, []byte("after"))
+	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(req)))
+	f, err := conn.ReadFrame(ctx)
+	require.NoError(t, err)
+	resp, err := remoting.Decode(f)
+	require.NoError(t, err)
+	assert.Equal(t, req.Opaque, resp.Opaque)
+	assert.Equal(t, "after", string(resp.Body))
+	assert.Len(t, srv.Peers(), 1)
+}
+
 func TestServerInitiatedRequest(t *testing.T) {
 	peers := make(chan *remoting.Peer, 1)
 	r := newTestRouter(t)
