@@ -137,6 +137,7 @@ func TestSegmentRolling(t *testing.T) {
 			require.NoError(t, err)
 			assert.Len(t, rec, int(p.Size))
 		}
+		require.NoError(t, s.Flush(bg))
 		cqs, err := os.ReadDir(filepath.Join(set.Dir, "consumequeue", q.Topic, "0"))
 		require.NoError(t, err)
 		assert.Len(t, cqs, (len(pos)+cfg.CQEntriesPerFile-1)/cfg.CQEntriesPerFile, "consume-queue files roll too")
@@ -387,4 +388,14 @@ func TestProvider(t *testing.T) {
 	require.NoError(t, s.Close())
 	_, err = p.Open(bg, struct{}{}, store.Deps{Settings: settings(t, store.FlushAsync)})
 	assert.ErrorIs(t, err, store.ErrBadArgument)
+}
+
+func TestDirectoryLock(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	s := openStore(t, NewConfig(), set)
+	_, err := Open(NewConfig(), store.Deps{Settings: set})
+	assert.ErrorContains(t, err, "in use")
+	require.NoError(t, s.Close())
+	s = openStore(t, NewConfig(), set)
+	require.NoError(t, s.Close())
 }

@@ -26,8 +26,18 @@ type consumeQueue struct {
 	dir     string
 	perFile int64
 
-	mu    sync.RWMutex // guards files; held for reads so files are not closed under them
+	mu    sync.RWMutex // guards files and the tail; held for reads so files are not closed under them
 	files []*cqFile    // contiguous, oldest first
+	// tail holds the newest entries, from tailFrom up to max, not yet
+	// written to the files (write-behind: an append costs no syscall for
+	// its consume queue). flushTail writes it out.
+	tail     []byte
+	tailFrom int64
+	dropped  bool // the topic was deleted
+
+	// flushMu serializes flushTail; flushBuf is its scratch.
+	flushMu  sync.Mutex
+	flushBuf []byte
 
 	min, max atomic.Int64
 
@@ -154,18 +164,68 @@ func (s *Store) markDirty(f *cqFile, dir string) {
 	s.dirtyMu.Unlock()
 }
 
+// appendTail adds encoded entries after max and publishes the new max.
+// It reports whether the tail should be flushed. Called by the writer.
+func (c *consumeQueue) appendTail(entries []byte, next int64) bool {
+	c.mu.Lock()
+	c.tail = append(c.tail, entries...)
+	c.mu.Unlock()
+	c.max.Store(next)
+	return len(c.tail) >= cqTailFlush
+}
+
+// cqTailFlush is the tail size at which the writer writes it out.
+const cqTailFlush = 256 * cqEntrySize
+
+// flushTail writes the tail to the files. Readers keep reading the tail
+// from memory until the write is done.
+func (s *Store) flushTail(c *consumeQueue) error {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	c.mu.RLock()
+	from, dropped := c.tailFrom, c.dropped
+	c.flushBuf = append(c.flushBuf[:0], c.tail...)
+	c.mu.RUnlock()
+	if dropped || len(c.flushBuf) == 0 {
+		return nil
+	}
+	if err := s.writeEntries(c, from, c.flushBuf); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n := copy(c.tail, c.tail[len(c.flushBuf):])
+	c.tail = c.tail[:n]
+	c.tailFrom += int64(len(c.flushBuf) / cqEntrySize)
+	c.mu.Unlock()
+	if cap(c.flushBuf) > 4*cqTailFlush {
+		c.flushBuf = nil
+	}
+	return nil
+}
+
 // readEntries reads n entries from queue offset from into dst.
 func (c *consumeQueue) readEntries(from int64, n int, dst []byte) ([]byte, error) {
 	dst = dst[:0]
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for n > 0 {
+		if from >= c.tailFrom {
+			i := (from - c.tailFrom) * cqEntrySize
+			if i >= int64(len(c.tail)) {
+				return dst, fmt.Errorf("commitlog: read consume queue %s at %d past its end: %w", c.q, from, store.ErrOffsetOutOfRange)
+			}
+			k := min(int64(n)*cqEntrySize, int64(len(c.tail))-i)
+			dst = append(dst, c.tail[i:i+k]...)
+			n -= int(k / cqEntrySize)
+			from += k / cqEntrySize
+			continue
+		}
 		i := c.fileIndex(from)
 		if i < 0 {
 			return dst, errRemoved
 		}
 		f := c.files[i]
-		k := int(min(int64(n), f.base+c.perFile-from))
+		k := int(min(int64(n), f.base+c.perFile-from, c.tailFrom-from))
 		s := len(dst)
 		dst = append(dst, make([]byte, k*cqEntrySize)...)
 		m, err := f.f.ReadAt(dst[s:], (from-f.base)*cqEntrySize)

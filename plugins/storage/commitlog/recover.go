@@ -79,6 +79,7 @@ func (s *Store) recover() error {
 			cq.pend = cq.pend[:0]
 		}
 		cq.max.Store(cq.next)
+		cq.tailFrom = cq.next
 	}
 	if end < cut {
 		for _, cq := range s.queues {
@@ -234,6 +235,7 @@ func (s *Store) loadQueue(cq *consumeQueue) error {
 		}
 		if last {
 			cq.next = cf.base + fi.Size()/cqEntrySize
+			cq.tailFrom = cq.next
 		}
 	}
 	return nil
@@ -291,6 +293,7 @@ func (s *Store) trimQueue(cq *consumeQueue, cut int64) error {
 		s.markDirty(lastF, "")
 	}
 	cq.next = n
+	cq.tailFrom = n
 	cq.max.Store(n)
 	return nil
 }
@@ -548,6 +551,22 @@ func (s *Store) checkpoint() error {
 	off, err := s.syncCommitLog()
 	if err != nil {
 		return err
+	}
+	// Every entry of a record below off is in a queue marked before off was
+	// published: write the tails, then sync the files they went to.
+	s.dirtyMu.Lock()
+	queues := s.dirtyQ
+	s.dirtyQ = map[*consumeQueue]struct{}{}
+	s.dirtyMu.Unlock()
+	for cq := range queues {
+		if err := s.flushTail(cq); err != nil && !errors.Is(err, os.ErrClosed) {
+			s.dirtyMu.Lock()
+			for cq := range queues {
+				s.dirtyQ[cq] = struct{}{}
+			}
+			s.dirtyMu.Unlock()
+			return err
+		}
 	}
 	s.dirtyMu.Lock()
 	files, dirs := s.dirtyCQ, s.dirtyDirs

@@ -95,7 +95,8 @@ func (s *Store) trimQueueFront(cq *consumeQueue, minPhys int64) (int64, error) {
 	}
 	cq.mu.Lock()
 	var drop []*cqFile
-	for len(cq.files) > 1 && cq.files[0].base+cq.perFile <= newMin {
+	// Keep the last file (it holds max) and any file the tail still goes to.
+	for len(cq.files) > 1 && cq.files[0].base+cq.perFile <= min(newMin, cq.tailFrom) {
 		drop = append(drop, cq.files[0])
 		cq.files = cq.files[1:]
 	}
@@ -146,12 +147,17 @@ func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 	}
 	s.qmu.Unlock()
 	for _, cq := range drop {
+		cq.flushMu.Lock()
 		cq.mu.Lock()
 		for _, f := range cq.files {
 			f.f.Close()
 		}
-		cq.files = nil
+		cq.files, cq.tail, cq.dropped = nil, nil, true
 		cq.mu.Unlock()
+		cq.flushMu.Unlock()
+		s.dirtyMu.Lock()
+		delete(s.dirtyQ, cq)
+		s.dirtyMu.Unlock()
 	}
 	if err := os.RemoveAll(filepath.Join(s.cqDir, topic)); err != nil {
 		return fmt.Errorf("commitlog: delete topic %s: %w", topic, err)

@@ -92,6 +92,7 @@ type Store struct {
 	queues map[store.Queue]*consumeQueue
 
 	dirtyMu   sync.Mutex
+	dirtyQ    map[*consumeQueue]struct{} // queues with a tail to write
 	dirtyCQ   map[*cqFile]struct{}
 	dirtyDirs map[string]struct{}
 
@@ -106,6 +107,8 @@ type Store struct {
 
 	ckMu   sync.Mutex
 	ckFile *os.File
+
+	lock *os.File // holds the directory lock
 
 	keys *keyIndex
 
@@ -165,6 +168,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		segSize:   int64(c.SegmentSize),
 		perFile:   int64(c.CQEntriesPerFile),
 		queues:    map[store.Queue]*consumeQueue{},
+		dirtyQ:    map[*consumeQueue]struct{}{},
 		dirtyCQ:   map[*cqFile]struct{}{},
 		dirtyDirs: map[string]struct{}{},
 		flushWait: make(chan struct{}),
@@ -180,6 +184,14 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	if c.KeyIndex {
 		s.keys = newKeyIndex()
 	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("commitlog: create %s: %w", s.dir, err)
+	}
+	lock, err := lockDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -354,23 +366,25 @@ func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, err
 		putEntry(e[:], d.phys, d.size, d.tagsCode)
 		d.cq.pend = append(d.cq.pend, e[:]...)
 	}
+	var flushErr error
+	s.dirtyMu.Lock()
 	for _, cq := range s.touched {
-		err := s.writeEntries(cq, cq.saved, cq.pend)
+		s.dirtyQ[cq] = struct{}{}
+	}
+	s.dirtyMu.Unlock()
+	for _, cq := range s.touched {
+		full := cq.appendTail(cq.pend, cq.next)
 		cq.pend = cq.pend[:0]
 		cq.touched = false
-		if err != nil {
-			// The records are in the commit log but not indexed: stop
-			// accepting writes; recovery rebuilds the entries.
-			err = fmt.Errorf("commitlog: dispatch to %s: %w: %w", cq.q, store.ErrNotDurable, err)
-			s.setFailure(err)
-			for _, c := range s.touched {
-				c.pend = c.pend[:0]
-				c.touched = false
-			}
-			s.wbuf = buf[:0]
-			return nil, 0, err
+		if full && flushErr == nil {
+			flushErr = s.flushTail(cq)
 		}
-		cq.max.Store(cq.next)
+	}
+	if flushErr != nil {
+		// The records are in the commit log and readable, but their index
+		// cannot be written: stop accepting writes; recovery rebuilds it.
+		flushErr = fmt.Errorf("commitlog: dispatch: %w: %w", store.ErrNotDurable, flushErr)
+		s.setFailure(flushErr)
 	}
 	for _, ch := range written {
 		ch.seg.lastTS.Store(now)
@@ -388,6 +402,9 @@ func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, err
 		buf = nil
 	}
 	s.wbuf = buf[:0]
+	if flushErr != nil {
+		return nil, 0, flushErr
+	}
 	return positions, end, nil
 }
 
@@ -656,6 +673,9 @@ func (s *Store) closeFiles() {
 		s.ckFile.Close()
 	}
 	s.ckMu.Unlock()
+	if s.lock != nil {
+		s.lock.Close() // releases the lock
+	}
 }
 
 // closedErr maps errors of files closed under a reader to ErrClosed.

@@ -1,0 +1,110 @@
+package commitlog
+
+import (
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/storetest"
+)
+
+// BenchmarkAppend appends 1 KiB messages, one per call, from parallel
+// goroutines (GOMAXPROCS × parallelism) spread over 8 queues.
+func BenchmarkAppend(b *testing.B) {
+	for _, tt := range []struct {
+		mode        store.FlushMode
+		parallelism int
+	}{
+		{store.FlushAsync, 1},
+		{store.FlushAsync, 16},
+		{store.FlushSync, 1},
+		{store.FlushSync, 16},
+		{store.FlushSync, 64},
+	} {
+		mode := tt.mode
+		b.Run(fmt.Sprintf("%s/p%d", mode, tt.parallelism), func(b *testing.B) {
+			b.SetParallelism(tt.parallelism)
+			set := storetest.DefaultSettings(b.TempDir())
+			set.Flush = mode
+			set.FlushInterval = 0
+			s, err := Open(NewConfig(), store.Deps{Logger: slog.New(slog.DiscardHandler), Settings: set})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			body := string(make([]byte, 1024))
+			var next atomic.Int32
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				m := []store.Message{storetest.Msg("Bench", next.Add(1)%8, body, map[string]string{"TAGS": "t", "UNIQ_KEY": "C0A8000100002A9F0000000000000000"})}
+				for pb.Next() {
+					if _, err := s.Append(bg, m); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(s.syncs.Load())/float64(b.N), "fsyncs/op")
+		})
+	}
+}
+
+// BenchmarkAppendBatch appends batches of 32 1 KiB messages.
+func BenchmarkAppendBatch(b *testing.B) {
+	set := storetest.DefaultSettings(b.TempDir())
+	set.FlushInterval = 0 // the default, 500ms
+	s, err := Open(NewConfig(), store.Deps{Logger: slog.New(slog.DiscardHandler), Settings: set})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	body := string(make([]byte, 1024))
+	var batch []store.Message
+	for i := 0; i < 32; i++ {
+		batch = append(batch, storetest.Msg("Bench", int32(i%4), body, nil))
+	}
+	b.SetBytes(32 * 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Append(bg, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRead reads 32-message batches of 1 KiB messages.
+func BenchmarkRead(b *testing.B) {
+	set := storetest.DefaultSettings(b.TempDir())
+	set.FlushInterval = 0 // the default, 500ms
+	s, err := Open(NewConfig(), store.Deps{Logger: slog.New(slog.DiscardHandler), Settings: set})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	body := string(make([]byte, 1024))
+	q := store.Queue{Topic: "Bench", ID: 0}
+	var batch []store.Message
+	for i := 0; i < 32; i++ {
+		batch = append(batch, storetest.Msg(q.Topic, q.ID, body, nil))
+	}
+	for i := 0; i < 1000; i++ {
+		if _, err := s.Append(bg, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var r store.ReadResult
+	off := int64(0)
+	b.SetBytes(32 * 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Read(bg, q, off, store.ReadOptions{}, &r); err != nil || r.Status != store.Found {
+			b.Fatal(err, r.Status)
+		}
+		off = r.NextOffset % 32000
+	}
+}
