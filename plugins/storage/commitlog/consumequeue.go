@@ -169,9 +169,10 @@ func (s *Store) markDirty(f *cqFile, dir string) {
 func (c *consumeQueue) appendTail(entries []byte, next int64) bool {
 	c.mu.Lock()
 	c.tail = append(c.tail, entries...)
+	full := len(c.tail) >= cqTailFlush
 	c.mu.Unlock()
 	c.max.Store(next)
-	return len(c.tail) >= cqTailFlush
+	return full
 }
 
 // cqTailFlush is the tail size at which the writer writes it out.
