@@ -399,3 +399,66 @@ func TestDirectoryLock(t *testing.T) {
 	s = openStore(t, NewConfig(), set)
 	require.NoError(t, s.Close())
 }
+
+func TestWriteFailure(t *testing.T) {
+	for _, mode := range []store.FlushMode{store.FlushAsync, store.FlushSync} {
+		t.Run(string(mode), func(t *testing.T) {
+			set := settings(t, mode)
+			s := openStore(t, NewConfig(), set)
+			q := store.Queue{Topic: "Fail", ID: 0}
+			_, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, "kept")})
+			require.NoError(t, err)
+			require.NoError(t, s.Flush(bg))
+			// Pull the file out from under the store: the next write fails.
+			require.NoError(t, s.activeSegment().f.Close())
+			_, err = s.Append(bg, []store.Message{msg(q.Topic, q.ID, "lost")})
+			require.ErrorIs(t, err, store.ErrNotDurable)
+			_, mx, err := s.Offsets(q)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), mx, "a failed append is not indexed")
+			_, err = s.Append(bg, []store.Message{msg(q.Topic, q.ID, "refused")})
+			require.ErrorIs(t, err, store.ErrNotDurable, "writes stay disabled")
+			assert.Error(t, s.Close())
+
+			s = openStore(t, NewConfig(), set)
+			defer s.Close()
+			var r store.ReadResult
+			require.NoError(t, s.Read(bg, q, 0, store.ReadOptions{}, &r))
+			require.Len(t, r.Records, 1)
+			pos, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, "again")})
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), pos[0].QueueOffset)
+		})
+	}
+}
+
+// TestTornProperties zeroes the end of the last record in place (a torn
+// page after the body: the body CRC still matches) and loses the
+// checkpoint, as a crash before the next checkpoint would.
+func TestTornProperties(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	s := openStore(t, NewConfig(), set)
+	q := store.Queue{Topic: "TornProps", ID: 0}
+	var pos []store.Position
+	for i := 0; i < 3; i++ {
+		p, err := s.Append(bg, []store.Message{storetest.Msg(q.Topic, q.ID, "body", map[string]string{"KEYS": "some-key", "TAGS": "t"})})
+		require.NoError(t, err)
+		pos = append(pos, p...)
+	}
+	require.NoError(t, s.Close())
+	last := pos[len(pos)-1]
+	f, err := os.OpenFile(filepath.Join(set.Dir, "commitlog", segmentName(0)), os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 5), last.CommitLogOffset+int64(last.Size)-5)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.Remove(filepath.Join(set.Dir, checkpointName)))
+
+	s = openStore(t, NewConfig(), set)
+	defer s.Close()
+	_, mx, err := s.Offsets(q)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), mx)
+	_, err = s.Lookup(bg, last.CommitLogOffset)
+	assert.Error(t, err)
+}

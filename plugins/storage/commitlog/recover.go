@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -393,10 +392,13 @@ func (s *Store) scan(from, verifyFrom, dispatchFrom int64) (int64, error) {
 					reason = "body CRC mismatch"
 				case m.CommitLogOffset != phys:
 					reason = fmt.Sprintf("record says it is at %d", m.CommitLogOffset)
-				case tornTail(rec):
-					// The body CRC does not cover the topic and properties;
-					// zeros there are the mark of a torn write.
-					reason = "NUL bytes in topic or properties"
+				case phys >= dispatchFrom && rec[len(rec)-1] == 0:
+					// The body CRC does not cover the topic and properties.
+					// A write torn after the body leaves zeros up to the
+					// record's end; producers never end a record with NUL
+					// (topics cannot hold it), so distrust such a record
+					// when the checkpoint does not vouch for it.
+					reason = "record ends with NUL (torn write)"
 				}
 				if reason != "" {
 					break
@@ -488,16 +490,6 @@ func (s *Store) redispatch(v recordView, phys int64, size int32) error {
 		cq.pend = cq.pend[:0]
 	}
 	return nil
-}
-
-// tornTail reports NUL bytes in the topic or properties of a record, which
-// producers never send but unwritten (sparse) file space reads as.
-func tornTail(rec []byte) bool {
-	v, ok := parseRecord(rec)
-	if !ok {
-		return true
-	}
-	return bytes.IndexByte(v.topic, 0) >= 0 || bytes.IndexByte(v.props, 0) >= 0
 }
 
 func parseOffsetName(name string) (int64, bool) {
@@ -594,7 +586,7 @@ func (s *Store) checkpoint() error {
 			return fmt.Errorf("commitlog: %w", err)
 		}
 	}
-	if s.ckFile == nil {
+	if s.ckFile == nil || (s.ckValid && s.ckOff == off) {
 		return nil
 	}
 	var b [checkpointSize]byte
@@ -606,5 +598,6 @@ func (s *Store) checkpoint() error {
 	if err := fdatasync(s.ckFile); err != nil {
 		return fmt.Errorf("commitlog: sync checkpoint: %w", err)
 	}
+	s.ckOff, s.ckValid = off, true
 	return nil
 }

@@ -105,8 +105,10 @@ type Store struct {
 	kick      chan struct{}
 	syncs     atomic.Int64 // commit-log fsync rounds, for tests
 
-	ckMu   sync.Mutex
-	ckFile *os.File
+	ckMu    sync.Mutex
+	ckFile  *os.File
+	ckOff   int64 // last offset written to the checkpoint
+	ckValid bool
 
 	lock *os.File // holds the directory lock
 
