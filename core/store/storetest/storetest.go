@@ -58,6 +58,7 @@ func RunWithOptions(t *testing.T, open OpenFunc, o Options) {
 		{"BatchOffsets", testBatchOffsets},
 		{"LargeBatch", testLargeBatch},
 		{"ConcurrentWriters", testConcurrentWriters},
+		{"ReadWhileWriting", testReadWhileWriting},
 		{"Offsets", testOffsets},
 		{"ReadStatus", testReadStatus},
 		{"ReadLimits", testReadLimits},
@@ -393,6 +394,78 @@ func testConcurrentWriters(t *testing.T, h *Harness) {
 		total += len(recs)
 	}
 	assert.Equal(t, writers*perWriter, total)
+}
+
+// testReadWhileWriting tails queues while they are written: a reader must
+// only ever see whole records, in dense offset order.
+func testReadWhileWriting(t *testing.T, h *Harness) {
+	const writers, perWriter, queues = 4, 300, 2
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+2*queues)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				m := Msg("Tail", int32(i%queues), fmt.Sprintf("%d/%d/%s", w, i, make([]byte, i%200)), map[string]string{"TAGS": "t"})
+				if _, err := h.S.Append(bg, []store.Message{m}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	want := int64(writers * perWriter / queues)
+	for qid := int32(0); qid < queues; qid++ {
+		for r := 0; r < 2; r++ {
+			wg.Add(1)
+			go func(q store.Queue) {
+				defer wg.Done()
+				var res store.ReadResult
+				deadline := time.Now().Add(30 * time.Second)
+				for off := int64(0); off < want; {
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("%s: reader stuck at %d", q, off)
+						return
+					}
+					if err := h.S.Read(bg, q, off, store.ReadOptions{MaxMessages: 7}, &res); err != nil {
+						errs <- err
+						return
+					}
+					switch res.Status {
+					case store.Found:
+					case store.OffsetOverflowOne, store.NoMessageInQueue:
+						time.Sleep(100 * time.Microsecond)
+						continue
+					default:
+						errs <- fmt.Errorf("%s at %d: status %s", q, off, res.Status)
+						return
+					}
+					for i, rec := range res.Records {
+						m, n, err := message.DecodeStored(rec)
+						if err != nil || n != len(rec) || !m.VerifyCRC() {
+							errs <- fmt.Errorf("%s at %d: torn record: %v", q, res.QueueOffsets[i], err)
+							return
+						}
+						if res.QueueOffsets[i] != off || m.QueueOffset != off {
+							errs <- fmt.Errorf("%s: got offset %d (record says %d), want %d", q, res.QueueOffsets[i], m.QueueOffset, off)
+							return
+						}
+						off++
+					}
+					if res.NextOffset != off {
+						errs <- fmt.Errorf("%s: next offset %d, want %d", q, res.NextOffset, off)
+						return
+					}
+				}
+			}(store.Queue{Topic: "Tail", ID: qid})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 }
 
 func testOffsets(t *testing.T, h *Harness) {
