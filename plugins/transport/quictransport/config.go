@@ -1,0 +1,100 @@
+package quictransport
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the transport.quic section. The same section serves both ends:
+// the listener reads the certificate keys, the dialler the trust keys.
+type Config struct {
+	// CertFile and KeyFile are the server's PEM certificate (chain) and key.
+	// When both are empty the listener generates a self-signed ECDSA
+	// certificate for localhost, 127.0.0.1 and ::1 (and the listen host) and
+	// logs its SHA-256 fingerprint at Warn: fine for `mq dev`, not for
+	// production.
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// CAFile is the PEM bundle a client trusts. When empty the client trusts
+	// the system roots, unless InsecureSkipVerify is set.
+	CAFile string `koanf:"ca_file"`
+	// InsecureSkipVerify makes a client accept any server certificate. The
+	// self-signed certificate of `mq dev` needs it (or ca_file pointing at
+	// an exported copy) for local clients. Default false; never in
+	// production: it gives up server authentication.
+	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
+	// ServerName is the name a client verifies the certificate against;
+	// empty means the host of the address dialled.
+	ServerName string `koanf:"server_name"`
+	// IdleTimeout closes a connection on which no packet arrived for this
+	// long (the smaller of both ends' values applies). Keep-alives count as
+	// traffic, so with KeepAlive set only a dead peer or path times out.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// KeepAlive is the period of keep-alive packets (at most half of
+	// IdleTimeout is used); 0 sends none.
+	KeepAlive time.Duration `koanf:"keep_alive"`
+	// MaxStreams bounds the frames a peer may have in flight towards us at
+	// once (every frame travels on a stream of its own); further writers of
+	// the peer wait for a stream.
+	MaxStreams int `koanf:"max_streams"`
+	// HandshakeTimeout aborts a handshake during which nothing arrived for
+	// this long; the whole handshake is bounded to twice this.
+	HandshakeTimeout time.Duration `koanf:"handshake_timeout"`
+	// DialTimeout bounds connection set-up, handshake included.
+	DialTimeout time.Duration `koanf:"dial_timeout"`
+	// WriteTimeout bounds one frame write, from waiting for a stream to the
+	// peer's receipt; a peer that stops reading is dropped instead of
+	// blocking its writers forever. It also bounds how long a peer may take
+	// to send one frame it started. 0 disables it.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+}
+
+// NewConfig returns the defaults.
+func NewConfig() *Config {
+	return &Config{
+		IdleTimeout:      30 * time.Second,
+		KeepAlive:        10 * time.Second,
+		MaxStreams:       1024,
+		HandshakeTimeout: 10 * time.Second,
+		DialTimeout:      15 * time.Second,
+		WriteTimeout:     30 * time.Second,
+	}
+}
+
+// maxStreamsLimit is QUIC's stream count limit (2^60).
+const maxStreamsLimit = 1 << 60
+
+// Validate checks the values and reports every problem found, each under
+// its key.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"idle_timeout", c.IdleTimeout}, {"keep_alive", c.KeepAlive}, {"handshake_timeout", c.HandshakeTimeout},
+		{"dial_timeout", c.DialTimeout}, {"write_timeout", c.WriteTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %v", d.key, d.v))
+		}
+	}
+	if c.IdleTimeout == 0 {
+		errs = append(errs, errors.New("idle_timeout: must be positive"))
+	}
+	if c.HandshakeTimeout == 0 {
+		errs = append(errs, errors.New("handshake_timeout: must be positive"))
+	}
+	if c.IdleTimeout > 0 && c.KeepAlive >= c.IdleTimeout {
+		errs = append(errs, fmt.Errorf("keep_alive: %v must be below idle_timeout %v", c.KeepAlive, c.IdleTimeout))
+	}
+	if c.MaxStreams < 1 || c.MaxStreams > maxStreamsLimit {
+		errs = append(errs, fmt.Errorf("max_streams: must be between 1 and 2^60, got %d", c.MaxStreams))
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		errs = append(errs, errors.New("cert_file, key_file: set both or neither"))
+	}
+	if c.CAFile != "" && c.InsecureSkipVerify {
+		errs = append(errs, errors.New("insecure_skip_verify: set ca_file or insecure_skip_verify, not both"))
+	}
+	return errors.Join(errs...)
+}
