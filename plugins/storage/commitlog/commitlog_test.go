@@ -17,6 +17,7 @@ import (
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/store/storetest"
 )
@@ -461,4 +462,26 @@ func TestTornProperties(t *testing.T) {
 	assert.Equal(t, int64(2), mx)
 	_, err = s.Lookup(bg, last.CommitLogOffset)
 	assert.Error(t, err)
+}
+
+func TestRecoveredTagsCode(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	s := openStore(t, NewConfig(), set)
+	sched := storetest.Msg(protocol.ScheduleTopic, 2, "later", map[string]string{"DELAY": "3", "TAGS": "x"})
+	sched.TagsCode = 12345 // the broker's delivery time; replaced below
+	plain := storetest.Msg("Plain", 0, "now", map[string]string{"TAGS": "x"})
+	pos, err := s.Append(bg, []store.Message{sched, plain})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, os.RemoveAll(filepath.Join(set.Dir, "consumequeue")))
+	require.NoError(t, os.Remove(filepath.Join(set.Dir, checkpointName)))
+
+	s = openStore(t, NewConfig(), set)
+	defer s.Close()
+	var codes []int64
+	keep := func(c int64) bool { codes = append(codes, c); return true }
+	var r store.ReadResult
+	require.NoError(t, s.Read(bg, store.Queue{Topic: protocol.ScheduleTopic, ID: 2}, 0, store.ReadOptions{Filter: keep}, &r))
+	require.NoError(t, s.Read(bg, store.Queue{Topic: "Plain"}, 0, store.ReadOptions{Filter: keep}, &r))
+	assert.Equal(t, []int64{pos[0].StoreTimestamp + 10000, message.TagsHashCode("x")}, codes)
 }

@@ -361,8 +361,9 @@ func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, err
 		written = append(written, *ch)
 	}
 
-	// Dispatch to the consume queues: entries of one queue in one call are
-	// consecutive, so each queue gets one write.
+	// Dispatch to the consume queues: the entries go to each queue's
+	// in-memory tail (written out every cqTailFlush bytes and at each
+	// checkpoint) and max is published after them.
 	for _, d := range s.disp {
 		var e [cqEntrySize]byte
 		putEntry(e[:], d.phys, d.size, d.tagsCode)
