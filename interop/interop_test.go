@@ -194,9 +194,9 @@ func TestTagSubscription(t *testing.T) {
 	}
 }
 
-// TestOffsetsSurviveConsumerRestart consumes, stops the consumer, sends
-// more and checks a restarted consumer of the group resumes after what it
-// had consumed.
+// TestOffsetsSurviveConsumerRestart consumes, stops the consumer, restarts
+// the broker, sends more and checks a restarted consumer of the group
+// resumes after what it had consumed.
 func TestOffsetsSurviveConsumerRestart(t *testing.T) {
 	srv := testserver.StartDev(t, testserver.Options{})
 	topic := uniq("Offsets")
@@ -208,7 +208,20 @@ func TestOffsetsSurviveConsumerRestart(t *testing.T) {
 	col1 := newCollector()
 	c1 := newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: group}, col1.handle)
 	col1.waitFor(t, 20, 30*time.Second)
-	require.NoError(t, c1.Shutdown()) // persists offsets on the way out
+	// The client advances its in-memory offset after the handler returns;
+	// give it that moment before Shutdown persists the offsets.
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, c1.Shutdown()) // sends UPDATE_CONSUMER_OFFSET for each queue
+
+	// The broker holds the committed offsets, and keeps them over a restart.
+	queues := committedOffsets(t, srv, group, topic, 4)
+	var sum int64
+	for _, off := range queues {
+		sum += off
+	}
+	assert.Equal(t, int64(20), sum, "committed offsets per queue: %v", queues)
+	srv.Restart()
+	assert.Equal(t, queues, committedOffsets(t, srv, group, topic, 4))
 
 	for i := 0; i < 20; i++ {
 		sendSync(t, p, primitive.NewMessage(topic, []byte(fmt.Sprintf("second-%d", i))))

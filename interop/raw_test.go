@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -39,6 +40,27 @@ func srvConsumerIDs(t *testing.T, srv *testserver.Proc, group string) []string {
 		return nil
 	}
 	return l.ConsumerIDList
+}
+
+// committedOffsets asks the broker for the group's committed offset of
+// each queue of topic (-1 when none).
+func committedOffsets(t *testing.T, srv *testserver.Proc, group, topic string, queues int) []int64 {
+	t.Helper()
+	c := rawClient(t)
+	out := make([]int64, queues)
+	for q := 0; q < queues; q++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		resp, err := c.Invoke(ctx, srv.Broker, remoting.NewRequest(remoting.QueryConsumerOffset, map[string]string{
+			"consumerGroup": group, "topic": topic, "queueId": strconv.Itoa(q)}, nil))
+		cancel()
+		require.NoError(t, err)
+		out[q] = -1
+		if resp.Code == remoting.Success {
+			out[q], err = strconv.ParseInt(resp.Ext("offset"), 10, 64)
+			require.NoError(t, err)
+		}
+	}
+	return out
 }
 
 // TestHostileFramesKeepServing sends garbage, a 2 GiB declared length and
