@@ -485,3 +485,54 @@ func TestRecoveredTagsCode(t *testing.T) {
 	require.NoError(t, s.Read(bg, store.Queue{Topic: "Plain"}, 0, store.ReadOptions{Filter: keep}, &r))
 	assert.Equal(t, []int64{pos[0].StoreTimestamp + 10000, message.TagsHashCode("x")}, codes)
 }
+
+// TestRebuildAfterRetention loses the consume queues of a store whose first
+// segments were deleted: the queue is rebuilt from the last segment, its
+// min at the first record there.
+func TestRebuildAfterRetention(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	cfg := smallConfig(minSegmentSize)
+	s := openStore(t, cfg, set)
+	q := store.Queue{Topic: "Rebuild", ID: 1}
+	var pos []store.Position
+	for i := 0; i < 60; i++ {
+		p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, fmt.Sprintf("%02d%s", i, make([]byte, 200)))})
+		require.NoError(t, err)
+		pos = append(pos, p...)
+	}
+	require.NoError(t, s.Close())
+	require.NoError(t, os.RemoveAll(filepath.Join(set.Dir, "consumequeue")))
+	require.NoError(t, os.Remove(filepath.Join(set.Dir, checkpointName)))
+	require.NoError(t, os.Remove(filepath.Join(set.Dir, "commitlog", segmentName(0))))
+
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	lastBase := pos[len(pos)-1].CommitLogOffset / minSegmentSize * minSegmentSize
+	first := int64(-1)
+	for _, p := range pos {
+		if p.CommitLogOffset >= lastBase {
+			first = p.QueueOffset
+			break
+		}
+	}
+	mn, mx, err := s.Offsets(q)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int64{first, 60}, [2]int64{mn, mx})
+	var r store.ReadResult
+	require.NoError(t, s.Read(bg, q, 0, store.ReadOptions{}, &r))
+	assert.Equal(t, store.OffsetTooSmall, r.Status)
+	require.NoError(t, s.Read(bg, q, mn, store.ReadOptions{}, &r))
+	require.Equal(t, store.Found, r.Status)
+	m, _, err := message.DecodeStored(r.Records[0])
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%02d", first), string(m.Body[:2]))
+	p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, "next")})
+	require.NoError(t, err)
+	assert.Equal(t, int64(60), p[0].QueueOffset)
+	require.NoError(t, s.Close())
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	mn2, mx2, err := s.Offsets(q)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int64{first, 61}, [2]int64{mn2, mx2})
+}

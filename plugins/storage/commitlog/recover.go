@@ -473,6 +473,11 @@ func (s *Store) redispatch(v recordView, phys int64, size int32) error {
 	switch {
 	case v.queueOffset < cq.next:
 		return nil
+	case v.queueOffset > cq.next && cq.next == 0 && len(cq.files) == 0 && len(cq.pend) == 0:
+		// The queue's consume queue is gone (its first records may be
+		// gone too): index it from this record on; min starts here.
+		s.log.Warn("commitlog: rebuilding a consume queue from the commit log", "queue", q.String(), "from", v.queueOffset)
+		cq.next = v.queueOffset
 	case v.queueOffset > cq.next:
 		s.log.Warn("commitlog: recovered record leaves a gap in its queue; not indexed", "offset", phys, "queue", q.String(), "queue_offset", v.queueOffset, "next", cq.next)
 		return nil
