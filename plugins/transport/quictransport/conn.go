@@ -180,10 +180,19 @@ func (c *Conn) endErr() error {
 	if ferr != nil {
 		return fmt.Errorf("%w: %w", transport.ErrClosed, ferr)
 	}
-	if c.peerClosedNormally() {
-		return io.EOF
+	cause := context.Cause(c.qc.Context())
+	var aerr *quic.ApplicationError
+	if errors.As(cause, &aerr) && aerr.Remote {
+		switch aerr.ErrorCode {
+		case codeClosed:
+			return io.EOF
+		case codeFrameTooLarge:
+			return fmt.Errorf("%w: refused by peer %s: %w", transport.ErrFrameTooLarge, c.remote, cause)
+		case codeBadFrame:
+			return fmt.Errorf("%w: refused by peer %s: %w", transport.ErrBadFrame, c.remote, cause)
+		}
 	}
-	return fmt.Errorf("quictransport: connection to %s: %w", c.remote, context.Cause(c.qc.Context()))
+	return fmt.Errorf("quictransport: connection to %s: %w", c.remote, cause)
 }
 
 // ReadFrame returns the next received frame. Frames the peer wrote before

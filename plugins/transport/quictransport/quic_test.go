@@ -3,11 +3,15 @@ package quictransport
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -61,4 +65,218 @@ func TestConformance(t *testing.T) {
 			return Dial(ctx, ln.Addr(), cfg, deps(t, transporttest.MaxFrameSize))
 		}
 	})
+}
+
+// TestConformanceProvider runs the suite through the Provider: the
+// listener with the default config (a self-signed certificate), the dialler
+// with the defaults plus insecure_skip_verify.
+func TestConformanceProvider(t *testing.T) {
+	p := NewProvider()
+	transporttest.Run(t, func(t *testing.T) (transport.Listener, func(context.Context) (transport.Conn, error)) {
+		d := deps(t, transporttest.MaxFrameSize)
+		ln, err := p.Listen(context.Background(), "127.0.0.1:0", p.NewConfig(), d)
+		require.NoError(t, err)
+		dc := NewConfig()
+		dc.InsecureSkipVerify = true
+		return ln, func(ctx context.Context) (transport.Conn, error) {
+			return p.Dial(ctx, ln.Addr(), dc, d)
+		}
+	})
+}
+
+func TestProvider(t *testing.T) {
+	p := NewProvider()
+	assert.Equal(t, "quic", p.ID())
+	assert.Equal(t, NewConfig(), p.NewConfig())
+	assert.Equal(t, NewConfig(), cfgOf(nil))
+	assert.Equal(t, NewConfig(), cfgOf((*Config)(nil)))
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		give func(c *Config)
+		want string // "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"cert and key", func(c *Config) { c.CertFile, c.KeyFile = "c.pem", "k.pem" }, ""},
+		{"ca file", func(c *Config) { c.CAFile = "ca.pem" }, ""},
+		{"insecure", func(c *Config) { c.InsecureSkipVerify = true }, ""},
+		{"no keep-alive", func(c *Config) { c.KeepAlive = 0 }, ""},
+		{"no write timeout", func(c *Config) { c.WriteTimeout = 0 }, ""},
+		{"cert without key", func(c *Config) { c.CertFile = "c.pem" }, "cert_file, key_file"},
+		{"key without cert", func(c *Config) { c.KeyFile = "k.pem" }, "cert_file, key_file"},
+		{"ca and insecure", func(c *Config) { c.CAFile, c.InsecureSkipVerify = "ca.pem", true }, "insecure_skip_verify"},
+		{"negative dial timeout", func(c *Config) { c.DialTimeout = -1 }, "dial_timeout"},
+		{"negative write timeout", func(c *Config) { c.WriteTimeout = -1 }, "write_timeout"},
+		{"zero idle timeout", func(c *Config) { c.IdleTimeout = 0 }, "idle_timeout"},
+		{"zero handshake timeout", func(c *Config) { c.HandshakeTimeout = 0 }, "handshake_timeout"},
+		{"keep-alive above idle", func(c *Config) { c.KeepAlive = time.Minute }, "keep_alive"},
+		{"zero streams", func(c *Config) { c.MaxStreams = 0 }, "max_streams"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewConfig()
+			tt.give(c)
+			err := c.Validate()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	// Every problem is reported.
+	c := NewConfig()
+	c.DialTimeout, c.MaxStreams, c.CertFile = -1, -1, "c.pem"
+	err := c.Validate()
+	require.Error(t, err)
+	for _, key := range []string{"dial_timeout", "max_streams", "cert_file"} {
+		assert.Contains(t, err.Error(), key)
+	}
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// listen starts a listener closed at the end of the test.
+func listen(t testing.TB, cfg *Config, maxFrame int) *Listener {
+	t.Helper()
+	ln, err := Listen(context.Background(), "127.0.0.1:0", cfg, deps(t, maxFrame))
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// pair dials ln and returns both ends, closed at the end of the test.
+func pair(t testing.TB, ln *Listener, cfg *Config, maxFrame int) (client, server *Conn) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	accepted := make(chan transport.Conn, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	client, err := Dial(ctx, ln.Addr(), cfg, deps(t, maxFrame))
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	s := <-accepted
+	require.NotNil(t, s)
+	t.Cleanup(func() { s.Close() })
+	return client, s.(*Conn)
+}
+
+// frameOf is a frame of n bytes: a 12-byte header naming writer, sequence
+// and length, then a pattern derived from them.
+func frameOf(w, seq, n int) []byte {
+	b := make([]byte, n)
+	binary.BigEndian.PutUint32(b[0:], uint32(w))
+	binary.BigEndian.PutUint32(b[4:], uint32(seq))
+	binary.BigEndian.PutUint32(b[8:], uint32(n))
+	for i := 12; i < n; i++ {
+		b[i] = byte(w*31 + seq*7 + i)
+	}
+	return b
+}
+
+// TestConcurrentBothWays has 16 goroutines on each end write 200 frames
+// each at once; every frame arrives intact, each writer's in order.
+func TestConcurrentBothWays(t *testing.T) {
+	cfg := testConfig()
+	ln := listen(t, cfg, 0)
+	client, server := pair(t, ln, cfg, 0)
+	ctx := ctxFor(t, 60*time.Second)
+	const writers, perWriter = 16, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*writers)
+	for dir, c := range []*Conn{client, server} {
+		for w := range writers {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(dir), uint64(w)))
+				for seq := range perWriter {
+					n := 12 + r.IntN(4<<10)
+					if seq%50 == 49 {
+						n = 12 + r.IntN(512<<10)
+					}
+					f := frameOf(w, seq, n)
+					if err := c.WriteFrame(ctx, f[:7], f[7:]); err != nil {
+						errs <- fmt.Errorf("dir %d writer %d frame %d: %w", dir, w, seq, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	for dir, c := range []*Conn{server, client} {
+		wg.Go(func() {
+			next := make([]int, writers)
+			for range writers * perWriter {
+				f, err := c.ReadFrame(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("dir %d read: %w", dir, err)
+					return
+				}
+				w, seq := int(binary.BigEndian.Uint32(f)), int(binary.BigEndian.Uint32(f[4:]))
+				n := int(binary.BigEndian.Uint32(f[8:]))
+				if w >= writers || seq != next[w] || n != len(f) || !bytes.Equal(f, frameOf(w, seq, n)) {
+					errs <- fmt.Errorf("dir %d: frame writer %d seq %d (want %d) len %d/%d corrupted or out of order", dir, w, seq, next[w], len(f), n)
+					return
+				}
+				next[w]++
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.NoError(t, err)
+	}
+}
+
+// TestLargeFrames sends frames at and just below the default 16 MiB limit
+// both ways, and refuses one byte more.
+func TestLargeFrames(t *testing.T) {
+	cfg := testConfig()
+	ln := listen(t, cfg, 0)
+	client, server := pair(t, ln, cfg, 0)
+	ctx := ctxFor(t, 60*time.Second)
+	big := make([]byte, transport.DefaultMaxFrameSize+1)
+	for i := range big {
+		big[i] = byte(i * 13)
+	}
+	for _, p := range [][2]*Conn{{client, server}, {server, client}} {
+		for _, n := range []int{transport.DefaultMaxFrameSize, transport.DefaultMaxFrameSize - 1} {
+			done := make(chan error, 1)
+			go func() { done <- p[0].WriteFrame(ctx, big[:4], big[4:n]) }()
+			got, err := p[1].ReadFrame(ctx)
+			require.NoError(t, err)
+			require.NoError(t, <-done)
+			require.True(t, bytes.Equal(big[:n], got), "frame of %d bytes corrupted", n)
+		}
+		err := p[0].WriteFrame(ctx, big)
+		require.ErrorIs(t, err, transport.ErrFrameTooLarge)
+		err = p[0].WriteFrame(ctx, big[:1], big[1:])
+		require.ErrorIs(t, err, transport.ErrFrameTooLarge)
+	}
+	// Both ends still work.
+	require.NoError(t, client.WriteFrame(ctx, []byte("ping")))
+	got, err := server.ReadFrame(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "ping", string(got))
+}
+
+func TestWriteTooShort(t *testing.T) {
+	cfg := testConfig()
+	ln := listen(t, cfg, 0)
+	client, _ := pair(t, ln, cfg, 0)
+	for _, parts := range [][][]byte{nil, {{}}, {{1, 2, 3}}, {{1}, {2, 3}}} {
+		assert.ErrorIs(t, client.WriteFrame(context.Background(), parts...), transport.ErrBadFrame)
+	}
 }

@@ -1,0 +1,283 @@
+package quictransport
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// rawDial connects a bare quic-go client to ln and returns it with the
+// server end of the connection.
+func rawDial(t *testing.T, ln *Listener) (*quic.Conn, *Conn) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	qc, err := quic.DialAddr(ctx, ln.Addr(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{ALPN}}, &quic.Config{MaxIdleTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	c, err := ln.Accept(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return qc, c.(*Conn)
+}
+
+func be32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+
+// TestWireFormat checks the framing against a bare quic-go peer: a length
+// and the frame on a bidirectional stream, an empty reply as receipt.
+func TestWireFormat(t *testing.T) {
+	ln := listen(t, testConfig(), 1<<20)
+	qc, c := rawDial(t, ln)
+	ctx := ctxFor(t, 10*time.Second)
+
+	// Peer to us.
+	str, err := qc.OpenStreamSync(ctx)
+	require.NoError(t, err)
+	_, err = str.Write(append(be32(9), "\x00\x00\x00\x02{}abc"...))
+	require.NoError(t, err)
+	require.NoError(t, str.Close())
+	f, err := c.ReadFrame(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "\x00\x00\x00\x02{}abc", string(f))
+	receipt, err := io.ReadAll(str)
+	require.NoError(t, err, "the receipt is a clean FIN")
+	assert.Empty(t, receipt)
+
+	// Us to the peer.
+	done := make(chan error, 1)
+	go func() { done <- c.WriteFrame(ctx, []byte{0, 0, 0, 0}, []byte("body")) }()
+	in, err := qc.AcceptStream(ctx)
+	require.NoError(t, err)
+	got, err := io.ReadAll(in)
+	require.NoError(t, err)
+	assert.Equal(t, append(be32(8), "\x00\x00\x00\x00body"...), got)
+	select {
+	case err := <-done:
+		t.Fatalf("WriteFrame returned %v before the receipt", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, in.Close())
+	require.NoError(t, <-done)
+}
+
+// TestPeerResetsFrame: a writer that resets its stream half-way loses that
+// frame only; the connection goes on.
+func TestPeerResetsFrame(t *testing.T) {
+	ln := listen(t, testConfig(), 1<<20)
+	qc, c := rawDial(t, ln)
+	ctx := ctxFor(t, 10*time.Second)
+	str, err := qc.OpenStreamSync(ctx)
+	require.NoError(t, err)
+	_, err = str.Write(append(be32(100), "partial"...))
+	require.NoError(t, err)
+	str.CancelWrite(7)
+	str2, err := qc.OpenStreamSync(ctx)
+	require.NoError(t, err)
+	_, err = str2.Write(append(be32(4), "next"...))
+	require.NoError(t, err)
+	require.NoError(t, str2.Close())
+	f, err := c.ReadFrame(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "next", string(f))
+}
+
+// TestPeerBadFrames: a peer declaring more than the limit, too little, or
+// sending more than it declared is refused and dropped, with the reason on
+// both ends, while the listener keeps serving others.
+func TestPeerBadFrames(t *testing.T) {
+	tests := []struct {
+		name     string
+		give     []byte
+		wantCode quic.ApplicationErrorCode
+		wantErr  error
+	}{
+		{"above limit", be32(1<<20 + 1), codeFrameTooLarge, transport.ErrFrameTooLarge},
+		{"2 GiB", be32(0x7FFFFFFF), codeFrameTooLarge, transport.ErrFrameTooLarge},
+		{"negative", be32(0xFFFFFFFF), codeBadFrame, transport.ErrBadFrame},
+		{"below header word", be32(3), codeBadFrame, transport.ErrBadFrame},
+		{"trailing bytes", append(be32(4), "12345"...), codeBadFrame, transport.ErrBadFrame},
+	}
+	ln := listen(t, testConfig(), 1<<20)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			qc, c := rawDial(t, ln)
+			ctx := ctxFor(t, 10*time.Second)
+			str, err := qc.OpenStreamSync(ctx)
+			require.NoError(t, err)
+			_, err = str.Write(tt.give)
+			require.NoError(t, err)
+			str.Close()
+
+			_, err = c.ReadFrame(ctx)
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.ErrorIs(t, err, transport.ErrClosed)
+			_, err = c.ReadFrame(ctx)
+			assert.ErrorIs(t, err, tt.wantErr, "the reason sticks")
+			assert.ErrorIs(t, c.WriteFrame(ctx, []byte("late")), tt.wantErr)
+
+			// The peer learns why.
+			select {
+			case <-qc.Context().Done():
+			case <-ctx.Done():
+				t.Fatal("peer not closed")
+			}
+			var aerr *quic.ApplicationError
+			require.True(t, errors.As(context.Cause(qc.Context()), &aerr), "got %v", context.Cause(qc.Context()))
+			assert.Equal(t, tt.wantCode, aerr.ErrorCode)
+			assert.True(t, aerr.Remote)
+			assert.NotEmpty(t, aerr.ErrorMessage)
+			_, err = io.ReadAll(str)
+			assert.Error(t, err, "the stream was refused")
+
+			// Others are still served.
+			client, server := pair(t, ln, testConfig(), 1<<20)
+			require.NoError(t, client.WriteFrame(ctx, []byte("fine")))
+			f, err := server.ReadFrame(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, "fine", string(f))
+		})
+	}
+}
+
+// TestPeerRefusesOurFrame: when the peer's limit is below ours, our write
+// fails with ErrFrameTooLarge.
+func TestPeerRefusesOurFrame(t *testing.T) {
+	cfg := testConfig()
+	ln := listen(t, cfg, 1000)
+	client, server := pair(t, ln, cfg, 1<<20)
+	ctx := ctxFor(t, 10*time.Second)
+	err := client.WriteFrame(ctx, make([]byte, 2000))
+	require.ErrorIs(t, err, transport.ErrFrameTooLarge)
+	_, err = server.ReadFrame(ctx)
+	assert.ErrorIs(t, err, transport.ErrFrameTooLarge)
+}
+
+// TestUniStreamsRefused: the transport uses bidirectional streams only.
+func TestUniStreamsRefused(t *testing.T) {
+	ln := listen(t, testConfig(), 1<<20)
+	qc, _ := rawDial(t, ln)
+	_, err := qc.OpenUniStream()
+	assert.ErrorIs(t, err, &quic.StreamLimitReachedError{})
+}
+
+// stall fills a peer that does not read until a write blocks, and returns
+// the error of that write once it ends.
+func stall(ctx context.Context, c *Conn) error {
+	big := make([]byte, 256<<10)
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		err = c.WriteFrame(ctx, big)
+	}
+	return err
+}
+
+func TestCloseUnblocksWrite(t *testing.T) {
+	cfg := testConfig()
+	cfg.WriteTimeout = 0
+	ln := listen(t, cfg, 1<<20)
+	client, _ := pair(t, ln, cfg, 1<<20)
+	done := make(chan error, 1)
+	go func() { done <- stall(context.Background(), client) }()
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, client.Close())
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, transport.ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not unblock WriteFrame")
+	}
+}
+
+func TestWriteCancelledWhileBlocked(t *testing.T) {
+	cfg := testConfig()
+	cfg.WriteTimeout = 0
+	ln := listen(t, cfg, 1<<20)
+	client, server := pair(t, ln, cfg, 1<<20)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	err := stall(ctx, client)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	// Unlike TCP a cancelled write tears nothing: once the reader catches
+	// up the connection works.
+	ctx2 := ctxFor(t, 10*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			f, err := server.ReadFrame(ctx2)
+			if err != nil || string(f) == "last" {
+				return
+			}
+		}
+	})
+	require.NoError(t, client.WriteFrame(ctx2, []byte("last")))
+	wg.Wait()
+}
+
+func TestWriteTimeoutDropsStalledPeer(t *testing.T) {
+	cfg := testConfig()
+	cfg.WriteTimeout = 300 * time.Millisecond
+	ln := listen(t, cfg, 1<<20)
+	client, server := pair(t, ln, cfg, 1<<20)
+	start := time.Now()
+	err := stall(context.Background(), client)
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "write timeout"), "got %v", err)
+	assert.Less(t, time.Since(start), 10*time.Second)
+	// The connection is dropped on both ends.
+	assert.Error(t, client.WriteFrame(context.Background(), []byte("more")))
+	ctx := ctxFor(t, 10*time.Second)
+	for {
+		_, err := server.ReadFrame(ctx)
+		if err != nil {
+			assert.NoError(t, ctx.Err(), "server end not closed")
+			break
+		}
+	}
+}
+
+// TestPeerCloseEndsWrite: a write to a peer that closed fails rather than
+// hangs, and says io.EOF.
+func TestPeerCloseEndsWrite(t *testing.T) {
+	cfg := testConfig()
+	ln := listen(t, cfg, 1<<20)
+	client, server := pair(t, ln, cfg, 1<<20)
+	require.NoError(t, server.Close())
+	ctx := ctxFor(t, 10*time.Second)
+	<-client.gone()
+	err := client.WriteFrame(ctx, []byte("late"))
+	assert.ErrorIs(t, err, io.EOF)
+	_, err = client.ReadFrame(ctx)
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+func TestListenerCloseKeepsConns(t *testing.T) {
+	cfg := testConfig()
+	ln := listen(t, cfg, 1<<20)
+	client, server := pair(t, ln, cfg, 1<<20)
+	require.NoError(t, ln.Close())
+	ctx := ctxFor(t, 10*time.Second)
+	_, err := ln.Accept(ctx)
+	assert.ErrorIs(t, err, transport.ErrClosed)
+	for _, p := range [][2]*Conn{{client, server}, {server, client}} {
+		done := make(chan error, 1)
+		go func() { done <- p[0].WriteFrame(ctx, []byte("still here")) }()
+		f, err := p[1].ReadFrame(ctx)
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+		assert.True(t, bytes.Equal([]byte("still here"), f))
+	}
+}
