@@ -1,0 +1,253 @@
+package quictransport
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// logBuffer collects log output.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// roundTrip checks that a frame goes from client to server.
+func roundTrip(t *testing.T, client, server transport.Conn) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	require.NoError(t, client.WriteFrame(ctx, []byte("hello")))
+	f, err := server.ReadFrame(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(f))
+}
+
+// dialAccept dials ln with cfg; on success it returns both ends.
+func dialAccept(t *testing.T, ln *Listener, addr string, cfg *Config) (*Conn, transport.Conn, error) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	c, err := Dial(ctx, addr, cfg, deps(t, 0))
+	if err != nil {
+		return nil, nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	s, err := ln.Accept(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return c, s, nil
+}
+
+func peerCert(c *Conn) *x509.Certificate {
+	return c.qc.ConnectionState().TLS.PeerCertificates[0]
+}
+
+func TestSelfSignedCertificate(t *testing.T) {
+	var logs logBuffer
+	d := transport.Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	ln, err := Listen(context.Background(), "127.0.0.1:0", NewConfig(), d)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+
+	// Insecure clients connect, over TLS 1.3 with our ALPN.
+	cfg := NewConfig()
+	cfg.InsecureSkipVerify = true
+	c, s, err := dialAccept(t, ln, ln.Addr(), cfg)
+	require.NoError(t, err)
+	roundTrip(t, c, s)
+	st := c.qc.ConnectionState().TLS
+	assert.Equal(t, uint16(tls.VersionTLS13), st.Version)
+	assert.Equal(t, ALPN, st.NegotiatedProtocol)
+
+	// The certificate and its fingerprint were logged at Warn.
+	cert := peerCert(c)
+	out := logs.String()
+	assert.Contains(t, out, "level=WARN")
+	assert.Contains(t, out, "self-signed")
+	assert.Contains(t, out, "sha256="+Fingerprint(cert.Raw))
+	assert.Contains(t, cert.DNSNames, "localhost")
+	assert.Len(t, Fingerprint(cert.Raw), 32*3-1)
+	for _, ip := range []string{"127.0.0.1", "::1"} {
+		assert.NoError(t, cert.VerifyHostname(ip))
+	}
+
+	// A verifying client refuses it.
+	_, _, err = dialAccept(t, ln, ln.Addr(), NewConfig())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "certificate")
+
+	// Exported and trusted through ca_file, it verifies, for localhost too.
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o600))
+	cfg = NewConfig()
+	cfg.CAFile = caFile
+	_, port, _ := net.SplitHostPort(ln.Addr())
+	for _, addr := range []string{ln.Addr(), net.JoinHostPort("localhost", port)} {
+		c, s, err = dialAccept(t, ln, addr, cfg)
+		require.NoError(t, err, addr)
+		roundTrip(t, c, s)
+	}
+}
+
+func TestSelfSignedNames(t *testing.T) {
+	cert, err := SelfSigned("10.1.2.3")
+	require.NoError(t, err)
+	assert.NoError(t, cert.Leaf.VerifyHostname("10.1.2.3"))
+	assert.NoError(t, cert.Leaf.VerifyHostname("localhost"))
+	cert, err = SelfSigned("broker.example")
+	require.NoError(t, err)
+	assert.NoError(t, cert.Leaf.VerifyHostname("broker.example"))
+	cert, err = SelfSigned("0.0.0.0")
+	require.NoError(t, err)
+	assert.Len(t, cert.Leaf.IPAddresses, 2, "the unspecified address is no name")
+}
+
+// pki writes a CA and a server certificate it signed for quiver.test and
+// 127.0.0.1 into dir.
+type pki struct {
+	caFile, certFile, keyFile string
+}
+
+func newPKI(t *testing.T, dir string) pki {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	require.NoError(t, err)
+	ca, err := x509.ParseCertificate(caDER)
+	require.NoError(t, err)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "quiver.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"quiver.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	p := pki{filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")}
+	for file, blk := range map[string]*pem.Block{
+		p.caFile:   {Type: "CERTIFICATE", Bytes: caDER},
+		p.certFile: {Type: "CERTIFICATE", Bytes: der},
+		p.keyFile:  {Type: "PRIVATE KEY", Bytes: keyDER},
+	} {
+		require.NoError(t, os.WriteFile(file, pem.EncodeToMemory(blk), 0o600))
+	}
+	return p
+}
+
+func TestCertificateFiles(t *testing.T) {
+	good := newPKI(t, t.TempDir())
+	other := newPKI(t, t.TempDir())
+	var logs logBuffer
+	scfg := NewConfig()
+	scfg.CertFile, scfg.KeyFile = good.certFile, good.keyFile
+	ln, err := Listen(context.Background(), "127.0.0.1:0", scfg, transport.Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	assert.NotContains(t, logs.String(), "self-signed")
+
+	client := func(mod func(*Config)) *Config {
+		c := NewConfig()
+		c.CAFile = good.caFile
+		mod(c)
+		return c
+	}
+	tests := []struct {
+		name    string
+		give    *Config
+		wantErr string // "" when the handshake succeeds
+	}{
+		{"trusted CA", client(func(*Config) {}), ""},
+		{"server name", client(func(c *Config) { c.ServerName = "quiver.test" }), ""},
+		{"wrong server name", client(func(c *Config) { c.ServerName = "other.test" }), "certificate is valid for quiver.test, not other.test"},
+		{"wrong CA", client(func(c *Config) { c.CAFile = other.caFile }), "certificate signed by unknown authority"},
+		{"system roots", client(func(c *Config) { c.CAFile = "" }), "certificate signed by unknown authority"},
+		{"insecure", client(func(c *Config) { c.CAFile, c.InsecureSkipVerify = "", true }), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, s, err := dialAccept(t, ln, ln.Addr(), tt.give)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.Contains(t, err.Error(), "quictransport: dial "+ln.Addr())
+				return
+			}
+			require.NoError(t, err)
+			roundTrip(t, c, s)
+			assert.Equal(t, "quiver.test", peerCert(c).Subject.CommonName)
+		})
+	}
+}
+
+func TestBadTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	require.NoError(t, os.WriteFile(junk, []byte("not pem"), 0o600))
+	cfg := NewConfig()
+	cfg.CertFile, cfg.KeyFile = filepath.Join(dir, "missing.pem"), junk
+	_, err := Listen(context.Background(), "127.0.0.1:0", cfg, transport.Deps{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "missing.pem")
+
+	ln := listen(t, testConfig(), 0)
+	ctx := ctxFor(t, 10*time.Second)
+	for _, ca := range []string{filepath.Join(dir, "missing.pem"), junk} {
+		cfg := NewConfig()
+		cfg.CAFile = ca
+		_, err := Dial(ctx, ln.Addr(), cfg, transport.Deps{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "ca_file")
+	}
+}
+
+func TestALPNMismatch(t *testing.T) {
+	ln := listen(t, testConfig(), 0)
+	ctx := ctxFor(t, 10*time.Second)
+	_, err := quic.DialAddr(ctx, ln.Addr(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h3"}}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "application protocol")
+	// The listener is unaffected.
+	client, server := pair(t, ln, testConfig(), 0)
+	roundTrip(t, client, server)
+}
