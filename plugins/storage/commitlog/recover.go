@@ -59,7 +59,7 @@ func (s *Store) recover() error {
 		verifyFrom = min(ckpt, last)
 	}
 	for _, cq := range s.queues {
-		if err := s.trimQueue(cq, cut); err != nil {
+		if err := s.trimQueue(cq, cut, false); err != nil {
 			return err
 		}
 	}
@@ -84,7 +84,7 @@ func (s *Store) recover() error {
 	}
 	if end < cut {
 		for _, cq := range s.queues {
-			if err := s.trimQueue(cq, end); err != nil {
+			if err := s.trimQueue(cq, end, true); err != nil {
 				return err
 			}
 		}
@@ -243,8 +243,10 @@ func (s *Store) loadQueue(cq *consumeQueue) error {
 }
 
 // trimQueue drops the queue's trailing entries that are empty or point at
-// or above cut, and cuts its files to match.
-func (s *Store) trimQueue(cq *consumeQueue, cut int64) error {
+// or above cut, and cuts its files to match. pastEnd says cut is the
+// recovered end of the log (else it is the checkpoint, above which entries
+// are rebuilt from the log).
+func (s *Store) trimQueue(cq *consumeQueue, cut int64, pastEnd bool) error {
 	if len(cq.files) == 0 {
 		return nil
 	}
@@ -285,8 +287,11 @@ func (s *Store) trimQueue(cq *consumeQueue, cut int64) error {
 	}
 	size := (n - lastF.base) * cqEntrySize
 	if fi, err := lastF.f.Stat(); err != nil || fi.Size() != size {
-		if n < cq.next {
+		switch {
+		case n < cq.next && pastEnd:
 			s.log.Warn("commitlog: dropping consume-queue entries past the recovered log", "queue", cq.q.String(), "from", n, "to", cq.next)
+		case n < cq.next:
+			s.log.Info("commitlog: rebuilding consume-queue entries past the checkpoint", "queue", cq.q.String(), "from", n, "to", cq.next)
 		}
 		if err := lastF.f.Truncate(size); err != nil {
 			return fmt.Errorf("commitlog: trim consume queue %s: %w", cq.q, err)
