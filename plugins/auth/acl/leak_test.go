@@ -1,0 +1,5 @@
+package acl
+
+import "go.uber.org/goleak"
+
+var goleakOptions []goleak.Option
