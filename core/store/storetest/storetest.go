@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -77,6 +78,7 @@ func RunWithOptions(t *testing.T, open OpenFunc, o Options) {
 		{"QueueLister", testQueueLister},
 		{"TopicDeleter", testTopicDeleter},
 		{"Flusher", testFlusher},
+		{"Model", testModel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1056,4 +1058,96 @@ func testFlusher(t *testing.T, h *Harness) {
 	h.Append(Msg("Flush", 0, "x", nil))
 	require.NoError(t, f.Flush(bg))
 	require.NoError(t, f.Flush(bg))
+}
+
+// testModel runs random appends, reads and reopens against an in-memory
+// model of the queues.
+func testModel(t *testing.T, h *Harness) {
+	type entry struct {
+		body string
+		tag  string
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	queues := []store.Queue{{Topic: "ModelA", ID: 0}, {Topic: "ModelA", ID: 1}, {Topic: "ModelB", ID: 7}}
+	model := map[store.Queue][]entry{}
+	tags := []string{"A", "B"}
+	codeA := message.TagsHashCode("A")
+	steps := 400
+	if testing.Short() {
+		steps = 100
+	}
+	for step := 0; step < steps; step++ {
+		switch p := rng.IntN(100); {
+		case p < 45:
+			n := 1 + rng.IntN(5)
+			var batch []store.Message
+			var qs []store.Queue
+			var es []entry
+			for i := 0; i < n; i++ {
+				q := queues[rng.IntN(len(queues))]
+				e := entry{body: fmt.Sprintf("%d.%d:%s", step, i, make([]byte, rng.IntN(2000))), tag: tags[rng.IntN(2)]}
+				batch = append(batch, Msg(q.Topic, q.ID, e.body, map[string]string{"TAGS": e.tag}))
+				qs, es = append(qs, q), append(es, e)
+			}
+			pos := h.Append(batch...)
+			for i, q := range qs {
+				require.Equal(t, int64(len(model[q])), pos[i].QueueOffset, "step %d", step)
+				model[q] = append(model[q], es[i])
+			}
+		case p < 95:
+			q := queues[rng.IntN(len(queues))]
+			want := model[q]
+			mx := int64(len(want))
+			off := rng.Int64N(mx+5) - 2
+			maxMsgs := 1 + rng.IntN(40)
+			onlyA := rng.IntN(3) == 0
+			opts := store.ReadOptions{MaxMessages: maxMsgs}
+			if onlyA {
+				opts.Filter = func(c int64) bool { return c == codeA }
+			}
+			r := h.Read(q, off, opts)
+			var wantStatus store.ReadStatus
+			var wantNext int64
+			var wantOffs []int64
+			switch {
+			case mx == 0:
+				wantStatus, wantNext = store.NoMessageInQueue, 0
+			case off < 0:
+				wantStatus, wantNext = store.OffsetTooSmall, 0
+			case off == mx:
+				wantStatus, wantNext = store.OffsetOverflowOne, off
+			case off > mx:
+				wantStatus, wantNext = store.OffsetOverflowBadly, mx
+			default:
+				i := off
+				for ; i < mx && len(wantOffs) < maxMsgs; i++ {
+					if !onlyA || want[i].tag == "A" {
+						wantOffs = append(wantOffs, i)
+					}
+				}
+				wantNext = i
+				wantStatus = store.Found
+				if len(wantOffs) == 0 {
+					wantStatus = store.NoMatchedMessage
+				}
+			}
+			require.Equal(t, wantStatus, r.Status, "step %d: %s at %d of %d", step, q, off, mx)
+			require.Equal(t, wantNext, r.NextOffset, "step %d: %s at %d of %d", step, q, off, mx)
+			if wantStatus == store.Found {
+				require.Equal(t, wantOffs, r.QueueOffsets, "step %d", step)
+				for i, rec := range r.Records {
+					m := Decode(t, rec)
+					require.Equal(t, want[wantOffs[i]].body, string(m.Body))
+					require.Equal(t, wantOffs[i], m.QueueOffset)
+				}
+			}
+		default:
+			h.Reopen()
+			for _, q := range queues {
+				mn, mx, err := h.S.Offsets(q)
+				require.NoError(t, err)
+				require.Equal(t, [2]int64{0, int64(len(model[q]))}, [2]int64{mn, mx})
+			}
+		}
+	}
 }
