@@ -164,6 +164,12 @@ func (s *Store) markDirty(f *cqFile, dir string) {
 	s.dirtyMu.Unlock()
 }
 
+func (c *consumeQueue) isDropped() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.dropped
+}
+
 // appendTail adds encoded entries after max and publishes the new max.
 // It reports whether the tail should be flushed. Called by the writer.
 func (c *consumeQueue) appendTail(entries []byte, next int64) bool {

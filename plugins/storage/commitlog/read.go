@@ -94,6 +94,12 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 		eb, err := cq.readEntries(cur, n, *ebp)
 		*ebp = eb[:0]
 		if err != nil {
+			if cq.isDropped() {
+				// The topic was deleted under us.
+				into.Reset()
+				into.Status = store.NoMessageInQueue
+				return nil
+			}
 			if errors.Is(err, errRemoved) {
 				break
 			}

@@ -562,14 +562,21 @@ func (s *Store) checkpointLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
+	var last string // log a failure once, not every interval
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		if err := s.checkpoint(); err != nil {
+		err := s.checkpoint()
+		switch {
+		case err != nil && err.Error() != last:
 			s.log.Error("commitlog: flush", "err", err)
+			last = err.Error()
+		case err == nil && last != "":
+			s.log.Info("commitlog: flush works again")
+			last = ""
 		}
 	}
 }
