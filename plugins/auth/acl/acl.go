@@ -195,7 +195,7 @@ func (a *ACL) Reload() error {
 	changed, err := a.load()
 	if err != nil {
 		if changed {
-			a.log.Error("acl: keeping the last good rules", "file", a.file, "err", err)
+			a.log.Error("acl: keeping the last good rules", "err", err)
 		}
 		return err
 	}
