@@ -161,8 +161,12 @@ func TestCheckPermissions(t *testing.T) {
 		{name: "admin code for a non-admin", ak: "RocketMQ", give: admin(remoting.UpdateAndCreateTopic), wantErr: "acl: no permission: admin required for request code 17 (UPDATE_AND_CREATE_TOPIC) for accessKey RocketMQ"},
 		{name: "delete topic for a non-admin", ak: "RocketMQ", give: admin(remoting.DeleteTopicInBroker), wantErr: "admin required for request code 215"},
 		{name: "reset offset for a non-admin", ak: "RocketMQ", give: admin(remoting.InvokeBrokerToResetOffset), wantErr: "admin required for request code 222"},
-		{name: "signature-only code", ak: "RocketMQ", give: func() (int32, map[string]string, string) { return remoting.EndTransaction, map[string]string{"producerGroup": "PG"}, "" }},
-		{name: "malformed request refused", ak: "RocketMQ", give: func() (int32, map[string]string, string) { return remoting.PullMessage, map[string]string{"topic": "topicB"}, "" }, wantErr: "acl: PULL_MESSAGE (11): the consumerGroup field is missing"},
+		{name: "signature-only code", ak: "RocketMQ", give: func() (int32, map[string]string, string) {
+			return remoting.EndTransaction, map[string]string{"producerGroup": "PG"}, ""
+		}},
+		{name: "malformed request refused", ak: "RocketMQ", give: func() (int32, map[string]string, string) {
+			return remoting.PullMessage, map[string]string{"topic": "topicB"}, ""
+		}, wantErr: "acl: PULL_MESSAGE (11): the consumerGroup field is missing"},
 
 		{name: "admin without perms: any topic", ak: "rocketmq2", give: func() (int32, map[string]string, string) { return send("anything") }},
 		{name: "admin without perms: any pull", ak: "rocketmq2", give: func() (int32, map[string]string, string) { return pull("x", "y") }},

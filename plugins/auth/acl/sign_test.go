@@ -75,7 +75,10 @@ func TestVerifySignatureVariants(t *testing.T) {
 		{name: "Java with token", sign: func(e map[string]string) { Sign(e, body, "ak1234567", "secret123", "tok") }, want: true},
 		{
 			name: "Go client with unique key query",
-			sign: func(e map[string]string) { e[KeyUniqueKeyQuery] = "true"; goClientSign(e, body, "ak1234567", "secret123", "") },
+			sign: func(e map[string]string) {
+				e[KeyUniqueKeyQuery] = "true"
+				goClientSign(e, body, "ak1234567", "secret123", "")
+			},
 			want: true,
 		},
 		{
