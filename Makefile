@@ -3,13 +3,14 @@ GO ?= go
 
 .PHONY: test race fuzz bench build soak
 
-## test: vet, the whole test suite (short mode skips only soak/load runs),
-## the race detector on core, storage and broker packages, and a short run
+## test: vet, the whole test suite in short mode (-short shortens the crash
+## test to 4 SIGKILL rounds and skips only load and soak runs), the race
+## detector on core, storage, transport and module packages, and a short run
 ## of every fuzz target.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -race -timeout 20m ./core/... ./plugins/storage/... ./plugins/transport/... ./modules/...
+	$(GO) test -short -count=1 -timeout 30m ./...
+	$(GO) test -short -count=1 -race -timeout 30m ./core/... ./plugins/storage/... ./plugins/transport/... ./modules/...
 	./scripts/fuzz-short.sh
 
 race:
@@ -25,6 +26,7 @@ bench:
 build:
 	$(GO) build -o mq ./cmd/mq
 
-## soak: the long crash and load runs (see README).
+## soak: everything at full length: 20 SIGKILL rounds per crash test, the
+## load and timer-accuracy runs, plus anything behind the soak build tag.
 soak:
-	$(GO) test -count=1 -tags soak -timeout 60m ./...
+	$(GO) test -count=1 -tags soak -timeout 90m ./...
