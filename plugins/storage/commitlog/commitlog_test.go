@@ -536,3 +536,38 @@ func TestRebuildAfterRetention(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, [2]int64{first, 61}, [2]int64{mn2, mx2})
 }
+
+// TestHoleBeforeLaterSegment zeroes the end of a full segment (its last
+// records and end-of-file marker never reached the disk) while a later
+// segment has data: the log ends at the hole and the later segment goes.
+func TestHoleBeforeLaterSegment(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	cfg := smallConfig(minSegmentSize)
+	s := openStore(t, cfg, set)
+	q := store.Queue{Topic: "Hole", ID: 0}
+	var pos []store.Position
+	for i := 0; i < 30; i++ {
+		p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, fmt.Sprintf("%02d%s", i, make([]byte, 300)))})
+		require.NoError(t, err)
+		pos = append(pos, p...)
+	}
+	require.NoError(t, s.Close())
+	require.Greater(t, pos[len(pos)-1].CommitLogOffset, int64(2*minSegmentSize), "three segments at least")
+	// Zero segment 0 from its fourth record on.
+	cut := pos[3].CommitLogOffset
+	require.NoError(t, os.Truncate(filepath.Join(set.Dir, "commitlog", segmentName(0)), cut))
+	require.NoError(t, os.Remove(filepath.Join(set.Dir, checkpointName)))
+
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	_, mx, err := s.Offsets(q)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), mx, "entries past the end are dropped")
+	segs, err := os.ReadDir(filepath.Join(set.Dir, "commitlog"))
+	require.NoError(t, err)
+	assert.Len(t, segs, 1)
+	p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, "next")})
+	require.NoError(t, err)
+	assert.Equal(t, cut, p[0].CommitLogOffset)
+	assert.Equal(t, int64(3), p[0].QueueOffset)
+}

@@ -341,6 +341,7 @@ func (s *Store) scan(from, verifyFrom, dispatchFrom int64) (int64, error) {
 			return nil
 		}
 		reason := ""
+		nextSeg := false // the segment ended with an end-of-file marker
 		for {
 			if pos+blankSize > s.segSize {
 				reason = "no room for an end-of-file marker"
@@ -360,14 +361,19 @@ func (s *Store) scan(from, verifyFrom, dispatchFrom int64) (int64, error) {
 			magic := int32(be.Uint32(h[4:]))
 			if magic == message.BlankMagicCode && size == s.segSize-pos {
 				if idx+1 < len(s.segs) {
-					break // next segment
+					nextSeg = true
+					break
 				}
 				reason = "end-of-file marker without a next segment"
 				break
 			}
 			if magic != message.MagicCode {
-				if size != 0 || magic != 0 {
-					reason = fmt.Sprintf("bad magic %#x", uint32(magic))
+				reason = fmt.Sprintf("bad magic %#x", uint32(magic))
+				if size == 0 && magic == 0 {
+					reason = "" // never written: the normal end
+					if idx+1 < len(s.segs) {
+						reason = "unwritten space before the end-of-file marker"
+					}
 				}
 				break
 			}
@@ -428,7 +434,7 @@ func (s *Store) scan(from, verifyFrom, dispatchFrom int64) (int64, error) {
 			s.lastTS = max(s.lastTS, v.storeTS)
 			pos += size
 		}
-		if reason == "" && idx+1 < len(s.segs) {
+		if nextSeg {
 			idx++
 			pos = 0
 			continue
