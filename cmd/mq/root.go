@@ -46,6 +46,7 @@ func newRootCmd() *cobra.Command {
 		serverCmd(g, "broker", "Run a broker", roleBroker),
 		serverCmd(g, "dev", "Run a name server and a broker in one process (data in ./data)", roleDev),
 		pluginsCmd(),
+		benchCmd(),
 	)
 	return root
 }

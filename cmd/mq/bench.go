@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
+)
+
+// latencies is a log-linear histogram of durations (HDR-style: 1% relative
+// error from 1µs to about an hour), safe for concurrent recording.
+type latencies struct {
+	mu      sync.Mutex
+	buckets map[int]int64
+	n       int64
+	max     time.Duration
+}
+
+func newLatencies() *latencies { return &latencies{buckets: map[int]int64{}} }
+
+const histBase = 1.01
+
+func bucketOf(d time.Duration) int {
+	us := float64(d) / float64(time.Microsecond)
+	if us < 1 {
+		return 0
+	}
+	return int(math.Log(us)/math.Log(histBase)) + 1
+}
+
+func bucketValue(b int) time.Duration {
+	if b == 0 {
+		return 0
+	}
+	return time.Duration(math.Pow(histBase, float64(b-1)) * float64(time.Microsecond))
+}
+
+func (l *latencies) record(d time.Duration) {
+	b := bucketOf(d)
+	l.mu.Lock()
+	l.buckets[b]++
+	l.n++
+	if d > l.max {
+		l.max = d
+	}
+	l.mu.Unlock()
+}
+
+func (l *latencies) quantile(q float64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		return 0
+	}
+	keys := make([]int, 0, len(l.buckets))
+	for k := range l.buckets {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	target := int64(math.Ceil(q * float64(l.n)))
+	var seen int64
+	for _, k := range keys {
+		seen += l.buckets[k]
+		if seen >= target {
+			return bucketValue(k)
+		}
+	}
+	return l.max
+}
+
+type benchReport struct {
+	Mode        string  `json:"mode"`
+	Messages    int64   `json:"messages"`
+	Errors      int64   `json:"errors"`
+	Bytes       int64   `json:"bytes"`
+	Seconds     float64 `json:"seconds"`
+	MsgsPerSec  float64 `json:"msgs_per_sec"`
+	MBPerSec    float64 `json:"mb_per_sec"`
+	P50Micros   float64 `json:"p50_us"`
+	P99Micros   float64 `json:"p99_us"`
+	P999Micros  float64 `json:"p999_us"`
+	MaxMicros   float64 `json:"max_us"`
+	Concurrency int     `json:"concurrency"`
+	Size        int     `json:"size"`
+}
+
+func (r *benchReport) fill(n, errs, bytes int64, el time.Duration, lat *latencies) {
+	r.Messages, r.Errors, r.Bytes, r.Seconds = n, errs, bytes, el.Seconds()
+	r.MsgsPerSec = float64(n) / el.Seconds()
+	r.MBPerSec = float64(bytes) / el.Seconds() / 1e6
+	if lat != nil {
+		r.P50Micros = float64(lat.quantile(0.50)) / 1e3
+		r.P99Micros = float64(lat.quantile(0.99)) / 1e3
+		r.P999Micros = float64(lat.quantile(0.999)) / 1e3
+		r.MaxMicros = float64(lat.max) / 1e3
+	}
+}
+
+func printReport(w io.Writer, r *benchReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "mode         %s\nmessages     %d (errors %d)\nelapsed      %.2fs\nthroughput   %.0f msg/s, %.2f MB/s\n",
+		r.Mode, r.Messages, r.Errors, r.Seconds, r.MsgsPerSec, r.MBPerSec)
+	if r.P50Micros > 0 {
+		fmt.Fprintf(w, "latency      p50 %.0fµs  p99 %.0fµs  p999 %.0fµs  max %.0fµs\n", r.P50Micros, r.P99Micros, r.P999Micros, r.MaxMicros)
+	}
+	return nil
+}
+
+// progress prints a live line to stderr until stop is closed.
+func progress(stop <-chan struct{}, count *atomic.Int64, start time.Time) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			fmt.Fprint(os.Stderr, "\r\033[K")
+			return
+		case <-t.C:
+			n := count.Load()
+			fmt.Fprintf(os.Stderr, "\r\033[K%d messages, %.0f msg/s", n, float64(n)/time.Since(start).Seconds())
+		}
+	}
+}
+
+func benchClient() *remoting.Client {
+	cfg := tcp.NewConfig()
+	return remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {
+		_, hp := transport.SplitScheme(addr)
+		return tcp.Dial(ctx, hp, cfg, 0)
+	}, nil, nil, remoting.PeerOptions{})
+}
+
+// writeQueues resolves topic on the name server into (broker address,
+// queue id) pairs; it creates the topic through TBW102 when it is missing.
+func writeQueues(ctx context.Context, c *remoting.Client, namesrv, topic string) ([]benchQueue, error) {
+	for _, t := range []string{topic, protocol.AutoCreateTopic} {
+		resp, err := c.Invoke(ctx, namesrv, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": t}, nil))
+		if err != nil {
+			return nil, fmt.Errorf("route of %s: %w", t, err)
+		}
+		if resp.Code == remoting.TopicNotExist {
+			continue
+		}
+		if resp.Code != remoting.Success {
+			return nil, fmt.Errorf("route of %s: code %d %s", t, resp.Code, resp.Remark)
+		}
+		var rd protocol.TopicRouteData
+		if err := json.Unmarshal(resp.Body, &rd); err != nil {
+			return nil, fmt.Errorf("route of %s: %w", t, err)
+		}
+		addrs := map[string]string{}
+		for _, bd := range rd.BrokerDatas {
+			addrs[bd.BrokerName] = bd.BrokerAddrs[0]
+		}
+		var out []benchQueue
+		for _, qd := range rd.QueueDatas {
+			n := qd.WriteQueueNums
+			if t == protocol.AutoCreateTopic && n > 4 {
+				n = 4
+			}
+			for q := int32(0); q < n; q++ {
+				if a := addrs[qd.BrokerName]; a != "" {
+					out = append(out, benchQueue{addr: a, id: q})
+				}
+			}
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("topic %s has no route and TBW102 is not served", topic)
+}
+
+type benchQueue struct {
+	addr string
+	id   int32
+}
+
+type produceFlags struct {
+	namesrv     string
+	topic       string
+	size        int
+	concurrency int
+	count       int64
+	duration    time.Duration
+	mode        string
+	output      string
+}
+
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: "Load generators and disk measurements"}
+	cmd.AddCommand(benchProduceCmd(), benchDiskCmd())
+	return cmd
+}
+
+func defaultNamesrv() string {
+	if v := os.Getenv("QUIVER_NAMESRV"); v != "" {
+		return v
+	}
+	return "127.0.0.1:9876"
+}
+
+func benchProduceCmd() *cobra.Command {
+	f := &produceFlags{}
+	cmd := &cobra.Command{
+		Use:   "produce",
+		Short: "Send messages as fast as the broker takes them and report throughput and latency",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := benchProduce(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			return printReport(cmd.OutOrStdout(), r, f.output == "json")
+		},
+	}
+	cmd.Flags().StringVar(&f.namesrv, "namesrv", defaultNamesrv(), "name server address (env QUIVER_NAMESRV)")
+	cmd.Flags().StringVar(&f.topic, "topic", "BenchmarkTest", "topic")
+	cmd.Flags().IntVar(&f.size, "size", 1024, "body size in bytes")
+	cmd.Flags().IntVar(&f.concurrency, "concurrency", 4, "concurrent producers (one connection per producer)")
+	cmd.Flags().Int64Var(&f.count, "count", 100000, "messages to send (0 = until --duration)")
+	cmd.Flags().DurationVar(&f.duration, "duration", 30*time.Second, "longest run")
+	cmd.Flags().StringVar(&f.mode, "mode", "sync", "sync | async (32 in flight per producer) | oneway")
+	cmd.Flags().StringVar(&f.output, "output", "table", "table | json")
+	return cmd
+}
+
+func benchProduce(ctx context.Context, f *produceFlags) (*benchReport, error) {
+	if f.concurrency < 1 || f.size < 1 {
+		return nil, errors.New("bench: --concurrency and --size must be positive")
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.duration)
+	defer cancel()
+	clients := make([]*remoting.Client, f.concurrency)
+	for i := range clients {
+		clients[i] = benchClient()
+		defer clients[i].Close()
+	}
+	queues, err := writeQueues(ctx, clients[0], f.namesrv, f.topic)
+	if err != nil {
+		return nil, err
+	}
+	body := make([]byte, f.size)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	lat := newLatencies()
+	var sent, errs, budget atomic.Int64
+	budget.Store(f.count)
+	take := func() bool { return f.count == 0 || budget.Add(-1) >= 0 }
+	start := time.Now()
+	stop := make(chan struct{})
+	go progress(stop, &sent, start)
+	var wg sync.WaitGroup
+	inflight := 1
+	if f.mode == "async" {
+		inflight = 32
+	}
+	for p := 0; p < f.concurrency; p++ {
+		for k := 0; k < inflight; k++ {
+			wg.Add(1)
+			go func(p, k int) {
+				defer wg.Done()
+				c := clients[p]
+				for i := p*inflight + k; ctx.Err() == nil && take(); i += f.concurrency * inflight {
+					q := queues[i%len(queues)]
+					ext := map[string]string{
+						"producerGroup": "BENCH_PRODUCER", "topic": f.topic, "defaultTopic": protocol.AutoCreateTopic,
+						"defaultTopicQueueNums": "4", "queueId": strconv.Itoa(int(q.id)), "sysFlag": "0",
+						"bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": "0",
+						"properties": "", "reconsumeTimes": "0", "unitMode": "false", "maxReconsumeTimes": "0", "batch": "false",
+					}
+					req := remoting.NewRequest(remoting.SendMessage, ext, body)
+					t0 := time.Now()
+					if f.mode == "oneway" {
+						if err := c.InvokeOneway(ctx, q.addr, req); err != nil {
+							errs.Add(1)
+							continue
+						}
+						sent.Add(1)
+						continue
+					}
+					rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+					resp, err := c.Invoke(rctx, q.addr, req)
+					rcancel()
+					if err != nil || resp.Code != remoting.Success {
+						if ctx.Err() == nil {
+							errs.Add(1)
+						}
+						continue
+					}
+					lat.record(time.Since(t0))
+					sent.Add(1)
+				}
+			}(p, k)
+		}
+	}
+	wg.Wait()
+	close(stop)
+	el := time.Since(start)
+	r := &benchReport{Mode: "produce-" + f.mode, Concurrency: f.concurrency, Size: f.size}
+	n := sent.Load()
+	var l *latencies
+	if f.mode != "oneway" {
+		l = lat
+	}
+	r.fill(n, errs.Load(), n*int64(f.size), el, l)
+	return r, nil
+}
+
+func benchDiskCmd() *cobra.Command {
+	var dir, output string
+	var size int64
+	var block int
+	cmd := &cobra.Command{
+		Use:   "disk",
+		Short: "Measure the raw sequential-write bandwidth and fdatasync latency of a directory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := benchDisk(dir, size, block)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sequential write  %.1f MB/s (%d MiB in %d KiB blocks, fsync at end)\nfdatasync latency p50 %.0fµs  p99 %.0fµs  (4 KiB appends)\n",
+				res.SeqWriteMBps, size>>20, block>>10, res.FsyncP50Micros, res.FsyncP99Micros)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "./data", "directory to measure (a temporary file is written and removed)")
+	cmd.Flags().Int64Var(&size, "size", 512<<20, "bytes to write")
+	cmd.Flags().IntVar(&block, "block", 1<<20, "write size")
+	cmd.Flags().StringVar(&output, "output", "table", "table | json")
+	return cmd
+}
+
+type diskResult struct {
+	SeqWriteMBps   float64 `json:"seq_write_mb_per_sec"`
+	FsyncP50Micros float64 `json:"fdatasync_p50_us"`
+	FsyncP99Micros float64 `json:"fdatasync_p99_us"`
+}
+
+// benchDisk writes size bytes sequentially (then fsyncs, so the figure is
+// what reaches the device) and times 200 small append+fdatasync rounds.
+func benchDisk(dir string, size int64, block int) (*diskResult, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf(".mq-bench-disk-%d", os.Getpid()))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	buf := make([]byte, block)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	start := time.Now()
+	for written := int64(0); written < size; written += int64(block) {
+		if _, err := f.Write(buf); err != nil {
+			return nil, fmt.Errorf("bench: write: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("bench: fsync: %w", err)
+	}
+	res := &diskResult{SeqWriteMBps: float64(size) / time.Since(start).Seconds() / 1e6}
+	lat := newLatencies()
+	small := buf[:4096]
+	for i := 0; i < 200; i++ {
+		if _, err := f.Write(small); err != nil {
+			return nil, fmt.Errorf("bench: write: %w", err)
+		}
+		t0 := time.Now()
+		if err := fdatasync(f); err != nil {
+			return nil, fmt.Errorf("bench: fdatasync: %w", err)
+		}
+		lat.record(time.Since(t0))
+	}
+	res.FsyncP50Micros = float64(lat.quantile(0.5)) / 1e3
+	res.FsyncP99Micros = float64(lat.quantile(0.99)) / 1e3
+	return res, nil
+}
