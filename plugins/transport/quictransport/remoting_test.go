@@ -294,8 +294,8 @@ func TestTransportSetTCPAndQUIC(t *testing.T) {
 }
 
 // BenchmarkRoundTrip compares remoting Invoke of a 1 KiB send-like request
-// over QUIC and over TCP on loopback, with parallel callers on one
-// connection.
+// over QUIC and over TCP on loopback, with GOMAXPROCS and 16×GOMAXPROCS
+// parallel callers on one connection.
 func BenchmarkRoundTrip(b *testing.B) {
 	r := remoting.NewRouter()
 	r.RegisterFunc(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
@@ -321,29 +321,32 @@ func BenchmarkRoundTrip(b *testing.B) {
 			return tcp.Dial(ctx, addr, tcfg, 0)
 		}},
 	} {
-		b.Run(tt.name, func(b *testing.B) {
-			ln, err := tt.listen()
-			require.NoError(b, err)
-			srv := remoting.NewServer(r, nil, remoting.ServerOptions{})
-			srv.Serve(ln)
-			defer srv.Close(context.Background())
-			c := remoting.NewClient(tt.dial, nil, nil, remoting.PeerOptions{})
-			defer c.Close()
-			body := bytes.Repeat([]byte("m"), 1024)
-			ext := map[string]string{"topic": "TopicA", "queueId": "1", "properties": "TAGS\x01TagA\x02"}
-			ctx := context.Background()
-			_, err = c.Invoke(ctx, ln.Addr(), remoting.NewRequest(codeEcho, ext, body))
-			require.NoError(b, err)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := c.Invoke(ctx, ln.Addr(), remoting.NewRequest(codeEcho, ext, body)); err != nil {
-						b.Error(err)
-						return
+		for _, par := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/callers=%dxGOMAXPROCS", tt.name, par), func(b *testing.B) {
+				ln, err := tt.listen()
+				require.NoError(b, err)
+				srv := remoting.NewServer(r, nil, remoting.ServerOptions{})
+				srv.Serve(ln)
+				defer srv.Close(context.Background())
+				c := remoting.NewClient(tt.dial, nil, nil, remoting.PeerOptions{})
+				defer c.Close()
+				body := bytes.Repeat([]byte("m"), 1024)
+				ext := map[string]string{"topic": "TopicA", "queueId": "1", "properties": "TAGS\x01TagA\x02"}
+				ctx := context.Background()
+				_, err = c.Invoke(ctx, ln.Addr(), remoting.NewRequest(codeEcho, ext, body))
+				require.NoError(b, err)
+				b.ReportAllocs()
+				b.SetParallelism(par)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := c.Invoke(ctx, ln.Addr(), remoting.NewRequest(codeEcho, ext, body)); err != nil {
+							b.Error(err)
+							return
+						}
 					}
-				}
+				})
 			})
-		})
+		}
 	}
 }

@@ -5,8 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"io"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -280,4 +284,78 @@ func TestListenerCloseKeepsConns(t *testing.T) {
 		require.NoError(t, <-done)
 		assert.True(t, bytes.Equal([]byte("still here"), f))
 	}
+}
+
+func TestIdleTimeoutAndKeepAlive(t *testing.T) {
+	cfg := testConfig()
+	cfg.IdleTimeout = 300 * time.Millisecond
+	cfg.KeepAlive = 0
+	ln := listen(t, cfg, 1<<20)
+	client, server := pair(t, ln, cfg, 1<<20)
+	ctx := ctxFor(t, 10*time.Second)
+	start := time.Now()
+	_, err := server.ReadFrame(ctx)
+	require.Error(t, err)
+	var idle *quic.IdleTimeoutError
+	assert.ErrorAs(t, err, &idle)
+	assert.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond)
+	_, err = client.ReadFrame(ctx)
+	assert.ErrorAs(t, err, &idle)
+
+	// With keep-alives a quiet connection lives on.
+	cfg.KeepAlive = 50 * time.Millisecond
+	client, server = pair(t, ln, cfg, 1<<20)
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = server.ReadFrame(short)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	roundTrip(t, client, server)
+}
+
+func TestDialTimeout(t *testing.T) {
+	// A UDP socket that never answers.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer pc.Close()
+	cfg := testConfig()
+	cfg.DialTimeout = 300 * time.Millisecond
+	start := time.Now()
+	_, err = Dial(context.Background(), pc.LocalAddr().String(), cfg, transport.Deps{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	// The caller's ctx is honoured too.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	cfg.DialTimeout = 0
+	_, err = Dial(ctx, pc.LocalAddr().String(), cfg, transport.Deps{})
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestBadAddresses(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:-5", "nonsense", "127.0.0.1:http-nope"} {
+		_, err := Listen(context.Background(), addr, testConfig(), transport.Deps{})
+		assert.Error(t, err, addr)
+		_, err = Dial(context.Background(), addr, testConfig(), transport.Deps{})
+		assert.Error(t, err, addr)
+	}
+}
+
+func TestIPv6(t *testing.T) {
+	ln, err := Listen(context.Background(), "[::1]:0", testConfig(), deps(t, 0))
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer ln.Close()
+	client, server := pair(t, ln, testConfig(), 0)
+	assert.Equal(t, client.LocalAddr(), server.RemoteAddr())
+	roundTrip(t, client, server)
+	// The self-signed certificate verifies for ::1.
+	cfg := NewConfig()
+	cfg.CAFile = filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(cfg.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: peerCert(client).Raw}), 0o600))
+	c, s, err := dialAccept(t, ln, ln.Addr(), cfg)
+	require.NoError(t, err)
+	roundTrip(t, c, s)
 }
