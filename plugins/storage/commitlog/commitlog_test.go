@@ -571,3 +571,47 @@ func TestHoleBeforeLaterSegment(t *testing.T) {
 	assert.Equal(t, cut, p[0].CommitLogOffset)
 	assert.Equal(t, int64(3), p[0].QueueOffset)
 }
+
+// TestCloseUnderLoad closes a sync-mode store while appenders wait for
+// group commits: every append either succeeds (and survives a reopen) or
+// fails with ErrClosed; none hangs.
+func TestCloseUnderLoad(t *testing.T) {
+	set := settings(t, store.FlushSync)
+	s := openStore(t, NewConfig(), set)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ok []store.Position
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				pos, err := s.Append(bg, []store.Message{msg("Load", int32(w%2), strconv.Itoa(i))})
+				if err != nil {
+					assert.ErrorIs(t, err, store.ErrClosed)
+					return
+				}
+				mu.Lock()
+				ok = append(ok, pos...)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	for {
+		mu.Lock()
+		n := len(ok)
+		mu.Unlock()
+		if n >= 200 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.NoError(t, s.Close())
+	wg.Wait()
+	s = openStore(t, NewConfig(), set)
+	defer s.Close()
+	for _, p := range ok {
+		_, err := s.Lookup(bg, p.CommitLogOffset)
+		require.NoError(t, err)
+	}
+}
