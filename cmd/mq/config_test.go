@@ -17,6 +17,7 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
@@ -57,6 +58,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("transport.tcp.", tcp.NewConfig())...)
 	want = append(want, koanfKeys("namesrv.", namesrv.NewConfig())...)
 	want = append(want, koanfKeys("broker.", broker.NewConfig())...)
+	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
 	want = append(want, "transports")
 	have := map[string]bool{}
 	for _, k := range cfg.Keys() {

@@ -16,6 +16,7 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
@@ -61,7 +62,7 @@ const (
 
 // plugins are the stock plugins every mq binary carries.
 func plugins() fx.Option {
-	return fx.Options(tcp.Module, commitlog.Module, tag.Module)
+	return fx.Options(tcp.Module, commitlog.Module, tag.Module, sql92.Module)
 }
 
 // loadConfig merges file, environment and --set, then applies role
