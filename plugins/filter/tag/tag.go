@@ -58,7 +58,6 @@ package tag
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -75,18 +74,13 @@ const Separator = "||"
 // MultiTagsCode is the tagsCode stored for a message whose TAGS value holds
 // several "||"-separated tags. It is outside the int32 range, so it never
 // equals a String.hashCode, and every TAG matcher's MatchTagsCode accepts it.
-const MultiTagsCode int64 = math.MaxInt32 + 1
+const MultiTagsCode = message.MultiTagsCode
 
 // TagsCode returns the tagsCode the broker must store for a message whose
 // TAGS property is tags: Java's String.hashCode of tags (0 when empty), as
 // a Java broker stores it, except that a value containing "||" gets
 // MultiTagsCode so that the pre-filter never drops it.
-func TagsCode(tags string) int64 {
-	if strings.Contains(tags, Separator) {
-		return MultiTagsCode
-	}
-	return message.TagsHashCode(tags)
-}
+func TagsCode(tags string) int64 { return message.TagsCode(tags) }
 
 // ParseTags returns the tags of a TAG expression the way a heartbeat's
 // tagsSet lists them: split on "||", each trimmed, empties dropped, sorted,
