@@ -101,7 +101,7 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		clients: newClientTable(), filters: newFilterCache(deps.Filters),
 		registerNow: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 	}
-	b.tagsCode = message.TagsHashCode
+	b.tagsCode = message.TagsCode
 	if tc, ok := deps.Filters[filter.TypeTag].(filter.TagsCoder); ok {
 		b.tagsCode = tc.TagsCode
 	}
