@@ -13,6 +13,12 @@
 // again on the same directory to check persistence, so it must not wipe
 // it. Optional interfaces (Metadata, KeyIndexer, QueueLister,
 // TopicDeleter, Flusher) are checked when the store implements them.
+//
+// Read follows RocketMQ's DefaultMessageStore.getMessage: the status table
+// of PULL_MESSAGE, and the batch-full check (MaxMessages, MaxBytes) comes
+// before filtering, so a full batch stops at the next entry even when
+// Filter or Match would have skipped it; NextOffset is the first entry not
+// scanned.
 package storetest
 
 import (
