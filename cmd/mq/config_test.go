@@ -20,6 +20,7 @@ import (
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
+	"github.com/quivermq/quiver/plugins/transport/quictransport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
@@ -56,6 +57,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("storage.", kernel.StorageConfig{})...)
 	want = append(want, koanfKeys("storage.commitlog.", commitlog.NewConfig())...)
 	want = append(want, koanfKeys("transport.tcp.", tcp.NewConfig())...)
+	want = append(want, koanfKeys("transport.quic.", quictransport.NewConfig())...)
 	want = append(want, koanfKeys("namesrv.", namesrv.NewConfig())...)
 	want = append(want, koanfKeys("broker.", broker.NewConfig())...)
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
