@@ -72,7 +72,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 	t.Run("AcceptsGivenRequests", func(t *testing.T) {
 		an, az := open(t)
 		for i, req := range o.requests {
-			p, err := an.Authenticate(context.Background(), clone(req))
+			p, err := authenticate(t, an, clone(req))
 			if err != nil {
 				t.Errorf("request %d (code %d): Authenticate: %v", i, req.Code, err)
 				continue
@@ -142,7 +142,14 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 				defer wg.Done()
 				for i := 0; i < 4*len(reqs); i++ {
 					req := clone(reqs[(i*7+w)%len(reqs)])
-					p, err := an.Authenticate(context.Background(), req)
+					p, err, pv := safeAuthenticate(an, req)
+					if pv != nil {
+						select {
+						case errs <- fmt.Sprintf("concurrent Authenticate panicked: %v", pv):
+						default:
+						}
+						return
+					}
 					if err != nil && !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied) {
 						select {
 						case errs <- fmt.Sprintf("concurrent Authenticate: %v wraps neither sentinel", err):
@@ -152,7 +159,15 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 					}
 					if err == nil {
 						res := ress[i%len(ress)]
-						if err := az.Authorize(context.Background(), p, res, auth.Sub); err != nil && !errors.Is(err, auth.ErrDenied) {
+						err, pv := safeAuthorize(az, p, res, auth.Sub)
+						if pv != nil {
+							select {
+							case errs <- fmt.Sprintf("concurrent Authorize panicked: %v", pv):
+							default:
+							}
+							return
+						}
+						if err != nil && !errors.Is(err, auth.ErrDenied) {
 							select {
 							case errs <- fmt.Sprintf("concurrent Authorize: %v does not wrap ErrDenied", err):
 							default:
@@ -172,15 +187,27 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 }
 
 // authenticate calls Authenticate, turning a panic into a test failure.
-func authenticate(t *testing.T, an auth.Authenticator, req auth.Request) (p auth.Principal, err error) {
+func authenticate(t *testing.T, an auth.Authenticator, req auth.Request) (auth.Principal, error) {
 	t.Helper()
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("Authenticate panicked on code %d, ext %q, %d-byte body, addr %q: %v", req.Code, req.ExtFields, len(req.Body), req.RemoteAddr, r)
-			err = auth.ErrUnauthenticated
-		}
-	}()
-	return an.Authenticate(context.Background(), req)
+	p, err, pv := safeAuthenticate(an, req)
+	if pv != nil {
+		t.Errorf("Authenticate panicked on code %d, ext %q, %d-byte body, addr %q: %v", req.Code, req.ExtFields, len(req.Body), req.RemoteAddr, pv)
+		return auth.Principal{}, auth.ErrUnauthenticated
+	}
+	return p, err
+}
+
+// safeAuthorize calls Authorize and returns what it panicked with.
+func safeAuthorize(az auth.Authorizer, p auth.Principal, res auth.Resource, act auth.Action) (err error, panicked any) {
+	defer func() { panicked = recover() }()
+	return az.Authorize(context.Background(), p, res, act), nil
+}
+
+// safeAuthenticate calls Authenticate and returns what it panicked with.
+func safeAuthenticate(an auth.Authenticator, req auth.Request) (p auth.Principal, err error, panicked any) {
+	defer func() { panicked = recover() }()
+	p, err = an.Authenticate(context.Background(), req)
+	return p, err, nil
 }
 
 func checkAuthenticateErr(t *testing.T, o options, req auth.Request, err error) {
@@ -196,15 +223,11 @@ func checkAuthenticateErr(t *testing.T, o options, req auth.Request, err error) 
 
 func checkAuthorize(t *testing.T, o options, az auth.Authorizer, p auth.Principal, res auth.Resource, act auth.Action) {
 	t.Helper()
-	var err error
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				t.Errorf("Authorize(%+v, %+v, %d) panicked: %v", p, res, act, r)
-			}
-		}()
-		err = az.Authorize(context.Background(), p, res, act)
-	}()
+	err, pv := safeAuthorize(az, p, res, act)
+	if pv != nil {
+		t.Errorf("Authorize(%+v, %+v, %d) panicked: %v", p, res, act, pv)
+		return
+	}
 	if err == nil {
 		return
 	}

@@ -79,7 +79,8 @@ type requirement struct {
 //     (222) are admin-only too (Java's name server has no ACL, and 222 is
 //     not in ADMIN_CODE).
 //   - A resource field a listed code needs but the request lacks refuses
-//     the request (Java checks a resource named "null").
+//     the request (Java checks a resource named "null"), except the
+//     consumerGroup of UNREGISTER_CLIENT, which a producer leaves out.
 var requirements = map[int32]requirement{
 	remoting.SendMessage:            {name: "SEND_MESSAGE", needs: sendNeeds("topic")},
 	remoting.SendMessageV2:          {name: "SEND_MESSAGE_V2", needs: sendNeeds("b")},
@@ -88,7 +89,7 @@ var requirements = map[int32]requirement{
 	remoting.PullMessage:            {name: "PULL_MESSAGE", needs: fields(topic("topic"), group("consumerGroup"))},
 	remoting.QueryMessage:           {name: "QUERY_MESSAGE", needs: fields(topic("topic"))},
 	remoting.HeartBeat:              {name: "HEART_BEAT", needs: heartbeatNeeds},
-	remoting.UnregisterClient:       {name: "UNREGISTER_CLIENT", needs: fields(group("consumerGroup"))},
+	remoting.UnregisterClient:       {name: "UNREGISTER_CLIENT", needs: fields(optGroup("consumerGroup"))},
 	remoting.GetConsumerListByGroup: {name: "GET_CONSUMER_LIST_BY_GROUP", needs: fields(group("consumerGroup"))},
 	remoting.UpdateConsumerOffset:   {name: "UPDATE_CONSUMER_OFFSET", needs: fields(group("consumerGroup"), topic("topic"))},
 	remoting.QueryConsumerOffset:    {name: "QUERY_CONSUMER_OFFSET", needs: fields(group("consumerGroup"), topic("topic"))},
@@ -171,6 +172,17 @@ func group(key string) fieldNeed {
 	}
 }
 
+// optGroup is group for a field that may be absent: UNREGISTER_CLIENT of a
+// producer carries no consumerGroup and then needs only the signature.
+func optGroup(key string) fieldNeed {
+	return func(ext map[string]string) (Need, error) {
+		if ext[key] == "" {
+			return Need{}, nil
+		}
+		return groupNeed(ext[key]), nil
+	}
+}
+
 func fields(fs ...fieldNeed) func(map[string]string, []byte) ([]Need, error) {
 	return func(ext map[string]string, _ []byte) ([]Need, error) {
 		out := make([]Need, 0, len(fs))
@@ -179,7 +191,9 @@ func fields(fs ...fieldNeed) func(map[string]string, []byte) ([]Need, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, n)
+			if n != (Need{}) {
+				out = append(out, n)
+			}
 		}
 		return out, nil
 	}

@@ -53,6 +53,7 @@ var requiredTests = []struct {
 	},
 	{name: "heartbeat producers only", code: remoting.HeartBeat, body: `{"clientID":"c","producerDataSet":[{"groupName":"PG"}],"consumerDataSet":[]}`},
 	{name: "unregister client", code: remoting.UnregisterClient, ext: map[string]string{"clientID": "c", "consumerGroup": "CG"}, want: []Need{groupN("CG")}},
+	{name: "unregister producer", code: remoting.UnregisterClient, ext: map[string]string{"clientID": "c", "producerGroup": "PG"}},
 	{name: "consumer list", code: remoting.GetConsumerListByGroup, ext: map[string]string{"consumerGroup": "CG"}, want: []Need{groupN("CG")}},
 	{name: "update offset", code: remoting.UpdateConsumerOffset, ext: map[string]string{"consumerGroup": "CG", "topic": "T", "queueId": "1", "commitOffset": "5"}, want: []Need{groupN("CG"), topicN("T", auth.Sub)}},
 	{name: "query offset", code: remoting.QueryConsumerOffset, ext: map[string]string{"consumerGroup": "CG", "topic": "T", "queueId": "1"}, want: []Need{groupN("CG"), topicN("T", auth.Sub)}},

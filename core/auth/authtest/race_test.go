@@ -1,0 +1,5 @@
+//go:build race
+
+package authtest_test
+
+const raceEnabled = true
