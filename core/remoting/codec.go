@@ -65,6 +65,14 @@ func Decode(frame []byte) (*Command, error) {
 }
 
 func decodeJSONHeader(b []byte) (*Command, error) {
+	if c, ok := decodeJSONHeaderFast(b); ok {
+		return c, nil
+	}
+	return decodeJSONHeaderStd(b)
+}
+
+// decodeJSONHeaderStd decodes with encoding/json: the reference behaviour.
+func decodeJSONHeaderStd(b []byte) (*Command, error) {
 	var h jsonHeader
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("%w: json: %v", ErrBadHeader, err)

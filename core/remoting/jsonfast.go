@@ -1,0 +1,427 @@
+package remoting
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// decodeJSONHeaderFast parses the JSON header shape RocketMQ clients send
+// without reflection. It accepts only input that encoding/json would decode
+// to the same Command, and reports false for anything else (unusual
+// spellings, escapes it does not handle, invalid UTF-8, numbers that are
+// not plain int32s), so the caller falls back to encoding/json, which stays
+// the reference for odd input and for error messages.
+func decodeJSONHeaderFast(b []byte) (*Command, bool) {
+	p := jsonParser{b: b}
+	c := &Command{}
+	if !p.consume('{') {
+		return nil, false
+	}
+	if p.peek() == '}' {
+		p.i++
+	} else {
+		for {
+			key, ok := p.str()
+			if !ok || !p.consume(':') {
+				return nil, false
+			}
+			switch key {
+			case "code":
+				c.Code, ok = p.int32()
+			case "version":
+				c.Version, ok = p.int32()
+			case "opaque":
+				c.Opaque, ok = p.int32()
+			case "flag":
+				c.Flag, ok = p.int32()
+			case "language":
+				if p.peek() == '"' {
+					c.Language, ok = p.str()
+				} else {
+					var n int32
+					n, ok = p.int32()
+					c.Language = languageNames[byte(n)]
+				}
+			case "remark":
+				if p.null() {
+					c.Remark = ""
+				} else {
+					c.Remark, ok = p.str()
+				}
+			case "extFields":
+				c.ExtFields, ok = p.extFields()
+			case "serializeTypeCurrentRPC":
+				ok = p.skipValue(0)
+			default:
+				if isHeaderFieldFold(key) {
+					return nil, false // encoding/json matches keys case-insensitively
+				}
+				ok = p.skipValue(0)
+			}
+			if !ok {
+				return nil, false
+			}
+			p.ws()
+			if p.peek() == ',' {
+				p.i++
+				continue
+			}
+			if !p.consume('}') {
+				return nil, false
+			}
+			break
+		}
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return nil, false
+	}
+	if c.ExtFields == nil {
+		c.ExtFields = map[string]string{}
+	}
+	return c, true
+}
+
+var headerFields = [...]string{"code", "version", "opaque", "flag", "language", "remark", "extfields"}
+
+func isHeaderFieldFold(k string) bool {
+	if len(k) > 9 {
+		return false
+	}
+	var buf [9]byte
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		} else if c >= utf8.RuneSelf {
+			return true // Unicode case folding (e.g. K for k): let encoding/json decide
+		}
+		buf[i] = c
+	}
+	l := string(buf[:len(k)])
+	for _, f := range headerFields {
+		if l == f {
+			return true
+		}
+	}
+	return false
+}
+
+type jsonParser struct {
+	b []byte
+	i int
+}
+
+func (p *jsonParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) peek() byte {
+	p.ws()
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+func (p *jsonParser) consume(c byte) bool {
+	if p.peek() != c {
+		return false
+	}
+	p.i++
+	return true
+}
+
+func (p *jsonParser) null() bool {
+	if p.peek() == 'n' && len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "null" {
+		p.i += 4
+		return true
+	}
+	return false
+}
+
+// str parses a string value. Plain strings are returned without copying
+// twice; escapes are decoded; invalid UTF-8 or raw control characters make
+// it report false.
+func (p *jsonParser) str() (string, bool) {
+	if !p.consume('"') {
+		return "", false
+	}
+	start := p.i
+	ascii := true
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := p.b[start:p.i]
+			p.i++
+			if !ascii && !utf8.Valid(s) {
+				return "", false
+			}
+			return string(s), true
+		case c == '\\':
+			return p.strEscaped(start)
+		case c < 0x20:
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+		p.i++
+	}
+	return "", false
+}
+
+func (p *jsonParser) strEscaped(start int) (string, bool) {
+	out := make([]byte, 0, p.i-start+16)
+	out = append(out, p.b[start:p.i]...)
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			if !utf8.Valid(out) {
+				return "", false
+			}
+			return string(out), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.b) {
+			return "", false
+		}
+		e := p.b[p.i+1]
+		p.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", false
+			}
+			if utf16.IsSurrogate(r) {
+				if p.i+1 >= len(p.b) || p.b[p.i] != '\\' || p.b[p.i+1] != 'u' {
+					return "", false // lone surrogate: encoding/json writes U+FFFD
+				}
+				p.i += 2
+				r2, ok := p.hex4()
+				if !ok {
+					return "", false
+				}
+				r = utf16.DecodeRune(r, r2)
+				if r == utf8.RuneError {
+					return "", false
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func (p *jsonParser) hex4() (rune, bool) {
+	if len(p.b)-p.i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.b[p.i : p.i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	p.i += 4
+	return r, true
+}
+
+// int32 parses a plain JSON integer that fits in int32.
+func (p *jsonParser) int32() (int32, bool) {
+	p.ws()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	n := p.i - digits
+	if n == 0 || n > 11 || (n > 1 && p.b[digits] == '0') {
+		return 0, false
+	}
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '.', 'e', 'E':
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(v), true
+}
+
+func (p *jsonParser) extFields() (map[string]string, bool) {
+	if p.null() {
+		return nil, true
+	}
+	if !p.consume('{') {
+		return nil, false
+	}
+	m := make(map[string]string, 16)
+	if p.peek() == '}' {
+		p.i++
+		return m, true
+	}
+	for {
+		k, ok := p.str()
+		if !ok || !p.consume(':') {
+			return nil, false
+		}
+		if p.null() {
+			delete(m, k) // encoding/json stores a nil pointer, which decodes to "absent"
+		} else {
+			v, ok := p.str()
+			if !ok {
+				return nil, false
+			}
+			m[k] = v
+		}
+		p.ws()
+		if p.peek() == ',' {
+			p.i++
+			continue
+		}
+		if !p.consume('}') {
+			return nil, false
+		}
+		return m, true
+	}
+}
+
+// skipValue skips any JSON value, bounded in depth.
+func (p *jsonParser) skipValue(depth int) bool {
+	if depth > 32 {
+		return false
+	}
+	switch p.peek() {
+	case '"':
+		_, ok := p.str()
+		return ok
+	case '{':
+		p.i++
+		if p.peek() == '}' {
+			p.i++
+			return true
+		}
+		for {
+			if _, ok := p.str(); !ok || !p.consume(':') || !p.skipValue(depth+1) {
+				return false
+			}
+			if p.peek() == ',' {
+				p.i++
+				continue
+			}
+			return p.consume('}')
+		}
+	case '[':
+		p.i++
+		if p.peek() == ']' {
+			p.i++
+			return true
+		}
+		for {
+			if !p.skipValue(depth + 1) {
+				return false
+			}
+			if p.peek() == ',' {
+				p.i++
+				continue
+			}
+			return p.consume(']')
+		}
+	case 't':
+		return p.lit("true")
+	case 'f':
+		return p.lit("false")
+	case 'n':
+		return p.null()
+	default:
+		// numbers: be strict enough to match encoding/json's grammar
+		start := p.i
+		if p.i < len(p.b) && p.b[p.i] == '-' {
+			p.i++
+		}
+		d := p.i
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+		}
+		if p.i == d || (p.i-d > 1 && p.b[d] == '0') {
+			return false
+		}
+		if p.i < len(p.b) && p.b[p.i] == '.' {
+			p.i++
+			f := p.i
+			for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+				p.i++
+			}
+			if p.i == f {
+				return false
+			}
+		}
+		if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+			p.i++
+			if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+				p.i++
+			}
+			f := p.i
+			for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+				p.i++
+			}
+			if p.i == f {
+				return false
+			}
+		}
+		return p.i > start
+	}
+}
+
+func (p *jsonParser) lit(s string) bool {
+	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
