@@ -1,0 +1,484 @@
+// Package producer sends messages: sync, async, oneway, batches, ordered
+// sends through a queue selector, delayed messages and transactions, with
+// retries on another broker and latency-fault avoidance, speaking the wire
+// protocol of the official RocketMQ Go client.
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+)
+
+// Option configures a Producer.
+type Option func(*options)
+
+type options struct {
+	sendTimeout       time.Duration
+	retries           int
+	asyncRetries      int
+	compressOver      int
+	compressLevel     int
+	selector          QueueSelector
+	faultEnabled      bool
+	faultIsolation    time.Duration
+	createTopicKey    string
+	defaultTopicQueue int
+	maxMessageSize    int
+	checker           TransactionListener
+}
+
+func defaults() options {
+	return options{
+		sendTimeout: 3 * time.Second, retries: 2, asyncRetries: 2,
+		compressOver: 4096, compressLevel: 5, selector: RoundRobin(),
+		faultEnabled: true, faultIsolation: 30 * time.Second,
+		createTopicKey: protocol.AutoCreateTopic, defaultTopicQueue: protocol.DefaultTopicQueueNum,
+		maxMessageSize: message.DefaultMaxMessageSize,
+	}
+}
+
+// WithSendTimeout bounds a send end to end, retries included (default
+// 3 s); a shorter context deadline wins.
+func WithSendTimeout(d time.Duration) Option { return func(o *options) { o.sendTimeout = d } }
+
+// WithRetryTimesWhenSendFailed sets extra attempts of a sync send after a
+// retriable failure (default 2).
+func WithRetryTimesWhenSendFailed(n int) Option { return func(o *options) { o.retries = n } }
+
+// WithRetryTimesWhenSendAsyncFailed sets extra attempts of an async send
+// (default 2). Oneway sends are never retried.
+func WithRetryTimesWhenSendAsyncFailed(n int) Option {
+	return func(o *options) { o.asyncRetries = n }
+}
+
+// WithCompression compresses bodies of at least over bytes with zlib at
+// level (default 4096 and 5, as the official clients). over <= 0 disables.
+func WithCompression(over, level int) Option {
+	return func(o *options) { o.compressOver, o.compressLevel = over, level }
+}
+
+// WithQueueSelector sets the queue selector (default RoundRobin).
+func WithQueueSelector(s QueueSelector) Option { return func(o *options) { o.selector = s } }
+
+// WithLatencyFaultAvoidance turns latency-fault avoidance on or off
+// (default on) and sets how long a broker that failed or answered busy is
+// skipped (default 30 s). Slow answers set a broker aside following
+// RocketMQ's latency table (550 ms → 30 s ... 15 s → 10 min).
+func WithLatencyFaultAvoidance(on bool, isolation time.Duration) Option {
+	return func(o *options) { o.faultEnabled, o.faultIsolation = on, isolation }
+}
+
+// WithDefaultTopicQueueNums sets the queue count of auto-created topics
+// (default 4).
+func WithDefaultTopicQueueNums(n int) Option { return func(o *options) { o.defaultTopicQueue = n } }
+
+// WithCreateTopicKey sets the auto-create template topic (default TBW102).
+func WithCreateTopicKey(t string) Option { return func(o *options) { o.createTopicKey = t } }
+
+// WithMaxMessageSize bounds a body before compression (default 4 MiB).
+func WithMaxMessageSize(n int) Option { return func(o *options) { o.maxMessageSize = n } }
+
+// Producer sends messages for one producer group. It is safe for
+// concurrent use.
+type Producer struct {
+	c      *client.Client
+	group  string
+	o      options
+	log    *slog.Logger
+	faults *faultTable
+
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New registers producer group on c and returns its producer.
+func New(c *client.Client, group string, opts ...Option) (*Producer, error) {
+	if err := protocol.ValidateGroup(group); err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
+	}
+	o := defaults()
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.selector == nil {
+		o.selector = RoundRobin()
+	}
+	p := &Producer{c: c, group: group, o: o, log: c.Logger().With("producerGroup", group), faults: newFaultTable(o.faultIsolation)}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if err := c.RegisterProducer(group, p); err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
+	}
+	c.TriggerHeartbeat()
+	return p, nil
+}
+
+// Group is the producer group.
+func (p *Producer) Group() string { return p.group }
+
+// Shutdown waits for async sends and transaction checks in flight (or
+// ctx's end) and unregisters the group. The Client stays open.
+func (p *Producer) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.cancel()
+		<-done
+		err = fmt.Errorf("producer: shutdown: %w", ctx.Err())
+	}
+	p.cancel()
+	p.c.UnregisterProducer(p.group)
+	return err
+}
+
+func (p *Producer) begin() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("producer %s: %w", p.group, client.ErrClosed)
+	}
+	p.wg.Add(1)
+	return nil
+}
+
+func (p *Producer) available(broker string) bool {
+	return !p.o.faultEnabled || p.faults.available(broker)
+}
+
+// prepared is an encoded send: the request fields except queue and broker.
+type prepared struct {
+	topic   string
+	batch   bool
+	uniq    string
+	first   *client.Message
+	ext     map[string]string
+	body    []byte
+	sysFlag int32
+}
+
+func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
+	if len(msgs) == 0 {
+		return nil, errors.New("producer: no message")
+	}
+	topic := msgs[0].Topic
+	if err := protocol.ValidateTopic(topic); err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
+	}
+	if protocol.IsSystemTopic(topic) {
+		return nil, fmt.Errorf("producer: topic %s is a system topic", topic)
+	}
+	for _, m := range msgs {
+		if m.Topic != topic {
+			return nil, fmt.Errorf("producer: a batch must have one topic, got %s and %s", topic, m.Topic)
+		}
+		if len(m.Body) == 0 {
+			return nil, errors.New("producer: message body is empty")
+		}
+		if len(m.Body) > p.o.maxMessageSize {
+			return nil, fmt.Errorf("producer: message body of %d bytes is over the limit %d", len(m.Body), p.o.maxMessageSize)
+		}
+	}
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	pr := &prepared{topic: topic, first: msgs[0]}
+	if len(msgs) == 1 {
+		m := msgs[0]
+		props := message.Properties(m.Properties).Clone()
+		if props[message.PropertyUniqKey] == "" {
+			props[message.PropertyUniqKey] = client.NewUniqID()
+		}
+		pr.uniq = props[message.PropertyUniqKey]
+		body := m.Body
+		if strings.EqualFold(props[message.PropertyTransactionPrepared], "true") {
+			pr.sysFlag |= message.TransactionPrepared
+		}
+		if p.o.compressOver > 0 && len(body) >= p.o.compressOver {
+			z, err := message.Deflate(body, p.o.compressLevel)
+			if err != nil {
+				return nil, fmt.Errorf("producer: %w", err)
+			}
+			body = z
+			pr.sysFlag |= message.FlagCompressed
+		}
+		pr.body = body
+		pr.ext = map[string]string{
+			"producerGroup": p.group, "topic": topic, "defaultTopic": p.o.createTopicKey,
+			"defaultTopicQueueNums": strconv.Itoa(p.o.defaultTopicQueue),
+			"sysFlag":               strconv.Itoa(int(pr.sysFlag)), "bornTimestamp": now,
+			"flag": strconv.Itoa(int(m.Flag)), "properties": encodeProps(props),
+			"reconsumeTimes": "0", "unitMode": "false", "maxReconsumeTimes": "0", "batch": "false",
+		}
+		return pr, nil
+	}
+	pr.batch = true
+	var body []byte
+	for _, m := range msgs {
+		if m.Properties[message.PropertyDelayTimeLevel] != "" {
+			return nil, errors.New("producer: a batch cannot carry delayed messages")
+		}
+		if strings.EqualFold(m.Properties[message.PropertyTransactionPrepared], "true") {
+			return nil, errors.New("producer: a batch cannot carry transactional messages")
+		}
+		props := message.Properties(m.Properties).Clone()
+		if props[message.PropertyUniqKey] == "" {
+			props[message.PropertyUniqKey] = client.NewUniqID()
+		}
+		body = message.AppendBatchItem(body, message.BatchItem{Flag: m.Flag, Body: m.Body, Properties: props})
+	}
+	pr.body = body
+	pr.ext = map[string]string{
+		"a": p.group, "b": topic, "c": p.o.createTopicKey, "d": strconv.Itoa(p.o.defaultTopicQueue),
+		"f": "0", "g": now, "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true",
+	}
+	return pr, nil
+}
+
+// encodeProps writes properties as the official Go client does, with a
+// trailing separator.
+func encodeProps(props message.Properties) string {
+	b := props.AppendEncoded(nil)
+	if len(b) > 0 {
+		b = append(b, message.PropertySeparator)
+	}
+	return string(b)
+}
+
+func (pr *prepared) request(q client.MessageQueue) *remoting.Command {
+	ext := make(map[string]string, len(pr.ext)+2)
+	for k, v := range pr.ext {
+		ext[k] = v
+	}
+	code := remoting.SendMessage
+	if pr.batch {
+		code = remoting.SendBatchMessage
+		ext["e"] = strconv.Itoa(q.QueueID)
+		ext["n"] = q.BrokerName
+	} else {
+		ext["queueId"] = strconv.Itoa(q.QueueID)
+		ext["bname"] = q.BrokerName
+	}
+	return client.NewRequest(code, ext, pr.body)
+}
+
+func retriable(err error) bool {
+	switch client.CodeOf(err) {
+	case remoting.TopicNotExist, remoting.ServiceNotAvailable, remoting.SystemError, remoting.NoPermission,
+		remoting.SystemBusy, remoting.FlowControl:
+		return true
+	case -1:
+		return !errors.Is(err, context.Canceled) && !errors.Is(err, client.ErrClosed)
+	}
+	return false
+}
+
+func (p *Producer) sendCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, p.o.sendTimeout)
+}
+
+// send runs the attempt loop.
+func (p *Producer) send(ctx context.Context, pr *prepared, retries int, sel QueueSelector) (*client.SendResult, error) {
+	ctx, cancel := p.sendCtx(ctx)
+	defer cancel()
+	last := ""
+	var lastErr error
+	for attempt := 0; attempt <= retries; attempt++ {
+		route, err := p.c.PublishRoute(ctx, pr.topic, p.o.defaultTopicQueue)
+		if err != nil {
+			return nil, fmt.Errorf("producer: send to %s: %w", pr.topic, err)
+		}
+		q := sel.Select(pr.first, route.Publish, last, p.available)
+		addr, ok := p.c.BrokerAddr(q.BrokerName)
+		if !ok {
+			lastErr = fmt.Errorf("producer: %w: %s", client.ErrBrokerNotFound, q.BrokerName)
+			last = q.BrokerName
+			continue
+		}
+		start := time.Now()
+		resp, err := p.c.Invoke(ctx, addr, pr.request(q))
+		took := time.Since(start)
+		var res *client.SendResult
+		if err == nil {
+			res, err = p.result(addr, pr, q, resp)
+		}
+		if p.o.faultEnabled {
+			p.faults.update(q.BrokerName, took, err != nil && retriable(err))
+		}
+		if err == nil {
+			return res, nil
+		}
+		lastErr = err
+		last = q.BrokerName
+		p.log.Debug("send attempt failed", "topic", pr.topic, "queue", q.String(), "attempt", attempt+1, "err", err)
+		if client.CodeOf(err) == remoting.TopicNotExist {
+			p.c.ForgetRoute(pr.topic)
+		}
+		if !retriable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil && !errors.Is(lastErr, client.ErrTimeout) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("producer: send to %s: %w: %w", pr.topic, client.ErrTimeout, lastErr)
+	}
+	return nil, fmt.Errorf("producer: send to %s: %w", pr.topic, lastErr)
+}
+
+func (p *Producer) result(addr string, pr *prepared, q client.MessageQueue, resp *remoting.Command) (*client.SendResult, error) {
+	var st client.SendStatus
+	switch resp.Code {
+	case remoting.Success:
+		st = client.SendOK
+	case remoting.FlushDiskTimeout:
+		st = client.SendFlushDiskTimeout
+	case remoting.FlushSlaveTimeout:
+		st = client.SendFlushSlaveTimeout
+	case remoting.SlaveNotAvailable:
+		st = client.SendSlaveNotAvailable
+	default:
+		return nil, client.NewBrokerError(addr, resp)
+	}
+	res := &client.SendResult{Status: st, MsgID: pr.uniq, OffsetMsgID: resp.Ext("msgId"), Queue: q,
+		TransactionID: resp.Ext("transactionId"), RegionID: resp.Ext("MSG_REGION")}
+	if v, err := strconv.Atoi(resp.Ext("queueId")); err == nil {
+		res.Queue.QueueID = v
+	}
+	res.QueueOffset, _ = strconv.ParseInt(resp.Ext("queueOffset"), 10, 64)
+	return res, nil
+}
+
+// SendSync sends one message, or several of one topic as a batch, and
+// waits until the broker stored them. Retriable failures (timeouts,
+// connection errors, SYSTEM_BUSY, SYSTEM_ERROR, TOPIC_NOT_EXIST,
+// SERVICE_NOT_AVAILABLE, NO_PERMISSION) are retried on another broker
+// while the send timeout allows.
+func (p *Producer) SendSync(ctx context.Context, msgs ...*client.Message) (*client.SendResult, error) {
+	return p.SendWithSelector(ctx, p.o.selector, msgs...)
+}
+
+// SendWithSelector is SendSync with a queue selector for this call.
+func (p *Producer) SendWithSelector(ctx context.Context, sel QueueSelector, msgs ...*client.Message) (*client.SendResult, error) {
+	if err := p.begin(); err != nil {
+		return nil, err
+	}
+	defer p.wg.Done()
+	pr, err := p.prepare(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return p.send(ctx, pr, p.o.retries, sel)
+}
+
+// SendAsync sends in the background and calls cb once with the outcome.
+// The error returned is about the messages themselves (validation) or a
+// closed producer; cb is not called then.
+func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *client.SendResult, error), msgs ...*client.Message) error {
+	if err := p.begin(); err != nil {
+		return err
+	}
+	pr, err := p.prepare(msgs)
+	if err != nil {
+		p.wg.Done()
+		return err
+	}
+	go func() {
+		defer p.wg.Done()
+		res, err := p.send(ctx, pr, p.o.asyncRetries, p.o.selector)
+		cb(ctx, res, err)
+	}()
+	return nil
+}
+
+// SendOneway writes the message without waiting for the broker; it is
+// never retried.
+func (p *Producer) SendOneway(ctx context.Context, msgs ...*client.Message) error {
+	if err := p.begin(); err != nil {
+		return err
+	}
+	defer p.wg.Done()
+	pr, err := p.prepare(msgs)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := p.sendCtx(ctx)
+	defer cancel()
+	route, err := p.c.PublishRoute(ctx, pr.topic, p.o.defaultTopicQueue)
+	if err != nil {
+		return fmt.Errorf("producer: send to %s: %w", pr.topic, err)
+	}
+	q := p.o.selector.Select(pr.first, route.Publish, "", p.available)
+	addr, ok := p.c.BrokerAddr(q.BrokerName)
+	if !ok {
+		return fmt.Errorf("producer: %w: %s", client.ErrBrokerNotFound, q.BrokerName)
+	}
+	if err := p.c.SendOneway(ctx, addr, pr.request(q)); err != nil {
+		return fmt.Errorf("producer: oneway send to %s: %w", pr.topic, err)
+	}
+	return nil
+}
+
+// CheckTransaction implements client.ProducerHandler.
+func (p *Producer) CheckTransaction(ctx context.Context, peer *remoting.Peer, req *remoting.Command) {
+	if p.o.checker == nil {
+		p.log.Warn("transaction check for a producer without a transaction listener")
+		return
+	}
+	if err := p.begin(); err != nil {
+		return
+	}
+	defer p.wg.Done()
+	msgs, err := client.DecodeMessages(req.Body, "")
+	if err != nil || len(msgs) == 0 {
+		return
+	}
+	m := msgs[0]
+	st := p.safeCheck(ctx, m)
+	tid := req.Ext("transactionId")
+	if tid == "" {
+		tid = m.Properties[message.PropertyUniqKey]
+	}
+	end := client.NewRequest(remoting.EndTransaction, map[string]string{
+		"producerGroup":        p.group,
+		"tranStateTableOffset": req.Ext("tranStateTableOffset"),
+		"commitLogOffset":      req.Ext("commitLogOffset"),
+		"commitOrRollback":     strconv.Itoa(int(st.code())),
+		"fromTransactionCheck": "true",
+		"msgId":                m.MsgID,
+		"transactionId":        tid,
+		"bname":                "",
+	}, nil)
+	end.Remark = ""
+	if err := p.c.SendOnPeer(ctx, peer, end); err != nil {
+		p.log.Warn("end transaction after check", "msgId", m.MsgID, "err", err)
+	}
+}
+
+func (p *Producer) safeCheck(ctx context.Context, m *client.MessageExt) (st LocalTransactionState) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("transaction check panicked", "panic", r)
+			st = Unknown
+		}
+	}()
+	return p.o.checker.CheckLocalTransaction(ctx, m)
+}
