@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
@@ -33,6 +36,29 @@ type fakeBroker struct {
 	passed  map[int32]int
 	refused map[int32]int
 	remarks []string
+	// heartbeats holds the bodies of heartbeats that passed.
+	heartbeats []string
+	// lists counts GET_CONSUMER_LIST_BY_GROUP requests by group, passed
+	// or not.
+	lists map[string]int
+}
+
+// waitRebalanced waits until the consumer of group asked for the consumer
+// list of both its topics (the topic and its retry topic): the client
+// races with itself when it shuts down during a rebalance.
+func (b *fakeBroker) waitRebalanced(t *testing.T, group string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.lists[group] >= 2
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+func (b *fakeBroker) passedHeartbeats() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.heartbeats...)
 }
 
 func (b *fakeBroker) counts() (passed, refused map[int32]int, remarks []string) {
@@ -50,17 +76,23 @@ func (b *fakeBroker) counts() (passed, refused map[int32]int, remarks []string) 
 
 func startFakeBroker(t *testing.T, a *ACL) *fakeBroker {
 	t.Helper()
-	b := &fakeBroker{passed: map[int32]int{}, refused: map[int32]int{}}
+	b := &fakeBroker{passed: map[int32]int{}, refused: map[int32]int{}, lists: map[string]int{}}
 	router := remoting.NewRouter()
 	check := a.Interceptor()
 	router.Use(func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := check(ctx, p, req)
 		b.mu.Lock()
+		if req.Code == remoting.GetConsumerListByGroup {
+			b.lists[req.Ext("consumerGroup")]++
+		}
 		if resp != nil {
 			b.refused[req.Code]++
 			b.remarks = append(b.remarks, resp.Remark)
 		} else {
 			b.passed[req.Code]++
+			if req.Code == remoting.HeartBeat {
+				b.heartbeats = append(b.heartbeats, string(req.Body))
+			}
 		}
 		b.mu.Unlock()
 		return resp
@@ -84,6 +116,15 @@ func startFakeBroker(t *testing.T, a *ACL) *fakeBroker {
 		resp.SetExt("queueId", "0")
 		resp.SetExtInt("queueOffset", offset.Add(1))
 		return resp
+	})
+	router.RegisterFunc(remoting.GetConsumerListByGroup, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		// No consumer ids: the client gets no queues and never pulls.
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp.Body = []byte(`{"consumerIdList":[]}`)
+		return resp
+	})
+	router.RegisterFunc(remoting.CheckClientConfig, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		return remoting.NewResponse(req, remoting.Success, "")
 	})
 	ln, err := tcp.Listen(context.Background(), "127.0.0.1:0", tcp.NewConfig(), 0)
 	require.NoError(t, err)
@@ -115,6 +156,23 @@ func officialProducer(t *testing.T, addr string, cred primitive.Credentials) roc
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })
 	return p
+}
+
+func officialConsumer(t *testing.T, addr, group, topic string, cred primitive.Credentials) rocketmq.PushConsumer {
+	t.Helper()
+	n := instanceSeq.Add(1)
+	c, err := rocketmq.NewPushConsumer(
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{addr})),
+		consumer.WithGroupName(group),
+		consumer.WithInstance(fmt.Sprintf("aclc_%d_%d", os.Getpid(), n)),
+		consumer.WithCredentials(cred),
+	)
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{}, func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	}))
+	t.Cleanup(func() { _ = c.Shutdown() })
+	return c
 }
 
 func TestOfficialGoClientSignatures(t *testing.T) {
@@ -168,6 +226,31 @@ func TestOfficialGoClientSignatures(t *testing.T) {
 		require.Error(t, err)
 		_, _, remarks := b.counts()
 		assert.Contains(t, remarks, "acl: No acl config for Stranger")
+	})
+
+	t.Run("push consumer heartbeat", func(t *testing.T) {
+		// A consumer heartbeat carries consumerDataSet: group groupB may
+		// consume topicB and its retry topic.
+		c := officialConsumer(t, b.addr, "groupB", "topicB", primitive.Credentials{AccessKey: "RocketMQ", SecretKey: skUser})
+		require.NoError(t, c.Start())
+		require.Eventually(t, func() bool {
+			for _, hb := range b.passedHeartbeats() {
+				if strings.Contains(hb, `"groupName":"groupB"`) && strings.Contains(hb, `"topic":"%RETRY%groupB"`) {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 20*time.Millisecond)
+		b.waitRebalanced(t, "groupB")
+	})
+	t.Run("push consumer of a denied group", func(t *testing.T) {
+		c := officialConsumer(t, b.addr, "groupA", "topicB", primitive.Credentials{AccessKey: "RocketMQ", SecretKey: skUser})
+		require.NoError(t, c.Start())
+		require.Eventually(t, func() bool {
+			_, _, remarks := b.counts()
+			return slices.Contains(remarks, "acl: no permission: SUB on group groupA for accessKey RocketMQ")
+		}, 10*time.Second, 20*time.Millisecond)
+		b.waitRebalanced(t, "groupA")
 	})
 
 	passed, _, remarks := b.counts()
