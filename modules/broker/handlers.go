@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/message"
@@ -37,7 +36,6 @@ func (b *Broker) registerProcessors() {
 	r.RegisterFunc(remoting.UpdateAndCreateSubscriptionGroup, b.handleCreateGroup)
 	r.RegisterFunc(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
 	r.RegisterFunc(remoting.CheckClientConfig, b.handleCheckClientConfig)
-	r.RegisterFunc(remoting.ConsumerSendMsgBack, b.handleSendBack)
 }
 
 func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
@@ -376,71 +374,6 @@ func (b *Broker) handleCheckClientConfig(ctx context.Context, p *remoting.Peer, 
 	}
 	if _, err := b.filters.compile(body.ExpressionType, body.SubString); err != nil {
 		return remoting.Errorf(req, remoting.SubscriptionParseFailed, err.Error())
-	}
-	return remoting.NewResponse(req, remoting.Success, "")
-}
-
-// handleSendBack stores a message a consumer failed to process in its
-// group's retry topic (or DLQ once it ran out of attempts). Delays are
-// applied by a scheduler put hook when one is composed.
-func (b *Broker) handleSendBack(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
-	e := remoting.ReadExt(req)
-	group := e.String("group")
-	off := e.Int64("offset")
-	delay := e.OptInt32("delayLevel", 0)
-	maxRe := e.OptInt32("maxReconsumeTimes", 16)
-	origin := e.OptString("originMsgId")
-	if e.Err != nil {
-		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
-	}
-	gc, err := b.groups.getOrCreate(group)
-	if err != nil {
-		return remoting.Errorf(req, remoting.SystemError, err.Error())
-	}
-	if gc.RetryQueueNums <= 0 {
-		return remoting.NewResponse(req, remoting.Success, "")
-	}
-	rec, err := b.store.Lookup(ctx, off)
-	if err != nil {
-		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("look back message by offset %d: %v", off, err))
-	}
-	old, _, err := message.DecodeStored(rec)
-	if err != nil {
-		return remoting.Errorf(req, remoting.SystemError, err.Error())
-	}
-	props := old.Properties.Clone()
-	if props[message.PropertyRetryTopic] == "" {
-		props[message.PropertyRetryTopic] = old.Topic
-	}
-	if props[message.PropertyOriginMessageID] == "" {
-		if origin == "" {
-			origin = old.UniqKey()
-		}
-		props[message.PropertyOriginMessageID] = origin
-	}
-	var topic string
-	var queue int32
-	if old.ReconsumeTimes >= maxRe || delay < 0 {
-		topic, err = b.ensureDLQ(group)
-		delete(props, message.PropertyDelayTimeLevel)
-	} else {
-		topic, err = b.ensureRetryTopic(group, gc.RetryQueueNums)
-		if delay == 0 {
-			delay = 3 + old.ReconsumeTimes
-		}
-		props[message.PropertyDelayTimeLevel] = strconv.Itoa(int(delay))
-		queue = int32(uint32(old.QueueOffset) % uint32(gc.RetryQueueNums))
-	}
-	if err != nil {
-		return remoting.Errorf(req, remoting.SystemError, err.Error())
-	}
-	m := &message.Ext{
-		Message: message.Message{Topic: topic, Flag: old.Flag, Properties: props, Body: old.Body},
-		QueueID: queue, SysFlag: old.SysFlag, BornTimestamp: old.BornTimestamp, BornHost: old.BornHost,
-		ReconsumeTimes: old.ReconsumeTimes + 1,
-	}
-	if _, err := b.Put(ctx, []*message.Ext{m}); err != nil {
-		return b.storeErrorResponse(req, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }

@@ -185,7 +185,7 @@ func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHe
 	if err := protocol.ValidateTopic(h.topic); err != nil {
 		return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
-	if protocol.IsSystemTopic(h.topic) {
+	if protocol.IsSystemTopic(h.topic) || brokerOnlyTopic(h.topic) {
 		return nil, remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("sending message to topic[%s] is forbidden", h.topic))
 	}
 	tc, ok := b.topics.get(h.topic)
@@ -265,6 +265,9 @@ func (b *Broker) ensureDLQ(group string) (string, error) {
 }
 
 func (b *Broker) storeErrorResponse(req *remoting.Command, err error) *remoting.Command {
+	if code, ok := rejectCode(err); ok {
+		return remoting.Errorf(req, code, err.Error())
+	}
 	b.log.Warn("store append", "err", err)
 	return remoting.Errorf(req, remoting.SystemError, err.Error())
 }

@@ -1,0 +1,385 @@
+// Package schedule is the scheduled-message module: RocketMQ 4 delay
+// levels (a message with property DELAY=n waits in SCHEDULE_TOPIC_XXXX
+// queue n-1 and a per-level scheduler delivers it when due) and RocketMQ 5
+// style timers (__STARTDELIVERTIME, TIMER_DELIVER_MS, TIMER_DELAY_MS: the
+// message waits in rmq_sys_wheel_timer and a file-backed timing wheel
+// delivers it at its time).
+//
+// Both paths keep their progress in broker metadata documents and deliver
+// through broker.Put, so a restart neither skips nor repeats deliveries
+// (beyond at-least-once at the instant of a crash).
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+// PropertyTimerOut is the delivery time (epoch ms) of a message held in
+// the timer topic (RocketMQ 5's TIMER_OUT_MS).
+const PropertyTimerOut = "TIMER_OUT_MS"
+
+// progressDoc is the per-level delivery progress (RocketMQ delayOffset.json):
+// level → next queue offset to deliver.
+const progressDoc = "delayOffset"
+
+// maxSleep bounds every wait so clock jumps and missed wakes heal.
+const maxSleep = 5 * time.Second
+
+// Service runs the delay-level schedulers and the timer wheel of a broker.
+type Service struct {
+	cfg    *Config
+	b      *broker.Broker
+	log    *slog.Logger
+	levels []time.Duration
+	now    func() time.Time
+
+	lv    []*level
+	timer *timerService
+
+	saveMu sync.Mutex // serializes progressDoc saves
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type level struct {
+	n      int // 1-based
+	delay  time.Duration
+	wake   chan struct{}
+	mu     sync.Mutex
+	offset int64
+}
+
+type levelDoc struct {
+	OffsetTable map[string]int64 `json:"offsetTable"`
+}
+
+// New creates the schedule and timer topics, loads progress and registers
+// the put hook and store listener on b. Start runs the schedulers.
+func New(cfg *Config, b *broker.Broker) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "schedule"), levels: cfg.Levels(), now: time.Now}
+	n := int32(len(s.levels))
+	if _, err := b.EnsureTopic(&protocol.TopicConfig{TopicName: protocol.ScheduleTopic, ReadQueueNums: n, WriteQueueNums: n, Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
+	if _, err := b.EnsureTopic(&protocol.TopicConfig{TopicName: broker.TimerTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
+	var doc levelDoc
+	if _, err := b.LoadMeta(progressDoc, &doc); err != nil {
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
+	for i, d := range s.levels {
+		l := &level{n: i + 1, delay: d, wake: make(chan struct{}, 1), offset: doc.OffsetTable[strconv.Itoa(i+1)]}
+		s.lv = append(s.lv, l)
+	}
+	t, err := newTimerService(s)
+	if err != nil {
+		return nil, err
+	}
+	s.timer = t
+	b.AddPutHook(s.hook)
+	b.AddStoredListener(s.stored)
+	return s, nil
+}
+
+// Start runs one goroutine per delay level and the timer wheel.
+func (s *Service) Start(context.Context) error {
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, l := range s.lv {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.runLevel(s.ctx, l)
+		}()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.timer.run(s.ctx)
+	}()
+	return nil
+}
+
+// Stop stops the schedulers, waits for them and closes the wheel.
+func (s *Service) Stop(context.Context) error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	return s.timer.close()
+}
+
+// Levels returns the delay of each level.
+func (s *Service) Levels() []time.Duration { return append([]time.Duration(nil), s.levels...) }
+
+// ClampLevel maps a requested level onto the table: 0 for none, levels
+// above the maximum to the maximum.
+func ClampLevel(level, n int) int {
+	switch {
+	case level <= 0:
+		return 0
+	case level > n:
+		return n
+	}
+	return level
+}
+
+// DueMs is when a message stored at storeMs in a level of delay d is due.
+func DueMs(storeMs int64, d time.Duration) int64 { return storeMs + d.Milliseconds() }
+
+// deliverTime reads a timer message's delivery time (epoch ms). ok is
+// false when the message carries no timer property.
+func deliverTime(p message.Properties, nowMs int64) (ms int64, ok bool, err error) {
+	for _, k := range [...]string{message.PropertyStartDeliverTime, message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS} {
+		v, has := p[k]
+		if !has || v == "" {
+			continue
+		}
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil || n < 0 {
+			return 0, true, &broker.RejectError{Code: remoting.MessageIllegal, Reason: fmt.Sprintf("schedule: property %s=%q is not a time in milliseconds", k, v)}
+		}
+		if k == message.PropertyTimerDelayMS {
+			n += nowMs
+		}
+		return n, true, nil
+	}
+	return 0, false, nil
+}
+
+// hook moves delayed and timer messages to their holding topics.
+func (s *Service) hook(_ context.Context, m *message.Ext) (int64, bool, error) {
+	if m.Topic == protocol.ScheduleTopic || m.Topic == broker.TimerTopic {
+		return 0, false, nil
+	}
+	if tx := m.SysFlag & message.TransactionMask; tx == message.TransactionPrepared || tx == message.TransactionRollback {
+		return 0, false, nil
+	}
+	now := s.now().UnixMilli()
+	at, ok, err := deliverTime(m.Properties, now)
+	if err != nil {
+		return 0, false, err
+	}
+	if ok {
+		if at <= now {
+			return 0, false, nil
+		}
+		if at-now > s.cfg.MaxDelay.Milliseconds() {
+			return 0, false, &broker.RejectError{Code: remoting.MessageIllegal,
+				Reason: fmt.Sprintf("schedule: delivery time %s is more than schedule.max_delay %s ahead", time.UnixMilli(at).UTC().Format(time.RFC3339Nano), s.cfg.MaxDelay)}
+		}
+		hold(m, broker.TimerTopic, 0)
+		m.Properties[PropertyTimerOut] = strconv.FormatInt(at, 10)
+		return at, true, nil
+	}
+	lvl := ClampLevel(m.DelayLevel(), len(s.levels))
+	if lvl == 0 {
+		return 0, false, nil
+	}
+	m.Properties[message.PropertyDelayTimeLevel] = strconv.Itoa(lvl)
+	hold(m, protocol.ScheduleTopic, int32(lvl-1))
+	return DueMs(now, s.levels[lvl-1]), true, nil
+}
+
+func hold(m *message.Ext, topic string, queue int32) {
+	if m.Properties == nil {
+		m.Properties = message.Properties{}
+	}
+	m.Properties[message.PropertyRealTopic] = m.Topic
+	m.Properties[message.PropertyRealQueueID] = strconv.Itoa(int(m.QueueID))
+	m.Topic, m.QueueID = topic, queue
+}
+
+// stored wakes the scheduler of every level or the wheel that got a message.
+func (s *Service) stored(msgs []*message.Ext, _ []store.Position) {
+	for _, m := range msgs {
+		switch m.Topic {
+		case protocol.ScheduleTopic:
+			if int(m.QueueID) < len(s.lv) {
+				signal(s.lv[m.QueueID].wake)
+			}
+		case broker.TimerTopic:
+			signal(s.timer.wake)
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// release rebuilds the message to deliver from a held record: the real
+// topic and queue are restored and the scheduling properties dropped;
+// everything else is kept and the store assigns a new store time.
+func release(rec []byte) (*message.Ext, error) {
+	old, _, err := message.DecodeStored(rec)
+	if err != nil {
+		return nil, err
+	}
+	p := old.Properties
+	topic := p[message.PropertyRealTopic]
+	if topic == "" {
+		return nil, fmt.Errorf("schedule: held message at %d has no %s", old.CommitLogOffset, message.PropertyRealTopic)
+	}
+	q, _ := strconv.Atoi(p[message.PropertyRealQueueID])
+	for _, k := range [...]string{message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDelayTimeLevel,
+		message.PropertyStartDeliverTime, message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, PropertyTimerOut} {
+		delete(p, k)
+	}
+	return &message.Ext{
+		Message: message.Message{Topic: topic, Flag: old.Flag, Properties: p, Body: old.Body},
+		QueueID: int32(q), SysFlag: old.SysFlag, BornTimestamp: old.BornTimestamp, BornHost: old.BornHost,
+		ReconsumeTimes: old.ReconsumeTimes, PreparedTransactionOffset: old.PreparedTransactionOffset,
+	}, nil
+}
+
+// sleep waits d (bounded by maxSleep), a wake or ctx.
+func sleep(ctx context.Context, t *time.Timer, d time.Duration, wake <-chan struct{}) {
+	d = min(d, maxSleep)
+	if d <= 0 {
+		return
+	}
+	t.Reset(d)
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
+	}
+	t.Stop()
+}
+
+func (s *Service) runLevel(ctx context.Context, l *level) {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	var res store.ReadResult
+	for ctx.Err() == nil {
+		wait := s.deliverLevel(ctx, l, &res)
+		if wait > 0 {
+			sleep(ctx, t, wait, l.wake)
+		}
+	}
+}
+
+// deliverLevel delivers the due messages at the head of a level's queue;
+// it returns how long to wait before trying again (0: go on at once).
+func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadResult) time.Duration {
+	q := store.Queue{Topic: protocol.ScheduleTopic, ID: int32(l.n - 1)}
+	l.mu.Lock()
+	off := l.offset
+	l.mu.Unlock()
+	min, max, err := s.b.Store().Offsets(q)
+	if err != nil {
+		s.log.Warn("schedule queue offsets", "level", l.n, "err", err)
+		return time.Second
+	}
+	if off < min || off > max {
+		s.log.Warn("schedule progress outside the queue, clamped", "level", l.n, "offset", off, "min", min, "max", max)
+		off = clamp(off, min, max)
+		s.setLevel(l, off)
+	}
+	if off >= max {
+		return maxSleep
+	}
+	res.Reset()
+	if err := s.b.Store().Read(ctx, q, off, store.ReadOptions{MaxMessages: 64, MaxBytes: 4 << 20}, res); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("read schedule queue", "level", l.n, "offset", off, "err", err)
+		}
+		return time.Second
+	}
+	now := s.now().UnixMilli()
+	next := off
+	var wait time.Duration
+	var batch []*message.Ext
+	for i, rec := range res.Records {
+		h, err := message.PeekHeader(rec)
+		if err != nil {
+			s.log.Error("skip malformed schedule record", "level", l.n, "offset", res.QueueOffsets[i], "err", err)
+			next = res.QueueOffsets[i] + 1
+			continue
+		}
+		if due := DueMs(h.StoreTimestamp, l.delay); due > now {
+			wait = time.Duration(due-now) * time.Millisecond
+			break
+		}
+		m, err := release(rec)
+		if err != nil {
+			s.log.Error("skip undeliverable schedule record", "level", l.n, "offset", res.QueueOffsets[i], "err", err)
+		} else {
+			batch = append(batch, m)
+		}
+		next = res.QueueOffsets[i] + 1
+	}
+	if wait == 0 && len(res.Records) == 0 && res.NextOffset > next {
+		next = res.NextOffset
+	}
+	if len(batch) > 0 {
+		if _, err := s.b.Put(ctx, batch); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("deliver scheduled messages", "level", l.n, "n", len(batch), "err", err)
+			}
+			return time.Second
+		}
+	}
+	if next != off {
+		s.setLevel(l, next)
+		if err := s.saveLevels(); err != nil {
+			s.log.Error("persist schedule progress", "err", err)
+		}
+	}
+	if wait == 0 && next == off {
+		return maxSleep
+	}
+	return wait
+}
+
+func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
+
+func (s *Service) setLevel(l *level, off int64) {
+	l.mu.Lock()
+	l.offset = off
+	l.mu.Unlock()
+}
+
+// saveLevels persists every level's progress.
+func (s *Service) saveLevels() error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	doc := levelDoc{OffsetTable: make(map[string]int64, len(s.lv))}
+	for _, l := range s.lv {
+		l.mu.Lock()
+		doc.OffsetTable[strconv.Itoa(l.n)] = l.offset
+		l.mu.Unlock()
+	}
+	return s.b.SaveMeta(progressDoc, doc)
+}
+
+// Progress returns each level's next offset to deliver (level → offset).
+func (s *Service) Progress() map[int]int64 {
+	out := make(map[int]int64, len(s.lv))
+	for _, l := range s.lv {
+		l.mu.Lock()
+		out[l.n] = l.offset
+		l.mu.Unlock()
+	}
+	return out
+}
