@@ -52,6 +52,7 @@ func BenchmarkAppend(b *testing.B) {
 			})
 			b.StopTimer()
 			b.ReportMetric(float64(s.syncs.Load())/float64(b.N), "fsyncs/op")
+			b.ReportMetric(float64(s.writes.Load())/float64(b.N), "writes/op")
 		})
 	}
 }

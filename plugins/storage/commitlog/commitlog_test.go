@@ -615,3 +615,95 @@ func TestCloseUnderLoad(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// TestGroupWrite queues many Append calls behind the write lock so one
+// writer pass takes them all: good calls land densely, bad ones (whose
+// first message may have rolled a segment) fail alone.
+func TestGroupWrite(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	set.MaxMessageSize = 2048
+	cfg := smallConfig(minSegmentSize)
+	s := openStore(t, cfg, set)
+	defer s.Close()
+	const calls = 40
+	type result struct {
+		good bool
+		body string
+		pos  []store.Position
+		err  error
+	}
+	results := make([]result, calls)
+	var wg sync.WaitGroup
+	s.mu.Lock()
+	for i := 0; i < calls; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			body := fmt.Sprintf("%02d%s", i, make([]byte, 600))
+			batch := []store.Message{msg("Group", int32(i%3), body)}
+			good := i%4 != 1
+			if !good {
+				batch = append(batch, msg("Group", int32(i%3), string(make([]byte, 4096))))
+			}
+			pos, err := s.Append(bg, batch)
+			results[i] = result{good: good, body: body, pos: pos, err: err}
+		}(i)
+	}
+	for {
+		s.pendMu.Lock()
+		n := len(s.pending)
+		s.pendMu.Unlock()
+		if n == calls {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := s.writes.Load()
+	s.mu.Unlock()
+	wg.Wait()
+	assert.Equal(t, int64(1), s.writes.Load()-before, "one writer pass")
+
+	byQueue := map[int32]map[int64]string{}
+	for i, r := range results {
+		if !r.good {
+			assert.ErrorIs(t, r.err, store.ErrTooLarge, "call %d", i)
+			assert.Nil(t, r.pos)
+			continue
+		}
+		require.NoError(t, r.err, "call %d", i)
+		require.Len(t, r.pos, 1)
+		q := int32(i % 3)
+		if byQueue[q] == nil {
+			byQueue[q] = map[int64]string{}
+		}
+		byQueue[q][r.pos[0].QueueOffset] = r.body
+		rec, err := s.Lookup(bg, r.pos[0].CommitLogOffset)
+		require.NoError(t, err)
+		m, _, err := message.DecodeStored(rec)
+		require.NoError(t, err)
+		assert.Equal(t, r.body, string(m.Body))
+	}
+	for q, offs := range byQueue {
+		_, mx, err := s.Offsets(store.Queue{Topic: "Group", ID: q})
+		require.NoError(t, err)
+		require.Equal(t, int64(len(offs)), mx, "queue %d is dense", q)
+		var r store.ReadResult
+		for off := int64(0); off < mx; off = r.NextOffset {
+			require.NoError(t, s.Read(bg, store.Queue{Topic: "Group", ID: q}, off, store.ReadOptions{}, &r))
+			require.Equal(t, store.Found, r.Status)
+			for i, rec := range r.Records {
+				m, _, err := message.DecodeStored(rec)
+				require.NoError(t, err)
+				assert.Equal(t, offs[r.QueueOffsets[i]], string(m.Body))
+			}
+		}
+	}
+	require.NoError(t, s.Close())
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	for q, offs := range byQueue {
+		_, mx, err := s.Offsets(store.Queue{Topic: "Group", ID: q})
+		require.NoError(t, err)
+		assert.Equal(t, int64(len(offs)), mx)
+	}
+}

@@ -77,7 +77,13 @@ type Store struct {
 	propBuf []byte
 	disp    []dispatch
 	touched []*consumeQueue
+	chunks  []chunk
+	group   []*appendReq
 	lastTS  int64
+
+	// pending holds the Append calls waiting for mu (group write).
+	pendMu  sync.Mutex
+	pending []*appendReq
 
 	// wrote is the end of the written and dispatched commit log: every
 	// byte below it is readable.
@@ -104,6 +110,7 @@ type Store struct {
 	flushWait chan struct{}
 	kick      chan struct{}
 	syncs     atomic.Int64 // commit-log fsync rounds, for tests
+	writes    atomic.Int64 // group writes, for tests
 
 	ckMu    sync.Mutex
 	ckFile  *os.File
@@ -212,7 +219,24 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	return s, nil
 }
 
+// appendReq is one Append call waiting for the writer.
+type appendReq struct {
+	msgs []store.Message
+	pos  []store.Position
+	end  int64 // end of the request's last record
+	err  error
+	done bool // guarded by Store.mu
+}
+
+// maxGroup bounds how many waiting Append calls one writer pass takes.
+const maxGroup = 64
+
 // Append implements store.Store.
+//
+// Calls that arrive while another is writing are written together (group
+// write): whoever gets the write lock encodes every waiting call into one
+// buffer and writes it with one pwrite; each call still succeeds or fails
+// on its own.
 func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Position, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -225,26 +249,56 @@ func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Posit
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("commitlog: append: %w", err)
 	}
+	req := &appendReq{msgs: msgs}
+	s.pendMu.Lock()
+	s.pending = append(s.pending, req)
+	s.pendMu.Unlock()
 	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("commitlog: append: %w", store.ErrClosed)
+	if !req.done {
+		s.pendMu.Lock()
+		k := min(len(s.pending), maxGroup)
+		group := append(s.group[:0], s.pending[:k]...)
+		n := copy(s.pending, s.pending[k:])
+		clear(s.pending[n:])
+		s.pending = s.pending[:n]
+		s.pendMu.Unlock()
+		s.writeGroup(group)
+		clear(group)
+		s.group = group[:0]
 	}
-	if err := s.failure(); err != nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("commitlog: append after earlier failure: %w: %w", store.ErrNotDurable, err)
-	}
-	pos, end, err := s.appendLocked(msgs)
 	s.mu.Unlock()
-	if err != nil {
-		return nil, err
+	if req.err != nil {
+		return nil, req.err
 	}
 	if s.mode == store.FlushSync {
-		if err := s.waitDurable(ctx, end); err != nil {
+		if err := s.waitDurable(ctx, req.end); err != nil {
 			return nil, err
 		}
 	}
-	return pos, nil
+	return req.pos, nil
+}
+
+// writeGroup appends the requests' messages and marks each request done.
+// Called with s.mu held.
+func (s *Store) writeGroup(group []*appendReq) {
+	var err error
+	switch {
+	case s.closed.Load():
+		err = fmt.Errorf("commitlog: append: %w", store.ErrClosed)
+	default:
+		if ferr := s.failure(); ferr != nil {
+			err = fmt.Errorf("commitlog: append after earlier failure: %w: %w", store.ErrNotDurable, ferr)
+		}
+	}
+	if err == nil {
+		s.appendLocked(group)
+	}
+	for _, r := range group {
+		if err != nil {
+			r.err = err
+		}
+		r.done = true
+	}
 }
 
 func checkMessage(m *store.Message) error {
@@ -277,66 +331,109 @@ type chunk struct {
 	start, end int
 }
 
-// appendLocked encodes, writes and dispatches msgs. It returns the
-// positions and the new end of the log. Called with s.mu held.
-func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, error) {
+// appendLocked encodes, writes and dispatches the messages of the
+// requests, setting each request's positions or error. A request with a
+// bad message fails alone; a write failure fails them all. Called with
+// s.mu held.
+func (s *Store) appendLocked(group []*appendReq) {
 	now := time.Now().UnixMilli()
 	if now < s.lastTS {
 		now = s.lastTS // keep store time monotonic so OffsetByTime can bisect
 	}
 	start := s.wrote.Load()
 	active := s.activeSegment()
-	chunks := []chunk{{seg: active, base: active.base, pos: start - active.base}}
-	cur := &chunks[0]
-	wpos := cur.pos
+	chunks := append(s.chunks[:0], chunk{seg: active, base: active.base, pos: start - active.base})
+	ci := 0 // current chunk
+	wpos := chunks[0].pos
 	buf := s.wbuf[:0]
-	positions := make([]store.Position, len(msgs))
 	s.disp = s.disp[:0]
 	s.touched = s.touched[:0]
-	fail := func(err error) ([]store.Position, int64, error) {
+	defer func() {
 		for _, cq := range s.touched {
-			cq.next, cq.touched = cq.saved, false
+			cq.touched = false
+			cq.pend = cq.pend[:0]
+		}
+		if cap(buf) > maxKeptWriteBuffer {
+			buf = nil
 		}
 		s.wbuf = buf[:0]
-		return nil, 0, err
-	}
-	for i := range msgs {
-		m := &msgs[i]
-		cq := s.queueFor(store.Queue{Topic: m.Topic, ID: m.QueueID})
-		if !cq.touched {
-			cq.touched, cq.saved = true, cq.next
-			s.touched = append(s.touched, cq)
-		}
-		props := m.Properties.AppendEncoded(s.propBuf[:0])
-		s.propBuf = props[:0]
-		size := message.StoredSize(m.Ext, len(props))
-		if size > s.maxMsg || int64(size) > s.segSize-blankSize {
-			return fail(fmt.Errorf("commitlog: append: record of %d bytes to %s is over the %d byte limit: %w", size, cq.q, min(int64(s.maxMsg), s.segSize-blankSize), store.ErrTooLarge))
-		}
-		if wpos+int64(size)+blankSize > s.segSize {
-			// Close the segment with an end-of-file blank and roll.
-			buf = be.AppendUint32(buf, uint32(s.segSize-wpos))
-			buf = be.AppendUint32(buf, uint32(blankMagic))
-			cur.end = len(buf)
-			chunks = append(chunks, chunk{base: cur.base + s.segSize, start: len(buf), end: len(buf)})
-			cur = &chunks[len(chunks)-1]
-			wpos = 0
-		}
-		rs := len(buf)
+		clear(chunks)
+		s.chunks = chunks[:0]
+	}()
+	live := 0
+	for _, r := range group {
+		// Where this request starts, to take it back alone.
+		snapChunks, snapEnd, snapWpos, snapBuf, snapDisp := len(chunks), chunks[ci].end, wpos, len(buf), len(s.disp)
+		r.pos = make([]store.Position, len(r.msgs))
 		var err error
-		buf, err = message.AppendStored(buf, m.Ext, props)
-		if err != nil {
-			return fail(fmt.Errorf("commitlog: append to %s: %w: %w", cq.q, store.ErrBadArgument, err))
+		for i := range r.msgs {
+			m := &r.msgs[i]
+			cq := s.queueFor(store.Queue{Topic: m.Topic, ID: m.QueueID})
+			if !cq.touched {
+				cq.touched, cq.saved = true, cq.next
+				s.touched = append(s.touched, cq)
+			}
+			props := m.Properties.AppendEncoded(s.propBuf[:0])
+			s.propBuf = props[:0]
+			size := message.StoredSize(m.Ext, len(props))
+			if size > s.maxMsg || int64(size) > s.segSize-blankSize {
+				err = fmt.Errorf("commitlog: append: record of %d bytes to %s is over the %d byte limit: %w", size, cq.q, min(int64(s.maxMsg), s.segSize-blankSize), store.ErrTooLarge)
+				break
+			}
+			if wpos+int64(size)+blankSize > s.segSize {
+				// Close the segment with an end-of-file blank and roll.
+				buf = be.AppendUint32(buf, uint32(s.segSize-wpos))
+				buf = be.AppendUint32(buf, uint32(blankMagic))
+				chunks[ci].end = len(buf)
+				chunks = append(chunks, chunk{base: chunks[ci].base + s.segSize, start: len(buf), end: len(buf)})
+				ci++
+				wpos = 0
+			}
+			rs := len(buf)
+			buf, err = message.AppendStored(buf, m.Ext, props)
+			if err != nil {
+				buf = buf[:rs]
+				err = fmt.Errorf("commitlog: append to %s: %w: %w", cq.q, store.ErrBadArgument, err)
+				break
+			}
+			phys := chunks[ci].base + wpos
+			message.PatchStored(buf[rs:], cq.next, phys, now)
+			r.pos[i] = store.Position{CommitLogOffset: phys, Size: int32(size), QueueOffset: cq.next, StoreTimestamp: now}
+			s.disp = append(s.disp, dispatch{cq: cq, phys: phys, size: int32(size), tagsCode: m.TagsCode})
+			cq.next++
+			wpos += int64(size)
+			chunks[ci].end = len(buf)
 		}
-		phys := cur.base + wpos
-		message.PatchStored(buf[rs:], cq.next, phys, now)
-		positions[i] = store.Position{CommitLogOffset: phys, Size: int32(size), QueueOffset: cq.next, StoreTimestamp: now}
-		s.disp = append(s.disp, dispatch{cq: cq, phys: phys, size: int32(size), tagsCode: m.TagsCode})
-		cq.next++
-		wpos += int64(size)
-		cur.end = len(buf)
+		if err != nil {
+			for _, d := range s.disp[snapDisp:] {
+				d.cq.next--
+			}
+			s.disp = s.disp[:snapDisp]
+			clear(chunks[snapChunks:])
+			chunks = chunks[:snapChunks]
+			ci = snapChunks - 1
+			chunks[ci].end, wpos, buf = snapEnd, snapWpos, buf[:snapBuf]
+			r.pos, r.err = nil, err
+			continue
+		}
+		r.end = chunks[ci].base + wpos
+		live++
 	}
-	end := cur.base + wpos
+	if live == 0 {
+		return
+	}
+	s.writes.Add(1)
+	end := chunks[ci].base + wpos
+	failAll := func(err error) {
+		for _, cq := range s.touched {
+			cq.next = cq.saved
+		}
+		for _, r := range group {
+			if r.err == nil {
+				r.pos, r.err = nil, err
+			}
+		}
+	}
 
 	// Write: one pwrite per segment touched.
 	var created []*segment
@@ -347,7 +444,8 @@ func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, err
 			seg, err := s.createSegment(ch.base)
 			if err != nil {
 				s.undoWrite(written, created)
-				return fail(fmt.Errorf("commitlog: append: %w: %w", store.ErrNotDurable, err))
+				failAll(fmt.Errorf("commitlog: append: %w: %w", store.ErrNotDurable, err))
+				return
 			}
 			created = append(created, seg)
 			ch.seg = seg
@@ -355,7 +453,8 @@ func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, err
 		if ch.end > ch.start {
 			if _, err := ch.seg.f.WriteAt(buf[ch.start:ch.end], ch.pos); err != nil {
 				s.undoWrite(append(written, *ch), created)
-				return fail(fmt.Errorf("commitlog: write segment %s: %w: %w", ch.seg.name(), store.ErrNotDurable, err))
+				failAll(fmt.Errorf("commitlog: write segment %s: %w: %w", ch.seg.name(), store.ErrNotDurable, err))
+				return
 			}
 		}
 		written = append(written, *ch)
@@ -376,39 +475,39 @@ func (s *Store) appendLocked(msgs []store.Message) ([]store.Position, int64, err
 	}
 	s.dirtyMu.Unlock()
 	for _, cq := range s.touched {
+		if len(cq.pend) == 0 {
+			continue
+		}
 		full := cq.appendTail(cq.pend, cq.next)
-		cq.pend = cq.pend[:0]
-		cq.touched = false
 		if full && flushErr == nil {
 			flushErr = s.flushTail(cq)
 		}
-	}
-	if flushErr != nil {
-		// The records are in the commit log and readable, but their index
-		// cannot be written: stop accepting writes; recovery rebuilds it.
-		flushErr = fmt.Errorf("commitlog: dispatch: %w: %w", store.ErrNotDurable, flushErr)
-		s.setFailure(flushErr)
 	}
 	for _, ch := range written {
 		ch.seg.lastTS.Store(now)
 	}
 	if s.keys != nil {
 		s.keys.mu.Lock()
-		for i := range msgs {
-			s.keys.addLocked(msgs[i].Topic, msgs[i].Properties, positions[i].CommitLogOffset)
+		for _, r := range group {
+			for i := range r.pos {
+				s.keys.addLocked(r.msgs[i].Topic, r.msgs[i].Properties, r.pos[i].CommitLogOffset)
+			}
 		}
 		s.keys.mu.Unlock()
 	}
 	s.lastTS = now
 	s.wrote.Store(end)
-	if cap(buf) > maxKeptWriteBuffer {
-		buf = nil
-	}
-	s.wbuf = buf[:0]
 	if flushErr != nil {
-		return nil, 0, flushErr
+		// The records are in the commit log and readable, but their index
+		// cannot be written: stop accepting writes; recovery rebuilds it.
+		flushErr = fmt.Errorf("commitlog: dispatch: %w: %w", store.ErrNotDurable, flushErr)
+		s.setFailure(flushErr)
+		for _, r := range group {
+			if r.err == nil {
+				r.pos, r.err = nil, flushErr
+			}
+		}
 	}
-	return positions, end, nil
 }
 
 // undoWrite returns the segments written by a failed append to their state
