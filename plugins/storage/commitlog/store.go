@@ -10,10 +10,26 @@
 //	checkpoint                            flushed commit-log offset
 //	config/<name>.json                    metadata documents (store.Metadata)
 //
-// Writes are serialized by one mutex; the records of one Append are encoded
-// into one buffer and written with one pwrite per touched segment, then
-// dispatched to the consume queues. A consume-queue entry is published only
-// after its record is written, so readers never see half-written messages.
+// Writes are serialized by one mutex; the records of one Append (and of
+// the Append calls queued behind it: group write) are encoded into one
+// buffer and written with one pwrite per touched segment, then dispatched
+// to the consume queues' in-memory tails. A consume-queue entry is
+// published only after its record is written, so readers never see
+// half-written messages.
+//
+// Durability: in async mode a background loop fsyncs every FlushInterval;
+// in sync mode Append returns once an fdatasync covers its bytes, one
+// fsync serving every appender waiting (group commit). Each flush ends
+// with a checkpoint: the commit-log offset below which the log and the
+// consume-queue entries are durable. Open scans from there (or from the
+// start of the last segment), verifying records, cutting a torn tail and
+// re-dispatching consume-queue entries.
+//
+// v1 limits: the key index lives in memory and is rebuilt by scanning the
+// whole log on open (key_index: false skips it); tag codes of records
+// re-dispatched by recovery are recomputed (TAGS hash, or the delivery time
+// from the default delay-level table for SCHEDULE_TOPIC_XXXX), not the
+// broker's.
 package commitlog
 
 import (
