@@ -13,7 +13,9 @@
 //     Secrets (the plugin's configured secret keys);
 //   - Authenticate and Authorize are safe for concurrent use (run the suite
 //     with -race);
-//   - the same request gives the same answer twice in a row.
+//   - the same request gives the same answer twice in a row;
+//   - an Authenticator that implements auth.Checker keeps the same rules
+//     in Check.
 //
 // Requests (WithRequests) are well-formed requests the plugin accepts; the
 // suite checks that they pass, then mutates them (drops fields, changes
@@ -106,6 +108,35 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		}
 		// The zero values.
 		checkAuthorize(t, o, az, auth.Principal{}, auth.Resource{}, 0)
+	})
+	t.Run("Checker", func(t *testing.T) {
+		an, _ := open(t)
+		c, ok := an.(auth.Checker)
+		if !ok {
+			t.Skip("the Authenticator does not implement auth.Checker")
+		}
+		g := newGen(6, o)
+		reqs := append(g.requests(o.rounds), o.requests...)
+		for _, seed := range o.requests {
+			reqs = append(reqs, g.mutations(seed)...)
+		}
+		for _, req := range reqs {
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("Check panicked on code %d, ext %q: %v", req.Code, req.ExtFields, r)
+					}
+				}()
+				_, err = c.Check(context.Background(), req)
+			}()
+			if err != nil {
+				if !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied) {
+					t.Errorf("Check(code %d): error %q wraps neither auth.ErrUnauthenticated nor auth.ErrDenied", req.Code, err)
+				}
+				checkSecrets(t, o, "Check", err)
+			}
+		}
 	})
 	t.Run("MutatedRequests", func(t *testing.T) {
 		an, _ := open(t)

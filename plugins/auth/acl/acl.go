@@ -127,6 +127,7 @@ type ACL struct {
 var (
 	_ auth.Authenticator = (*ACL)(nil)
 	_ auth.Authorizer    = (*ACL)(nil)
+	_ auth.Checker       = (*ACL)(nil)
 	_ io.Closer          = (*ACL)(nil)
 )
 
@@ -152,6 +153,7 @@ func New(cfg *Config, deps auth.Deps) (*ACL, error) {
 	if _, err := a.load(); err != nil {
 		return nil, err
 	}
+	log.Info("acl: rules loaded", "file", a.file, "accounts", len(a.rules.Load().accounts), "reload_interval", cfg.ReloadInterval)
 	if cfg.ReloadInterval <= 0 {
 		close(a.done)
 		a.cancel = func() {}
@@ -189,8 +191,9 @@ func (a *ACL) Close() error {
 
 // Reload checks the file and, when its content changed and loads, installs
 // the new rules. A changed file that does not load keeps the current
-// rules; the error is logged at Error (once per distinct content) and
-// returned. An unchanged file returns nil.
+// rules; the error is logged at Error (once per distinct content or
+// error) and returned. An unchanged file returns what its last look
+// returned: nil if it loaded, its error if it did not.
 func (a *ACL) Reload() error {
 	changed, err := a.load()
 	if err != nil {
@@ -327,8 +330,8 @@ func isRetry(name string) bool {
 	return len(name) >= len(retryPrefix) && name[:len(retryPrefix)] == retryPrefix
 }
 
-// Check authenticates req, works out what it needs (Required) and
-// authorizes each need. The error is an *Error.
+// Check implements auth.Checker: it authenticates req, works out what it
+// needs (Required) and authorizes each need. The error is an *Error.
 func (a *ACL) Check(ctx context.Context, req auth.Request) (auth.Principal, error) {
 	p, err := a.Authenticate(ctx, req)
 	if err != nil {

@@ -1,0 +1,16 @@
+package auth
+
+import "context"
+
+// Checker is an optional interface of an Authenticator that also knows
+// which resources each request needs (for RocketMQ's ACL, the request code
+// decides). Check authenticates req and authorizes all of them; a refusal
+// wraps ErrUnauthenticated or ErrDenied and its message is fit for the
+// client (it names what is missing, never a secret).
+//
+// Modules that cannot import plugins find it by type assertion:
+//
+//	if c, ok := authn.(auth.Checker); ok { ... c.Check(ctx, req) ... }
+type Checker interface {
+	Check(ctx context.Context, req Request) (Principal, error)
+}
