@@ -87,12 +87,10 @@ func (c *Conn) receive(str *quic.Stream) {
 	defer c.wg.Done()
 	// The peer has write_timeout to send a frame it started, as long as
 	// its own writer waits for it.
-	var expired <-chan time.Time
+	var deadline time.Time
 	if c.cfg.WriteTimeout > 0 {
-		str.SetReadDeadline(time.Now().Add(c.cfg.WriteTimeout))
-		t := time.NewTimer(c.cfg.WriteTimeout)
-		defer t.Stop()
-		expired = t.C
+		deadline = time.Now().Add(c.cfg.WriteTimeout)
+		str.SetReadDeadline(deadline)
 	}
 	abandon := func(code quic.StreamErrorCode) {
 		str.CancelRead(code)
@@ -115,7 +113,7 @@ func (c *Conn) receive(str *quic.Stream) {
 		c.fail(codeBadFrame, fmt.Errorf("%w: peer %s declared length %d", transport.ErrBadFrame, c.remote, n))
 		return
 	}
-	if !c.budget.acquire(int(n), c.gone(), expired) {
+	if !c.budget.acquire(int(n), c.gone(), deadline) {
 		abandon(streamClosing)
 		return
 	}
@@ -394,8 +392,9 @@ type budget struct {
 func newBudget(n int) *budget { return &budget{avail: n, wake: make(chan struct{})} }
 
 // acquire takes n bytes, waiting until enough are free, or until stop
-// closes or expired fires (false).
-func (b *budget) acquire(n int, stop <-chan struct{}, expired <-chan time.Time) bool {
+// closes or the deadline (if not zero) passes (false).
+func (b *budget) acquire(n int, stop <-chan struct{}, deadline time.Time) bool {
+	var expired <-chan time.Time
 	for {
 		b.mu.Lock()
 		if b.avail >= n {
@@ -405,6 +404,11 @@ func (b *budget) acquire(n int, stop <-chan struct{}, expired <-chan time.Time) 
 		}
 		wake := b.wake
 		b.mu.Unlock()
+		if expired == nil && !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case <-wake:
 		case <-stop:

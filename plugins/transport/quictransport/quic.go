@@ -113,6 +113,7 @@ func quicConfig(cfg *Config) *quic.Config {
 // Listener accepts QUIC frame connections on one UDP socket.
 type Listener struct {
 	ln       *quic.Listener
+	addr     string
 	ep       *endpoint
 	cfg      *Config
 	maxFrame int
@@ -150,7 +151,7 @@ func Listen(ctx context.Context, addr string, cfg *Config, deps transport.Deps) 
 		ep.release()
 		return nil, fmt.Errorf("quictransport: listen %s: %w", addr, err)
 	}
-	return &Listener{ln: ln, ep: ep, cfg: cfg, maxFrame: maxOr(deps.MaxFrameSize), log: log, closed: make(chan struct{})}, nil
+	return &Listener{ln: ln, addr: ln.Addr().String(), ep: ep, cfg: cfg, maxFrame: maxOr(deps.MaxFrameSize), log: log, closed: make(chan struct{})}, nil
 }
 
 // Accept waits for the next connection whose handshake completed, or for
@@ -182,7 +183,7 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 }
 
 // Addr is the bound UDP address.
-func (l *Listener) Addr() string { return l.ln.Addr().String() }
+func (l *Listener) Addr() string { return l.addr }
 
 // Close stops accepting. Connections already accepted stay open; the UDP
 // socket is closed once the last of them is.

@@ -280,3 +280,30 @@ func TestWriteTooShort(t *testing.T) {
 		assert.ErrorIs(t, client.WriteFrame(context.Background(), parts...), transport.ErrBadFrame)
 	}
 }
+
+func TestBudget(t *testing.T) {
+	b := newBudget(10)
+	stop := make(chan struct{})
+	require.True(t, b.acquire(6, stop, time.Time{}))
+	require.True(t, b.acquire(4, stop, time.Time{}))
+	// Full: a deadline ends the wait.
+	start := time.Now()
+	assert.False(t, b.acquire(1, stop, time.Now().Add(50*time.Millisecond)))
+	assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond)
+	// A release wakes a waiter that then fits.
+	got := make(chan bool, 1)
+	go func() { got <- b.acquire(5, stop, time.Time{}) }()
+	time.Sleep(20 * time.Millisecond)
+	b.release(4)
+	select {
+	case <-got:
+		t.Fatal("4 free bytes satisfied a wait for 5")
+	case <-time.After(20 * time.Millisecond):
+	}
+	b.release(6)
+	assert.True(t, <-got)
+	// stop ends the wait.
+	go func() { got <- b.acquire(100, stop, time.Time{}) }()
+	close(stop)
+	assert.False(t, <-got)
+}
