@@ -17,6 +17,8 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/modules/retry"
+	"github.com/quivermq/quiver/modules/schedule"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
@@ -60,6 +62,8 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("transport.quic.", quictransport.NewConfig())...)
 	want = append(want, koanfKeys("namesrv.", namesrv.NewConfig())...)
 	want = append(want, koanfKeys("broker.", broker.NewConfig())...)
+	want = append(want, koanfKeys("schedule.", schedule.NewConfig())...)
+	want = append(want, koanfKeys("retry.", retry.NewConfig())...)
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
 	want = append(want, "transports")
 	have := map[string]bool{}
