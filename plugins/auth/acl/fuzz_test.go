@@ -1,8 +1,11 @@
 package acl
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/quivermq/quiver/core/auth"
 )
 
 // FuzzLoadYAML feeds arbitrary files to the loader: it must not panic, a
@@ -42,6 +45,33 @@ func FuzzLoadYAML(f *testing.F) {
 		}
 		if r.global == nil {
 			t.Fatal("no global matcher")
+		}
+	})
+}
+
+// FuzzCheck feeds arbitrary requests to Check: no panic, and every refusal
+// is an *Error wrapping one of the seam's sentinels without a secret.
+func FuzzCheck(f *testing.F) {
+	a, _, _ := newACL(f, testYAML)
+	seed := signed(10, map[string]string{"topic": "topicB", "producerGroup": "PG"}, []byte("body"), "RocketMQ")
+	f.Add(int32(10), "topic", "topicB", seed.ExtFields[KeySignature], []byte("body"), "127.0.0.1:1")
+	f.Add(int32(34), "AccessKey", "RocketMQ", "", []byte(hbBody), "10.10.103.1:1")
+	f.Add(int32(17), "AccessKey", "rocketmq2", "x", []byte(nil), "192.168.1.3:1")
+	f.Add(int32(11), "consumerGroup", "%RETRY%", "sig", []byte("{"), "[::1]:1")
+	f.Fuzz(func(t *testing.T, code int32, k, v, sig string, body []byte, addr string) {
+		ext := map[string]string{KeyAccessKey: "RocketMQ", k: v, KeySignature: sig}
+		_, err := a.Check(ctx, auth.Request{Code: code, RemoteAddr: addr, ExtFields: ext, Body: body})
+		if err == nil {
+			return
+		}
+		var ae *Error
+		if !errors.As(err, &ae) || (!errors.Is(err, auth.ErrDenied) && !errors.Is(err, auth.ErrUnauthenticated)) {
+			t.Fatalf("refusal %v is not an *Error wrapping a sentinel", err)
+		}
+		for _, s := range testSecrets {
+			if strings.Contains(err.Error(), s) && !strings.Contains(k+v+sig+addr, s) {
+				t.Fatalf("refusal %q contains a secret", err)
+			}
 		}
 	})
 }
