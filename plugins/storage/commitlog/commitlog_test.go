@@ -537,11 +537,13 @@ func TestRebuildAfterRetention(t *testing.T) {
 	assert.Equal(t, [2]int64{first, 61}, [2]int64{mn2, mx2})
 }
 
-// TestHoleBeforeLaterSegment zeroes the end of a full segment (its last
-// records and end-of-file marker never reached the disk) while a later
-// segment has data: the log ends at the hole and the later segment goes.
+// TestHoleBeforeLaterSegment crashes (copies the directory without Close)
+// after a checkpoint, then loses the end of a full segment (its last
+// records and end-of-file marker never reached the disk) while later
+// segments have data: the log ends at the hole and the later segments go.
 func TestHoleBeforeLaterSegment(t *testing.T) {
 	set := settings(t, store.FlushAsync)
+	set.FlushInterval = time.Hour
 	cfg := smallConfig(minSegmentSize)
 	s := openStore(t, cfg, set)
 	q := store.Queue{Topic: "Hole", ID: 0}
@@ -550,20 +552,25 @@ func TestHoleBeforeLaterSegment(t *testing.T) {
 		p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, fmt.Sprintf("%02d%s", i, make([]byte, 300)))})
 		require.NoError(t, err)
 		pos = append(pos, p...)
+		if i == 2 {
+			require.NoError(t, s.Flush(bg)) // checkpoint at record 3
+		}
 	}
-	require.NoError(t, s.Close())
 	require.Greater(t, pos[len(pos)-1].CommitLogOffset, int64(2*minSegmentSize), "three segments at least")
-	// Zero segment 0 from its fourth record on.
+	crash := filepath.Join(t.TempDir(), "crash")
+	copyDir(t, set.Dir, crash)
+	require.NoError(t, s.Close())
 	cut := pos[3].CommitLogOffset
-	require.NoError(t, os.Truncate(filepath.Join(set.Dir, "commitlog", segmentName(0)), cut))
-	require.NoError(t, os.Remove(filepath.Join(set.Dir, checkpointName)))
+	require.NoError(t, os.Truncate(filepath.Join(crash, "commitlog", segmentName(0)), cut))
 
-	s = openStore(t, cfg, set)
+	cset := set
+	cset.Dir = crash
+	s = openStore(t, cfg, cset)
 	defer s.Close()
 	_, mx, err := s.Offsets(q)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), mx, "entries past the end are dropped")
-	segs, err := os.ReadDir(filepath.Join(set.Dir, "commitlog"))
+	segs, err := os.ReadDir(filepath.Join(crash, "commitlog"))
 	require.NoError(t, err)
 	assert.Len(t, segs, 1)
 	p, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, "next")})
@@ -706,4 +713,41 @@ func TestGroupWrite(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(len(offs)), mx)
 	}
+}
+
+// TestOldSegmentDamage flips a byte in a record of an old segment, below
+// the checkpoint: the key-index scan skips it, and the log after it is kept.
+func TestOldSegmentDamage(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	cfg := smallConfig(minSegmentSize)
+	s := openStore(t, cfg, set)
+	q := store.Queue{Topic: "Damage", ID: 0}
+	var pos []store.Position
+	for i := 0; i < 40; i++ {
+		p, err := s.Append(bg, []store.Message{storetest.Msg(q.Topic, q.ID, fmt.Sprintf("%02d%s", i, make([]byte, 300)), map[string]string{"KEYS": fmt.Sprintf("k%d", i)})})
+		require.NoError(t, err)
+		pos = append(pos, p...)
+	}
+	require.NoError(t, s.Close())
+	f, err := os.OpenFile(filepath.Join(set.Dir, "commitlog", segmentName(0)), os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{0xff}, pos[1].CommitLogOffset+5) // magic of record 1
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	_, mx, err := s.Offsets(q)
+	require.NoError(t, err)
+	assert.Equal(t, int64(40), mx, "nothing is cut")
+	for _, p := range pos[4:] {
+		_, err := s.Lookup(bg, p.CommitLogOffset)
+		require.NoError(t, err)
+	}
+	recs, err := s.QueryByKey(bg, q.Topic, "k39", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
+	require.NoError(t, err)
+	assert.Len(t, recs, 1, "records after the damage are indexed")
+	recs, err = s.QueryByKey(bg, q.Topic, "k0", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
+	require.NoError(t, err)
+	assert.Len(t, recs, 1, "records before it too")
 }

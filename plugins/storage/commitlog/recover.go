@@ -439,14 +439,23 @@ func (s *Store) scan(from, verifyFrom, dispatchFrom int64) (int64, error) {
 			pos = 0
 			continue
 		}
+		if reason != "" && seg.base+pos < verifyFrom {
+			// Damage below the checkpoint, met by the key-index scan: that
+			// part of the log is trusted, so never cut it; skip to where
+			// the next known record boundary is.
+			s.log.Error("commitlog: damaged record below the checkpoint; the key index skips the rest of its segment",
+				"segment", seg.name(), "offset", seg.base+pos, "reason", reason)
+			if verifyFrom < seg.base+s.segSize {
+				pos = verifyFrom - seg.base
+			} else {
+				idx++
+				pos = 0
+			}
+			continue
+		}
 		end := seg.base + pos
 		if reason != "" {
-			lvl := "commitlog: cutting the commit log after its last good record"
-			if end < verifyFrom {
-				s.log.Error(lvl, "segment", seg.name(), "offset", end, "reason", reason)
-			} else {
-				s.log.Warn(lvl, "segment", seg.name(), "offset", end, "reason", reason)
-			}
+			s.log.Warn("commitlog: cutting the commit log after its last good record", "segment", seg.name(), "offset", end, "reason", reason)
 		}
 		// Zero the tail (cut, then re-extend the sparse file).
 		if err := seg.f.Truncate(pos); err != nil {
