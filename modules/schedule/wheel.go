@@ -70,6 +70,13 @@ func openWheel(dir string, slotMs int64) (*wheel, error) {
 		if err != nil {
 			continue
 		}
+		// A crash mid-append leaves a torn tail; cut it so later appends
+		// stay aligned (the message is indexed again from the timer topic).
+		if info, err := de.Info(); err == nil && info.Size()%entrySize != 0 {
+			if err := os.Truncate(w.path(n), info.Size()-info.Size()%entrySize); err != nil {
+				return nil, fmt.Errorf("schedule: wheel: %w", err)
+			}
+		}
 		w.slots = append(w.slots, n)
 	}
 	slices.Sort(w.slots)
@@ -147,8 +154,6 @@ func (w *wheel) load(slot int64, from entry) ([]entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schedule: wheel: read slot %d: %w", slot, err)
 	}
-	// A torn tail entry (crash mid-append) is dropped; the message is
-	// indexed again from the timer topic.
 	n := len(b) / entrySize
 	out := make([]entry, 0, n)
 	for i := 0; i < n; i++ {

@@ -1,0 +1,201 @@
+package schedule
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+func TestParseLevels(t *testing.T) {
+	tests := []struct {
+		give string
+		want []time.Duration
+		err  bool
+	}{
+		{give: DefaultDelayLevels, want: []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+			time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute, 6 * time.Minute, 7 * time.Minute,
+			8 * time.Minute, 9 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour}},
+		{give: "1s 2s 3s", want: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}},
+		{give: " 250ms,1.5s\t1d ", want: []time.Duration{250 * time.Millisecond, 1500 * time.Millisecond, 24 * time.Hour}},
+		{give: "", err: true},
+		{give: "1s x", err: true},
+		{give: "1s 0s", err: true},
+		{give: "-1s", err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			got, err := ParseLevels(tt.give)
+			if tt.err {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := NewConfig()
+	require.NoError(t, c.Validate())
+	assert.Len(t, c.Levels(), 18)
+	c.DelayLevels = "nope"
+	c.MaxDelay = 0
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "schedule.delay_levels")
+	assert.Contains(t, err.Error(), "schedule.max_delay")
+}
+
+func TestClampLevel(t *testing.T) {
+	tests := []struct{ give, n, want int }{{0, 18, 0}, {-3, 18, 0}, {1, 18, 1}, {18, 18, 18}, {19, 18, 18}, {99, 3, 3}}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, ClampLevel(tt.give, tt.n), "level %d of %d", tt.give, tt.n)
+	}
+}
+
+func TestDueMs(t *testing.T) {
+	assert.Equal(t, int64(1_005_000), DueMs(1_000_000, 5*time.Second))
+	assert.Equal(t, int64(1_000_250), DueMs(1_000_000, 250*time.Millisecond))
+}
+
+func TestDeliverTime(t *testing.T) {
+	const now = 1_000_000
+	tests := []struct {
+		name   string
+		give   message.Properties
+		want   int64
+		ok     bool
+		reject bool
+	}{
+		{name: "none", give: message.Properties{"DELAY": "3"}},
+		{name: "start deliver time", give: message.Properties{message.PropertyStartDeliverTime: "1500000"}, want: 1_500_000, ok: true},
+		{name: "timer deliver ms", give: message.Properties{message.PropertyTimerDeliverMS: "1200000"}, want: 1_200_000, ok: true},
+		{name: "timer delay ms", give: message.Properties{message.PropertyTimerDelayMS: "2500"}, want: 1_002_500, ok: true},
+		{name: "garbage", give: message.Properties{message.PropertyTimerDelayMS: "soon"}, ok: true, reject: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := deliverTime(tt.give, now)
+			assert.Equal(t, tt.ok, ok)
+			if tt.reject {
+				var re *broker.RejectError
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, remoting.MessageIllegal, re.Code)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func shortConfig() *Config {
+	c := NewConfig()
+	c.DelayLevels = "200ms 400ms 600ms"
+	return c
+}
+
+// TestDelayLevelDelivery checks the rewrite into SCHEDULE_TOPIC_XXXX, the
+// delivery after the level's delay with the real topic and queue restored,
+// clamping, and order within a level.
+func TestDelayLevelDelivery(t *testing.T) {
+	n := startNode(t, t.TempDir(), shortConfig())
+	sent := time.Now().UnixMilli()
+	n.put("T", message.Properties{"DELAY": "2", "UNIQ_KEY": "u1", "color": "blue"}, "two")
+	n.put("T", message.Properties{"DELAY": "9"}, "clamped")
+	for i := 0; i < 5; i++ {
+		n.put("T", message.Properties{"DELAY": "1"}, "one-"+strconv.Itoa(i))
+	}
+	held := n.read(protocol.ScheduleTopic) // queue 0 = level 1
+	require.Len(t, held, 5)
+	assert.Equal(t, "T", held[0].props[message.PropertyRealTopic])
+	assert.Equal(t, "0", held[0].props[message.PropertyRealQueueID])
+
+	got := n.waitCount("T", 7, 5*time.Second)
+	byBody := map[string]received{}
+	var ones []string
+	for _, r := range got {
+		byBody[r.body] = r
+		if r.props[message.PropertyDelayTimeLevel] == "" && len(r.body) > 4 && r.body[:4] == "one-" {
+			ones = append(ones, r.body)
+		}
+	}
+	assert.Equal(t, []string{"one-0", "one-1", "one-2", "one-3", "one-4"}, ones, "in order within a level")
+	two := byBody["two"]
+	assert.GreaterOrEqual(t, two.storeMs-sent, int64(400))
+	assert.Less(t, two.storeMs-sent, int64(400+300))
+	assert.Equal(t, "u1", two.props["UNIQ_KEY"])
+	assert.Equal(t, "blue", two.props["color"])
+	for _, k := range []string{message.PropertyDelayTimeLevel, message.PropertyRealTopic, message.PropertyRealQueueID} {
+		assert.NotContains(t, two.props, k)
+	}
+	assert.GreaterOrEqual(t, byBody["clamped"].storeMs-sent, int64(600), "level 9 clamps to level 3")
+}
+
+// TestLevelProgressSurvivesRestart delivers, restarts, and checks nothing
+// is delivered twice and a pending message still arrives.
+func TestLevelProgressSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, shortConfig())
+	n.put("T", message.Properties{"DELAY": "1"}, "early")
+	n.waitCount("T", 1, 5*time.Second)
+	n.put("T", message.Properties{"DELAY": "3"}, "late")
+	n = n.restart()
+	assert.Equal(t, int64(1), n.s.Progress()[1], "level 1 progress persisted")
+	got := n.waitCount("T", 2, 5*time.Second)
+	time.Sleep(800 * time.Millisecond)
+	got = n.read("T")
+	require.Len(t, got, 2)
+	assert.Equal(t, "early", got[0].body)
+	assert.Equal(t, "late", got[1].body)
+}
+
+// TestTimers checks each timer property, delivery at the time, restart with
+// pending timers, and the max_delay refusal.
+func TestTimers(t *testing.T) {
+	dir := t.TempDir()
+	c := shortConfig()
+	c.MaxDelay = time.Hour
+	n := startNode(t, dir, c)
+	now := time.Now().UnixMilli()
+	n.put("T", message.Properties{message.PropertyStartDeliverTime: strconv.FormatInt(now+300, 10)}, "abs")
+	n.put("T", message.Properties{message.PropertyTimerDeliverMS: strconv.FormatInt(now+200, 10)}, "deliver-ms")
+	n.put("T", message.Properties{message.PropertyTimerDelayMS: "1500"}, "rel")
+	n.put("T", message.Properties{message.PropertyTimerDelayMS: "0"}, "now")
+	held := n.read(broker.TimerTopic)
+	require.Len(t, held, 3)
+
+	m := &message.Ext{Message: message.Message{Topic: "T", Properties: message.Properties{message.PropertyTimerDelayMS: strconv.Itoa(int(2 * time.Hour / time.Millisecond))}}}
+	_, err := n.b.Put(t.Context(), []*message.Ext{m})
+	var re *broker.RejectError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, remoting.MessageIllegal, re.Code)
+	assert.True(t, errors.Is(err, broker.ErrRejected))
+
+	got := n.waitCount("T", 3, 5*time.Second)
+	assert.Equal(t, "now", got[0].body)
+	assert.Equal(t, "deliver-ms", got[1].body)
+	assert.GreaterOrEqual(t, got[1].storeMs, now+200)
+	assert.Less(t, got[1].storeMs, now+200+100)
+	assert.Equal(t, "abs", got[2].body)
+	assert.GreaterOrEqual(t, got[2].storeMs, now+300)
+	assert.NotContains(t, got[2].props, PropertyTimerOut)
+	assert.NotContains(t, got[2].props, message.PropertyStartDeliverTime)
+
+	n = n.restart()
+	got = n.waitCount("T", 4, 5*time.Second)
+	assert.Equal(t, "rel", got[3].body)
+	assert.GreaterOrEqual(t, got[3].storeMs, now+1500)
+	time.Sleep(300 * time.Millisecond)
+	assert.Len(t, n.read("T"), 4, "nothing delivered twice")
+}
