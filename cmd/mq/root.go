@@ -51,6 +51,7 @@ func newRootCmd() *cobra.Command {
 		serverCmd(g, "dev", "Run a name server and a broker in one process (data in ./data)", roleDev),
 		pluginsCmd(),
 		benchCmd(),
+		adminDLQCmd(),
 	)
 	return root
 }
