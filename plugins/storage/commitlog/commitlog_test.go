@@ -744,6 +744,11 @@ func TestOldSegmentDamage(t *testing.T) {
 		_, err := s.Lookup(bg, p.CommitLogOffset)
 		require.NoError(t, err)
 	}
+	var r store.ReadResult
+	require.NoError(t, s.Read(bg, q, 0, store.ReadOptions{MaxMessages: 4}, &r))
+	require.Equal(t, store.Found, r.Status)
+	assert.Equal(t, []int64{0, 2, 3, 4}, r.QueueOffsets, "the damaged message is skipped")
+	assert.Equal(t, int64(5), r.NextOffset)
 	recs, err := s.QueryByKey(bg, q.Topic, "k39", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
 	require.NoError(t, err)
 	assert.Len(t, recs, 1, "records after the damage are indexed")

@@ -152,9 +152,13 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 				rec := buf[p : p+sz : p+sz]
 				p += sz
 				if int(be.Uint32(rec)) != sz || int32(be.Uint32(rec[4:])) != message.MagicCode {
-					into.SetBuffer(buf)
-					return &store.CorruptionError{File: segmentName(cands[k].phys - cands[k].phys%s.segSize),
+					// Damaged data: skip the entry (it still counts as
+					// scanned) so consumers move past it, and say so.
+					err := &store.CorruptionError{File: segmentName(cands[k].phys - cands[k].phys%s.segSize),
 						Offset: cands[k].phys, Reason: fmt.Sprintf("consume queue %s offset %d points at no record of %d bytes", q, cands[k].off, sz)}
+					s.log.Error("commitlog: skipping a damaged message", "err", err)
+					rejected++
+					continue
 				}
 				if opts.Match != nil && !opts.Match(rec) {
 					rejected++
