@@ -1,0 +1,342 @@
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
+)
+
+// Read defaults (RocketMQ maxTransferCountOnMessageInMemory and
+// maxTransferBytesOnMessageInMemory), as in the CommitLog engine.
+const (
+	defaultMaxMessages = 32
+	defaultMaxBytes    = 256 << 10
+	minMaxScan         = 800
+	defaultQueryMax    = 32
+)
+
+// Read implements store.Store, following RocketMQ's GetMessageStatus
+// table. It scans the queue's entries with one iterator; the iterator
+// reads a consistent snapshot, so a read sees a prefix of the appends.
+func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts store.ReadOptions, into *store.ReadResult) error {
+	if into == nil {
+		return fmt.Errorf("pebblestore: read %s: nil result: %w", q, store.ErrBadArgument)
+	}
+	into.Reset()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pebblestore: read %s: %w", q, err)
+	}
+	if err := s.enter("read " + q.String()); err != nil {
+		return err
+	}
+	defer s.done()
+	qs := s.lookupQueue(q)
+	if qs == nil {
+		into.Status = store.NoMessageInQueue
+		return nil
+	}
+	mn, mx := qs.offsets()
+	into.MinOffset, into.MaxOffset = mn, mx
+	switch {
+	case mx == 0:
+		into.Status, into.NextOffset = store.NoMessageInQueue, 0
+		return nil
+	case offset < mn:
+		into.Status, into.NextOffset = store.OffsetTooSmall, mn
+		return nil
+	case offset == mx:
+		into.Status, into.NextOffset = store.OffsetOverflowOne, offset
+		return nil
+	case offset > mx:
+		into.Status, into.NextOffset = store.OffsetOverflowBadly, mx
+		return nil
+	}
+	maxMsgs := opts.MaxMessages
+	if maxMsgs <= 0 {
+		maxMsgs = defaultMaxMessages
+	}
+	maxBytes := opts.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxBytes
+	}
+	maxScan := int64(opts.MaxScan)
+	if maxScan <= 0 {
+		maxScan = int64(max(minMaxScan, maxMsgs*20))
+	}
+	limit := mx
+	if maxScan < limit-offset {
+		limit = offset + maxScan
+	}
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{
+		LowerBound: entryKey(nil, q, offset),
+		UpperBound: entryKey(nil, q, limit),
+	})
+	if err != nil {
+		return fmt.Errorf("pebblestore: read %s: %w", q, err)
+	}
+	defer it.Close()
+
+	buf := into.Buffer(min(maxBytes, 64<<10))
+	var startsArr [64]int
+	starts := startsArr[:0]
+	cur := offset
+	removed, full := false, false
+	for valid := it.First(); valid; valid = it.Next() {
+		if entryOffset(it.Key()) != cur {
+			removed = true // retention or DeleteTopic removed what we read
+			break
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			into.SetBuffer(buf)
+			return fmt.Errorf("pebblestore: read %s at %d: %w", q, cur, err)
+		}
+		if len(v) < entryHeader+minRecordSize {
+			into.SetBuffer(buf)
+			return &store.CorruptionError{File: s.dir, Offset: cur, Reason: fmt.Sprintf("queue %s entry %d holds %d bytes", q, cur, len(v))}
+		}
+		rec := v[entryHeader:]
+		// As RocketMQ: the batch-full check comes before filtering.
+		if n := len(starts); n >= maxMsgs || (n > 0 && into.Bytes+len(rec) > maxBytes) {
+			full = true
+			break
+		}
+		if opts.Filter != nil && !opts.Filter(int64(be.Uint64(v))) {
+			cur++
+			continue
+		}
+		if opts.Match != nil && !opts.Match(rec) {
+			cur++
+			continue
+		}
+		starts = append(starts, len(buf))
+		buf = append(buf, rec...)
+		into.QueueOffsets = append(into.QueueOffsets, cur)
+		into.Bytes += len(rec)
+		cur++
+	}
+	if err := it.Error(); err != nil {
+		into.SetBuffer(buf)
+		return fmt.Errorf("pebblestore: read %s: %w", q, err)
+	}
+	if !removed && !full && cur < limit {
+		// The iterator ended early: entries below max are gone.
+		removed = true
+	}
+	for i, p := range starts {
+		end := len(buf)
+		if i+1 < len(starts) {
+			end = starts[i+1]
+		}
+		into.Records = append(into.Records, buf[p:end:end])
+	}
+	into.SetBuffer(buf)
+	if removed && len(into.Records) == 0 {
+		if qs2 := s.lookupQueue(q); qs2 == nil || qs2 != qs {
+			into.Status, into.NextOffset = store.NoMessageInQueue, 0
+			into.MinOffset, into.MaxOffset = 0, 0
+			return nil
+		}
+		mn, mx = qs.offsets()
+		into.MinOffset, into.MaxOffset = mn, mx
+		if cur < mn {
+			into.Status, into.NextOffset = store.OffsetTooSmall, mn
+			return nil
+		}
+	}
+	into.NextOffset = cur
+	if len(into.Records) > 0 {
+		into.Status = store.Found
+	} else {
+		into.Status = store.NoMatchedMessage
+	}
+	return nil
+}
+
+// Lookup implements store.Store: the record at a physical offset.
+func (s *Store) Lookup(ctx context.Context, phys int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("pebblestore: lookup: %w", err)
+	}
+	if err := s.enter("lookup"); err != nil {
+		return nil, err
+	}
+	defer s.done()
+	mn, end := s.minPhys.Load(), s.end.Load()
+	if phys < 0 || phys < mn || phys >= end {
+		return nil, fmt.Errorf("pebblestore: lookup %d outside [%d, %d): %w", phys, mn, end, store.ErrOffsetOutOfRange)
+	}
+	v, err := s.get(physKey(nil, phys))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("pebblestore: lookup %d: no record there: %w", phys, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: lookup %d: %w", phys, err)
+	}
+	pv, ok := parsePhysValue(v)
+	if !ok {
+		return nil, &store.CorruptionError{File: s.dir, Offset: phys, Reason: "bad physical index value"}
+	}
+	rec, err := s.entryRecord(pv.q, pv.off, phys)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: lookup %d: %w", phys, err)
+	}
+	return rec, nil
+}
+
+// entryRecord returns a copy of the record of q at off, checking that it
+// is the record at phys (a deleted and recreated topic reuses offsets).
+func (s *Store) entryRecord(q store.Queue, off, phys int64) ([]byte, error) {
+	v, closer, err := s.db.Get(entryKey(nil, q, off))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("%s offset %d is gone: %w", q, off, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	if len(v) < entryHeader+minRecordSize {
+		return nil, &store.CorruptionError{File: s.dir, Offset: phys, Reason: fmt.Sprintf("queue %s entry %d holds %d bytes", q, off, len(v))}
+	}
+	rec := v[entryHeader:]
+	if int64(be.Uint64(rec[recOffPhys:])) != phys {
+		return nil, fmt.Errorf("%s offset %d holds another record: %w", q, off, store.ErrNotFound)
+	}
+	return append([]byte(nil), rec...), nil
+}
+
+// OffsetByTime implements store.Store by bisecting the queue on store
+// time (store timestamps never decrease: Append keeps them monotonic).
+func (s *Store) OffsetByTime(ctx context.Context, q store.Queue, ts int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("pebblestore: offset by time: %w", err)
+	}
+	if err := s.enter("offset by time"); err != nil {
+		return 0, err
+	}
+	defer s.done()
+	qs := s.lookupQueue(q)
+	if qs == nil {
+		return 0, nil
+	}
+	lo, hi := qs.offsets()
+	if lo >= hi {
+		return lo, nil
+	}
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: entryKey(nil, q, lo), UpperBound: entryKey(nil, q, hi)})
+	if err != nil {
+		return 0, fmt.Errorf("pebblestore: offset by time %s: %w", q, err)
+	}
+	defer it.Close()
+	key := make([]byte, 0, 32)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		key = entryKey(key[:0], q, mid)
+		if !it.SeekGE(key) || entryOffset(it.Key()) != mid {
+			if err := it.Error(); err != nil {
+				return 0, fmt.Errorf("pebblestore: offset by time %s: %w", q, err)
+			}
+			lo = mid + 1 // removed under us
+			continue
+		}
+		v := it.Value()
+		if len(v) < entryHeader+minRecordSize {
+			return 0, &store.CorruptionError{File: s.dir, Offset: mid, Reason: fmt.Sprintf("queue %s entry %d holds %d bytes", q, mid, len(v))}
+		}
+		h, err := message.PeekHeader(v[entryHeader:])
+		if err != nil {
+			return 0, &store.CorruptionError{File: s.dir, Offset: mid, Reason: err.Error()}
+		}
+		if h.StoreTimestamp >= ts {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if mn, _ := qs.offsets(); lo < mn {
+		lo = mn
+	}
+	return lo, nil
+}
+
+// QueryByKey implements store.KeyIndexer: up to max of the newest records
+// of topic carrying key whose store time is in [begin, end], oldest first.
+// It walks the key's entries newest first, bucket by bucket, jumping over
+// buckets without keys.
+func (s *Store) QueryByKey(ctx context.Context, topic, key string, begin, end int64, max int) ([][]byte, error) {
+	if err := s.enter("query by key"); err != nil {
+		return nil, err
+	}
+	defer s.done()
+	if max <= 0 {
+		max = defaultQueryMax
+	}
+	end = min(end, s.lastStoreTS.Load())
+	if key == "" || end < begin || end < 0 {
+		return nil, nil
+	}
+	lowB, highB := bucketOf(begin), bucketOf(end)
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: bucketKey(lowB), UpperBound: prefixEnd(bucketKey(highB))})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: query by key: %w", err)
+	}
+	defer it.Close()
+	var out [][]byte
+	var pfx []byte
+	b := highB
+	for len(out) < max {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("pebblestore: query by key: %w", err)
+		}
+		pfx = keyPrefix(pfx[:0], b, topic, key)
+		valid := it.SeekLT(prefixEnd(pfx))
+		for ; valid && len(out) < max && bytes.HasPrefix(it.Key(), pfx); valid = it.Prev() {
+			k, v := it.Key(), it.Value()
+			if len(k) != len(pfx)+8 || len(v) != 20 {
+				continue
+			}
+			ts := int64(be.Uint64(v))
+			if ts < begin || ts > end {
+				continue
+			}
+			phys := int64(be.Uint64(k[len(pfx):]))
+			if phys < s.minPhys.Load() {
+				continue
+			}
+			q := store.Queue{Topic: topic, ID: int32(be.Uint32(v[8:]))}
+			rec, err := s.entryRecord(q, int64(be.Uint64(v[12:])), phys)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("pebblestore: query by key: %w", err)
+			}
+			out = append(out, rec)
+		}
+		if err := it.Error(); err != nil {
+			return nil, fmt.Errorf("pebblestore: query by key: %w", err)
+		}
+		if !valid || len(out) >= max || b == lowB {
+			break
+		}
+		// The iterator is on the key before this bucket's run: continue in
+		// its bucket, or the previous one if it is still this bucket.
+		nb := be.Uint32(it.Key()[1:5])
+		if nb >= b {
+			nb = b - 1
+		}
+		if nb < lowB {
+			break
+		}
+		b = nb
+	}
+	slices.Reverse(out)
+	return out, nil
+}
