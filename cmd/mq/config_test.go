@@ -19,6 +19,7 @@ import (
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/retry"
 	"github.com/quivermq/quiver/modules/schedule"
+	"github.com/quivermq/quiver/modules/transaction"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
@@ -64,6 +65,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("broker.", broker.NewConfig())...)
 	want = append(want, koanfKeys("schedule.", schedule.NewConfig())...)
 	want = append(want, koanfKeys("retry.", retry.NewConfig())...)
+	want = append(want, koanfKeys("transaction.", transaction.NewConfig())...)
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
 	want = append(want, "transports")
 	have := map[string]bool{}

@@ -18,6 +18,7 @@ import (
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/retry"
 	"github.com/quivermq/quiver/modules/schedule"
+	"github.com/quivermq/quiver/modules/transaction"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
@@ -26,7 +27,7 @@ import (
 )
 
 // sections are the top-level configuration keys some part of mq owns.
-var sections = []string{"auth", "broker", "filter", "log", "namesrv", "remoting", "retry", "schedule", "storage", "transport", "transports"}
+var sections = []string{"auth", "broker", "filter", "log", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string
@@ -107,9 +108,9 @@ func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
 	case roleNamesrv:
 		opts = append(opts, namesrv.Module)
 	case roleBroker:
-		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module)
+		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
 	case roleDev:
-		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module)
+		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
 	}
 	return fx.Options(append(opts, extra...)...)
 }

@@ -46,6 +46,9 @@ type Config struct {
 	PullBatchMax int `koanf:"pull_batch_max"`
 	// PullBytesMax bounds bytes per pull (RocketMQ: 256 KiB).
 	PullBytesMax config.ByteSize `koanf:"pull_bytes_max"`
+	// RebalanceLockMaxLiveTime is how long an orderly consumer's queue lock
+	// lasts without renewal (Java rocketmq.broker.rebalance.lockMaxLiveTime).
+	RebalanceLockMaxLiveTime time.Duration `koanf:"rebalance_lock_max_live_time"`
 }
 
 // NewConfig returns the defaults.
@@ -56,7 +59,7 @@ func NewConfig() *Config {
 		LongPolling: true, MaxSuspend: 20 * time.Second, ShortPolling: time.Second,
 		ClientExpiry: 120 * time.Second, ScanInterval: 10 * time.Second,
 		OffsetFlushInterval: 5 * time.Second, MaxMessageSize: 4 << 20,
-		PullBatchMax: 32, PullBytesMax: 256 << 10,
+		PullBatchMax: 32, PullBytesMax: 256 << 10, RebalanceLockMaxLiveTime: 60 * time.Second,
 	}
 }
 
@@ -93,6 +96,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize < 1 || c.MaxMessageSize > 64<<20 {
 		errs.Add("broker.max_message_size", "%d is outside 1..64MiB", c.MaxMessageSize)
+	}
+	if c.RebalanceLockMaxLiveTime <= 0 {
+		errs.Add("broker.rebalance_lock_max_live_time", "must be positive, got %s", c.RebalanceLockMaxLiveTime)
 	}
 	if c.PullBatchMax < 1 || c.PullBytesMax < 1024 {
 		errs.Add("broker.pull_batch_max", "pull limits too small")

@@ -36,6 +36,9 @@ func (b *Broker) registerProcessors() {
 	r.RegisterFunc(remoting.UpdateAndCreateSubscriptionGroup, b.handleCreateGroup)
 	r.RegisterFunc(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
 	r.RegisterFunc(remoting.CheckClientConfig, b.handleCheckClientConfig)
+	locks := newLockTable(b.cfg.RebalanceLockMaxLiveTime)
+	r.RegisterFunc(remoting.LockBatchMQ, locks.handleLock)
+	r.RegisterFunc(remoting.UnlockBatchMQ, locks.handleUnlock)
 }
 
 func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {

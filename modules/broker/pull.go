@@ -173,7 +173,8 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 }
 
 func (b *Broker) commitAfterPull(pr *pullRequest) {
-	if pr.sysFlag&pullCommitOffset != 0 && pr.commitOffset >= 0 && b.cfg.ID == 0 {
+	// Broadcasting consumers keep their offsets themselves.
+	if pr.sysFlag&pullCommitOffset != 0 && pr.commitOffset >= 0 && b.cfg.ID == 0 && b.clients.messageModel(pr.group) != protocol.Broadcasting {
 		b.offsets.commit(pr.group, pr.topic, pr.queueID, pr.commitOffset)
 		pr.sysFlag &^= pullCommitOffset
 	}
