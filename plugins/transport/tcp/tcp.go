@@ -5,10 +5,12 @@ package tcp
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -40,7 +42,7 @@ func cfgOf(cfg any) *Config {
 
 // Listen implements transport.Provider.
 func (Provider) Listen(ctx context.Context, addr string, cfg any, deps transport.Deps) (transport.Listener, error) {
-	return Listen(ctx, addr, cfgOf(cfg), deps.MaxFrameSize)
+	return listen(ctx, addr, cfgOf(cfg), deps.MaxFrameSize, deps.Logger)
 }
 
 // Dial implements transport.Provider.
@@ -53,18 +55,34 @@ type Listener struct {
 	ln       net.Listener
 	cfg      *Config
 	maxFrame int
+	tls      *tls.Config
 }
 
 var _ transport.Listener = (*Listener)(nil)
 
 // Listen binds addr.
 func Listen(ctx context.Context, addr string, cfg *Config, maxFrame int) (*Listener, error) {
+	return listen(ctx, addr, cfg, maxFrame, nil)
+}
+
+func listen(ctx context.Context, addr string, cfg *Config, maxFrame int, log *slog.Logger) (*Listener, error) {
+	if cfg == nil {
+		cfg = NewConfig()
+	}
+	l := &Listener{cfg: cfg, maxFrame: maxOr(maxFrame)}
+	if cfg.TLS.Enabled {
+		var err error
+		if l.tls, err = serverTLS(&cfg.TLS, addr, log); err != nil {
+			return nil, err
+		}
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen %s: %w", addr, err)
 	}
-	return &Listener{ln: ln, cfg: cfg, maxFrame: maxOr(maxFrame)}, nil
+	l.ln = ln
+	return l, nil
 }
 
 func maxOr(n int) int {
@@ -114,9 +132,30 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 			}
 			return nil, fmt.Errorf("tcp: accept: %w", err)
 		}
+		if l.tls != nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetNoDelay(l.cfg.NoDelay)
+			}
+			// Handshake in the background, so a slow or silent client does
+			// not hold up Accept; reads wait for it. A client that does not
+			// finish it in time is dropped.
+			tc := tls.Server(c, l.tls)
+			conn := NewConn(tc, l.cfg, l.maxFrame)
+			go func() {
+				hctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
+				defer cancel()
+				if err := tc.HandshakeContext(hctx); err != nil {
+					conn.Close()
+				}
+			}()
+			return conn, nil
+		}
 		return NewConn(c, l.cfg, l.maxFrame), nil
 	}
 }
+
+// tlsHandshakeTimeout bounds a server-side TLS handshake.
+const tlsHandshakeTimeout = 10 * time.Second
 
 // aLongTimeAgo is a deadline in the past, to unblock I/O at once.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -133,7 +172,18 @@ func Dial(ctx context.Context, addr string, cfg *Config, maxFrame int) (*Conn, e
 		cfg = NewConfig()
 	}
 	d := net.Dialer{Timeout: cfg.DialTimeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if cfg.TLS.Enabled {
+		tc, terr := clientTLS(&cfg.TLS, addr)
+		if terr != nil {
+			return nil, terr
+		}
+		td := tls.Dialer{NetDialer: &d, Config: tc}
+		c, err = td.DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
