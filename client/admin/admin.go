@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/protocol"
@@ -273,5 +274,39 @@ func (a *Admin) ConsumerIDs(ctx context.Context, group string) ([]string, error)
 		out = append(out, id)
 	}
 	sort.Strings(out)
+	return out, nil
+}
+
+// ResetOffset rewinds (or forwards) group's offsets of topic to the first
+// message stored at or after t on every broker (INVOKE_BROKER_TO_RESET_OFFSET,
+// 222); brokers tell online consumers with RESET_CONSUMER_CLIENT_OFFSET.
+// It returns the new offset of each queue.
+func (a *Admin) ResetOffset(ctx context.Context, group, topic string, t time.Time, force bool) (map[client.MessageQueue]int64, error) {
+	r, err := a.c.FetchRoute(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("admin: reset offset: %w", err)
+	}
+	out := map[client.MessageQueue]int64{}
+	for _, name := range r.Brokers() {
+		addr, ok := a.c.BrokerAddr(name)
+		if !ok {
+			continue
+		}
+		resp, err := a.invokeOK(ctx, addr, client.NewRequest(remoting.InvokeBrokerToResetOffset, map[string]string{
+			"topic": topic, "group": group, "timestamp": strconv.FormatInt(t.UnixMilli(), 10), "isForce": strconv.FormatBool(force),
+		}, nil))
+		if err != nil {
+			return nil, fmt.Errorf("admin: reset offset of %s on %s: %w", topic, name, err)
+		}
+		if len(resp.Body) > 0 {
+			tbl, err := client.ParseOffsetTable(resp.Body)
+			if err != nil {
+				return nil, fmt.Errorf("admin: reset offset: %w", err)
+			}
+			for k, v := range tbl {
+				out[k] = v
+			}
+		}
+	}
 	return out, nil
 }

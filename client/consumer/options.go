@@ -142,7 +142,9 @@ func WithSuspendCurrentQueueTime(d time.Duration) Option {
 }
 
 // WithRebalanceInterval sets the periodic rebalance (default 20 s).
-func WithRebalanceInterval(d time.Duration) Option { return func(o *options) { o.rebalanceInterval = d } }
+func WithRebalanceInterval(d time.Duration) Option {
+	return func(o *options) { o.rebalanceInterval = d }
+}
 
 // WithPersistInterval sets the offset commit period (default 5 s).
 func WithPersistInterval(d time.Duration) Option { return func(o *options) { o.persistInterval = d } }

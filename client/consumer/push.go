@@ -821,3 +821,35 @@ func (pc *PushConsumer) sendToRetryTopic(ctx context.Context, m *client.MessageE
 	}
 	return nil
 }
+
+// QueueStats describes one held queue's cache.
+type QueueStats struct {
+	// Cached is the number of pulled messages not yet consumed; Bytes
+	// their body size; Span the distance of their lowest and highest
+	// offsets.
+	Cached int
+	Bytes  int64
+	Span   int64
+	// Offset is the in-memory consume offset.
+	Offset int64
+}
+
+// Queues lists the queues this consumer currently holds.
+func (pc *PushConsumer) Queues() []client.MessageQueue {
+	qs := pc.heldQueues()
+	sortQueues(qs)
+	return qs
+}
+
+// Stats reports each held queue's cache, which flow control bounds.
+func (pc *PushConsumer) Stats() map[client.MessageQueue]QueueStats {
+	pc.pqMu.Lock()
+	defer pc.pqMu.Unlock()
+	out := make(map[client.MessageQueue]QueueStats, len(pc.pqs))
+	for mq, pq := range pc.pqs {
+		c, b, s := pq.stats()
+		off, _ := pc.offsets.get(mq)
+		out[mq] = QueueStats{Cached: c, Bytes: b, Span: s, Offset: off}
+	}
+	return out
+}
