@@ -9,10 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/quivermq/quiver/core/message"
-	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/store"
 )
 
@@ -517,25 +515,13 @@ func (s *Store) redispatch(v recordView, phys int64, size int32) error {
 	return nil
 }
 
-// defaultDelayLevels is RocketMQ's default messageDelayLevel table
-// ("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h").
-var defaultDelayLevels = [...]time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute, 6 * time.Minute,
-	7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute,
-	time.Hour, 2 * time.Hour}
-
 // recoveredTagsCode recomputes the tag code of a re-dispatched record: the
-// broker's code is not in the record, so do what RocketMQ's
-// checkMessageAndReturnSize does: the TAGS hash, or for the schedule topic
-// the delivery time from the DELAY level and the default level table.
+// broker's code is not in the record, so it must be a pure function of it,
+// message.TagsCode of the TAGS property, which is what the broker stores
+// for every message. (Schedulers read delivery times from the record, not
+// from the tag code.)
 func recoveredTagsCode(v recordView) int64 {
-	if string(v.topic) == protocol.ScheduleTopic {
-		if level, err := strconv.Atoi(string(propValue(v.props, message.PropertyDelayTimeLevel))); err == nil && level > 0 {
-			level = min(level, len(defaultDelayLevels))
-			return v.storeTS + defaultDelayLevels[level-1].Milliseconds()
-		}
-	}
-	return message.TagsHashCode(string(propValue(v.props, message.PropertyTags)))
+	return message.TagsCode(string(propValue(v.props, message.PropertyTags)))
 }
 
 func parseOffsetName(name string) (int64, bool) {
