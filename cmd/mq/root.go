@@ -116,7 +116,8 @@ func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
 }
 
 func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
-	return &cobra.Command{
+	var devTLS bool
+	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.NoArgs,
@@ -124,6 +125,11 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 			cfg, err := loadConfig(g, r)
 			if err != nil {
 				return err
+			}
+			if devTLS {
+				if err := setupDevTLS(cfg, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
 			}
 			if g.checkConfig {
 				if err := fx.ValidateApp(appOptions(cfg, r)); err != nil {
@@ -141,6 +147,10 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 			return run(cmd.Context(), appOptions(cfg, r))
 		},
 	}
+	if r == roleDev {
+		cmd.Flags().BoolVar(&devTLS, "tls", false, "serve TCP with TLS, using a development certificate kept in <storage.dir>/tls")
+	}
+	return cmd
 }
 
 // run starts the app, waits for ctx (SIGINT/SIGTERM) and stops it.

@@ -98,6 +98,8 @@ type Options struct {
 	Sets []string
 	// Env is extra environment.
 	Env []string
+	// TLS starts `mq dev --tls`; readiness checks then dial with TLS.
+	TLS bool
 }
 
 // Proc is a running mq dev process.
@@ -145,6 +147,9 @@ func (p *Proc) start() {
 	for _, s := range p.opts.Sets {
 		args = append(args, "--set", s)
 	}
+	if p.opts.TLS {
+		args = append(args, "--tls")
+	}
 	cmd := exec.Command(p.bin, args...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), p.opts.Env...)
@@ -167,7 +172,11 @@ func (p *Proc) start() {
 func (p *Proc) WaitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	c := remoting.NewClient(func(ctx context.Context, addr string) (transportConn, error) {
-		return tcp.Dial(ctx, addr, tcp.NewConfig(), 0)
+		cfg := tcp.NewConfig()
+		if p.opts.TLS {
+			cfg.TLS = tcp.TLSConfig{Enabled: true, InsecureSkipVerify: true}
+		}
+		return tcp.Dial(ctx, addr, cfg, 0)
 	}, nil, nil, remoting.PeerOptions{})
 	defer c.Close()
 	var last error

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/transport/tlsconf"
+)
+
+// setupDevTLS turns TLS on for TCP with a development certificate kept in
+// <storage.dir>/tls (generated on first use), trusted by the process's own
+// dialers (the broker registering with its name server).
+func setupDevTLS(cfg *config.Config, log io.Writer) error {
+	dir := cfg.String("storage.dir")
+	if dir == "" {
+		dir = kernel.DefaultStorageConfig().Dir
+	}
+	dir = filepath.Join(dir, "tls")
+	certFile, keyFile := filepath.Join(dir, "dev-cert.pem"), filepath.Join(dir, "dev-key.pem")
+	if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("dev tls: %w", err)
+		}
+		cert, err := tlsconf.SelfSigned("")
+		if err != nil {
+			return fmt.Errorf("dev tls: %w", err)
+		}
+		if err := tlsconf.WritePEM(cert, certFile, keyFile); err != nil {
+			return fmt.Errorf("dev tls: %w", err)
+		}
+	}
+	cert, err := tlsconf.LoadKeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("dev tls: %w", err)
+	}
+	fmt.Fprintf(log, "TLS on: development certificate %s (sha256 %s); clients trust it with ca_file or skip verification\n",
+		certFile, tlsconf.Fingerprint(cert.Certificate[0]))
+	cfg.Set("transport.tcp.tls.enabled", true)
+	cfg.Set("transport.tcp.tls.cert_file", certFile)
+	cfg.Set("transport.tcp.tls.key_file", keyFile)
+	if !cfg.Exists("transport.tcp.tls.ca_file") {
+		cfg.Set("transport.tcp.tls.ca_file", certFile)
+	}
+	return nil
+}
