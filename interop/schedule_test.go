@@ -1,0 +1,341 @@
+package interop
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/internal/testserver"
+)
+
+// arrivals records when each body was delivered, and how often.
+type arrivals struct {
+	mu    sync.Mutex
+	at    map[string][]time.Time
+	msgs  map[string][]*primitive.MessageExt
+	retry func(m *primitive.MessageExt) bool // return true to ask for a retry
+}
+
+func newArrivals() *arrivals {
+	return &arrivals{at: map[string][]time.Time{}, msgs: map[string][]*primitive.MessageExt{}}
+}
+
+func (a *arrivals) handle(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	now := time.Now()
+	res := consumer.ConsumeSuccess
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range msgs {
+		b := string(m.Body)
+		a.at[b] = append(a.at[b], now)
+		a.msgs[b] = append(a.msgs[b], m)
+		if a.retry != nil && a.retry(m) {
+			res = consumer.ConsumeRetryLater
+		}
+	}
+	return res, nil
+}
+
+func (a *arrivals) times(body string) []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Time(nil), a.at[body]...)
+}
+
+func (a *arrivals) deliveries(body string) []*primitive.MessageExt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]*primitive.MessageExt(nil), a.msgs[body]...)
+}
+
+// waitN polls until body arrived n times.
+func (a *arrivals) waitN(t *testing.T, body string, n int, timeout time.Duration) []time.Time {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(a.times(body)) >= n }, timeout, 10*time.Millisecond, "%q arrived %d of %d times", body, len(a.times(body)), n)
+	return a.times(body)
+}
+
+// readyConsumer creates topic with a warm-up message, starts a consumer of
+// group on it and waits until the warm-up arrived, so later deliveries are
+// timed from an idle, long-polling consumer.
+func readyConsumer(t *testing.T, ns string, p interface {
+	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+}, topic, group string, a *arrivals, extra ...consumer.Option) {
+	t.Helper()
+	warm := "warmup-" + group
+	res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(warm)))
+	require.NoError(t, err)
+	require.Equal(t, primitive.SendOK, res.Status)
+	waitRoute(t, ns, topic)
+	newPushConsumer(t, ns, topic, consumerOpts{group: group, extra: extra}, a.handle)
+	a.waitN(t, warm, 1, 40*time.Second)
+}
+
+// waitRoute polls the name server until it routes topic (brokers register
+// new topics asynchronously; a consumer started before fails).
+func waitRoute(t *testing.T, ns, topic string) {
+	t.Helper()
+	c := rawClient(t)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		resp, err := c.Invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil))
+		return err == nil && resp.Code == remoting.Success
+	}, 20*time.Second, 20*time.Millisecond, "no route for %s", topic)
+}
+
+// mqAdmin runs `mq admin ...` against srv and returns its output.
+func mqAdmin(t *testing.T, srv *testserver.Proc, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(testserver.Binary(t), append([]string{"admin", "--namesrv", srv.Namesrv}, args...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "mq admin %v:\n%s", args, out)
+	return string(out)
+}
+
+func testDelayLevel2(t *testing.T, sets []string, want time.Duration) {
+	srv := testserver.StartDev(t, testserver.Options{Sets: sets})
+	topic := uniq("Delay")
+	p := newProducer(t, srv.Namesrv)
+	a := newArrivals()
+	readyConsumer(t, srv.Namesrv, p, topic, uniq("CG"), a)
+
+	sent := time.Now()
+	sendSync(t, p, primitive.NewMessage(topic, []byte("delayed")).WithDelayTimeLevel(2))
+	got := a.waitN(t, "delayed", 1, want+10*time.Second)
+	late := got[0].Sub(sent)
+	t.Logf("level 2 (%s) arrived after %s", want, late)
+	assert.GreaterOrEqual(t, late, want, "arrived early")
+	assert.Less(t, late, want+time.Second, "arrived more than 1s late")
+	m := a.deliveries("delayed")[0]
+	assert.Equal(t, topic, m.Topic)
+	assert.Empty(t, m.GetProperty("REAL_TOPIC"))
+}
+
+// TestDelayLevelShort: with delay_levels "1s 2s 3s", level 2 arrives
+// 2s after sending, within 1s.
+func TestDelayLevelShort(t *testing.T) {
+	testDelayLevel2(t, []string{"schedule.delay_levels=1s 2s 3s"}, 2*time.Second)
+}
+
+// TestDelayLevelDefault: RocketMQ's table, level 2 = 5s.
+func TestDelayLevelDefault(t *testing.T) {
+	testDelayLevel2(t, nil, 5*time.Second)
+}
+
+// TestTimerMessage: TIMER_DELIVER_MS (the client's WithDelayTimestamp),
+// __STARTDELIVERTIME and TIMER_DELAY_MS arrive at their time.
+func TestTimerMessage(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{})
+	topic := uniq("Timer")
+	p := newProducer(t, srv.Namesrv)
+	a := newArrivals()
+	readyConsumer(t, srv.Namesrv, p, topic, uniq("CG"), a)
+
+	at := time.Now().Add(2500 * time.Millisecond)
+	sendSync(t, p, primitive.NewMessage(topic, []byte("deliver-ms")).WithDelayTimestamp(at))
+	m := primitive.NewMessage(topic, []byte("start-deliver"))
+	m.WithProperty("__STARTDELIVERTIME", strconv.FormatInt(at.Add(500*time.Millisecond).UnixMilli(), 10))
+	sendSync(t, p, m)
+	m = primitive.NewMessage(topic, []byte("delay-ms"))
+	m.WithProperty("TIMER_DELAY_MS", "1500")
+	sent := time.Now()
+	sendSync(t, p, m)
+
+	for body, due := range map[string]time.Time{"deliver-ms": at, "start-deliver": at.Add(500 * time.Millisecond), "delay-ms": sent.Add(1500 * time.Millisecond)} {
+		got := a.waitN(t, body, 1, 15*time.Second)
+		// Millisecond precision: the broker's store time of the delivered
+		// copy is not before the due time; arrival follows within ~100ms.
+		late := got[0].Sub(due)
+		t.Logf("%s: %s late", body, late)
+		assert.GreaterOrEqual(t, got[0].Add(5*time.Millisecond), due, body)
+		assert.Less(t, late, time.Second, body)
+	}
+
+	// Beyond schedule.max_delay is refused.
+	far := primitive.NewMessage(topic, []byte("far"))
+	far.WithProperty("TIMER_DELAY_MS", strconv.FormatInt((41 * 24 * time.Hour).Milliseconds(), 10))
+	_, err := p.SendSync(context.Background(), far)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "max_delay")
+	assert.Contains(t, err.Error(), "CODE: 13")
+}
+
+// TestRetryLaterBackoff: a consumer asking for a retry gets the message
+// again after the back-off (levels 3+ are 1s here), with ReconsumeTimes
+// counted and the original topic restored.
+func TestRetryLaterBackoff(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"schedule.delay_levels=1s 1s 1s 1s 1s 1s 1s"}})
+	topic := uniq("Retry")
+	p := newProducer(t, srv.Namesrv)
+	a := newArrivals()
+	a.retry = func(m *primitive.MessageExt) bool { return string(m.Body) == "flaky" && m.ReconsumeTimes < 2 }
+	readyConsumer(t, srv.Namesrv, p, topic, uniq("CG"), a)
+
+	sendSync(t, p, primitive.NewMessage(topic, []byte("flaky")).WithTag("T1"))
+	got := a.waitN(t, "flaky", 3, 60*time.Second)
+	for i := 1; i < 3; i++ {
+		gap := got[i].Sub(got[i-1])
+		t.Logf("retry %d after %s", i, gap)
+		assert.GreaterOrEqual(t, gap, 900*time.Millisecond, "retry %d came before the back-off", i)
+	}
+	ds := a.deliveries("flaky")
+	for i, m := range ds[:3] {
+		assert.Equal(t, int32(i), m.ReconsumeTimes, "delivery %d", i)
+		assert.Equal(t, topic, m.Topic, "delivery %d: topic restored from RETRY_TOPIC", i)
+		assert.Equal(t, "T1", m.GetTags())
+	}
+	time.Sleep(2 * time.Second)
+	assert.Len(t, a.times("flaky"), 3, "no delivery after success")
+}
+
+// TestDLQAndResend: with max reconsume times 2 the message ends in
+// %DLQ%<group>; `mq admin dlq list` shows it, clients may not send to the
+// DLQ, and `mq admin dlq resend` brings it back to that group only.
+func TestDLQAndResend(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"schedule.delay_levels=1s 1s 1s 1s 1s 1s 1s"}})
+	topic := uniq("DLQ")
+	p := newProducer(t, srv.Namesrv)
+	var accept atomic.Bool
+	g1, g2 := uniq("CG1"), uniq("CG2")
+	a1, a2 := newArrivals(), newArrivals()
+	a1.retry = func(m *primitive.MessageExt) bool { return string(m.Body) == "poison" && !accept.Load() }
+	readyConsumer(t, srv.Namesrv, p, topic, g1, a1, consumer.WithMaxReconsumeTimes(2))
+	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: g2}, a2.handle)
+	a2.waitN(t, "warmup-"+g1, 1, 40*time.Second)
+
+	res := sendSync(t, p, primitive.NewMessage(topic, []byte("poison")))
+	a2.waitN(t, "poison", 1, 20*time.Second)
+	a1.waitN(t, "poison", 3, 60*time.Second) // first try + 2 retries (the first waits for the client to route %RETRY%)
+	var out string
+	require.Eventually(t, func() bool {
+		out = mqAdmin(t, srv, "dlq", "list", "--group", g1)
+		return strings.Contains(out, res.MsgID)
+	}, 20*time.Second, 500*time.Millisecond, "dlq list:\n%s", out)
+	t.Logf("dlq list:\n%s", out)
+	assert.Contains(t, out, "1 dead letter(s)")
+	assert.Len(t, a1.times("poison"), 3, "no delivery after the DLQ")
+
+	// Clients cannot send to a DLQ.
+	_, err := p.SendSync(context.Background(), primitive.NewMessage("%DLQ%"+g1, []byte("x")))
+	require.Error(t, err)
+
+	accept.Store(true)
+	out = mqAdmin(t, srv, "dlq", "resend", "--group", g1, "--msg-id", res.MsgID)
+	t.Logf("dlq resend:\n%s", out)
+	assert.Contains(t, out, "1 dead letter(s) resent")
+	got := a1.waitN(t, "poison", 4, 30*time.Second)
+	_ = got
+	back := a1.deliveries("poison")[3]
+	assert.Equal(t, topic, back.Topic)
+	assert.Equal(t, int32(0), back.ReconsumeTimes, "reconsume count reset")
+	time.Sleep(3 * time.Second)
+	assert.Len(t, a2.times("poison"), 1, "the other group does not get it again")
+	assert.Len(t, a1.times("poison"), 4)
+}
+
+// TestOffsetResetByTime rewinds a group to a time with its consumer online
+// (the broker tells it with RESET_CONSUMER_CLIENT_OFFSET) and offline.
+func TestOffsetResetByTime(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{})
+	topic := uniq("Rewind")
+	group := uniq("CG")
+	p := newProducer(t, srv.Namesrv)
+	for i := 0; i < 8; i++ {
+		sendSync(t, p, primitive.NewMessage(topic, []byte(fmt.Sprintf("old-%d", i))))
+	}
+	time.Sleep(1100 * time.Millisecond)
+	mark := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 8; i++ {
+		sendSync(t, p, primitive.NewMessage(topic, []byte(fmt.Sprintf("new-%d", i))))
+	}
+	waitRoute(t, srv.Namesrv, topic)
+	a := newArrivals()
+	c := newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: group}, a.handle)
+	for i := 0; i < 8; i++ {
+		a.waitN(t, fmt.Sprintf("new-%d", i), 1, 40*time.Second)
+		a.waitN(t, fmt.Sprintf("old-%d", i), 1, 40*time.Second)
+	}
+	// Online.
+	ts := mark.UTC().Format("2006-01-02T15:04:05.000Z")
+	out := mqAdmin(t, srv, "offset", "reset", "--group", group, "--topic", topic, "--timestamp", ts)
+	t.Logf("offset reset:\n%s", out)
+	assert.Contains(t, out, "1 online consumer(s) told")
+	for i := 0; i < 8; i++ {
+		a.waitN(t, fmt.Sprintf("new-%d", i), 2, 60*time.Second)
+	}
+	for i := 0; i < 8; i++ {
+		assert.Len(t, a.times(fmt.Sprintf("old-%d", i)), 1, "old-%d is before the reset time", i)
+	}
+	// Offline: everything since an hour ago, picked up by the next start.
+	c.Shutdown()
+	out = mqAdmin(t, srv, "offset", "reset", "--group", group, "--topic", topic, "--timestamp=-1h")
+	assert.Contains(t, out, "0 online consumer(s) told")
+	b := newArrivals()
+	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: group}, b.handle)
+	for i := 0; i < 8; i++ {
+		b.waitN(t, fmt.Sprintf("old-%d", i), 1, 40*time.Second)
+		b.waitN(t, fmt.Sprintf("new-%d", i), 1, 40*time.Second)
+	}
+}
+
+// testPendingSurvive sends delayed and timer messages, stops the broker
+// with stop, and checks each is delivered exactly once when due.
+func testPendingSurvive(t *testing.T, stop func(*testserver.Proc)) {
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"schedule.delay_levels=1s 2s 6s"}})
+	topic := uniq("Pending")
+	p := newProducer(t, srv.Namesrv)
+	sendSync(t, p, primitive.NewMessage(topic, []byte("warmup")))
+	sent := time.Now()
+	due := map[string]time.Time{}
+	for i := 0; i < 5; i++ {
+		b := fmt.Sprintf("delay-%d", i)
+		sendSync(t, p, primitive.NewMessage(topic, []byte(b)).WithDelayTimeLevel(3))
+		due[b] = sent.Add(6 * time.Second)
+		b = fmt.Sprintf("timer-%d", i)
+		at := sent.Add(time.Duration(5000+300*i) * time.Millisecond)
+		sendSync(t, p, primitive.NewMessage(topic, []byte(b)).WithDelayTimestamp(at))
+		due[b] = at
+	}
+	// One already delivered before the stop, not to be delivered again.
+	sendSync(t, p, primitive.NewMessage(topic, []byte("early")).WithDelayTimeLevel(1))
+	due["early"] = sent.Add(time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	stop(srv)
+	waitRoute(t, srv.Namesrv, topic)
+	a := newArrivals()
+	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: uniq("CG")}, a.handle)
+	for b := range due {
+		a.waitN(t, b, 1, 40*time.Second)
+	}
+	time.Sleep(3 * time.Second)
+	for b, d := range due {
+		got := a.deliveries(b)
+		assert.Len(t, got, 1, "%s delivered once", b)
+		if len(got) > 0 {
+			// The delivered copy's store time is when it was released.
+			assert.GreaterOrEqual(t, got[0].StoreTimestamp+5, d.UnixMilli(), "%s released early", b)
+		}
+	}
+}
+
+func TestPendingSurviveSIGTERM(t *testing.T) {
+	testPendingSurvive(t, func(p *testserver.Proc) { p.Restart() })
+}
+
+func TestPendingSurviveSIGKILL(t *testing.T) {
+	testPendingSurvive(t, func(p *testserver.Proc) { p.Kill(); p.Start() })
+}
