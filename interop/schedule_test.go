@@ -166,7 +166,7 @@ func TestTimerMessage(t *testing.T) {
 
 	// Beyond schedule.max_delay is refused.
 	far := primitive.NewMessage(topic, []byte("far"))
-	far.WithProperty("TIMER_DELAY_MS", strconv.FormatInt((41 * 24 * time.Hour).Milliseconds(), 10))
+	far.WithProperty("TIMER_DELAY_MS", strconv.FormatInt((41*24*time.Hour).Milliseconds(), 10))
 	_, err := p.SendSync(context.Background(), far)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "max_delay")
