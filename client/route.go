@@ -128,14 +128,23 @@ func (c *Client) storeRoute(r *TopicRoute) {
 	c.routes[r.Topic] = r
 	c.routeMu.Unlock()
 	c.brokerMu.Lock()
+	fresh := false
 	for _, b := range r.Data.BrokerDatas {
 		m := make(map[int64]string, len(b.BrokerAddrs))
 		for id, a := range b.BrokerAddrs {
 			m[id] = a
+			if c.brokers[b.BrokerName][id] != a {
+				fresh = true
+			}
 		}
 		c.brokers[b.BrokerName] = m
 	}
 	c.brokerMu.Unlock()
+	if fresh {
+		// A broker we never heartbeated: tell it about our groups now, so
+		// transaction checks and consumer lists find us.
+		c.TriggerHeartbeat()
+	}
 }
 
 // Route returns the cached route of topic, fetching it when absent.

@@ -33,7 +33,11 @@ func configAccepts(t *testing.T, sets ...string) bool {
 	}
 	cmd := exec.Command(testserver.Binary(t), args...)
 	cmd.Dir = t.TempDir()
-	return cmd.Run() == nil
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Logf("mq dev --check-config %v: %v: %s", sets, err, out)
+	}
+	return err == nil
 }
 
 // TestClusteringSplitsQueues runs two consumers of one group on a

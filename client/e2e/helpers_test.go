@@ -102,9 +102,9 @@ func startEnv(t *testing.T, s scheme, sets ...string) *env {
 	return &env{srv: srv, ns: ns}
 }
 
-// testLog sends client logs to t.Log when QUIVER_CLIENT_LOG is set.
+// testLog sends client logs to t.Log when CLIENT_E2E_LOG is set.
 func testLog(t *testing.T) *slog.Logger {
-	if os.Getenv("QUIVER_CLIENT_LOG") == "" {
+	if os.Getenv("CLIENT_E2E_LOG") == "" {
 		return slog.New(slog.DiscardHandler)
 	}
 	var mu sync.Mutex
