@@ -20,6 +20,7 @@ import (
 	"github.com/quivermq/quiver/modules/retry"
 	"github.com/quivermq/quiver/modules/schedule"
 	"github.com/quivermq/quiver/modules/transaction"
+	"github.com/quivermq/quiver/plugins/auth/acl"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
@@ -67,7 +68,8 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("retry.", retry.NewConfig())...)
 	want = append(want, koanfKeys("transaction.", transaction.NewConfig())...)
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
-	want = append(want, "transports")
+	want = append(want, "transports", "acl.enabled")
+	want = append(want, koanfKeys("acl.", acl.NewConfig())...)
 	have := map[string]bool{}
 	for _, k := range cfg.Keys() {
 		have[k] = true

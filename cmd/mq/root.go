@@ -19,6 +19,7 @@ import (
 	"github.com/quivermq/quiver/modules/retry"
 	"github.com/quivermq/quiver/modules/schedule"
 	"github.com/quivermq/quiver/modules/transaction"
+	"github.com/quivermq/quiver/plugins/auth/acl"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
@@ -27,7 +28,7 @@ import (
 )
 
 // sections are the top-level configuration keys some part of mq owns.
-var sections = []string{"auth", "broker", "filter", "log", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+var sections = []string{"acl", "auth", "broker", "filter", "log", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string
@@ -67,7 +68,7 @@ const (
 
 // plugins are the stock plugins every mq binary carries.
 func plugins() fx.Option {
-	return fx.Options(tcp.Module, quictransport.Module, commitlog.Module, tag.Module, sql92.Module)
+	return fx.Options(tcp.Module, quictransport.Module, commitlog.Module, tag.Module, sql92.Module, acl.Module)
 }
 
 // loadConfig merges file, environment and --set, then applies role

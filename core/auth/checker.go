@@ -14,3 +14,11 @@ import "context"
 type Checker interface {
 	Check(ctx context.Context, req Request) (Principal, error)
 }
+
+// Signer is an optional interface of auth plugins that sign the process's
+// own outgoing requests (a broker registering with a name server that checks
+// signatures). SignRequest adds the credentials to ext and reports false
+// when it has none.
+type Signer interface {
+	SignRequest(ext map[string]string, body []byte) bool
+}

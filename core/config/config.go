@@ -96,6 +96,9 @@ func FromMap(m map[string]any) *Config {
 // Exists reports whether path is set.
 func (c *Config) Exists(path string) bool { return c.k.Exists(path) }
 
+// Get returns the raw value at path (nil when unset).
+func (c *Config) Get(path string) any { return c.k.Get(path) }
+
 // String returns the string at path.
 func (c *Config) String(path string) string { return c.k.String(path) }
 

@@ -255,7 +255,7 @@ func checkStorageKeys(cfg *config.Config, reg *StorageRegistry) error {
 // enabled transports. The store is provided by StorageModule so processes
 // without one (mq namesrv) never open it.
 var Module = fx.Module("kernel",
-	fx.Provide(NewLogger, NewRemotingConfig, newRegistries, NewTransports),
+	fx.Provide(NewLogger, NewRemotingConfig, newRegistries, NewTransports, NewGuard),
 )
 
 // StorageModule opens the configured store and closes it on stop.

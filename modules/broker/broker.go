@@ -31,6 +31,10 @@ type Deps struct {
 	DataDir string
 	// PeerOptions tune each connection.
 	PeerOptions remoting.PeerOptions
+	// Interceptors run before every processor (authentication, ACL).
+	Interceptors []remoting.Interceptor
+	// Sign, when set, signs the broker's own requests to name servers.
+	Sign func(*remoting.Command)
 }
 
 // Broker is one broker process.
@@ -109,6 +113,9 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 	b.nsrv = remoting.NewClient(deps.Transports.Dial, nil, log, remoting.PeerOptions{})
 	if err := b.initSystemTopics(); err != nil {
 		return nil, err
+	}
+	for _, ic := range deps.Interceptors {
+		b.router.Use(ic)
 	}
 	b.registerProcessors()
 	return b, nil

@@ -51,6 +51,7 @@ type params struct {
 	Filters    *kernel.FilterRegistry
 	Remoting   kernel.RemotingConfig
 	Logger     *slog.Logger
+	Guard      *kernel.Guard `optional:"true"`
 }
 
 func newFromFx(p params) (*Broker, error) {
@@ -62,10 +63,15 @@ func newFromFx(p params) (*Broker, error) {
 	if dir == "" {
 		dir = kernel.DefaultStorageConfig().Dir
 	}
-	return New(p.Config, Deps{
+	deps := Deps{
 		Store: p.Store, Transports: p.Transports, Filters: filters, Logger: p.Logger,
 		DataDir: dir, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
-	})
+	}
+	if p.Guard != nil {
+		deps.Interceptors = p.Guard.Interceptors
+		deps.Sign = p.Guard.Sign
+	}
+	return New(p.Config, deps)
 }
 
 // Module is the broker: send, pull, offsets, heartbeats, admin codes and

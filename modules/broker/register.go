@@ -47,6 +47,9 @@ func (b *Broker) registerAll(ctx context.Context) {
 			"compressed":   "false",
 			"bodyCrc32":    strconv.FormatInt(int64(int32(crc32.ChecksumIEEE(raw))), 10),
 		}, raw)
+		if b.deps.Sign != nil {
+			b.deps.Sign(req)
+		}
 		rctx, cancel := context.WithTimeout(ctx, 6*time.Second)
 		resp, err := b.nsrv.Invoke(rctx, ns, req)
 		cancel()
@@ -71,6 +74,9 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 			"clusterName": b.cfg.Cluster,
 			"brokerId":    strconv.FormatInt(b.cfg.ID, 10),
 		}, nil)
+		if b.deps.Sign != nil {
+			b.deps.Sign(req)
+		}
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		if _, err := b.nsrv.Invoke(rctx, ns, req); err != nil {
 			b.log.Warn("unregister from name server", "namesrv", ns, "err", err)

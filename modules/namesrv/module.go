@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"go.uber.org/fx"
+
+	"github.com/quivermq/quiver/core/kernel"
 )
 
 // Module runs a name server: it decodes the namesrv section, builds the
@@ -19,9 +21,11 @@ type Params struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Server    *Server
+	Guard     *kernel.Guard `optional:"true"`
 }
 
 func registerLifecycle(p Params) {
+	p.Guard.Apply(p.Server.Router())
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error { return p.Server.Start(ctx) },
 		OnStop:  func(ctx context.Context) error { return p.Server.Stop(ctx) },

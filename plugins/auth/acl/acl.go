@@ -110,7 +110,8 @@ func denied(format string, args ...any) error {
 // ACL authenticates and authorizes requests against an ACL file. It is
 // safe for concurrent use.
 type ACL struct {
-	file string
+	ak, sk string
+	file   string
 	log  *slog.Logger
 
 	rules atomic.Pointer[rules]
@@ -149,7 +150,7 @@ func New(cfg *Config, deps auth.Deps) (*ACL, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &ACL{file: cfg.File, log: log, done: make(chan struct{})}
+	a := &ACL{file: cfg.File, ak: cfg.AccessKey, sk: cfg.SecretKey, log: log, done: make(chan struct{})}
 	if _, err := a.load(); err != nil {
 		return nil, err
 	}
@@ -371,6 +372,18 @@ func (a *ACL) Interceptor() remoting.Interceptor {
 		return remoting.NewResponse(req, remoting.NoPermission, err.Error())
 	}
 }
+
+// SignRequest signs one of this process's own outgoing requests with the
+// configured access_key/secret_key; it reports false when none are set.
+func (a *ACL) SignRequest(ext map[string]string, body []byte) bool {
+	if a.ak == "" {
+		return false
+	}
+	Sign(ext, body, a.ak, a.sk, "")
+	return true
+}
+
+var _ auth.Signer = (*ACL)(nil)
 
 // Provider is the ACL descriptor registered with the kernel.
 type Provider struct{}

@@ -24,6 +24,11 @@ type Config struct {
 	// the last good rules and is logged at Error. 0 disables polling
 	// (Reload can still be called). Default 2s.
 	ReloadInterval time.Duration `koanf:"reload_interval"`
+	// AccessKey and SecretKey are the credentials this process signs its
+	// own requests with (a broker registering with a name server that
+	// checks signatures). Empty: requests go unsigned.
+	AccessKey string `koanf:"access_key"`
+	SecretKey string `koanf:"secret_key"`
 }
 
 // NewConfig returns the defaults.
@@ -34,6 +39,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.File == "" {
 		errs = append(errs, errors.New("file: the ACL file path is required"))
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		errs = append(errs, errors.New("access_key and secret_key go together"))
 	}
 	if c.ReloadInterval < 0 {
 		errs = append(errs, fmt.Errorf("reload_interval: %v is negative (0 disables reloading)", c.ReloadInterval))
