@@ -93,7 +93,9 @@ func TestCrash(t *testing.T) {
 				defer c.Close()
 				perQueue := map[int32]int64{}
 				var recovered int64
-				defer func() { t.Logf("acknowledged in all %d, before the crash (checked) %d, in the clone %d", len(done), len(before), recovered) }()
+				defer func() {
+					t.Logf("acknowledged in all %d, before the crash (checked) %d, in the clone %d", len(done), len(before), recovered)
+				}()
 				for _, a := range before {
 					rec, err := c.Lookup(bg, a.pos.CommitLogOffset)
 					require.NoError(t, err, "acknowledged message at %d", a.pos.CommitLogOffset)
