@@ -24,6 +24,7 @@ import (
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
+	"github.com/quivermq/quiver/plugins/storage/pebblestore"
 	"github.com/quivermq/quiver/plugins/transport/quictransport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -60,6 +61,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("remoting.", kernel.RemotingConfig{})...)
 	want = append(want, koanfKeys("storage.", kernel.StorageConfig{})...)
 	want = append(want, koanfKeys("storage.commitlog.", commitlog.NewConfig())...)
+	want = append(want, koanfKeys("storage.pebble.", pebblestore.NewConfig())...)
 	want = append(want, koanfKeys("transport.tcp.", tcp.NewConfig())...)
 	want = append(want, koanfKeys("transport.quic.", quictransport.NewConfig())...)
 	want = append(want, koanfKeys("namesrv.", namesrv.NewConfig())...)
@@ -126,7 +128,7 @@ func TestUnknownEngineListsRegistered(t *testing.T) {
 	require.NoError(t, err)
 	app := fx.New(appOptions(cfg, roleBroker), fx.NopLogger)
 	require.Error(t, app.Err())
-	assert.Contains(t, app.Err().Error(), `unknown storage engine "pebel" (registered: commitlog)`)
+	assert.Contains(t, app.Err().Error(), `unknown storage engine "pebel" (registered: commitlog, pebble)`)
 }
 
 func TestUnknownSectionRefused(t *testing.T) {
