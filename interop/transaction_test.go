@@ -365,6 +365,8 @@ func TestDuplicateEndTransactionDeliversOnce(t *testing.T) {
 		"properties": props.Encode(), "reconsumeTimes": "0", "unitMode": "false", "maxReconsumeTimes": "16", "batch": "false",
 	}, []byte("dup-body")))
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Equal(t, "1", resp.Ext("queueId"), "the real queue, as Java answers")
+	assert.Equal(t, "0", resp.Ext("queueOffset"), "the offset in the half queue")
 	_, clo, err := message.ParseOffsetMsgID(resp.Ext("msgId"))
 	require.NoError(t, err)
 	end := func(typ int32, fromCheck bool) *remoting.Command {

@@ -113,7 +113,9 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	}
 	resp = remoting.NewResponse(req, remoting.Success, "")
 	resp.SetExt("msgId", message.OffsetMsgID(b.storeHost, pos[0].CommitLogOffset))
-	resp.SetExt("queueId", strconv.Itoa(int(m.QueueID)))
+	// The queue asked for, as Java answers, even when a put hook parked
+	// the message elsewhere (half message, delay).
+	resp.SetExt("queueId", strconv.Itoa(int(queueID)))
 	resp.SetExtInt("queueOffset", pos[0].QueueOffset)
 	resp.SetExt("MSG_REGION", "DefaultRegion")
 	resp.SetExt("TRACE_ON", "true")

@@ -123,8 +123,13 @@ func (s *Service) checkOne(ctx context.Context, half *message.Ext, now time.Time
 	n := s.checks[qo]
 	s.mu.Unlock()
 	if age > s.retention || int(n) >= s.cfg.CheckMax {
-		if _, err := s.decide(ctx, s.copyHalf(half), discard); err != nil {
+		dup, err := s.decide(ctx, s.copyHalf(half), discard)
+		if err != nil {
 			log.Error("check: discard half message", "err", err)
+			return pending
+		}
+		if dup {
+			// Decided meanwhile by an END_TRANSACTION.
 			return pending
 		}
 		log.Warn("transaction discarded to TRANS_CHECK_MAX_TIME_TOPIC without a decision", "checks", n, "age", age.Round(time.Second))

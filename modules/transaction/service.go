@@ -291,7 +291,8 @@ func (s *Service) putHook(_ context.Context, m *message.Ext) (int64, bool, error
 		return 0, false, nil
 	}
 	if !s.cfg.Enabled {
-		return 0, false, ErrDisabled
+		// Java answers NO_PERMISSION when rejectTransactionMessage is set.
+		return 0, false, fmt.Errorf("%w%w", ErrDisabled, &broker.RejectError{Code: remoting.NoPermission, Reason: ErrDisabled.Error()})
 	}
 	if m.Properties == nil {
 		m.Properties = message.Properties{}
@@ -434,6 +435,12 @@ func (s *Service) decide(ctx context.Context, half *message.Ext, o outcome) (dup
 		}
 		msgs = append(msgs, m)
 	case discard:
+		// Kept readable for inspection, as Java's createTopicOfTranCheckMaxTime.
+		if _, err := s.b.EnsureTopic(&protocol.TopicConfig{TopicName: protocol.TransCheckMaxTopic, ReadQueueNums: 1, WriteQueueNums: 1,
+			Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
+			s.release(qo)
+			return false, err
+		}
 		msgs = append(msgs, s.discarded(half))
 	}
 	msgs = append(msgs, s.opMessage(qo))

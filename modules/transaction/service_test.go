@@ -434,6 +434,9 @@ func TestCheckBackAndDiscard(t *testing.T) {
 	require.Len(t, kept, 1)
 	assert.Equal(t, "b", string(kept[0].Body))
 	assert.Equal(t, "Orders", kept[0].Properties[message.PropertyRealTopic])
+	tc, ok := e.b.TopicConfig(protocol.TransCheckMaxTopic)
+	require.True(t, ok, "the discard topic exists for inspection")
+	assert.Equal(t, int32(protocol.PermRead|protocol.PermWrite), tc.Perm)
 	// A late commit after the discard is ignored.
 	resp = e.end("PG", b, message.TransactionCommit)
 	assert.Equal(t, "transaction already decided", resp.Remark)
@@ -478,6 +481,11 @@ func TestDisabledRefusesTransactionalSends(t *testing.T) {
 	m := &message.Ext{Message: message.Message{Topic: "Orders", Body: []byte("x"), Properties: message.Properties{message.PropertyTransactionPrepared: "true"}}, SysFlag: message.TransactionPrepared}
 	_, err := e.b.Put(context.Background(), []*message.Ext{m})
 	assert.ErrorIs(t, err, ErrDisabled)
+	var re *broker.RejectError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, remoting.NoPermission, re.Code)
+	assert.Empty(t, e.read(protocol.TransHalfTopic, 0))
+	assert.Empty(t, e.read("Orders", 0))
 }
 
 func TestConfigValidate(t *testing.T) {
