@@ -100,6 +100,8 @@ type Options struct {
 	Env []string
 	// TLS starts `mq dev --tls`; readiness checks then dial with TLS.
 	TLS bool
+	// Sign, when set, signs readiness requests (servers with ACL on).
+	Sign func(ext map[string]string, body []byte)
 }
 
 // Proc is a running mq dev process.
@@ -187,7 +189,11 @@ func (p *Proc) WaitReady(timeout time.Duration) error {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := c.Invoke(ctx, p.Namesrv, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil))
+		req := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil)
+		if p.opts.Sign != nil {
+			p.opts.Sign(req.ExtFields, req.Body)
+		}
+		resp, err := c.Invoke(ctx, p.Namesrv, req)
 		cancel()
 		switch {
 		case err != nil:
