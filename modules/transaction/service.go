@@ -123,9 +123,6 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 	}
 	log := deps.Logger
 	if log == nil {
-		log = deps.Broker.Logger()
-	}
-	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
@@ -278,7 +275,10 @@ func (s *Service) persist() error {
 // TransactionalMessageBridge.parseHalfMessageInner).
 func (s *Service) putHook(_ context.Context, m *message.Ext) (int64, bool, error) {
 	switch m.Topic {
-	case protocol.TransHalfTopic, protocol.TransOpHalfTopic, protocol.TransCheckMaxTopic:
+	case protocol.TransHalfTopic, protocol.TransOpHalfTopic, protocol.TransCheckMaxTopic,
+		// Already parked by a delay hook (it skips prepared messages, so
+		// only a TRAN_MSG property without the prepared flag gets here).
+		protocol.ScheduleTopic, broker.TimerTopic:
 		return 0, false, nil
 	}
 	prepared := m.SysFlag&message.TransactionMask == message.TransactionPrepared
