@@ -55,6 +55,7 @@ func newRootCmd() *cobra.Command {
 		pluginsCmd(),
 		benchCmd(),
 		adminDLQCmd(),
+		storeCmd(g),
 	)
 	return root
 }
