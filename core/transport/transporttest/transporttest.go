@@ -24,11 +24,19 @@
 //     connection usable;
 //   - frames written before Close are delivered to the peer before it sees
 //     the end of the connection.
+//
+// Frames from concurrent writers carry no order. By default the suite also
+// checks that frames written one after the other arrive in that order, as
+// over TCP; a transport that delivers frames as they complete instead (QUIC
+// with a stream per frame, so that a lost packet delays only its own
+// frame) runs it with Unordered, and then every frame must arrive exactly
+// once and intact, in any order.
 package transporttest
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -60,27 +68,40 @@ const waitFor = 10 * time.Second
 // dials it. Each call must give an independent listener.
 type MakeFunc func(t *testing.T) (ln transport.Listener, dial func(ctx context.Context) (transport.Conn, error))
 
+// Option changes what Run checks.
+type Option func(*options)
+
+type options struct{ unordered bool }
+
+// Unordered is for transports that may deliver frames in another order
+// than they were written in (see the package comment).
+func Unordered() Option { return func(o *options) { o.unordered = true } }
+
 // Run runs the conformance suite against the transport mk builds.
-func Run(t *testing.T, mk MakeFunc) {
+func Run(t *testing.T, mk MakeFunc, opts ...Option) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, mk MakeFunc)
 	}{
 		{"Addr", testAddr},
 		{"ConnAddrs", testConnAddrs},
-		{"FrameIntegrityClientToServer", func(t *testing.T, mk MakeFunc) { testFrameIntegrity(t, mk, false) }},
-		{"FrameIntegrityServerToClient", func(t *testing.T, mk MakeFunc) { testFrameIntegrity(t, mk, true) }},
+		{"FrameIntegrityClientToServer", func(t *testing.T, mk MakeFunc) { testFrameIntegrity(t, mk, false, o.unordered) }},
+		{"FrameIntegrityServerToClient", func(t *testing.T, mk MakeFunc) { testFrameIntegrity(t, mk, true, o.unordered) }},
 		{"MultiPartWrite", testMultiPart},
-		{"WriteDoesNotRetainParts", testNoRetain},
-		{"ConcurrentWriters", testConcurrentWriters},
-		{"FullDuplex", testFullDuplex},
+		{"WriteDoesNotRetainParts", func(t *testing.T, mk MakeFunc) { testNoRetain(t, mk, o.unordered) }},
+		{"ConcurrentWriters", func(t *testing.T, mk MakeFunc) { testConcurrentWriters(t, mk, o.unordered) }},
+		{"FullDuplex", func(t *testing.T, mk MakeFunc) { testFullDuplex(t, mk, o.unordered) }},
 		{"FrameTooLarge", testTooLarge},
 		{"ServerWritesFirst", testServerWritesFirst},
 		{"ManyConns", testManyConns},
 		{"CloseUnblocksRead", testCloseUnblocksRead},
 		{"OpsAfterClose", testOpsAfterClose},
 		{"PeerClose", testPeerClose},
-		{"PeerCloseDeliversPending", testPeerCloseDeliversPending},
+		{"PeerCloseDeliversPending", func(t *testing.T, mk MakeFunc) { testPeerCloseDeliversPending(t, mk, o.unordered) }},
 		{"WriteToClosedPeerFails", testWriteToClosedPeer},
 		{"ReadContextCancel", testReadCancel},
 		{"ReadContextDeadline", testReadDeadline},
@@ -158,6 +179,34 @@ func seedBytes(seed uint64) [32]byte {
 	return s
 }
 
+// readFrames reads len(want) frames from c and checks them against want:
+// in order, or, when unordered, each exactly once in any order.
+func readFrames(ctx context.Context, c transport.Conn, want [][]byte, unordered bool) error {
+	pending := map[[32]byte][]int{}
+	for i, w := range want {
+		h := sha256.Sum256(w)
+		pending[h] = append(pending[h], i)
+	}
+	for i := range want {
+		got, err := c.ReadFrame(ctx)
+		if err != nil {
+			return fmt.Errorf("read frame %d (%d bytes): %w", i, len(want[i]), err)
+		}
+		if !unordered {
+			if !bytes.Equal(want[i], got) {
+				return fmt.Errorf("frame %d (%d bytes) corrupted or out of order: got %d bytes", i, len(want[i]), len(got))
+			}
+			continue
+		}
+		h := sha256.Sum256(got)
+		if len(pending[h]) == 0 {
+			return fmt.Errorf("read %d: a frame of %d bytes that is corrupted or came twice", i, len(got))
+		}
+		pending[h] = pending[h][1:]
+	}
+	return nil
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	t.Cleanup(cancel)
@@ -221,7 +270,7 @@ func sizes(r *rand.Rand) []int {
 	return out
 }
 
-func testFrameIntegrity(t *testing.T, mk MakeFunc, serverToClient bool) {
+func testFrameIntegrity(t *testing.T, mk MakeFunc, serverToClient, unordered bool) {
 	ln, dial := listen(t, mk)
 	client, server := Pair(t, ln, dial)
 	w, rd := client, server
@@ -238,12 +287,11 @@ func testFrameIntegrity(t *testing.T, mk MakeFunc, serverToClient bool) {
 		}
 		return nil
 	})
+	want := make([][]byte, len(sz))
 	for i, n := range sz {
-		got, err := rd.ReadFrame(ctx)
-		require.NoError(t, err, "read frame %d (%d bytes)", i, n)
-		require.Len(t, got, n, "frame %d", i)
-		require.True(t, bytes.Equal(frame(uint64(i), n), got), "frame %d (%d bytes) corrupted", i, n)
+		want[i] = frame(uint64(i), n)
 	}
+	require.NoError(t, readFrames(ctx, rd, want, unordered))
 	require.NoError(t, wait())
 }
 
@@ -274,7 +322,7 @@ func testMultiPart(t *testing.T, mk MakeFunc) {
 	}
 }
 
-func testNoRetain(t *testing.T, mk MakeFunc) {
+func testNoRetain(t *testing.T, mk MakeFunc, unordered bool) {
 	ln, dial := listen(t, mk)
 	client, server := Pair(t, ln, dial)
 	ctx := ctxFor(t)
@@ -299,18 +347,18 @@ func testNoRetain(t *testing.T, mk MakeFunc) {
 		}
 		return nil
 	})
+	want := make([][]byte, n)
 	for i := range n {
-		got, err := server.ReadFrame(ctx)
-		require.NoError(t, err)
-		want := append(frame(uint64(i), 8), frame(uint64(i+1000), 1000)...)
-		require.True(t, bytes.Equal(want, got), "frame %d changed after WriteFrame returned", i)
+		want[i] = append(frame(uint64(i), 8), frame(uint64(i+1000), 1000)...)
 	}
+	require.NoError(t, readFrames(ctx, server, want, unordered), "a frame changed after WriteFrame returned")
 	require.NoError(t, wait())
 }
 
 // testConcurrentWriters has many goroutines write multi-part frames on one
-// Conn; each frame must arrive whole, and each writer's frames in order.
-func testConcurrentWriters(t *testing.T, mk MakeFunc) {
+// Conn; each frame must arrive whole, and each writer's frames in order
+// (once each in any order when unordered).
+func testConcurrentWriters(t *testing.T, mk MakeFunc, unordered bool) {
 	ln, dial := listen(t, mk)
 	client, server := Pair(t, ln, dial)
 	ctx := ctxFor(t)
@@ -340,6 +388,7 @@ func testConcurrentWriters(t *testing.T, mk MakeFunc) {
 		})
 	}
 	next := make([]int, writers)
+	seen := map[[2]int]bool{}
 	for i := range writers * perWriter {
 		got, err := server.ReadFrame(ctx)
 		require.NoError(t, err, "read frame %d", i)
@@ -348,7 +397,13 @@ func testConcurrentWriters(t *testing.T, mk MakeFunc) {
 		seq := int(binary.BigEndian.Uint32(got[4:]))
 		n := int(binary.BigEndian.Uint32(got[8:]))
 		require.Less(t, w, writers, "frame %d: bad writer id, frames interleaved", i)
-		require.Equal(t, next[w], seq, "writer %d: frame out of order or interleaved", w)
+		if unordered {
+			require.Less(t, seq, perWriter, "writer %d: bad sequence number, frames interleaved", w)
+			require.False(t, seen[[2]int{w, seq}], "writer %d frame %d came twice", w, seq)
+			seen[[2]int{w, seq}] = true
+		} else {
+			require.Equal(t, next[w], seq, "writer %d: frame out of order or interleaved", w)
+		}
 		require.Equal(t, 12+n, len(got), "writer %d frame %d: wrong length", w, seq)
 		require.True(t, bytes.Equal(frame(uint64(w)<<32|uint64(seq), n), got[12:]), "writer %d frame %d corrupted", w, seq)
 		next[w]++
@@ -362,7 +417,7 @@ func testConcurrentWriters(t *testing.T, mk MakeFunc) {
 
 // testFullDuplex writes large frames both ways at once: neither side may
 // wait for the other to read before it can read itself.
-func testFullDuplex(t *testing.T, mk MakeFunc) {
+func testFullDuplex(t *testing.T, mk MakeFunc, unordered bool) {
 	ln, dial := listen(t, mk)
 	client, server := Pair(t, ln, dial)
 	ctx := ctxFor(t)
@@ -380,14 +435,12 @@ func testFullDuplex(t *testing.T, mk MakeFunc) {
 	}
 	for dir, c := range []transport.Conn{server, client} {
 		waits = append(waits, async(t, func() error {
+			want := make([][]byte, n)
 			for i := range n {
-				got, err := c.ReadFrame(ctx)
-				if err != nil {
-					return err
-				}
-				if !bytes.Equal(frame(uint64(dir*1000+i), size), got) {
-					return fmt.Errorf("direction %d frame %d corrupted", dir, i)
-				}
+				want[i] = frame(uint64(dir*1000+i), size)
+			}
+			if err := readFrames(ctx, c, want, unordered); err != nil {
+				return fmt.Errorf("direction %d: %w", dir, err)
 			}
 			return nil
 		}))
@@ -615,7 +668,7 @@ func testPeerClose(t *testing.T, mk MakeFunc) {
 	}
 }
 
-func testPeerCloseDeliversPending(t *testing.T, mk MakeFunc) {
+func testPeerCloseDeliversPending(t *testing.T, mk MakeFunc, unordered bool) {
 	ln, dial := listen(t, mk)
 	client, server := Pair(t, ln, dial)
 	ctx := ctxFor(t)
@@ -624,11 +677,11 @@ func testPeerCloseDeliversPending(t *testing.T, mk MakeFunc) {
 		require.NoError(t, client.WriteFrame(ctx, frame(uint64(i), 1000*(i+1))))
 	}
 	require.NoError(t, client.Close())
+	want := make([][]byte, n)
 	for i := range n {
-		got, err := server.ReadFrame(ctx)
-		require.NoError(t, err, "frame %d written before Close", i)
-		assert.True(t, bytes.Equal(frame(uint64(i), 1000*(i+1)), got), "frame %d corrupted", i)
+		want[i] = frame(uint64(i), 1000*(i+1))
 	}
+	require.NoError(t, readFrames(ctx, server, want, unordered), "frames written before Close")
 	_, err := server.ReadFrame(ctx)
 	assert.True(t, isEnd(err), "after the last frame got %v, want io.EOF or transport.ErrClosed", err)
 }
