@@ -35,18 +35,19 @@ type Config struct {
 	// IdleTimeout is used); 0 sends none.
 	KeepAlive time.Duration `koanf:"keep_alive"`
 	// MaxStreams bounds the frames a peer may have in flight towards us at
-	// once (every frame travels on a stream of its own); further writers of
-	// the peer wait for a stream.
+	// once (every frame travels on a unidirectional stream of its own);
+	// further writers of the peer wait for a stream.
 	MaxStreams int `koanf:"max_streams"`
 	// HandshakeTimeout aborts a handshake during which nothing arrived for
 	// this long; the whole handshake is bounded to twice this.
 	HandshakeTimeout time.Duration `koanf:"handshake_timeout"`
 	// DialTimeout bounds connection set-up, handshake included.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
-	// WriteTimeout bounds one frame write, from waiting for a stream to the
-	// peer's receipt; a peer that stops reading is dropped instead of
-	// blocking its writers forever. It also bounds how long a peer may take
-	// to send one frame it started. 0 disables it.
+	// WriteTimeout bounds one frame write, waiting for a stream and for
+	// flow control included; a peer that stops reading is dropped instead
+	// of blocking its writers forever. It also bounds how long Close waits
+	// for the peer to take the frames written before it (at most 5 s).
+	// 0 disables it.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
 }
 

@@ -19,14 +19,19 @@ import (
 var errWriteTimeout = errors.New("quictransport: write timeout: the peer did not take the frame")
 
 // queueFrames is the number of received frames queued for ReadFrame before
-// stream readers wait (and their writers with them).
+// stream readers wait.
 const queueFrames = 256
 
 // smallFrame is the size up to which a frame is copied into one buffer and
 // handed to QUIC in one call.
 const smallFrame = 16 << 10
 
-// Conn is one QUIC connection carrying frames, each on a stream of its own.
+// maxLinger bounds how long Close waits for the peer to take the frames
+// written before it.
+const maxLinger = 5 * time.Second
+
+// Conn is one QUIC connection carrying frames, each on a unidirectional
+// stream of its own.
 type Conn struct {
 	qc       *quic.Conn
 	cfg      *Config
@@ -39,9 +44,17 @@ type Conn struct {
 	frames chan []byte
 	budget *budget
 
+	mu sync.Mutex
+	// writing are the streams of writes in progress, which Close resets.
+	writing map[*quic.SendStream]struct{}
+	// sent counts frames written in full; received counts frames queued.
+	sent, received uint64
+	// goodbye is set once the peer announced its Close and how many
+	// frames it sent before; peerDone once they all arrived.
+	goodbye, peerDone bool
+	peerSent          uint64
 	// failErr is why we closed the connection ourselves (a bad frame from
 	// the peer, a write timeout); ReadFrame and WriteFrame report it.
-	failMu  sync.Mutex
 	failErr error
 
 	closeOnce sync.Once
@@ -55,9 +68,10 @@ func newConn(qc *quic.Conn, cfg *Config, maxFrame int, log *slog.Logger, release
 	c := &Conn{
 		qc: qc, cfg: cfg, maxFrame: maxFrame, release: release,
 		local: qc.LocalAddr().String(), remote: qc.RemoteAddr().String(),
-		frames: make(chan []byte, queueFrames),
-		budget: newBudget(2 * maxFrame),
-		closed: make(chan struct{}),
+		frames:  make(chan []byte, queueFrames),
+		budget:  newBudget(2 * maxFrame),
+		writing: map[*quic.SendStream]struct{}{},
+		closed:  make(chan struct{}),
 	}
 	c.log = log.With("remote", c.remote)
 	c.wg.Add(1)
@@ -68,12 +82,21 @@ func newConn(qc *quic.Conn, cfg *Config, maxFrame int, log *slog.Logger, release
 // gone is closed when the QUIC connection is closed, by either end.
 func (c *Conn) gone() <-chan struct{} { return c.qc.Context().Done() }
 
+func (c *Conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // acceptStreams serves every stream the peer opens, each in a goroutine of
 // its own; QUIC's stream limit (max_streams) bounds them.
 func (c *Conn) acceptStreams() {
 	defer c.wg.Done()
 	for {
-		str, err := c.qc.AcceptStream(context.Background())
+		str, err := c.qc.AcceptUniStream(context.Background())
 		if err != nil {
 			return
 		}
@@ -82,39 +105,35 @@ func (c *Conn) acceptStreams() {
 	}
 }
 
-// receive reads one frame from str, queues it and sends the receipt.
-func (c *Conn) receive(str *quic.Stream) {
+// receive reads one frame, or the peer's goodbye, from str.
+func (c *Conn) receive(str *quic.ReceiveStream) {
 	defer c.wg.Done()
-	// The peer has write_timeout to send a frame it started, as long as
-	// its own writer waits for it.
-	var deadline time.Time
-	if c.cfg.WriteTimeout > 0 {
-		deadline = time.Now().Add(c.cfg.WriteTimeout)
-		str.SetReadDeadline(deadline)
-	}
-	abandon := func(code quic.StreamErrorCode) {
-		str.CancelRead(code)
-		str.CancelWrite(code)
-	}
+	// No deadline here: a frame the peer wrote is never dropped because our
+	// reader is slow (the writer's write_timeout handles a stuck peer, and
+	// a peer that never finishes a frame only blocks its own connection).
 	var lb [4]byte
 	if _, err := io.ReadFull(str, lb[:]); err != nil {
 		// The writer gave up (ctx) or the connection is gone.
-		abandon(streamCancelled)
+		str.CancelRead(streamCancelled)
 		return
 	}
 	n := int64(int32(binary.BigEndian.Uint32(lb[:])))
+	if n == 0 {
+		c.receiveGoodbye(str)
+		return
+	}
 	if n > int64(c.maxFrame) {
-		abandon(streamRefused)
+		str.CancelRead(streamRefused)
 		c.fail(codeFrameTooLarge, fmt.Errorf("%w: peer %s declared %d bytes, limit %d", transport.ErrFrameTooLarge, c.remote, n, c.maxFrame))
 		return
 	}
 	if n < 4 {
-		abandon(streamRefused)
+		str.CancelRead(streamRefused)
 		c.fail(codeBadFrame, fmt.Errorf("%w: peer %s declared length %d", transport.ErrBadFrame, c.remote, n))
 		return
 	}
-	if !c.budget.acquire(int(n), c.gone(), deadline) {
-		abandon(streamClosing)
+	if !c.budget.acquire(int(n), c.gone(), time.Time{}) {
+		str.CancelRead(streamClosing)
 		return
 	}
 	buf := make([]byte, n)
@@ -127,7 +146,7 @@ func (c *Conn) receive(str *quic.Stream) {
 		switch {
 		case m > 0:
 			c.budget.release(int(n))
-			abandon(streamRefused)
+			str.CancelRead(streamRefused)
 			c.fail(codeBadFrame, fmt.Errorf("%w: peer %s sent more than the declared %d bytes", transport.ErrBadFrame, c.remote, n))
 			return
 		case errors.Is(err, io.EOF):
@@ -136,7 +155,7 @@ func (c *Conn) receive(str *quic.Stream) {
 	}
 	if err != nil {
 		c.budget.release(int(n))
-		abandon(streamCancelled)
+		str.CancelRead(streamCancelled)
 		return
 	}
 	select {
@@ -145,19 +164,67 @@ func (c *Conn) receive(str *quic.Stream) {
 		c.budget.release(int(n))
 		return
 	}
-	// The receipt: the frame is queued.
-	str.Close()
+	c.mu.Lock()
+	c.received++
+	done := c.peerFinished()
+	c.mu.Unlock()
+	if done {
+		c.qc.CloseWithError(codeClosed, "goodbye")
+	}
+}
+
+// receiveGoodbye reads the count of frames the closing peer wrote: once
+// they are all queued we end the connection, and ReadFrame returns io.EOF
+// after them. Should some never come, the peer ends it after its linger.
+func (c *Conn) receiveGoodbye(str *quic.ReceiveStream) {
+	var cb [8]byte
+	if _, err := io.ReadFull(str, cb[:]); err != nil {
+		str.CancelRead(streamCancelled)
+		return
+	}
+	c.mu.Lock()
+	var done bool
+	if !c.goodbye {
+		c.goodbye = true
+		c.peerSent = binary.BigEndian.Uint64(cb[:])
+		if c.isClosed() {
+			// Closing ourselves, we take nothing more: end it now.
+			c.received = max(c.received, c.peerSent)
+		}
+		done = c.peerFinished()
+	}
+	c.mu.Unlock()
+	if done {
+		c.qc.CloseWithError(codeClosed, "goodbye")
+	}
+}
+
+// peerFinished reports, once, that a closing peer's frames are all queued.
+// c.mu is held.
+func (c *Conn) peerFinished() bool {
+	if !c.goodbye || c.peerDone || c.received < c.peerSent {
+		return false
+	}
+	c.peerDone = true
+	return true
+}
+
+func (c *Conn) lingerFor() time.Duration {
+	if c.cfg.WriteTimeout > 0 && c.cfg.WriteTimeout < maxLinger {
+		return c.cfg.WriteTimeout
+	}
+	return maxLinger
 }
 
 // fail closes the connection because of err, which ReadFrame and WriteFrame
 // report from then on.
 func (c *Conn) fail(code quic.ApplicationErrorCode, err error) {
-	c.failMu.Lock()
+	c.mu.Lock()
 	first := c.failErr == nil
 	if first {
 		c.failErr = err
 	}
-	c.failMu.Unlock()
+	c.mu.Unlock()
 	if first {
 		c.log.Warn("closing connection", "err", err)
 	}
@@ -167,16 +234,17 @@ func (c *Conn) fail(code quic.ApplicationErrorCode, err error) {
 // endErr is the error of a connection that is gone: ErrClosed after our
 // Close, io.EOF after the peer's, otherwise the reason.
 func (c *Conn) endErr() error {
-	select {
-	case <-c.closed:
+	if c.isClosed() {
 		return transport.ErrClosed
-	default:
 	}
-	c.failMu.Lock()
-	ferr := c.failErr
-	c.failMu.Unlock()
+	c.mu.Lock()
+	ferr, peerDone := c.failErr, c.peerDone
+	c.mu.Unlock()
 	if ferr != nil {
 		return fmt.Errorf("%w: %w", transport.ErrClosed, ferr)
+	}
+	if peerDone {
+		return io.EOF
 	}
 	cause := context.Cause(c.qc.Context())
 	var aerr *quic.ApplicationError
@@ -193,13 +261,13 @@ func (c *Conn) endErr() error {
 	return fmt.Errorf("quictransport: connection to %s: %w", c.remote, cause)
 }
 
-// ReadFrame returns the next received frame. Frames the peer wrote before
-// it closed the connection are returned before io.EOF.
+// ReadFrame returns the next received frame. Frames arrive in the order
+// their streams complete: frames written concurrently, or one after the
+// other by one writer, may be read in another order. Frames the peer wrote
+// before it closed the connection are returned before io.EOF.
 func (c *Conn) ReadFrame(ctx context.Context) ([]byte, error) {
-	select {
-	case <-c.closed:
+	if c.isClosed() {
 		return nil, transport.ErrClosed
-	default:
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -232,10 +300,10 @@ func (c *Conn) take(f []byte) []byte {
 	return f
 }
 
-// WriteFrame sends parts as one frame on a new stream and waits until the
-// peer has queued it (or closed the connection normally after the frame
-// was written in full: as with TCP, such a frame may be lost). When ctx ends first the stream is reset: the frame
-// may or may not have been delivered, and the connection stays usable.
+// WriteFrame sends parts as one frame on a new stream. It returns once QUIC
+// took the whole frame (flow control may make it wait for the peer to
+// read); it does not wait for the peer. When ctx ends first the stream is
+// reset: the frame is not delivered, and the connection stays usable.
 // A refused oversized or undersized frame sends nothing.
 func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	n := 0
@@ -251,63 +319,64 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	select {
-	case <-c.closed:
+	if c.isClosed() {
 		return transport.ErrClosed
+	}
+	select {
 	case <-c.gone():
 		return c.endErr()
 	default:
 	}
-	wctx := ctx
+	str, err := c.qc.OpenUniStream()
+	var wctx context.Context = ctx
 	if c.cfg.WriteTimeout > 0 {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeoutCause(ctx, c.cfg.WriteTimeout, errWriteTimeout)
 		defer cancel()
 	}
-	str, err := c.qc.OpenStreamSync(wctx)
+	if err != nil {
+		// At the peer's stream limit: wait for one of ours to complete.
+		str, err = c.qc.OpenUniStreamSync(wctx)
+		if err != nil {
+			return c.writeErr(ctx, wctx, err)
+		}
+	}
+	c.mu.Lock()
+	if c.isClosed() {
+		c.mu.Unlock()
+		str.CancelWrite(streamClosing)
+		return transport.ErrClosed
+	}
+	c.writing[str] = struct{}{}
+	c.mu.Unlock()
+	var stop func() bool
+	if wctx.Done() != nil {
+		stop = context.AfterFunc(wctx, func() { str.CancelWrite(streamCancelled) })
+	}
+	err = writeFrame(str, n, parts)
+	if stop != nil && !stop() {
+		// wctx ended: the stream is being reset, whatever Write said.
+		err = wctx.Err()
+	}
+	c.mu.Lock()
+	delete(c.writing, str)
+	if err == nil && c.isClosed() {
+		err = transport.ErrClosed
+		str.CancelWrite(streamClosing)
+	}
+	if err == nil {
+		str.Close()
+		c.sent++
+	}
+	c.mu.Unlock()
 	if err != nil {
 		return c.writeErr(ctx, wctx, err)
 	}
-	stop := context.AfterFunc(wctx, func() {
-		str.CancelWrite(streamCancelled)
-		str.CancelRead(streamCancelled)
-	})
-	defer stop()
-	if err := writeFrame(str, n, parts); err != nil {
-		return c.writeErr(ctx, wctx, err)
-	}
-	str.Close()
-	// Wait for the receipt: the peer closes its side once it queued the frame.
-	var b [1]byte
-	m, err := str.Read(b[:])
-	if m > 0 {
-		str.CancelRead(streamRefused)
-		c.fail(codeBadFrame, fmt.Errorf("%w: peer %s answered a frame with data", transport.ErrBadFrame, c.remote))
-		return c.endErr()
-	}
-	if errors.Is(err, io.EOF) || c.peerClosedNormally() {
-		// A peer that closes right after it took the frame may close
-		// before the receipt leaves; like TCP, a frame written in full as
-		// the peer closes counts as written.
-		return nil
-	}
-	return c.writeErr(ctx, wctx, err)
-}
-
-// peerClosedNormally tells whether the peer closed the connection with
-// Close (and not because of an error).
-func (c *Conn) peerClosedNormally() bool {
-	select {
-	case <-c.gone():
-	default:
-		return false
-	}
-	var aerr *quic.ApplicationError
-	return errors.As(context.Cause(c.qc.Context()), &aerr) && aerr.Remote && aerr.ErrorCode == codeClosed
+	return nil
 }
 
 // writeFrame writes the length and the parts.
-func writeFrame(str *quic.Stream, n int, parts [][]byte) error {
+func writeFrame(str *quic.SendStream, n int, parts [][]byte) error {
 	if n+4 <= smallFrame {
 		buf := make([]byte, 4, 4+n)
 		binary.BigEndian.PutUint32(buf, uint32(n))
@@ -337,10 +406,8 @@ func writeFrame(str *quic.Stream, n int, parts [][]byte) error {
 // ctx, the write timeout (which drops the connection), a refusal by the
 // peer, or the connection's end.
 func (c *Conn) writeErr(ctx, wctx context.Context, err error) error {
-	select {
-	case <-c.closed:
+	if c.isClosed() {
 		return transport.ErrClosed
-	default:
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("quictransport: write to %s: %w", c.remote, ctx.Err())
@@ -367,17 +434,58 @@ func (c *Conn) LocalAddr() string { return c.local }
 // RemoteAddr implements transport.Conn.
 func (c *Conn) RemoteAddr() string { return c.remote }
 
-// Close closes the connection in both directions (CONNECTION_CLOSE), fails
-// pending reads and writes with transport.ErrClosed and waits for the
-// connection's goroutines.
+// Close closes the connection in both directions. Pending and later reads
+// and writes fail with transport.ErrClosed at once; writes in progress are
+// reset. Frames already written still reach the peer before it sees the
+// end: Close tells the peer how many there were and waits until the peer
+// took them all and ended the connection, at most write_timeout (5 s when
+// longer or unset), before it sends CONNECTION_CLOSE itself. It waits for
+// the connection's goroutines.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
 		close(c.closed)
+		for str := range c.writing {
+			str.CancelWrite(streamClosing)
+		}
+		sent, peerDone := c.sent, c.peerDone
+		c.mu.Unlock()
+		select {
+		case <-c.gone():
+		default:
+			if !peerDone && c.sayGoodbye(sent) {
+				t := time.NewTimer(c.lingerFor())
+				select {
+				case <-c.gone():
+				case <-t.C:
+				}
+				t.Stop()
+			}
+		}
 		c.qc.CloseWithError(codeClosed, "closed")
 		c.wg.Wait()
 		c.release()
 	})
 	return nil
+}
+
+// sayGoodbye tells the peer we close after sent frames.
+func (c *Conn) sayGoodbye(sent uint64) bool {
+	str, err := c.qc.OpenUniStream()
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.lingerFor())
+		defer cancel()
+		if str, err = c.qc.OpenUniStreamSync(ctx); err != nil {
+			return false
+		}
+	}
+	var b [12]byte
+	binary.BigEndian.PutUint64(b[4:], sent)
+	if _, err := str.Write(b[:]); err != nil {
+		return false
+	}
+	str.Close()
+	return true
 }
 
 // budget bounds the bytes of frames being received or queued on one

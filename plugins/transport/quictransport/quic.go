@@ -105,8 +105,8 @@ func quicConfig(cfg *Config) *quic.Config {
 		HandshakeIdleTimeout:  cfg.HandshakeTimeout,
 		MaxIdleTimeout:        cfg.IdleTimeout,
 		KeepAlivePeriod:       cfg.KeepAlive,
-		MaxIncomingStreams:    int64(cfg.MaxStreams),
-		MaxIncomingUniStreams: -1,
+		MaxIncomingStreams:    -1,
+		MaxIncomingUniStreams: int64(cfg.MaxStreams),
 	}
 }
 

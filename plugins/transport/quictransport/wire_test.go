@@ -30,24 +30,27 @@ func rawDial(t *testing.T, ln *Listener) (*quic.Conn, *Conn) {
 	ctx := ctxFor(t, 10*time.Second)
 	qc, err := quic.DialAddr(ctx, ln.Addr(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{ALPN}}, &quic.Config{MaxIdleTimeout: 10 * time.Second})
 	require.NoError(t, err)
-	t.Cleanup(func() { qc.CloseWithError(0, "") })
 	c, err := ln.Accept(ctx)
 	require.NoError(t, err)
+	// Cleanups run last first: the bare peer, which does not answer
+	// Close's goodbye, goes first so Close does not linger.
 	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
 	return qc, c.(*Conn)
 }
 
 func be32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
 // TestWireFormat checks the framing against a bare quic-go peer: a length
-// and the frame on a bidirectional stream, an empty reply as receipt.
+// and the frame on a unidirectional stream; Close announces the number of
+// frames written after a zero length.
 func TestWireFormat(t *testing.T) {
 	ln := listen(t, testConfig(), 1<<20)
 	qc, c := rawDial(t, ln)
 	ctx := ctxFor(t, 10*time.Second)
 
 	// Peer to us.
-	str, err := qc.OpenStreamSync(ctx)
+	str, err := qc.OpenUniStreamSync(ctx)
 	require.NoError(t, err)
 	_, err = str.Write(append(be32(9), "\x00\x00\x00\x02{}abc"...))
 	require.NoError(t, err)
@@ -55,25 +58,68 @@ func TestWireFormat(t *testing.T) {
 	f, err := c.ReadFrame(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "\x00\x00\x00\x02{}abc", string(f))
-	receipt, err := io.ReadAll(str)
-	require.NoError(t, err, "the receipt is a clean FIN")
-	assert.Empty(t, receipt)
 
 	// Us to the peer.
+	for range 2 {
+		require.NoError(t, c.WriteFrame(ctx, []byte{0, 0, 0, 0}, []byte("body")))
+		in, err := qc.AcceptUniStream(ctx)
+		require.NoError(t, err)
+		got, err := io.ReadAll(in)
+		require.NoError(t, err)
+		assert.Equal(t, append(be32(8), "\x00\x00\x00\x00body"...), got)
+	}
+
+	// Close says goodbye with the count and waits for us to end it.
 	done := make(chan error, 1)
-	go func() { done <- c.WriteFrame(ctx, []byte{0, 0, 0, 0}, []byte("body")) }()
-	in, err := qc.AcceptStream(ctx)
+	go func() { done <- c.Close() }()
+	in, err := qc.AcceptUniStream(ctx)
 	require.NoError(t, err)
 	got, err := io.ReadAll(in)
 	require.NoError(t, err)
-	assert.Equal(t, append(be32(8), "\x00\x00\x00\x00body"...), got)
+	assert.Equal(t, append(be32(0), 0, 0, 0, 0, 0, 0, 0, 2), got)
 	select {
 	case err := <-done:
-		t.Fatalf("WriteFrame returned %v before the receipt", err)
+		t.Fatalf("Close returned %v before the peer ended the connection", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	require.NoError(t, in.Close())
+	qc.CloseWithError(0, "")
 	require.NoError(t, <-done)
+}
+
+// TestPeerGoodbye: a peer announcing n frames ends the connection once
+// they all arrived, however they are ordered against the goodbye.
+func TestPeerGoodbye(t *testing.T) {
+	ln := listen(t, testConfig(), 1<<20)
+	qc, c := rawDial(t, ln)
+	ctx := ctxFor(t, 10*time.Second)
+	send := func(b []byte) {
+		str, err := qc.OpenUniStreamSync(ctx)
+		require.NoError(t, err)
+		_, err = str.Write(b)
+		require.NoError(t, err)
+		require.NoError(t, str.Close())
+	}
+	send(append(be32(4), "one!"...))
+	send(append(be32(0), 0, 0, 0, 0, 0, 0, 0, 2)) // two frames before Close
+	f, err := c.ReadFrame(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "one!", string(f))
+	select {
+	case <-qc.Context().Done():
+		t.Fatal("ended before the second frame")
+	case <-time.After(50 * time.Millisecond):
+	}
+	send(append(be32(4), "two!"...))
+	f, err = c.ReadFrame(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "two!", string(f))
+	_, err = c.ReadFrame(ctx)
+	assert.ErrorIs(t, err, io.EOF)
+	select {
+	case <-qc.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("not ended after the last frame")
+	}
 }
 
 // TestPeerResetsFrame: a writer that resets its stream half-way loses that
@@ -82,12 +128,12 @@ func TestPeerResetsFrame(t *testing.T) {
 	ln := listen(t, testConfig(), 1<<20)
 	qc, c := rawDial(t, ln)
 	ctx := ctxFor(t, 10*time.Second)
-	str, err := qc.OpenStreamSync(ctx)
+	str, err := qc.OpenUniStreamSync(ctx)
 	require.NoError(t, err)
 	_, err = str.Write(append(be32(100), "partial"...))
 	require.NoError(t, err)
 	str.CancelWrite(7)
-	str2, err := qc.OpenStreamSync(ctx)
+	str2, err := qc.OpenUniStreamSync(ctx)
 	require.NoError(t, err)
 	_, err = str2.Write(append(be32(4), "next"...))
 	require.NoError(t, err)
@@ -118,7 +164,7 @@ func TestPeerBadFrames(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			qc, c := rawDial(t, ln)
 			ctx := ctxFor(t, 10*time.Second)
-			str, err := qc.OpenStreamSync(ctx)
+			str, err := qc.OpenUniStreamSync(ctx)
 			require.NoError(t, err)
 			_, err = str.Write(tt.give)
 			require.NoError(t, err)
@@ -142,8 +188,6 @@ func TestPeerBadFrames(t *testing.T) {
 			assert.Equal(t, tt.wantCode, aerr.ErrorCode)
 			assert.True(t, aerr.Remote)
 			assert.NotEmpty(t, aerr.ErrorMessage)
-			_, err = io.ReadAll(str)
-			assert.Error(t, err, "the stream was refused")
 
 			// Others are still served.
 			client, server := pair(t, ln, testConfig(), 1<<20)
@@ -155,24 +199,26 @@ func TestPeerBadFrames(t *testing.T) {
 	}
 }
 
-// TestPeerRefusesOurFrame: when the peer's limit is below ours, our write
-// fails with ErrFrameTooLarge.
+// TestPeerRefusesOurFrame: when the peer's limit is below ours, it drops
+// the connection and our next operation says ErrFrameTooLarge.
 func TestPeerRefusesOurFrame(t *testing.T) {
 	cfg := testConfig()
 	ln := listen(t, cfg, 1000)
 	client, server := pair(t, ln, cfg, 1<<20)
 	ctx := ctxFor(t, 10*time.Second)
-	err := client.WriteFrame(ctx, make([]byte, 2000))
-	require.ErrorIs(t, err, transport.ErrFrameTooLarge)
-	_, err = server.ReadFrame(ctx)
+	require.NoError(t, client.WriteFrame(ctx, make([]byte, 2000)), "the write itself does not wait for the peer")
+	_, err := server.ReadFrame(ctx)
 	assert.ErrorIs(t, err, transport.ErrFrameTooLarge)
+	_, err = client.ReadFrame(ctx)
+	assert.ErrorIs(t, err, transport.ErrFrameTooLarge)
+	assert.ErrorIs(t, client.WriteFrame(ctx, make([]byte, 20)), transport.ErrFrameTooLarge)
 }
 
-// TestUniStreamsRefused: the transport uses bidirectional streams only.
-func TestUniStreamsRefused(t *testing.T) {
+// TestBidiStreamsRefused: the transport uses unidirectional streams only.
+func TestBidiStreamsRefused(t *testing.T) {
 	ln := listen(t, testConfig(), 1<<20)
 	qc, _ := rawDial(t, ln)
-	_, err := qc.OpenUniStream()
+	_, err := qc.OpenStream()
 	assert.ErrorIs(t, err, &quic.StreamLimitReachedError{})
 }
 
