@@ -18,6 +18,7 @@ import (
 	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/transport"
 )
@@ -68,6 +69,18 @@ type LogConfig struct {
 type RemotingConfig struct {
 	MaxFrameSize config.ByteSize `koanf:"max_frame_size"`
 	MaxInFlight  int             `koanf:"max_in_flight"`
+	// MaxConnections and MaxConnectionsPerIP bound each server's open
+	// connections (0 = unbounded).
+	MaxConnections      int `koanf:"max_connections"`
+	MaxConnectionsPerIP int `koanf:"max_connections_per_ip"`
+}
+
+// ServerOptions turns the remoting section into server options.
+func (rc RemotingConfig) ServerOptions() remoting.ServerOptions {
+	return remoting.ServerOptions{
+		Peer:     remoting.PeerOptions{MaxInFlight: rc.MaxInFlight},
+		MaxConns: rc.MaxConnections, MaxConnsPerHost: rc.MaxConnectionsPerIP,
+	}
 }
 
 // StorageConfig is the engine-independent part of the storage section.
@@ -107,9 +120,12 @@ func NewLogger(cfg *config.Config) (*slog.Logger, error) {
 
 // NewRemotingConfig decodes the remoting section.
 func NewRemotingConfig(cfg *config.Config) (RemotingConfig, error) {
-	rc := RemotingConfig{MaxFrameSize: transport.DefaultMaxFrameSize, MaxInFlight: 1024}
+	rc := RemotingConfig{MaxFrameSize: transport.DefaultMaxFrameSize, MaxInFlight: 1024, MaxConnections: 10000, MaxConnectionsPerIP: 1000}
 	if err := cfg.Decode("remoting", &rc); err != nil {
 		return rc, err
+	}
+	if rc.MaxConnections < 0 || rc.MaxConnectionsPerIP < 0 || rc.MaxInFlight < 1 {
+		return rc, fmt.Errorf("config: remoting: max_connections and max_connections_per_ip must not be negative, max_in_flight must be positive")
 	}
 	if rc.MaxFrameSize < 1024 {
 		return rc, fmt.Errorf("config: remoting.max_frame_size: %d is below 1KiB", rc.MaxFrameSize)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -14,6 +15,11 @@ import (
 // ServerOptions tune a Server.
 type ServerOptions struct {
 	Peer PeerOptions
+	// MaxConns bounds open connections in all; MaxConnsPerHost bounds them
+	// per remote IP. Connections beyond either are closed at once. 0 means
+	// no bound.
+	MaxConns        int
+	MaxConnsPerHost int
 	// OnConnect and OnDisconnect observe connections (client tables).
 	OnConnect    func(*Peer)
 	OnDisconnect func(*Peer)
@@ -33,6 +39,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners []transport.Listener
 	peers     map[*Peer]struct{}
+	perHost   map[string]int
+	refused   int64
 }
 
 // NewServer returns a server that answers with h.
@@ -41,7 +49,7 @@ func NewServer(h Handler, log *slog.Logger, opts ServerOptions) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{handler: h, log: log, opts: opts, ctx: ctx, cancel: cancel, peers: map[*Peer]struct{}{}}
+	return &Server{handler: h, log: log, opts: opts, ctx: ctx, cancel: cancel, peers: map[*Peer]struct{}{}, perHost: map[string]int{}}
 }
 
 // Serve starts accepting on ln in the background. The server owns ln.
@@ -86,13 +94,25 @@ func (s *Server) Serve(ln transport.Listener) {
 
 func (s *Server) servePeer(conn transport.Conn) {
 	p := NewPeer(conn, s.handler, s.log, s.opts.Peer)
+	host := remoteHost(conn.RemoteAddr())
 	s.mu.Lock()
 	if s.ctx.Err() != nil {
 		s.mu.Unlock()
 		conn.Close()
 		return
 	}
+	if (s.opts.MaxConns > 0 && len(s.peers) >= s.opts.MaxConns) || (s.opts.MaxConnsPerHost > 0 && s.perHost[host] >= s.opts.MaxConnsPerHost) {
+		s.refused++
+		n := s.refused
+		s.mu.Unlock()
+		conn.Close()
+		if n&(n-1) == 0 { // log the 1st, 2nd, 4th, ... refusal
+			s.log.Warn("connection refused: limit reached", "remote", conn.RemoteAddr(), "max_connections", s.opts.MaxConns, "max_connections_per_ip", s.opts.MaxConnsPerHost, "refused", n)
+		}
+		return
+	}
 	s.peers[p] = struct{}{}
+	s.perHost[host]++
 	s.mu.Unlock()
 	if s.opts.OnConnect != nil {
 		s.opts.OnConnect(p)
@@ -106,11 +126,28 @@ func (s *Server) servePeer(conn transport.Conn) {
 		}
 		s.mu.Lock()
 		delete(s.peers, p)
+		if s.perHost[host]--; s.perHost[host] <= 0 {
+			delete(s.perHost, host)
+		}
 		s.mu.Unlock()
 		if s.opts.OnDisconnect != nil {
 			s.opts.OnDisconnect(p)
 		}
 	}()
+}
+
+// Refused counts connections closed at once because of a limit.
+func (s *Server) Refused() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+func remoteHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // Addrs lists the bound addresses.

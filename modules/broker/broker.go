@@ -31,6 +31,8 @@ type Deps struct {
 	DataDir string
 	// PeerOptions tune each connection.
 	PeerOptions remoting.PeerOptions
+	// MaxConns and MaxConnsPerHost bound connections (0 = unbounded).
+	MaxConns, MaxConnsPerHost int
 	// Interceptors run before every processor (authentication, ACL).
 	Interceptors []remoting.Interceptor
 	// Sign, when set, signs the broker's own requests to name servers.
@@ -167,6 +169,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.server = remoting.NewServer(b.router, b.log, remoting.ServerOptions{
 		Peer:         b.deps.PeerOptions,
 		OnDisconnect: b.onDisconnect,
+		MaxConns:     b.deps.MaxConns, MaxConnsPerHost: b.deps.MaxConnsPerHost,
 	})
 	for _, ln := range lns {
 		b.server.Serve(ln)

@@ -2,7 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 
 	"go.uber.org/fx"
 
@@ -23,9 +28,39 @@ func NewConfigFrom(cfg *config.Config) (*Config, error) {
 	return c, c.Validate()
 }
 
+// ErrPropertyFilterOff is what subscribing with an expression type other
+// than TAG gets when filter.property_filter is false.
+var ErrPropertyFilterOff = errors.New("broker: filter.property_filter is false: this broker serves TAG expressions only")
+
+// refused stands for a filter plugin turned off by filter.property_filter.
+type refused struct{ typ string }
+
+func (r refused) Compile(string) (filter.Matcher, error) {
+	return nil, fmt.Errorf("%w (%s refused)", ErrPropertyFilterOff, r.typ)
+}
+
 // NewFilters builds one compiler per registered filter plugin, each with
-// its section filter.<id>.
+// its section filter.<id>. The section's one scalar key,
+// filter.property_filter (default true, RocketMQ's enablePropertyFilter),
+// is the broker-level switch: false refuses every expression type but TAG
+// when a consumer subscribes. Other keys must name registered plugins.
 func NewFilters(cfg *config.Config, reg *kernel.FilterRegistry) (map[string]filter.Compiler, error) {
+	sec := struct {
+		PropertyFilter bool           `koanf:"property_filter"`
+		Plugins        map[string]any `koanf:",remain"`
+	}{PropertyFilter: true}
+	if err := cfg.Decode("filter", &sec); err != nil {
+		return nil, err
+	}
+	var unknown config.Errors
+	for _, id := range slices.Sorted(maps.Keys(sec.Plugins)) {
+		if _, err := reg.Get(id); err != nil {
+			unknown = append(unknown, fmt.Errorf("unknown key filter.%s (filter plugins: %s)", id, strings.Join(reg.IDs(), ", ")))
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("config: %w", unknown)
+	}
 	out := map[string]filter.Compiler{}
 	for _, id := range reg.IDs() {
 		p, _ := reg.Get(id)
@@ -36,6 +71,9 @@ func NewFilters(cfg *config.Config, reg *kernel.FilterRegistry) (map[string]filt
 		comp, err := p.New(c)
 		if err != nil {
 			return nil, err
+		}
+		if !sec.PropertyFilter && p.Type() != filter.TypeTag {
+			comp = refused{typ: p.Type()}
 		}
 		out[p.Type()] = comp
 	}
@@ -66,6 +104,7 @@ func newFromFx(p params) (*Broker, error) {
 	deps := Deps{
 		Store: p.Store, Transports: p.Transports, Filters: filters, Logger: p.Logger,
 		DataDir: dir, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
+		MaxConns: p.Remoting.MaxConnections, MaxConnsPerHost: p.Remoting.MaxConnectionsPerIP,
 	}
 	if p.Guard != nil {
 		deps.Interceptors = p.Guard.Interceptors

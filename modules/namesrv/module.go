@@ -21,11 +21,13 @@ type Params struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Server    *Server
-	Guard     *kernel.Guard `optional:"true"`
+	Guard     *kernel.Guard         `optional:"true"`
+	Remoting  kernel.RemotingConfig `optional:"true"`
 }
 
 func registerLifecycle(p Params) {
 	p.Guard.Apply(p.Server.Router())
+	p.Server.SetServerOptions(p.Remoting.ServerOptions())
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error { return p.Server.Start(ctx) },
 		OnStop:  func(ctx context.Context) error { return p.Server.Stop(ctx) },

@@ -31,6 +31,7 @@ type Server struct {
 	log        *slog.Logger
 	routes     *RouteTable
 	router     *remoting.Router
+	serverOpts remoting.ServerOptions
 
 	mu      sync.Mutex
 	started bool
@@ -76,6 +77,10 @@ func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, err
 // getTopicsByCluster is Java's GET_TOPICS_BY_CLUSTER, used by admin tools.
 const getTopicsByCluster int32 = 224
 
+// SetServerOptions sets connection limits and per-connection options; call
+// it before Start.
+func (s *Server) SetServerOptions(o remoting.ServerOptions) { s.serverOpts = o }
+
 // Routes returns the route table (tests, admin).
 func (s *Server) Routes() *RouteTable { return s.routes }
 
@@ -95,7 +100,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("namesrv: %w", err)
 	}
-	s.srv = remoting.NewServer(s.router, s.log, remoting.ServerOptions{OnDisconnect: s.onDisconnect})
+	opts := s.serverOpts
+	opts.OnDisconnect = s.onDisconnect
+	s.srv = remoting.NewServer(s.router, s.log, opts)
 	for _, ln := range lns {
 		s.srv.Serve(ln)
 	}

@@ -12,6 +12,9 @@ type Config struct {
 	// IdleTimeout closes a connection that received nothing for this long
 	// (RocketMQ closes idle channels after 120 s). 0 disables it.
 	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// ReadTimeout bounds how long one frame may take to arrive once its
+	// first bytes have (slow senders are dropped). 0 disables it.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
 	// DialTimeout bounds connection set-up.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
 	// WriteTimeout bounds one frame write; a peer that stops reading is
@@ -55,13 +58,13 @@ type TLSConfig struct {
 
 // NewConfig returns the defaults.
 func NewConfig() *Config {
-	return &Config{IdleTimeout: 120 * time.Second, DialTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second,
+	return &Config{IdleTimeout: 120 * time.Second, ReadTimeout: 30 * time.Second, DialTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second,
 		ReadBuffer: 64 << 10, WriteBuffer: 64 << 10, NoDelay: true}
 }
 
 // Validate checks the values.
 func (c *Config) Validate() error {
-	if c.IdleTimeout < 0 || c.DialTimeout < 0 || c.WriteTimeout < 0 {
+	if c.IdleTimeout < 0 || c.ReadTimeout < 0 || c.DialTimeout < 0 || c.WriteTimeout < 0 {
 		return fmt.Errorf("timeouts must not be negative")
 	}
 	if c.ReadBuffer < 512 || c.WriteBuffer < 512 {

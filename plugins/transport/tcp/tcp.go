@@ -275,13 +275,48 @@ func (c *Conn) ReadFrame(ctx context.Context) ([]byte, error) {
 		c.rerr = fmt.Errorf("%w: declared length %d exceeds %d", transport.ErrFrameTooLarge, n, c.maxFrame)
 		return nil, c.rerr
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(c.r, buf); err != nil {
+	// Once a frame has started it must arrive within the read timeout, so
+	// a slow sender cannot hold a connection's frame open indefinitely.
+	if rt := c.cfg.ReadTimeout; rt > 0 && (c.cfg.IdleTimeout <= 0 || rt < c.cfg.IdleTimeout) {
+		c.c.SetReadDeadline(time.Now().Add(rt))
+		if ctx.Err() != nil {
+			c.c.SetReadDeadline(aLongTimeAgo)
+		}
+	}
+	buf, err := readBody(c.r, int(n))
+	if err != nil {
 		c.Close()
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, c.readErr(ctx, fmt.Errorf("tcp: truncated frame of %d bytes: %w", n, err))
+	}
+	return buf, nil
+}
+
+// eagerAlloc is the frame size up to which the buffer is allocated at once;
+// larger frames grow as their bytes actually arrive, so a peer that only
+// declares a large length costs no memory.
+const eagerAlloc = 64 << 10
+
+func readBody(r io.Reader, n int) ([]byte, error) {
+	if n <= eagerAlloc {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf := make([]byte, 0, eagerAlloc)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*cap(buf), n))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			return nil, err
+		}
 	}
 	return buf, nil
 }

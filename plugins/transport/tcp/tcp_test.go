@@ -408,3 +408,64 @@ func TestAcceptCancelThenAccept(t *testing.T) {
 	_, err = ln.Accept(ctx)
 	assert.ErrorIs(t, err, transport.ErrClosed)
 }
+
+// TestLyingLengthCostsNoMemory: a peer that declares a 16 MiB frame and
+// sends a few bytes makes the reader hold only what arrived.
+func TestLyingLengthCostsNoMemory(t *testing.T) {
+	var r lyingReader
+	r.data = make([]byte, 100)
+	_, err := readBody(&r, 16<<20)
+	require.Error(t, err)
+	assert.LessOrEqual(t, r.maxAsked, eagerAlloc, "the buffer grows only as bytes arrive")
+}
+
+type lyingReader struct {
+	data     []byte
+	maxAsked int
+}
+
+func (l *lyingReader) Read(p []byte) (int, error) {
+	if len(p) > l.maxAsked {
+		l.maxAsked = len(p)
+	}
+	if len(l.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, l.data)
+	l.data = l.data[n:]
+	return n, nil
+}
+
+func TestReadBodyLargeFrame(t *testing.T) {
+	want := make([]byte, 3<<20+17)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	got, err := readBody(bytes.NewReader(want), len(want))
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}
+
+// TestSlowSenderDropped: a frame that starts but does not finish within
+// read_timeout ends the connection.
+func TestSlowSenderDropped(t *testing.T) {
+	cfg := testConfig()
+	cfg.ReadTimeout = 200 * time.Millisecond
+	ln, err := Listen(context.Background(), "127.0.0.1:0", cfg, 0)
+	require.NoError(t, err)
+	defer ln.Close()
+	raw, err := net.Dial("tcp", ln.Addr())
+	require.NoError(t, err)
+	defer raw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := ln.Accept(ctx)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = raw.Write([]byte{0, 0, 0, 100, 0, 0})
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = c.ReadFrame(ctx)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 4*time.Second)
+}
