@@ -7,25 +7,29 @@
 // # Wire format
 //
 // One QUIC connection carries one transport.Conn. To send a frame, a writer
-// opens a bidirectional stream, writes the frame's 4-byte big-endian length
-// and the frame, and closes its side (FIN). The receiver checks the length
-// against its frame limit before it allocates anything, reads the frame,
-// expects the FIN right after it, queues the frame for ReadFrame and then
-// closes its own side: that empty reply is the receipt WriteFrame waits
-// for. A receiver refuses a frame above its limit by resetting the stream
-// and closes the connection, saying why.
+// opens a unidirectional stream, writes the frame's 4-byte big-endian
+// length and the frame, and closes the stream (FIN). The receiver checks
+// the length against its frame limit before it allocates anything, reads
+// the frame, expects the FIN right after it and queues the frame for
+// ReadFrame. A receiver refuses a frame above its limit (or below the
+// 4-byte header-length word, or longer than declared) by resetting the
+// stream, and closes the connection with an application error code and
+// the reason, which it logs.
 //
-// # Why a receipt
+// Close opens one more stream carrying a zero length and the 8-byte count
+// of frames it wrote in full. The peer ends the connection once it has
+// queued that many (or at once when it is closing too); the closer sends
+// CONNECTION_CLOSE itself after a bounded linger. So frames written before
+// Close reach the peer before it reads io.EOF.
 //
-// Waiting for the receipt costs the writer one round trip per frame but not
-// the reader, who gets each frame as soon as it arrived. In exchange the
-// transport keeps the guarantees of the TCP transport that core/remoting
-// and transporttest rely on: a frame whose WriteFrame returned is queued at
-// the peer, so frames of one writer arrive in the order written (frames
-// written concurrently carry no order, and a lost packet delays only its
-// own frame), and Close can close the connection at once without losing
-// frames already written. It also gives backpressure: a peer that stops
-// reading stops its writers once its queue (bounded in bytes) is full.
+// # Order
+//
+// Frames are delivered as their streams complete, so frames written one
+// after the other may be read in another order (the price of no
+// head-of-line blocking; transporttest runs with Unordered). core/remoting
+// matches responses by opaque and serves requests concurrently, so it
+// needs no order. An earlier design had WriteFrame wait for a receipt from
+// the peer, which kept each writer's order but halved throughput.
 package quictransport
 
 import (
