@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/quivermq/quiver/core/config"
@@ -19,7 +20,16 @@ const (
 	DefaultMaxOpenFiles             = 256
 	DefaultL0CompactionThreshold    = 4
 	DefaultL0StopWritesThreshold    = 12
+	DefaultCompression              = "fastest"
 )
+
+// compressions maps the compression setting to Pebble's profiles.
+var compressions = map[string]pebble.DBCompressionSettings{
+	"none":     pebble.DBCompressionNone,
+	"fastest":  pebble.DBCompressionFastest,
+	"balanced": pebble.DBCompressionBalanced,
+	"good":     pebble.DBCompressionGood,
+}
 
 // Config is the storage.pebble section.
 type Config struct {
@@ -44,6 +54,10 @@ type Config struct {
 	// L0StopWritesThreshold is the number of L0 sublevels at which writes
 	// stall until compactions catch up (default 12).
 	L0StopWritesThreshold int `koanf:"l0_stop_writes_threshold"`
+	// Compression of sstable blocks: none, fastest (default; Snappy-class),
+	// balanced or good (zstd on the bottom levels: smaller on disk, more
+	// CPU per read). The WAL and memtable are not compressed.
+	Compression string `koanf:"compression"`
 
 	// FS replaces the file system (tests only: vfs.NewCrashableMem to
 	// simulate crashes, fault injection). Nil is the OS file system.
@@ -59,6 +73,7 @@ func NewConfig() *Config {
 		MaxOpenFiles:             DefaultMaxOpenFiles,
 		L0CompactionThreshold:    DefaultL0CompactionThreshold,
 		L0StopWritesThreshold:    DefaultL0StopWritesThreshold,
+		Compression:              DefaultCompression,
 	}
 }
 
@@ -82,6 +97,9 @@ func (c *Config) Validate() error {
 	}
 	if c.L0StopWritesThreshold < c.L0CompactionThreshold {
 		errs = append(errs, fmt.Errorf("l0_stop_writes_threshold: %d is below l0_compaction_threshold %d", c.L0StopWritesThreshold, c.L0CompactionThreshold))
+	}
+	if _, ok := compressions[c.Compression]; !ok {
+		errs = append(errs, fmt.Errorf("compression: %q is not one of none, fastest, balanced, good", c.Compression))
 	}
 	return errors.Join(errs...)
 }

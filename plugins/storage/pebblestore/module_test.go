@@ -38,6 +38,7 @@ func TestKernelOpenStore(t *testing.T) {
 			"max_concurrent_compactions": 2, "l0_compaction_threshold": 2, "l0_stop_writes_threshold": 8}, ""},
 		{"unknown key", map[string]any{"memtable_sise": "2MiB"}, "storage.pebble.memtable_sise"},
 		{"too small", map[string]any{"memtable_size": "64KiB"}, "memtable_size"},
+		{"compression", map[string]any{"compression": "lz4"}, "compression"},
 		{"thresholds", map[string]any{"l0_compaction_threshold": 8, "l0_stop_writes_threshold": 4}, "l0_stop_writes_threshold"},
 	}
 	for _, tt := range tests {
@@ -63,15 +64,15 @@ func TestConfigDecode(t *testing.T) {
 	c := NewConfig()
 	cfg := config.FromMap(map[string]any{"storage": map[string]any{"pebble": map[string]any{
 		"memtable_size": "8MiB", "block_cache_size": "32MiB", "max_concurrent_compactions": "2",
-		"max_open_files": 500, "l0_compaction_threshold": 2, "l0_stop_writes_threshold": 10,
+		"max_open_files": 500, "l0_compaction_threshold": 2, "l0_stop_writes_threshold": 10, "compression": "good",
 	}}})
 	require.NoError(t, cfg.Decode("storage.pebble", c))
 	assert.Equal(t, &Config{MemTableSize: 8 << 20, BlockCacheSize: 32 << 20, MaxConcurrentCompactions: 2,
-		MaxOpenFiles: 500, L0CompactionThreshold: 2, L0StopWritesThreshold: 10}, c)
+		MaxOpenFiles: 500, L0CompactionThreshold: 2, L0StopWritesThreshold: 10, Compression: "good"}, c)
 	assert.NoError(t, c.Validate())
 	bad := &Config{}
 	err := bad.Validate()
-	for _, key := range []string{"memtable_size", "max_concurrent_compactions", "max_open_files", "l0_compaction_threshold"} {
+	for _, key := range []string{"memtable_size", "max_concurrent_compactions", "max_open_files", "l0_compaction_threshold", "compression"} {
 		assert.ErrorContains(t, err, key)
 	}
 }

@@ -238,6 +238,8 @@ func (s *Store) pebbleOptions() *pebble.Options {
 		CompactionConcurrencyRange:  func() (int, int) { return 1, n },
 		FormatMajorVersion:          pebble.FormatNewest,
 	}
+	cs := compressions[c.Compression]
+	o.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return cs })
 	return o
 }
 
