@@ -3,7 +3,9 @@ package interop
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/stretchr/testify/assert"
@@ -72,15 +75,16 @@ func (a *arrivals) waitN(t *testing.T, body string, n int, timeout time.Duration
 // timed from an idle, long-polling consumer.
 func readyConsumer(t *testing.T, ns string, p interface {
 	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
-}, topic, group string, a *arrivals, extra ...consumer.Option) {
+}, topic, group string, a *arrivals, extra ...consumer.Option) rocketmq.PushConsumer {
 	t.Helper()
 	warm := "warmup-" + group
 	res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(warm)))
 	require.NoError(t, err)
 	require.Equal(t, primitive.SendOK, res.Status)
 	waitRoute(t, ns, topic)
-	newPushConsumer(t, ns, topic, consumerOpts{group: group, extra: extra}, a.handle)
+	c := newPushConsumer(t, ns, topic, consumerOpts{group: group, extra: extra}, a.handle)
 	a.waitN(t, warm, 1, 40*time.Second)
+	return c
 }
 
 // waitRoute polls the name server until it routes topic (brokers register
@@ -292,13 +296,18 @@ func TestOffsetResetByTime(t *testing.T) {
 	}
 }
 
-// testPendingSurvive sends delayed and timer messages, stops the broker
-// with stop, and checks each is delivered exactly once when due.
+// testPendingSurvive leaves delayed, timer and retry messages pending,
+// stops the broker with stop, and checks each is delivered exactly once
+// when due.
 func testPendingSurvive(t *testing.T, stop func(*testserver.Proc)) {
-	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"schedule.delay_levels=1s 2s 6s"}})
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"schedule.delay_levels=1s 2s 6s", "broker.offset_flush_interval=100ms"}})
 	topic := uniq("Pending")
+	group := uniq("CG")
 	p := newProducer(t, srv.Namesrv)
-	sendSync(t, p, primitive.NewMessage(topic, []byte("warmup")))
+	a := newArrivals()
+	a.retry = func(m *primitive.MessageExt) bool { return string(m.Body) == "retry-me" && m.ReconsumeTimes == 0 }
+	c := readyConsumer(t, srv.Namesrv, p, topic, group, a)
+
 	sent := time.Now()
 	due := map[string]time.Time{}
 	for i := 0; i < 5; i++ {
@@ -310,17 +319,24 @@ func testPendingSurvive(t *testing.T, stop func(*testserver.Proc)) {
 		sendSync(t, p, primitive.NewMessage(topic, []byte(b)).WithDelayTimestamp(at))
 		due[b] = at
 	}
-	// One already delivered before the stop, not to be delivered again.
+	// Delivered before the stop, not to be delivered again.
 	sendSync(t, p, primitive.NewMessage(topic, []byte("early")).WithDelayTimeLevel(1))
-	due["early"] = sent.Add(time.Second)
-	time.Sleep(1500 * time.Millisecond)
+	// Failed once before the stop: its retry (level 3 = 6s) is pending.
+	sendSync(t, p, primitive.NewMessage(topic, []byte("retry-me")))
+	a.waitN(t, "early", 1, 10*time.Second)
+	a.waitN(t, "retry-me", 1, 10*time.Second)
+	retryDue := a.times("retry-me")[0].Add(6 * time.Second)
+	time.Sleep(300 * time.Millisecond) // the send-back lands
+	// Stop the consumer (it commits its offsets) and then the broker.
+	c.Shutdown()
+	time.Sleep(500 * time.Millisecond)
 	stop(srv)
 	waitRoute(t, srv.Namesrv, topic)
-	a := newArrivals()
-	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: uniq("CG")}, a.handle)
+	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: group}, a.handle)
 	for b := range due {
 		a.waitN(t, b, 1, 40*time.Second)
 	}
+	a.waitN(t, "retry-me", 2, 60*time.Second)
 	time.Sleep(3 * time.Second)
 	for b, d := range due {
 		got := a.deliveries(b)
@@ -330,6 +346,13 @@ func testPendingSurvive(t *testing.T, stop func(*testserver.Proc)) {
 			assert.GreaterOrEqual(t, got[0].StoreTimestamp+5, d.UnixMilli(), "%s released early", b)
 		}
 	}
+	assert.Len(t, a.deliveries("early"), 1, "early delivered once")
+	rs := a.deliveries("retry-me")
+	if assert.Len(t, rs, 2, "retry-me: first try and one retry") {
+		assert.Equal(t, int32(1), rs[1].ReconsumeTimes)
+		assert.Equal(t, topic, rs[1].Topic)
+		assert.GreaterOrEqual(t, rs[1].StoreTimestamp+5, retryDue.UnixMilli()-300, "retry released early")
+	}
 }
 
 func TestPendingSurviveSIGTERM(t *testing.T) {
@@ -338,4 +361,166 @@ func TestPendingSurviveSIGTERM(t *testing.T) {
 
 func TestPendingSurviveSIGKILL(t *testing.T) {
 	testPendingSurvive(t, func(p *testserver.Proc) { p.Kill(); p.Start() })
+}
+
+// brokerRSS returns VmRSS and VmHWM (KiB) of the mq process serving srv.
+func brokerRSS(t *testing.T, srv *testserver.Proc) (rss, hwm int64) {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		cl, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(cl), "storage.dir="+srv.Dir) {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + d.Name() + "/status")
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(st), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "VmRSS:" {
+				rss, _ = strconv.ParseInt(f[1], 10, 64)
+			}
+			if len(f) >= 2 && f[0] == "VmHWM:" {
+				hwm, _ = strconv.ParseInt(f[1], 10, 64)
+			}
+		}
+		return rss, hwm
+	}
+	t.Fatal("mq process not found")
+	return 0, 0
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
+
+// sendTimers sends n timer messages in batches, the i-th due at at(i).
+func sendTimers(t *testing.T, p interface {
+	SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error)
+}, topic string, n int, at func(i int) time.Time) {
+	t.Helper()
+	const batch, workers = 200, 4
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				start := int(next.Add(batch)) - batch
+				if start >= n {
+					return
+				}
+				var ms []*primitive.Message
+				for i := start; i < min(start+batch, n); i++ {
+					due := at(i)
+					ms = append(ms, primitive.NewMessage(topic, []byte(strconv.FormatInt(due.UnixMilli(), 10)+"-"+strconv.Itoa(i))).WithDelayTimestamp(due))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := p.SendSync(ctx, ms...)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// TestTimerBenchmark measures timer accuracy (100,000 timers due at random
+// times over 60 s: lateness of the broker's release and of the official
+// consumer's receipt) and the broker's memory while it holds 1,000,000
+// pending timers. It takes a few minutes: run it with
+// TIMER_BENCH=1 go test -run TestTimerBenchmark -v ./interop
+func TestTimerBenchmark(t *testing.T) {
+	if testing.Short() || os.Getenv("TIMER_BENCH") == "" {
+		t.Skip("benchmark: set TIMER_BENCH=1 (and no -short)")
+	}
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"log.level=info"}})
+	topic := uniq("TimerBench")
+	p := newProducer(t, srv.Namesrv)
+
+	const n = 100_000
+	var mu sync.Mutex
+	recv := make([]time.Duration, 0, n)
+	release := make([]time.Duration, 0, n)
+	seen := map[string]bool{}
+	h := func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			b := string(m.Body)
+			ms, err := strconv.ParseInt(strings.SplitN(b, "-", 2)[0], 10, 64)
+			if err != nil || seen[b] {
+				continue
+			}
+			seen[b] = true
+			recv = append(recv, now.Sub(time.UnixMilli(ms)))
+			release = append(release, time.Duration(m.StoreTimestamp-ms)*time.Millisecond)
+		}
+		return consumer.ConsumeSuccess, nil
+	}
+	a := newArrivals()
+	readyConsumer(t, srv.Namesrv, p, topic, uniq("CG"), a)
+	_ = a
+	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: uniq("CGB")}, h)
+	time.Sleep(3 * time.Second)
+
+	t0 := time.Now().Add(30 * time.Second)
+	rng := make([]time.Duration, n)
+	for i := range rng {
+		rng[i] = time.Duration(int64(i) * int64(60*time.Second) / n)
+	}
+	// A fixed permutation keeps due times random but reproducible.
+	for i := range rng {
+		j := (i*7919 + 13) % n
+		rng[i], rng[j] = rng[j], rng[i]
+	}
+	sendStart := time.Now()
+	sendTimers(t, p, topic, n, func(i int) time.Time { return t0.Add(rng[i]) })
+	t.Logf("sent %d timers in %s", n, time.Since(sendStart))
+	require.Less(t, time.Since(sendStart), 30*time.Second, "sending overran the first due time")
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(recv) >= n }, 150*time.Second, time.Second, "received %d of %d", len(recv), n)
+	mu.Lock()
+	slices.Sort(recv)
+	slices.Sort(release)
+	t.Logf("BENCH accuracy n=%d release(store time - due): p50=%s p99=%s max=%s min=%s; receipt(consumer - due): p50=%s p99=%s max=%s",
+		len(release), quantile(release, .5), quantile(release, .99), release[len(release)-1], release[0],
+		quantile(recv, .5), quantile(recv, .99), recv[len(recv)-1])
+	mu.Unlock()
+	rss, hwm := brokerRSS(t, srv)
+	t.Logf("BENCH after accuracy run: broker VmRSS=%d MiB VmHWM=%d MiB", rss>>10, hwm>>10)
+
+	// 1,000,000 pending timers, due between 30 and 90 minutes from now.
+	const m = 1_000_000
+	topic2 := uniq("TimerHold")
+	base := time.Now().Add(30 * time.Minute)
+	sendStart = time.Now()
+	sendTimers(t, p, topic2, m, func(i int) time.Time { return base.Add(time.Duration(int64(i) * int64(time.Hour) / m)) })
+	t.Logf("sent %d timers in %s", m, time.Since(sendStart))
+	time.Sleep(10 * time.Second) // indexing finishes, GC settles
+	rss, hwm = brokerRSS(t, srv)
+	files, _ := os.ReadDir(srv.Dir + "/store/timerwheel")
+	var entries int64
+	for _, f := range files {
+		if info, err := f.Info(); err == nil {
+			entries += info.Size() / 16
+		}
+	}
+	assert.GreaterOrEqual(t, entries, int64(m), "every timer indexed")
+	t.Logf("BENCH holding %d pending timers: broker VmRSS=%d MiB VmHWM=%d MiB, %d wheel slot files with %d entries", m, rss>>10, hwm>>10, len(files), entries)
 }
