@@ -69,6 +69,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("schedule.", schedule.NewConfig())...)
 	want = append(want, koanfKeys("retry.", retry.NewConfig())...)
 	want = append(want, koanfKeys("transaction.", transaction.NewConfig())...)
+	want = append(want, "filter.property_filter")
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
 	want = append(want, "transports", "acl.enabled")
 	want = append(want, koanfKeys("acl.", acl.NewConfig())...)

@@ -110,11 +110,17 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *remoting.Command {
 	res := new(store.ReadResult)
 	opts := store.ReadOptions{MaxMessages: pr.maxMsgs, MaxBytes: int(b.cfg.PullBytesMax)}
+	var m filter.Matcher
 	if pr.matcher != nil && !matchesAll(pr.matcher) {
 		if tm, ok := pr.matcher.(filter.TagsCodeMatcher); ok {
 			opts.Filter = tm.MatchTagsCode
 		}
-		m := pr.matcher
+		m = pr.matcher
+	}
+	if protocol.IsRetryTopic(pr.topic) {
+		m = &retryMatcher{b: b, group: pr.group, retry: m}
+	}
+	if m != nil {
 		opts.Match = func(rec []byte) bool {
 			ext, _, err := message.DecodeStored(rec)
 			if err != nil {
@@ -170,6 +176,39 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 		b.commitAfterPull(pr)
 	}
 	return resp
+}
+
+// retryMatcher filters %RETRY%<group> as RocketMQ's
+// ExpressionForRetryMessageFilter does: a message must match the retry
+// subscription (retry, nil for all) and the group's subscription of the
+// message's original topic (RETRY_TOPIC). When the group has no
+// subscription of that topic (or the message names none) the message is
+// delivered: no false negatives. One pull uses it from one goroutine.
+type retryMatcher struct {
+	b     *Broker
+	group string
+	retry filter.Matcher
+	// last original topic looked up, and its matcher (nil: deliver).
+	topic string
+	m     filter.Matcher
+	known bool
+}
+
+func (r *retryMatcher) Match(props message.Properties) bool {
+	if r.retry != nil && !r.retry.Match(props) {
+		return false
+	}
+	topic := props[message.PropertyRetryTopic]
+	if topic == "" {
+		return true
+	}
+	if !r.known || topic != r.topic {
+		r.topic, r.m, r.known = topic, nil, true
+		if sub, ok := r.b.clients.subscriptionOf(r.group, topic); ok && !matchesAll(sub.matcher) {
+			r.m = sub.matcher
+		}
+	}
+	return r.m == nil || r.m.Match(props)
 }
 
 func (b *Broker) commitAfterPull(pr *pullRequest) {
