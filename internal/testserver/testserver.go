@@ -271,6 +271,34 @@ func (p *Proc) Running() bool {
 	}
 }
 
+// PID is the running process's id (0 when stopped).
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// RSS reads the process's resident set size from /proc (Linux), in bytes.
+func (p *Proc) RSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID()))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("testserver: no VmRSS in /proc/%d/status", p.PID())
+}
+
 // Logs returns everything the process printed.
 func (p *Proc) Logs() string { return p.logs.String() }
 
