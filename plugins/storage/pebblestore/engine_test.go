@@ -212,3 +212,44 @@ func TestOpenErrors(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrBadArgument)
 	_ = message.MagicCode
 }
+
+// TestLargeBatches: batches above half the memtable are committed as
+// flushable batches by Pebble; they must read back like any other.
+func TestLargeBatches(t *testing.T) {
+	set := settings(t, store.FlushSync)
+	cfg := NewConfig()
+	cfg.MemTableSize = 1 << 20
+	s := openStore(t, cfg, set)
+	q := store.Queue{Topic: "Large", ID: 0}
+	big := string(make([]byte, 3<<19))
+	var batch []store.Message
+	for i := 0; i < 4; i++ {
+		batch = append(batch, msg(q.Topic, q.ID, fmt.Sprintf("%d%s", i, big[:(i+1)<<18])))
+	}
+	for round := 0; round < 2; round++ {
+		_, err := s.Append(bg, []store.Message{msg(q.Topic, q.ID, big)})
+		require.NoError(t, err)
+		_, err = s.Append(bg, batch)
+		require.NoError(t, err)
+	}
+	check := func(s *Store) {
+		var r store.ReadResult
+		n := 0
+		for off := int64(0); ; off = r.NextOffset {
+			require.NoError(t, s.Read(bg, q, off, store.ReadOptions{MaxBytes: 1}, &r))
+			if r.Status != store.Found {
+				break
+			}
+			m := storetest.Decode(t, r.Records[0])
+			assert.Equal(t, off, m.QueueOffset)
+			assert.True(t, m.VerifyCRC())
+			n++
+		}
+		assert.Equal(t, 10, n)
+	}
+	check(s)
+	require.NoError(t, s.Close())
+	s = openStore(t, cfg, set)
+	defer s.Close()
+	check(s)
+}
