@@ -159,7 +159,9 @@ func waitUntil(t *testing.T, f func() bool) {
 	}
 }
 
-type listener struct{ state producer.LocalTransactionState }
+type listener struct {
+	state producer.LocalTransactionState
+}
 
 func (l listener) ExecuteLocalTransaction(context.Context, *client.Message) producer.LocalTransactionState {
 	return l.state

@@ -116,7 +116,10 @@ func officialConsumer(t *testing.T, ns, topic, group string, got *bodies) func()
 	require.NoError(t, c.Subscribe(topic, rconsumer.MessageSelector{Type: rconsumer.TAG, Expression: "*"},
 		func(_ context.Context, msgs ...*primitive.MessageExt) (rconsumer.ConsumeResult, error) {
 			for _, m := range msgs {
-				props := m.GetProperties()
+				props := map[string]string{}
+				for k, v := range m.GetProperties() {
+					props[k] = v
+				}
 				props["_tag"] = m.GetTags()
 				props["_msgid"] = m.MsgId
 				got.add(string(m.Body), props)
