@@ -50,6 +50,11 @@ func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *rem
 		return remoting.Errorf(req, remoting.SystemError, "heartbeat without clientID")
 	}
 	var changed []string
+	// One heartbeat carries every group of a client process: a group
+	// whose subscription does not compile is refused, the others and the
+	// producers are still registered.
+	var refused *remoting.Command
+groups:
 	for i := range hb.ConsumerDataSet {
 		cd := &hb.ConsumerDataSet[i]
 		if err := protocol.ValidateGroup(cd.GroupName); err != nil {
@@ -70,7 +75,10 @@ func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *rem
 			}
 			m, err := b.filters.compile(typ, sd.SubString)
 			if err != nil {
-				return remoting.Errorf(req, remoting.SubscriptionParseFailed, fmt.Sprintf("parse the consumer's subscription[%s] of topic %s failed, group: %s: %v", sd.SubString, sd.Topic, cd.GroupName, err))
+				if refused == nil {
+					refused = remoting.Errorf(req, remoting.SubscriptionParseFailed, fmt.Sprintf("parse the consumer's subscription[%s] of topic %s failed, group: %s: %v", sd.SubString, sd.Topic, cd.GroupName, err))
+				}
+				continue groups
 			}
 			subs[sd.Topic] = &subscription{data: sd, matcher: m}
 		}
@@ -84,6 +92,9 @@ func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *rem
 	}
 	if len(changed) > 0 {
 		b.notifyChanged(ctx, changed)
+	}
+	if refused != nil {
+		return refused
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }
