@@ -12,6 +12,7 @@ package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -95,6 +96,7 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	s.timer = t
 	b.AddPutHook(s.hook)
 	b.AddStoredListener(s.stored)
+	b.Router().RegisterFunc(remoting.GetAllDelayOffset, s.handleDelayOffsets)
 	return s, nil
 }
 
@@ -371,6 +373,18 @@ func (s *Service) saveLevels() error {
 		l.mu.Unlock()
 	}
 	return s.b.SaveMeta(progressDoc, doc)
+}
+
+// handleDelayOffsets answers GET_ALL_DELAY_OFFSET (45) with Java's
+// DelayOffsetSerializeWrapper: {"offsetTable":{"<level>":offset}}.
+func (s *Service) handleDelayOffsets(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	doc := levelDoc{OffsetTable: map[string]int64{}}
+	for n, off := range s.Progress() {
+		doc.OffsetTable[strconv.Itoa(n)] = off
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body, _ = json.Marshal(doc)
+	return resp
 }
 
 // Progress returns each level's next offset to deliver (level → offset).
