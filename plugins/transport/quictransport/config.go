@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/quivermq/quiver/core/transport/tlsconf"
 )
 
 // Config is the transport.quic section. The same section serves both ends:
@@ -27,6 +29,16 @@ type Config struct {
 	// ServerName is the name a client verifies the certificate against;
 	// empty means the host of the address dialled.
 	ServerName string `koanf:"server_name"`
+	// ClientAuth is none, request (verify a client certificate if one is
+	// presented) or require; ClientCAFile holds the CAs client
+	// certificates must chain to (default: the system roots). The same
+	// keys as transport.tcp.tls.
+	ClientAuth   string `koanf:"client_auth"`
+	ClientCAFile string `koanf:"client_ca_file"`
+	// ClientCertFile and ClientKeyFile are presented when dialling a
+	// server that asks for a client certificate.
+	ClientCertFile string `koanf:"client_cert_file"`
+	ClientKeyFile  string `koanf:"client_key_file"`
 	// IdleTimeout closes a connection on which no packet arrived for this
 	// long (the smaller of both ends' values applies). Keep-alives count as
 	// traffic, so with KeepAlive set only a dead peer or path times out.
@@ -93,6 +105,12 @@ func (c *Config) Validate() error {
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		errs = append(errs, errors.New("cert_file, key_file: set both or neither"))
+	}
+	if (c.ClientCertFile == "") != (c.ClientKeyFile == "") {
+		errs = append(errs, errors.New("client_cert_file, client_key_file: set both or neither"))
+	}
+	if _, err := tlsconf.ClientAuth(c.ClientAuth); err != nil {
+		errs = append(errs, fmt.Errorf("client_auth: %w", err))
 	}
 	if c.CAFile != "" && c.InsecureSkipVerify {
 		errs = append(errs, errors.New("insecure_skip_verify: set ca_file or insecure_skip_verify, not both"))

@@ -113,6 +113,9 @@ func TestConfigValidate(t *testing.T) {
 		{"zero handshake timeout", func(c *Config) { c.HandshakeTimeout = 0 }, "handshake_timeout"},
 		{"keep-alive above idle", func(c *Config) { c.KeepAlive = time.Minute }, "keep_alive"},
 		{"zero streams", func(c *Config) { c.MaxStreams = 0 }, "max_streams"},
+		{"client auth", func(c *Config) { c.ClientAuth, c.ClientCAFile = "require", "ca.pem" }, ""},
+		{"bad client auth", func(c *Config) { c.ClientAuth = "always" }, "client_auth"},
+		{"client cert without key", func(c *Config) { c.ClientCertFile = "c.pem" }, "client_cert_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

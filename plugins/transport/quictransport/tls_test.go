@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/core/transport/tlsconf"
 )
 
 // logBuffer collects log output.
@@ -95,9 +96,9 @@ func TestSelfSignedCertificate(t *testing.T) {
 	out := logs.String()
 	assert.Contains(t, out, "level=WARN")
 	assert.Contains(t, out, "self-signed")
-	assert.Contains(t, out, "sha256="+Fingerprint(cert.Raw))
+	assert.Contains(t, out, "sha256="+tlsconf.Fingerprint(cert.Raw))
 	assert.Contains(t, cert.DNSNames, "localhost")
-	assert.Len(t, Fingerprint(cert.Raw), 32*3-1)
+	assert.Len(t, tlsconf.Fingerprint(cert.Raw), 32*3-1)
 	for _, ip := range []string{"127.0.0.1", "::1"} {
 		assert.NoError(t, cert.VerifyHostname(ip))
 	}
@@ -120,23 +121,13 @@ func TestSelfSignedCertificate(t *testing.T) {
 	}
 }
 
-func TestSelfSignedNames(t *testing.T) {
-	cert, err := SelfSigned("10.1.2.3")
-	require.NoError(t, err)
-	assert.NoError(t, cert.Leaf.VerifyHostname("10.1.2.3"))
-	assert.NoError(t, cert.Leaf.VerifyHostname("localhost"))
-	cert, err = SelfSigned("broker.example")
-	require.NoError(t, err)
-	assert.NoError(t, cert.Leaf.VerifyHostname("broker.example"))
-	cert, err = SelfSigned("0.0.0.0")
-	require.NoError(t, err)
-	assert.Len(t, cert.Leaf.IPAddresses, 2, "the unspecified address is no name")
-}
-
 // pki writes a CA and a server certificate it signed for quiver.test and
 // 127.0.0.1 into dir.
 type pki struct {
 	caFile, certFile, keyFile string
+	// clientCertFile and clientKeyFile are a client certificate the CA
+	// signed.
+	clientCertFile, clientKeyFile string
 }
 
 func newPKI(t *testing.T, dir string) pki {
@@ -164,11 +155,25 @@ func newPKI(t *testing.T, dir string) pki {
 	require.NoError(t, err)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	require.NoError(t, err)
-	p := pki{filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")}
+	ckey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	ctmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "client-1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	cder, err := x509.CreateCertificate(rand.Reader, ctmpl, ca, &ckey.PublicKey, caKey)
+	require.NoError(t, err)
+	ckeyDER, err := x509.MarshalPKCS8PrivateKey(ckey)
+	require.NoError(t, err)
+	p := pki{filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"),
+		filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")}
 	for file, blk := range map[string]*pem.Block{
-		p.caFile:   {Type: "CERTIFICATE", Bytes: caDER},
-		p.certFile: {Type: "CERTIFICATE", Bytes: der},
-		p.keyFile:  {Type: "PRIVATE KEY", Bytes: keyDER},
+		p.caFile:         {Type: "CERTIFICATE", Bytes: caDER},
+		p.certFile:       {Type: "CERTIFICATE", Bytes: der},
+		p.keyFile:        {Type: "PRIVATE KEY", Bytes: keyDER},
+		p.clientCertFile: {Type: "CERTIFICATE", Bytes: cder},
+		p.clientKeyFile:  {Type: "PRIVATE KEY", Bytes: ckeyDER},
 	} {
 		require.NoError(t, os.WriteFile(file, pem.EncodeToMemory(blk), 0o600))
 	}
@@ -250,4 +255,46 @@ func TestALPNMismatch(t *testing.T) {
 	// The listener is unaffected.
 	client, server := pair(t, ln, testConfig(), 0)
 	roundTrip(t, client, server)
+}
+
+// TestClientCertificates: with client_auth require, only clients that
+// present a certificate of client_ca_file get through Accept.
+func TestClientCertificates(t *testing.T) {
+	p := newPKI(t, t.TempDir())
+	other := newPKI(t, t.TempDir())
+	scfg := NewConfig()
+	scfg.CertFile, scfg.KeyFile = p.certFile, p.keyFile
+	scfg.ClientAuth, scfg.ClientCAFile = "require", p.caFile
+	ln := listen(t, scfg, 0)
+
+	ccfg := NewConfig()
+	ccfg.CAFile = p.caFile
+	ccfg.ClientCertFile, ccfg.ClientKeyFile = p.clientCertFile, p.clientKeyFile
+	c, s, err := dialAccept(t, ln, ln.Addr(), ccfg)
+	require.NoError(t, err)
+	roundTrip(t, c, s)
+	assert.Equal(t, "client-1", s.(*Conn).qc.ConnectionState().TLS.PeerCertificates[0].Subject.CommonName)
+
+	for name, mod := range map[string]func(*Config){
+		"no certificate":       func(c *Config) { c.ClientCertFile, c.ClientKeyFile = "", "" },
+		"certificate of other": func(c *Config) { c.ClientCertFile, c.ClientKeyFile = other.clientCertFile, other.clientKeyFile },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := *ccfg
+			mod(&cfg)
+			ctx := ctxFor(t, 10*time.Second)
+			c, err := Dial(ctx, ln.Addr(), &cfg, transport.Deps{})
+			if err == nil {
+				// TLS 1.3 clients finish first; the server refuses after.
+				defer c.Close()
+				_, err = c.ReadFrame(ctx)
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "certificate")
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			_, err = ln.Accept(short)
+			assert.ErrorIs(t, err, context.DeadlineExceeded, "a refused client reached Accept")
+		})
+	}
 }
