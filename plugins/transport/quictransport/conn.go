@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -209,11 +210,16 @@ func (c *Conn) peerFinished() bool {
 	return true
 }
 
+// lingerFor is how long Close waits for the peer: long enough for frames
+// in flight to be retransmitted a few times (8 round trips, at least 1 s),
+// at most write_timeout and maxLinger.
 func (c *Conn) lingerFor() time.Duration {
-	if c.cfg.WriteTimeout > 0 && c.cfg.WriteTimeout < maxLinger {
-		return c.cfg.WriteTimeout
+	d := max(time.Second, 8*c.qc.ConnectionStats().SmoothedRTT)
+	d = min(d, maxLinger)
+	if c.cfg.WriteTimeout > 0 {
+		d = min(d, c.cfg.WriteTimeout)
 	}
-	return maxLinger
+	return d
 }
 
 // fail closes the connection because of err, which ReadFrame and WriteFrame
@@ -327,19 +333,19 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 		return c.endErr()
 	default:
 	}
-	str, err := c.qc.OpenUniStream()
-	var wctx context.Context = ctx
+	var deadline time.Time
 	if c.cfg.WriteTimeout > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeoutCause(ctx, c.cfg.WriteTimeout, errWriteTimeout)
-		defer cancel()
+		deadline = time.Now().Add(c.cfg.WriteTimeout)
 	}
+	str, err := c.qc.OpenUniStream()
 	if err != nil {
 		// At the peer's stream limit: wait for one of ours to complete.
-		str, err = c.qc.OpenUniStreamSync(wctx)
-		if err != nil {
-			return c.writeErr(ctx, wctx, err)
+		if str, err = c.openSync(ctx, deadline); err != nil {
+			return c.writeErr(ctx, err)
 		}
+	}
+	if !deadline.IsZero() {
+		str.SetWriteDeadline(deadline)
 	}
 	c.mu.Lock()
 	if c.isClosed() {
@@ -350,13 +356,17 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	c.writing[str] = struct{}{}
 	c.mu.Unlock()
 	var stop func() bool
-	if wctx.Done() != nil {
-		stop = context.AfterFunc(wctx, func() { str.CancelWrite(streamCancelled) })
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { str.CancelWrite(streamCancelled) })
 	}
 	err = writeFrame(str, n, parts)
 	if stop != nil && !stop() {
-		// wctx ended: the stream is being reset, whatever Write said.
-		err = wctx.Err()
+		// ctx ended: the stream is being reset, whatever Write said.
+		err = ctx.Err()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		str.CancelWrite(streamCancelled)
+		err = errWriteTimeout
 	}
 	c.mu.Lock()
 	delete(c.writing, str)
@@ -370,9 +380,23 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return c.writeErr(ctx, wctx, err)
+		return c.writeErr(ctx, err)
 	}
 	return nil
+}
+
+// openSync waits for a stream until ctx ends or the deadline passes.
+func (c *Conn) openSync(ctx context.Context, deadline time.Time) (*quic.SendStream, error) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, deadline, errWriteTimeout)
+		defer cancel()
+	}
+	str, err := c.qc.OpenUniStreamSync(ctx)
+	if err != nil && context.Cause(ctx) == errWriteTimeout {
+		err = errWriteTimeout
+	}
+	return str, err
 }
 
 // writeFrame writes the length and the parts.
@@ -405,14 +429,14 @@ func writeFrame(str *quic.SendStream, n int, parts [][]byte) error {
 // writeErr explains a failed write: our Close, the end of the caller's
 // ctx, the write timeout (which drops the connection), a refusal by the
 // peer, or the connection's end.
-func (c *Conn) writeErr(ctx, wctx context.Context, err error) error {
+func (c *Conn) writeErr(ctx context.Context, err error) error {
 	if c.isClosed() {
 		return transport.ErrClosed
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("quictransport: write to %s: %w", c.remote, ctx.Err())
 	}
-	if context.Cause(wctx) == errWriteTimeout {
+	if errors.Is(err, errWriteTimeout) {
 		c.fail(codeWriteTimeout, fmt.Errorf("%w after %v", errWriteTimeout, c.cfg.WriteTimeout))
 		return fmt.Errorf("quictransport: write to %s: %w", c.remote, errWriteTimeout)
 	}
@@ -438,9 +462,9 @@ func (c *Conn) RemoteAddr() string { return c.remote }
 // and writes fail with transport.ErrClosed at once; writes in progress are
 // reset. Frames already written still reach the peer before it sees the
 // end: Close tells the peer how many there were and waits until the peer
-// took them all and ended the connection, at most write_timeout (5 s when
-// longer or unset), before it sends CONNECTION_CLOSE itself. It waits for
-// the connection's goroutines.
+// took them all and ended the connection, for 8 round trips (at least 1 s,
+// at most 5 s and write_timeout), before it sends CONNECTION_CLOSE itself.
+// It waits for the connection's goroutines.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
@@ -453,7 +477,8 @@ func (c *Conn) Close() error {
 		select {
 		case <-c.gone():
 		default:
-			if !peerDone && c.sayGoodbye(sent) {
+			// With nothing written there is nothing to wait for.
+			if sent > 0 && !peerDone && c.sayGoodbye(sent) {
 				t := time.NewTimer(c.lingerFor())
 				select {
 				case <-c.gone():
