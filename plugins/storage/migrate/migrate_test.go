@@ -24,6 +24,24 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// The Pebble engine implements every optional interface of this package;
+// the CommitLog engine none (its copies get new store timestamps, and its
+// queues start at 0).
+var (
+	_ migrate.OffsetSetter   = (*pebblestore.Store)(nil)
+	_ migrate.StoredAppender = (*pebblestore.Store)(nil)
+	_ migrate.MetaLister     = (*pebblestore.Store)(nil)
+	_ migrate.MetaDeleter    = (*pebblestore.Store)(nil)
+)
+
+func TestCommitLogInterfaces(t *testing.T) {
+	var s any = (*commitlog.Store)(nil)
+	_, setter := s.(migrate.OffsetSetter)
+	_, raw := s.(migrate.StoredAppender)
+	_, lister := s.(migrate.MetaLister)
+	assert.False(t, setter || raw || lister, "update the package documentation")
+}
+
 var bg = context.Background()
 
 func deps(t testing.TB, dir string) store.Deps {
