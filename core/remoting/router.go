@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Interceptor runs before a request reaches its processor; a non-nil answer
@@ -17,6 +18,7 @@ type Router struct {
 	mu           sync.RWMutex
 	handlers     map[int32]Handler
 	interceptors []Interceptor
+	observers    []func(code int32, d time.Duration, respCode int32)
 }
 
 // NewRouter returns an empty router.
@@ -45,6 +47,16 @@ func (r *Router) Use(i Interceptor) {
 	r.mu.Unlock()
 }
 
+// Observe adds f, called after each registered processor returns with the
+// request code, the time the processor took and the response code (-1 when
+// it answers later, as a held pull does). Interceptor answers are not
+// observed. f must be cheap and safe for concurrent use (metrics).
+func (r *Router) Observe(f func(code int32, d time.Duration, respCode int32)) {
+	r.mu.Lock()
+	r.observers = append(r.observers, f)
+	r.mu.Unlock()
+}
+
 // Codes lists the registered codes in order.
 func (r *Router) Codes() []int32 {
 	r.mu.RLock()
@@ -61,7 +73,7 @@ func (r *Router) Codes() []int32 {
 func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 	r.mu.RLock()
 	h, ok := r.handlers[req.Code]
-	ics := r.interceptors
+	ics, obs := r.interceptors, r.observers
 	r.mu.RUnlock()
 	for _, ic := range ics {
 		if resp := ic(ctx, p, req); resp != nil {
@@ -71,5 +83,17 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 	if !ok {
 		return NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
 	}
-	return h.Handle(ctx, p, req)
+	if len(obs) == 0 {
+		return h.Handle(ctx, p, req)
+	}
+	t0 := time.Now()
+	resp := h.Handle(ctx, p, req)
+	d, rc := time.Since(t0), int32(-1)
+	if resp != nil {
+		rc = resp.Code
+	}
+	for _, f := range obs {
+		f(req.Code, d, rc)
+	}
+	return resp
 }

@@ -56,6 +56,7 @@ type Broker struct {
 	clients *clientTable
 	holds   *holdTable
 	filters *filterCache
+	obs     observer // running figures and pull hooks (observe.go)
 
 	hooksMu         sync.RWMutex
 	putHooks        []PutHook

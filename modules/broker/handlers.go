@@ -39,6 +39,7 @@ func (b *Broker) registerProcessors() {
 	locks := newLockTable(b.cfg.RebalanceLockMaxLiveTime)
 	r.RegisterFunc(remoting.LockBatchMQ, locks.handleLock)
 	r.RegisterFunc(remoting.UnlockBatchMQ, locks.handleUnlock)
+	b.registerStats() // runtime.go, stats.go
 }
 
 func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {

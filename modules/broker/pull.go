@@ -171,6 +171,7 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 	if code == remoting.Success {
 		// Written as a vector: the records are not copied again.
 		resp.BodyParts = res.Records
+		b.observePulled(pr.topic, res.Records)
 	}
 	if allowSuspend || pr.sysFlag&pullSuspend == 0 {
 		b.commitAfterPull(pr)
