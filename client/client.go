@@ -66,6 +66,7 @@ type Client struct {
 	routeMu sync.RWMutex
 	routes  map[string]*TopicRoute
 
+	hbMu      sync.Mutex
 	memberMu  sync.RWMutex
 	producers map[string]ProducerHandler
 	consumers map[string]ConsumerHandler
@@ -326,6 +327,8 @@ func (c *Client) RegisterConsumer(group string, h ConsumerHandler) error {
 // sends UNREGISTER_CLIENT to the brokers so the group rebalances at once
 // (the official Go client relies on the connection closing instead).
 func (c *Client) UnregisterConsumer(ctx context.Context, group string) {
+	c.hbMu.Lock()
+	defer c.hbMu.Unlock()
 	c.memberMu.Lock()
 	delete(c.consumers, group)
 	c.memberMu.Unlock()

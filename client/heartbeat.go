@@ -110,6 +110,10 @@ func (c *Client) heartbeatData() (*heartbeatBody, bool) {
 // the first error. Consumers call it before their first rebalance so the
 // broker lists them.
 func (c *Client) SendHeartbeat(ctx context.Context) error {
+	// Serialized with UnregisterConsumer, so a heartbeat built before a
+	// group left cannot reach the broker after its UNREGISTER_CLIENT.
+	c.hbMu.Lock()
+	defer c.hbMu.Unlock()
 	hb, hasConsumers := c.heartbeatData()
 	if len(hb.ProducerDataSet) == 0 && len(hb.ConsumerDataSet) == 0 {
 		return nil

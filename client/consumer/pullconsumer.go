@@ -24,14 +24,15 @@ type PullConsumer struct {
 	log     *slog.Logger
 	offsets *remoteOffsets
 
-	mu       sync.Mutex
-	subs     map[string]Selector
-	assigned []client.MessageQueue
-	next     map[client.MessageQueue]int64
-	cursor   int
-	assignAt time.Time
-	started  bool
-	closed   bool
+	mu        sync.Mutex
+	subs      map[string]Selector
+	assigned  []client.MessageQueue
+	next      map[client.MessageQueue]int64
+	cursor    int
+	assignAt  time.Time
+	persisted time.Time
+	started   bool
+	closed    bool
 }
 
 // NewPull returns a pull consumer of group.
@@ -43,7 +44,7 @@ func NewPull(c *client.Client, group string, opts ...Option) (*PullConsumer, err
 	for _, f := range opts {
 		f(&o)
 	}
-	return &PullConsumer{c: c, group: group, o: o, log: c.Logger().With("consumerGroup", group),
+	return &PullConsumer{c: c, group: group, o: o, log: c.Logger().With("consumerGroup", group), persisted: time.Now(),
 		offsets: newRemoteOffsets(c, group), subs: map[string]Selector{}, next: map[client.MessageQueue]int64{}}, nil
 }
 
@@ -284,7 +285,6 @@ func (p *PullConsumer) startOffset(ctx context.Context, mq client.MessageQueue) 
 // later Polls and at Shutdown. It waits until messages arrive or ctx
 // ends; at the deadline it returns no messages and no error.
 func (p *PullConsumer) Poll(ctx context.Context) ([]*client.MessageExt, error) {
-	lastCommit := time.Now()
 	for {
 		if err := p.reassign(ctx); err != nil && ctx.Err() == nil {
 			p.log.Debug("poll: assign queues", "err", err)
@@ -323,7 +323,13 @@ func (p *PullConsumer) Poll(ctx context.Context) ([]*client.MessageExt, error) {
 			p.mu.Unlock()
 			p.offsets.update(mq, res.NextBeginOffset, false)
 			if len(res.Messages) > 0 {
-				if time.Since(lastCommit) > p.o.persistInterval {
+				p.mu.Lock()
+				due := time.Since(p.persisted) > p.o.persistInterval
+				if due {
+					p.persisted = time.Now()
+				}
+				p.mu.Unlock()
+				if due {
 					p.offsets.persist(ctx, qs, false)
 				}
 				return res.Messages, nil

@@ -445,6 +445,7 @@ func (pc *PushConsumer) doRebalance(ctx context.Context) {
 				continue
 			}
 			alloc = Allocate(qs, ids, pc.c.ID())
+			pc.log.Debug("rebalance", "topic", s.topic, "consumers", ids, "allocated", fmtQueues(alloc))
 		}
 		pc.updateQueues(ctx, s, alloc)
 	}

@@ -140,7 +140,9 @@ func TestPullConsumer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(6), off)
 
-	// Poll continues from the committed offset.
+	// Poll continues from the committed offset (pc leaves the group so
+	// the poller is allocated the queue).
+	require.NoError(t, pc.Shutdown(ctx))
 	pl, err := consumer.NewPull(e.client(t), group)
 	require.NoError(t, err)
 	require.NoError(t, pl.Subscribe(topic, consumer.All()))
@@ -265,4 +267,36 @@ func (l *txListener) snapshot() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// TestPullOffsetMoved: a group whose committed offset lies beyond the
+// queue's end gets PULL_OFFSET_MOVED; the consumer drops the queue,
+// takes the broker's offset and resumes with the next message.
+func TestPullOffsetMoved(t *testing.T) {
+	e := startEnv(t, tcpScheme)
+	topic, group := uniq("Moved"), uniq("CG")
+	e.createTopic(t, topic, 1)
+	p := e.producer(t)
+	for i := 0; i < 3; i++ {
+		sendSync(t, p, msg(topic, fmt.Sprintf("old-%d", i)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pl, err := consumer.NewPull(e.client(t), group)
+	require.NoError(t, err)
+	require.NoError(t, pl.Start(ctx))
+	qs, err := pl.Queues(ctx, topic)
+	require.NoError(t, err)
+	require.NoError(t, pl.CommitOffset(ctx, qs[0], 1000))
+	require.NoError(t, pl.Shutdown(ctx))
+
+	col := newCollector()
+	pc := e.push(t, topic, pushOpts{group: group, opts: []consumer.Option{consumer.WithOffsetMovedDelay(200 * time.Millisecond), consumer.WithRebalanceInterval(time.Second)}}, col.handle)
+	waitFor(t, 20*time.Second, func() bool {
+		st, ok := pc.Stats()[qs[0]]
+		return ok && st.Offset == 3
+	}, "offset corrected to 3 (stats %v)", pc.Stats())
+	sendSync(t, p, msg(topic, "new"))
+	col.wait(t, 1, 20*time.Second)
+	assert.Equal(t, []string{"new"}, col.bodies())
 }
