@@ -492,8 +492,12 @@ func (pc *PushConsumer) updateQueues(ctx context.Context, s *subscription, alloc
 		}
 	}
 	var started []client.MessageQueue
+	retryLock := false
 	for _, mq := range added {
 		if pc.o.orderly && pc.o.model == Clustering && !locked[mq] {
+			// Its previous holder may not have unlocked it yet: try again
+			// soon rather than at the next periodic rebalance.
+			retryLock = true
 			continue
 		}
 		off, err := pc.startOffset(ctx, mq)
@@ -528,6 +532,15 @@ func (pc *PushConsumer) updateQueues(ctx context.Context, s *subscription, alloc
 	}
 	if len(started) > 0 {
 		pc.log.Info("rebalance: queues added", "topic", s.topic, "queues", fmtQueues(started))
+	}
+	if retryLock {
+		pc.wg.Add(1)
+		go func() {
+			defer pc.wg.Done()
+			if pc.sleep(pc.o.lockRetry, nil) {
+				pc.triggerRebalance()
+			}
+		}()
 	}
 }
 

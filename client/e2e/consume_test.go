@@ -360,3 +360,80 @@ func TestFlowControl(t *testing.T) {
 	assert.LessOrEqual(t, maxCached, 20+8, "cache exceeded threshold + one pull batch")
 	assert.Greater(t, maxCached, 0)
 }
+
+// TestOrderlyTwoConsumers moves queues (and their broker locks) from one
+// orderly consumer to a second one mid-stream; every key is still first
+// delivered in order.
+func TestOrderlyTwoConsumers(t *testing.T) {
+	e := startEnv(t, tcpScheme)
+	topic, group := uniq("Order2"), uniq("CG")
+	e.createTopic(t, topic, 4)
+	var mu sync.Mutex
+	order := map[string][]int{}
+	h := func(_ context.Context, msgs []*client.MessageExt) consumer.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			k, n, _ := strings.Cut(string(m.Body), ":")
+			i, _ := strconv.Atoi(n)
+			order[k] = append(order[k], i)
+		}
+		return consumer.ConsumeSuccess
+	}
+	opts := []consumer.Option{consumer.WithOrderly(), consumer.WithPersistInterval(200 * time.Millisecond)}
+	pc1 := e.push(t, topic, pushOpts{group: group, opts: opts}, h)
+	p := e.producer(t)
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	const n = 40
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			for _, k := range keys {
+				sendSync(t, p, msg(topic, fmt.Sprintf("%s:%d", k, i)).SetShardingKey(k))
+			}
+		}
+	}
+	send(0, n/2)
+	pc2 := e.push(t, topic, pushOpts{group: group, opts: opts}, h)
+	send(n/2, n)
+	waitFor(t, 60*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			if len(firstSeen(order[k])) < n {
+				return false
+			}
+		}
+		return true
+	}, "%d ordered messages per key", n)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range keys {
+		got := firstSeen(order[k])
+		for i := range got {
+			require.Equal(t, i, got[i], "key %s first deliveries out of order: %v", k, order[k])
+		}
+	}
+	held := func(pc *consumer.PushConsumer) int {
+		c := 0
+		for _, q := range pc.Queues() {
+			if q.Topic == topic {
+				c++
+			}
+		}
+		return c
+	}
+	assert.Equal(t, 2, held(pc1))
+	assert.Equal(t, 2, held(pc2))
+}
+
+func firstSeen(xs []int) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
