@@ -136,6 +136,10 @@ func newPushConsumer(t *testing.T, ns, topic string, o consumerOpts, h func(cont
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 	}
+	// A topic created by a send reaches the name server with the broker's
+	// next registration, a moment later; the official consumer refuses to
+	// start on a topic without a route.
+	awaitRoute(t, ns, topic)
 	c, err := rocketmq.NewPushConsumer(append(base, o.extra...)...)
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe(topic, o.selector, h))

@@ -42,6 +42,24 @@ func srvConsumerIDs(t *testing.T, srv *testserver.Proc, group string) []string {
 	return l.ConsumerIDList
 }
 
+// awaitRoute polls the name server until topic has a route (or, for
+// servers that need signatures, until it answers anything but 17).
+func awaitRoute(t *testing.T, ns, topic string) {
+	t.Helper()
+	c := rawClient(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := c.Invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil))
+		cancel()
+		if err == nil && resp.Code != remoting.TopicNotExist {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("topic %s has no route after 15s", topic)
+}
+
 // committedOffsets asks the broker for the group's committed offset of
 // each queue of topic (-1 when none).
 func committedOffsets(t *testing.T, srv *testserver.Proc, group, topic string, queues int) []int64 {
