@@ -405,3 +405,28 @@ func TestIPv6(t *testing.T) {
 	require.NoError(t, err)
 	roundTrip(t, c, s)
 }
+
+// TestCloseLingerBounded: against a peer that ignores the goodbye, Close
+// gives up after its linger (1 s on loopback), and does not wait at all
+// when nothing was written.
+func TestCloseLingerBounded(t *testing.T) {
+	ln := listen(t, testConfig(), 1<<20)
+	_, c := rawDial(t, ln)
+	start := time.Now()
+	require.NoError(t, c.Close())
+	assert.Less(t, time.Since(start), 500*time.Millisecond, "nothing written, nothing to wait for")
+
+	qc, c := rawDial(t, ln)
+	ctx := ctxFor(t, 10*time.Second)
+	require.NoError(t, c.WriteFrame(ctx, []byte("data")))
+	start = time.Now()
+	require.NoError(t, c.Close())
+	d := time.Since(start)
+	assert.GreaterOrEqual(t, d, 900*time.Millisecond)
+	assert.Less(t, d, 3*time.Second)
+	select {
+	case <-qc.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("peer not closed")
+	}
+}
