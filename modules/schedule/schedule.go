@@ -274,16 +274,24 @@ func (s *Service) runLevel(ctx context.Context, l *level) {
 	t.Stop()
 	var res store.ReadResult
 	for ctx.Err() == nil {
-		wait := s.deliverLevel(ctx, l, &res)
-		if wait > 0 {
-			sleep(ctx, t, wait, l.wake)
+		wait, idle := s.deliverLevel(ctx, l, &res)
+		if wait <= 0 {
+			continue
 		}
+		// A new message only matters when the queue is drained: otherwise
+		// the head is not due yet and everything behind it is later still.
+		var wake <-chan struct{}
+		if idle {
+			wake = l.wake
+		}
+		sleep(ctx, t, wait, wake)
 	}
 }
 
 // deliverLevel delivers the due messages at the head of a level's queue;
-// it returns how long to wait before trying again (0: go on at once).
-func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadResult) time.Duration {
+// it returns how long to wait before trying again (0: go on at once) and
+// whether the queue is drained (a put should wake the level).
+func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadResult) (time.Duration, bool) {
 	q := store.Queue{Topic: protocol.ScheduleTopic, ID: int32(l.n - 1)}
 	l.mu.Lock()
 	off := l.offset
@@ -291,7 +299,7 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 	min, max, err := s.b.Store().Offsets(q)
 	if err != nil {
 		s.log.Warn("schedule queue offsets", "level", l.n, "err", err)
-		return time.Second
+		return time.Second, true
 	}
 	if off < min || off > max {
 		s.log.Warn("schedule progress outside the queue, clamped", "level", l.n, "offset", off, "min", min, "max", max)
@@ -299,14 +307,14 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 		s.setLevel(l, off)
 	}
 	if off >= max {
-		return maxSleep
+		return maxSleep, true
 	}
 	res.Reset()
 	if err := s.b.Store().Read(ctx, q, off, store.ReadOptions{MaxMessages: 64, MaxBytes: 4 << 20}, res); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("read schedule queue", "level", l.n, "offset", off, "err", err)
 		}
-		return time.Second
+		return time.Second, true
 	}
 	now := s.now().UnixMilli()
 	next := off
@@ -339,7 +347,7 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 			if ctx.Err() == nil {
 				s.log.Warn("deliver scheduled messages", "level", l.n, "n", len(batch), "err", err)
 			}
-			return time.Second
+			return time.Second, false
 		}
 	}
 	if next != off {
@@ -349,9 +357,9 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 		}
 	}
 	if wait == 0 && next == off {
-		return maxSleep
+		return maxSleep, true
 	}
-	return wait
+	return wait, wait == 0
 }
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
