@@ -63,6 +63,7 @@ type Broker struct {
 	storedListeners []StoredListener
 
 	tagsCode func(string) int64
+	gate     *sendGate
 
 	registerNow chan struct{}
 	ctx         context.Context
@@ -108,6 +109,7 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		clients: newClientTable(), filters: newFilterCache(deps.Filters),
 		registerNow: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 	}
+	b.gate = newSendGate(cfg.SendQueueCapacity, cfg.BusyTimeout, newQuotas(cfg.Quota))
 	b.tagsCode = message.TagsCode
 	if tc, ok := deps.Filters[filter.TypeTag].(filter.TagsCoder); ok {
 		b.tagsCode = tc.TagsCode

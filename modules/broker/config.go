@@ -49,6 +49,13 @@ type Config struct {
 	// RebalanceLockMaxLiveTime is how long an orderly consumer's queue lock
 	// lasts without renewal (Java rocketmq.broker.rebalance.lockMaxLiveTime).
 	RebalanceLockMaxLiveTime time.Duration `koanf:"rebalance_lock_max_live_time"`
+	// BusyTimeout sheds a send (SYSTEM_BUSY) that waited this long for a
+	// slot, or that arrives while a store write has been stuck this long.
+	BusyTimeout time.Duration `koanf:"busy_timeout"`
+	// SendQueueCapacity bounds the sends held at once.
+	SendQueueCapacity int `koanf:"send_queue_capacity"`
+	// Quota holds optional per-topic and per-producer-group rate limits.
+	Quota QuotaConfig `koanf:"quota"`
 }
 
 // NewConfig returns the defaults.
@@ -60,6 +67,7 @@ func NewConfig() *Config {
 		ClientExpiry: 120 * time.Second, ScanInterval: 10 * time.Second,
 		OffsetFlushInterval: 5 * time.Second, MaxMessageSize: 4 << 20,
 		PullBatchMax: 32, PullBytesMax: 256 << 10, RebalanceLockMaxLiveTime: 60 * time.Second,
+		BusyTimeout: 200 * time.Millisecond, SendQueueCapacity: 10000,
 	}
 }
 
@@ -102,6 +110,22 @@ func (c *Config) Validate() error {
 	}
 	if c.PullBatchMax < 1 || c.PullBytesMax < 1024 {
 		errs.Add("broker.pull_batch_max", "pull limits too small")
+	}
+	if c.BusyTimeout <= 0 {
+		errs.Add("broker.busy_timeout", "must be positive")
+	}
+	if c.SendQueueCapacity < 1 {
+		errs.Add("broker.send_queue_capacity", "must be at least 1")
+	}
+	for name, l := range c.Quota.Topics {
+		if l.MessagesPerSec < 0 || l.BytesPerSec < 0 {
+			errs.Add("broker.quota.topics."+name, "limits must not be negative")
+		}
+	}
+	for name, l := range c.Quota.Groups {
+		if l.MessagesPerSec < 0 || l.BytesPerSec < 0 {
+			errs.Add("broker.quota.groups."+name, "limits must not be negative")
+		}
 	}
 	return errs.Err()
 }

@@ -65,6 +65,11 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
+	release, busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body))
+	if busy != nil {
+		return busy
+	}
+	defer release()
 	tc, resp := b.checkSend(ctx, req, h)
 	if resp != nil {
 		return resp
@@ -130,6 +135,11 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
+	release, busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body))
+	if busy != nil {
+		return busy
+	}
+	defer release()
 	if _, resp := b.checkSend(ctx, req, h); resp != nil {
 		return resp
 	}
