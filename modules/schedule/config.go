@@ -25,6 +25,9 @@ type Config struct {
 	// TIMER_DELAY_MS): a later delivery time is refused with
 	// MESSAGE_ILLEGAL. Default 40 days.
 	MaxDelay time.Duration `koanf:"max_delay"`
+
+	// wheelSlot overrides the wheel's slot span (tests).
+	wheelSlot time.Duration
 }
 
 // NewConfig returns the defaults.

@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -201,4 +203,39 @@ func TestTimers(t *testing.T) {
 	assert.GreaterOrEqual(t, got[3].storeMs, now+1500)
 	time.Sleep(300 * time.Millisecond)
 	assert.Len(t, n.read("T"), 4, "nothing delivered twice")
+}
+
+// TestTimersAcrossSlotsAndRestart spreads timers over many small wheel
+// slots, restarts in the middle, and checks each is delivered once, not
+// early, and that delivered slots' files are dropped.
+func TestTimersAcrossSlotsAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	c := shortConfig()
+	c.wheelSlot = 100 * time.Millisecond
+	n := startNode(t, dir, c)
+	now := time.Now().UnixMilli()
+	const count = 60
+	due := map[string]int64{}
+	for i := 0; i < count; i++ {
+		at := now + 300 + int64((i*37)%count)*25 // 300ms .. 1.8s, shuffled
+		b := "t" + strconv.Itoa(i)
+		due[b] = at
+		n.put("T", message.Properties{message.PropertyTimerDeliverMS: strconv.FormatInt(at, 10)}, b)
+	}
+	time.Sleep(900 * time.Millisecond)
+	n = n.restart()
+	got := n.waitCount("T", count, 5*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	got = n.read("T")
+	require.Len(t, got, count, "each delivered once")
+	seen := map[string]bool{}
+	for _, r := range got {
+		assert.False(t, seen[r.body], "%s twice", r.body)
+		seen[r.body] = true
+		assert.GreaterOrEqual(t, r.storeMs, due[r.body], "%s early", r.body)
+	}
+	require.Eventually(t, func() bool {
+		files, _ := os.ReadDir(filepath.Join(dir, "timerwheel"))
+		return len(files) <= 1
+	}, 3*time.Second, 20*time.Millisecond, "delivered slot files dropped")
 }

@@ -58,7 +58,11 @@ type timerService struct {
 }
 
 func newTimerService(s *Service) (*timerService, error) {
-	w, err := openWheel(filepath.Join(s.b.DataDir(), "timerwheel"), wheelSlot.Milliseconds())
+	slot := wheelSlot
+	if s.cfg.wheelSlot > 0 {
+		slot = s.cfg.wheelSlot
+	}
+	w, err := openWheel(filepath.Join(s.b.DataDir(), "timerwheel"), slot.Milliseconds())
 	if err != nil {
 		return nil, err
 	}
