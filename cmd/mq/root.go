@@ -15,6 +15,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/retry"
 	"github.com/quivermq/quiver/modules/schedule"
@@ -29,7 +30,7 @@ import (
 )
 
 // sections are the top-level configuration keys some part of mq owns.
-var sections = []string{"acl", "auth", "broker", "filter", "log", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+var sections = []string{"acl", "auth", "broker", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string
@@ -109,11 +110,11 @@ func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
 	}
 	switch r {
 	case roleNamesrv:
-		opts = append(opts, namesrv.Module)
+		opts = append(opts, namesrv.Module, metrics.Module)
 	case roleBroker:
-		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
+		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
 	case roleDev:
-		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
+		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
 	}
 	return fx.Options(append(opts, extra...)...)
 }

@@ -1,0 +1,411 @@
+// Package metrics serves Prometheus metrics for a broker and/or a name
+// server: traffic per topic, send and pull latency, consumer lag, store
+// size and free disk, connections, name-server routes and the schedule,
+// retry and dead-letter backlogs. Counters are fed by broker hooks
+// (stored messages, pulled messages, processor timings); gauges are
+// computed when scraped.
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/namesrv"
+)
+
+// Deps are what the metrics observe; each is optional.
+type Deps struct {
+	Broker  *broker.Broker
+	Namesrv *namesrv.Server
+	// StorageDir is the broker's storage.dir (store size, free disk).
+	StorageDir string
+	// Sign signs the in-process requests made at scrape time (servers
+	// with ACL on).
+	Sign   func(*remoting.Command)
+	Logger *slog.Logger
+}
+
+// Service owns a Prometheus registry and the HTTP server exposing it.
+type Service struct {
+	cfg  *Config
+	deps Deps
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	// soft: a bind failure only logs (the `mq dev` default address).
+	soft bool
+
+	msgsIn, bytesIn, msgsOut, bytesOut *prometheus.CounterVec
+	sendLat, pullLat                   prometheus.Histogram
+
+	mu  sync.Mutex
+	srv *http.Server
+	ln  net.Listener
+	wg  sync.WaitGroup
+}
+
+// New builds the metrics and hooks them into the broker; Start serves them.
+func New(cfg *Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, deps: deps, log: log.With("component", "metrics"), reg: prometheus.NewRegistry()}
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if b := deps.Broker; b != nil {
+		s.msgsIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_messages_in_total", Help: "Messages stored, by topic."}, []string{"topic"})
+		s.bytesIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_bytes_in_total", Help: "Bytes stored (record size), by topic."}, []string{"topic"})
+		s.msgsOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_messages_out_total", Help: "Messages delivered by pulls, by topic."}, []string{"topic"})
+		s.bytesOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_bytes_out_total", Help: "Bytes delivered by pulls (record size), by topic."}, []string{"topic"})
+		buckets := prometheus.ExponentialBuckets(0.0001, 2, 16) // 100µs .. ~3.3s
+		s.sendLat = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quiver_send_duration_seconds", Help: "Time the broker took to process a send (store write included).", Buckets: buckets})
+		s.pullLat = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quiver_pull_duration_seconds", Help: "Time the broker took to answer a pull at once (held pulls are not counted).", Buckets: buckets})
+		s.reg.MustRegister(s.msgsIn, s.bytesIn, s.msgsOut, s.bytesOut, s.sendLat, s.pullLat, &brokerCollector{s: s})
+		b.AddStoredListener(s.stored)
+		b.OnPulled(func(topic string, msgs, bytes int) {
+			s.msgsOut.WithLabelValues(topic).Add(float64(msgs))
+			s.bytesOut.WithLabelValues(topic).Add(float64(bytes))
+		})
+		b.Router().Observe(s.observe)
+	}
+	if deps.Namesrv != nil {
+		s.reg.MustRegister(&namesrvCollector{n: deps.Namesrv})
+	}
+	return s, nil
+}
+
+// Registry is the registry served (tests, embedding).
+func (s *Service) Registry() *prometheus.Registry { return s.reg }
+
+func (s *Service) stored(msgs []*message.Ext, pos []store.Position) {
+	for i, m := range msgs {
+		s.msgsIn.WithLabelValues(m.Topic).Inc()
+		if i < len(pos) {
+			s.bytesIn.WithLabelValues(m.Topic).Add(float64(pos[i].Size))
+		}
+	}
+}
+
+func (s *Service) observe(code int32, d time.Duration, rc int32) {
+	switch code {
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
+		s.sendLat.Observe(d.Seconds())
+	case remoting.PullMessage:
+		if rc >= 0 {
+			s.pullLat.Observe(d.Seconds())
+		}
+	}
+}
+
+// Addr is the bound address ("" when not serving).
+func (s *Service) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Start binds metrics.listen synchronously (a bad address fails start-up)
+// and serves in a goroutine. An empty address serves nothing.
+func (s *Service) Start(ctx context.Context) error {
+	if s.cfg.Listen == "" {
+		return nil
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		if s.soft {
+			s.log.Warn("metrics not served: default address busy (set metrics.listen)", "addr", s.cfg.Listen, "err", err)
+			return nil
+		}
+		return fmt.Errorf("metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", s.ready)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	s.srv, s.ln = srv, ln
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("metrics server", "err", err)
+		}
+	}()
+	s.log.Info("metrics listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// ready answers 200 once the broker and name server it watches are bound.
+func (s *Service) ready(w http.ResponseWriter, _ *http.Request) {
+	if b := s.deps.Broker; b != nil && len(b.Addrs()) == 0 {
+		http.Error(w, "broker not listening", http.StatusServiceUnavailable)
+		return
+	}
+	if n := s.deps.Namesrv; n != nil && len(n.Addrs()) == 0 {
+		http.Error(w, "name server not listening", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// Stop shuts the HTTP server down and waits for it.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	err := srv.Shutdown(ctx)
+	s.wg.Wait()
+	return err
+}
+
+// brokerCollector computes the broker gauges at scrape time.
+type brokerCollector struct{ s *Service }
+
+var (
+	descLag        = prometheus.NewDesc("quiver_consumer_lag_messages", "Messages stored but not yet committed by the group, per queue.", []string{"group", "topic", "queue"}, nil)
+	descBacklog    = prometheus.NewDesc("quiver_backlog_messages", "Messages waiting in system queues: schedule (not yet due or delivered), retry (not yet re-consumed), dlq (dead letters not consumed).", []string{"kind", "topic"}, nil)
+	descStoreSize  = prometheus.NewDesc("quiver_store_size_bytes", "Bytes of files under storage.dir.", nil, nil)
+	descDiskFree   = prometheus.NewDesc("quiver_disk_free_bytes", "Bytes available on the file system holding storage.dir.", nil, nil)
+	descDiskTotal  = prometheus.NewDesc("quiver_disk_total_bytes", "Size of the file system holding storage.dir.", nil, nil)
+	descConns      = prometheus.NewDesc("quiver_connections", "Open client connections to the broker, by transport.", []string{"transport"}, nil)
+	descHeld       = prometheus.NewDesc("quiver_held_pulls", "Pull requests parked on empty queues (long polling).", nil, nil)
+	descBusy       = prometheus.NewDesc("quiver_broker_busy_total", "Sends answered busy by flow control, by reason.", []string{"reason"}, nil)
+	descQueueMax   = prometheus.NewDesc("quiver_queue_max_offset", "Next offset to write, per queue.", []string{"topic", "queue"}, nil)
+	descNSTopics   = prometheus.NewDesc("quiver_namesrv_topics", "Topics the name server routes.", nil, nil)
+	descNSBrokers  = prometheus.NewDesc("quiver_namesrv_brokers", "Broker addresses registered with the name server.", nil, nil)
+	descNSClusters = prometheus.NewDesc("quiver_namesrv_clusters", "Clusters registered with the name server.", nil, nil)
+)
+
+func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLag, descBacklog, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax} {
+		ch <- d
+	}
+}
+
+func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	s, b := c.s, c.s.deps.Broker
+	st := b.Store()
+	maxOf := func(topic string, q int32) (int64, int64, bool) {
+		min, max, err := st.Offsets(store.Queue{Topic: topic, ID: q})
+		return min, max, err == nil
+	}
+	q := func(i int32) string { return strconv.Itoa(int(i)) }
+	offsets := b.ConsumerOffsets()
+	// Lag of every group on every topic it committed on, retry topics
+	// aside (they are backlog).
+	for group, topics := range offsets {
+		for topic, qs := range topics {
+			if protocol.IsRetryTopic(topic) {
+				continue
+			}
+			for id, off := range qs {
+				if _, max, ok := maxOf(topic, id); ok {
+					ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(max64(max-off, 0)), group, topic, q(id))
+				}
+			}
+		}
+	}
+	for _, topic := range b.Topics() {
+		n := b.QueueCount(topic)
+		switch {
+		case strings.HasPrefix(topic, protocol.RetryGroupPrefix):
+			group := strings.TrimPrefix(topic, protocol.RetryGroupPrefix)
+			var total int64
+			for id := int32(0); id < n; id++ {
+				min, max, ok := maxOf(topic, id)
+				if !ok {
+					continue
+				}
+				done, ok := offsets[group][topic][id]
+				if !ok {
+					done = min
+				}
+				total += max64(max-done, 0)
+			}
+			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "retry", topic)
+		case strings.HasPrefix(topic, protocol.DLQGroupPrefix):
+			var total int64
+			for id := int32(0); id < n; id++ {
+				if min, max, ok := maxOf(topic, id); ok {
+					done := min
+					for _, topics := range offsets {
+						if o, ok := topics[topic][id]; ok && o > done {
+							done = o
+						}
+					}
+					total += max64(max-done, 0)
+				}
+			}
+			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "dlq", topic)
+		case topic == protocol.ScheduleTopic:
+			progress := s.delayProgress()
+			var total int64
+			for id := int32(0); id < n; id++ {
+				min, max, ok := maxOf(topic, id)
+				if !ok {
+					continue
+				}
+				done, ok := progress[int(id)+1]
+				if !ok {
+					done = min
+				}
+				total += max64(max-done, 0)
+			}
+			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "schedule", topic)
+		}
+		if !protocol.IsSystemTopic(topic) || protocol.IsRetryTopic(topic) || strings.HasPrefix(topic, protocol.DLQGroupPrefix) {
+			for id := int32(0); id < n; id++ {
+				if _, max, ok := maxOf(topic, id); ok {
+					ch <- prometheus.MustNewConstMetric(descQueueMax, prometheus.GaugeValue, float64(max), topic, q(id))
+				}
+			}
+		}
+	}
+	if dir := s.deps.StorageDir; dir != "" {
+		var size int64
+		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					size += fi.Size()
+				}
+			}
+			return nil
+		})
+		ch <- prometheus.MustNewConstMetric(descStoreSize, prometheus.GaugeValue, float64(size))
+		if free, total, ok := diskSpace(dir); ok {
+			ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(free))
+			ch <- prometheus.MustNewConstMetric(descDiskTotal, prometheus.GaugeValue, float64(total))
+		}
+	}
+	byTransport := map[string]int{}
+	schemes := map[string]string{}
+	for _, a := range b.Addrs() {
+		scheme, hp := transport.SplitScheme(a)
+		if scheme == "" {
+			scheme = "tcp"
+		}
+		schemes[hp] = scheme
+	}
+	for _, p := range b.Peers() {
+		_, hp := transport.SplitScheme(p.LocalAddr())
+		t := schemes[hp]
+		if t == "" {
+			t = "other"
+		}
+		byTransport[t]++
+	}
+	for _, a := range b.Addrs() { // every transport shows, with 0 when idle
+		scheme, _ := transport.SplitScheme(a)
+		if scheme == "" {
+			scheme = "tcp"
+		}
+		if _, ok := byTransport[scheme]; !ok {
+			byTransport[scheme] = 0
+		}
+	}
+	for t, n := range byTransport {
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(n), t)
+	}
+	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(b.HeldPulls()))
+	for k, v := range b.RuntimeInfo() {
+		if reason, ok := strings.CutPrefix(k, "quiverFlowBusy"); ok {
+			if n, err := strconv.ParseFloat(v, 64); err == nil {
+				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, n, strings.ToLower(reason))
+			}
+		}
+	}
+}
+
+// delayProgress asks the schedule module, in process, for each delay
+// level's delivered offset (GET_ALL_DELAY_OFFSET); nil when it does not
+// answer (schedule off, or refused).
+func (s *Service) delayProgress() (out map[int]int64) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	req := remoting.NewRequest(remoting.GetAllDelayOffset, nil, nil)
+	if s.deps.Sign != nil {
+		s.deps.Sign(req)
+	}
+	resp := s.deps.Broker.Router().Handle(context.Background(), nil, req)
+	if resp == nil || resp.Code != remoting.Success {
+		return nil
+	}
+	var doc struct {
+		OffsetTable map[string]int64 `json:"offsetTable"`
+	}
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
+		return nil
+	}
+	out = map[int]int64{}
+	for k, v := range doc.OffsetTable {
+		if n, err := strconv.Atoi(k); err == nil {
+			out[n] = v
+		}
+	}
+	return out
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// namesrvCollector reports the name server's route counts.
+type namesrvCollector struct{ n *namesrv.Server }
+
+func (c *namesrvCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descNSTopics
+	ch <- descNSBrokers
+	ch <- descNSClusters
+}
+
+func (c *namesrvCollector) Collect(ch chan<- prometheus.Metric) {
+	rt := c.n.Routes()
+	ch <- prometheus.MustNewConstMetric(descNSTopics, prometheus.GaugeValue, float64(len(rt.Topics())))
+	ci := rt.ClusterInfo()
+	addrs := 0
+	for _, bd := range ci.BrokerAddrTable {
+		if bd != nil {
+			addrs += len(bd.BrokerAddrs)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descNSBrokers, prometheus.GaugeValue, float64(addrs))
+	ch <- prometheus.MustNewConstMetric(descNSClusters, prometheus.GaugeValue, float64(len(ci.ClusterAddrTable)))
+}

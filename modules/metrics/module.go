@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"log/slog"
+
+	"go.uber.org/fx"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/namesrv"
+)
+
+type params struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    *Config
+	Raw       *config.Config
+	Logger    *slog.Logger
+	Broker    *broker.Broker  `optional:"true"`
+	Namesrv   *namesrv.Server `optional:"true"`
+	Guard     *kernel.Guard   `optional:"true"`
+}
+
+func newFromFx(p params, soft bool) (*Service, error) {
+	cfg := *p.Config
+	if soft && !p.Raw.Exists("metrics.listen") {
+		cfg.Listen = DevListen
+	} else {
+		soft = false
+	}
+	deps := Deps{Broker: p.Broker, Namesrv: p.Namesrv, Logger: p.Logger}
+	if p.Broker != nil {
+		deps.StorageDir = p.Raw.String("storage.dir")
+		if deps.StorageDir == "" {
+			deps.StorageDir = kernel.DefaultStorageConfig().Dir
+		}
+	}
+	if p.Guard != nil {
+		deps.Sign = p.Guard.Sign
+	}
+	s, err := New(&cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	s.soft = soft
+	p.Lifecycle.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
+	return s, nil
+}
+
+// Module serves metrics.listen (off by default) for the broker and/or
+// name server of the app.
+var Module = fx.Module("metrics",
+	fx.Provide(NewConfigFrom),
+	fx.Invoke(func(p params) error { _, err := newFromFx(p, false); return err }),
+)
+
+// DevModule is Module for `mq dev`: when metrics.listen is unset it serves
+// DevListen, and only logs if that address is busy (another mq dev).
+var DevModule = fx.Module("metrics",
+	fx.Provide(NewConfigFrom),
+	fx.Invoke(func(p params) error { _, err := newFromFx(p, true); return err }),
+)
