@@ -248,7 +248,10 @@ func TestRemotingServerClose(t *testing.T) {
 		_, err := c.Invoke(ctx, addr, remoting.NewRequest(codeSleep, map[string]string{"sleepMicros": "5000000"}, nil))
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	for r.inFlight.Load() == 0 { // the request reached its handler
+		require.NoError(t, ctx.Err(), "request not served")
+		time.Sleep(time.Millisecond)
+	}
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, srv.Close(cctx))
