@@ -149,9 +149,10 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 	return s, nil
 }
 
-// Start runs the check-back loop.
+// Start runs the check-back loop (on a master only: a slave's half queue
+// is a copy).
 func (s *Service) Start(context.Context) error {
-	if !s.cfg.Enabled {
+	if !s.cfg.Enabled || s.b.Config().ID != 0 {
 		return nil
 	}
 	s.wg.Add(1)
@@ -351,6 +352,9 @@ func (s *Service) handleEnd(ctx context.Context, p *remoting.Peer, req *remoting
 	fromCheck := e.Bool("fromTransactionCheck")
 	if e.Err != nil {
 		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if s.b.Config().ID != 0 {
+		return remoting.Errorf(req, remoting.SlaveNotAvailable, "the broker is a slave; end transactions on the master")
 	}
 	log := s.log.With("group", group, "half_offset", tso, "commit_log_offset", clo, "msg_id", e.OptString("msgId"), "from_check", fromCheck)
 	var o outcome

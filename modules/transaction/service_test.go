@@ -513,3 +513,20 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestHalfTopicsCannotBePulled(t *testing.T) {
+	e := open(t, t.TempDir(), nil, newClock(), true)
+	e.prepare("Orders", 0, "PG", "a")
+	c := remoting.NewClient(transports().Dial, nil, nil, remoting.PeerOptions{})
+	defer c.Close()
+	for _, topic := range []string{protocol.TransHalfTopic, protocol.TransOpHalfTopic} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := c.Invoke(ctx, e.b.Addrs()[0], remoting.NewRequest(remoting.PullMessage, map[string]string{
+			"consumerGroup": "Snoop", "topic": topic, "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+			"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG",
+		}, nil))
+		cancel()
+		require.NoError(t, err)
+		assert.Equal(t, remoting.NoPermission, resp.Code, "%s: %s", topic, resp.Remark)
+	}
+}
