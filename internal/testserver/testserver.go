@@ -102,6 +102,9 @@ type Options struct {
 	TLS bool
 	// Sign, when set, signs readiness requests (servers with ACL on).
 	Sign func(ext map[string]string, body []byte)
+	// Binary runs this executable instead of mq built from the tree (a
+	// custom build; it must take mq's dev arguments: dev --set k=v ...).
+	Binary string
 }
 
 // Proc is a running mq dev process.
@@ -125,7 +128,11 @@ func StartDev(t testing.TB, opts Options) *Proc {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	p := &Proc{t: t, bin: Binary(t), Dir: opts.Dir, opts: opts, logs: &syncBuffer{}}
+	bin := opts.Binary
+	if bin == "" {
+		bin = Binary(t)
+	}
+	p := &Proc{t: t, bin: bin, Dir: opts.Dir, opts: opts, logs: &syncBuffer{}}
 	p.Namesrv = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	p.Broker = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	p.start()

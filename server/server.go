@@ -1,0 +1,117 @@
+// Package server composes Quiver processes: a name server, a broker with
+// its modules (schedule, retry, transactions), or both in one process,
+// from the kernel, the stock modules and whatever plugins a binary
+// carries. cmd/mq is one such binary; a plugin author builds another by
+// passing the stock plugins they want plus their own fx.Module, without
+// touching Quiver's code (see examples/custom-filter):
+//
+//	cfg, err := server.LoadConfig(config.Options{File: path, Env: os.Environ()}, server.Dev)
+//	...
+//	err = server.Run(ctx, server.Options(cfg, server.Dev,
+//		tcp.Module, commitlog.Module, tag.Module, sql92.Module, myfilter.Module))
+//
+// The package holds no plugin: which ones a binary carries is its choice.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/modules/retry"
+	"github.com/quivermq/quiver/modules/schedule"
+	"github.com/quivermq/quiver/modules/transaction"
+)
+
+// Role is what a process serves.
+type Role int
+
+const (
+	// Namesrv is a name server.
+	Namesrv Role = iota
+	// Broker is a broker with its modules.
+	Broker
+	// Dev is a name server and a broker in one process.
+	Dev
+)
+
+// Sections returns the top-level configuration keys the kernel and the
+// stock modules own. Plugins configure themselves under them
+// (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
+func Sections() []string {
+	return []string{"auth", "broker", "filter", "log", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+}
+
+// LoadConfig merges file, environment and --set values (config.Load),
+// applies the defaults of role r that depend on other keys (a Dev broker
+// registers with its own name server), and refuses top-level keys that
+// are neither Sections nor one of extra (sections a binary's plugins own).
+func LoadConfig(o config.Options, r Role, extra ...string) (*config.Config, error) {
+	cfg, err := config.Load(o)
+	if err != nil {
+		return nil, err
+	}
+	if r == Dev && len(cfg.Strings("broker.namesrv")) == 0 {
+		ns := cfg.String("namesrv.listen")
+		if ns == "" {
+			ns = namesrv.NewConfig().Listen
+		}
+		cfg.Set("broker.namesrv", []any{ns})
+	}
+	if err := kernel.CheckTopLevel(cfg, append(Sections(), extra...)); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Options composes the fx graph of role r on cfg. extra carries the
+// binary's plugins (each plugin's Module) and any other options; a broker
+// needs at least one transport and one storage engine, a name server one
+// transport.
+func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
+	opts := []fx.Option{
+		kernel.Supply(cfg),
+		kernel.Module,
+		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
+			l.UseLogLevel(slog.LevelDebug)
+			return l
+		}),
+		fx.StartTimeout(30 * time.Second),
+		fx.StopTimeout(30 * time.Second),
+	}
+	switch r {
+	case Namesrv:
+		opts = append(opts, namesrv.Module)
+	case Broker:
+		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
+	case Dev:
+		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
+	}
+	return fx.Options(append(opts, extra...)...)
+}
+
+// Run starts the app opts describes, waits for ctx (cancel it on SIGINT
+// and SIGTERM) and stops it.
+func Run(ctx context.Context, opts fx.Option) error {
+	app := fx.New(opts)
+	if err := app.Err(); err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
+	defer cancel()
+	if err := app.Start(startCtx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel2 := context.WithTimeout(context.Background(), app.StopTimeout())
+	defer cancel2()
+	return app.Stop(stopCtx)
+}
