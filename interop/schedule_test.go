@@ -524,3 +524,27 @@ func TestTimerBenchmark(t *testing.T) {
 	assert.GreaterOrEqual(t, entries, int64(m), "every timer indexed")
 	t.Logf("BENCH holding %d pending timers: broker VmRSS=%d MiB VmHWM=%d MiB, %d wheel slot files with %d entries", m, rss>>10, hwm>>10, len(files), entries)
 }
+
+// TestModulesDisabled: with schedule.enabled=false a delayed message is
+// delivered at once; with retry.enabled=false the broker refuses
+// send-back and the official client falls back to sending the message to
+// %RETRY%<group> itself, so the retry still arrives.
+func TestModulesDisabled(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"schedule.enabled=false", "retry.enabled=false"}})
+	topic := uniq("Disabled")
+	p := newProducer(t, srv.Namesrv)
+	a := newArrivals()
+	a.retry = func(m *primitive.MessageExt) bool { return string(m.Body) == "flaky" && m.ReconsumeTimes == 0 }
+	readyConsumer(t, srv.Namesrv, p, topic, uniq("CG"), a)
+
+	sent := time.Now()
+	sendSync(t, p, primitive.NewMessage(topic, []byte("delayed")).WithDelayTimeLevel(4)) // 30s if scheduled
+	got := a.waitN(t, "delayed", 1, 10*time.Second)
+	assert.Less(t, got[0].Sub(sent), 5*time.Second)
+
+	sendSync(t, p, primitive.NewMessage(topic, []byte("flaky")))
+	a.waitN(t, "flaky", 2, 60*time.Second)
+	ds := a.deliveries("flaky")
+	assert.Equal(t, int32(1), ds[1].ReconsumeTimes)
+	assert.Equal(t, topic, ds[1].Topic)
+}
