@@ -530,3 +530,32 @@ func TestHalfTopicsCannotBePulled(t *testing.T) {
 		assert.Equal(t, remoting.NoPermission, resp.Code, "%s: %s", topic, resp.Remark)
 	}
 }
+
+func TestCheckTimesSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	cfg := NewConfig()
+	cfg.CheckInterval = time.Hour
+	cfg.CheckMax = 3
+	e := open(t, dir, cfg, clk, true)
+	a := e.prepare("Orders", 0, "PG", "a")
+	pc := newProducerClient(t, e.b.Addrs()[0], "127.0.0.1@p1", "PG")
+	clk.add(time.Minute)
+	e.s.CheckNow(context.Background())
+	pc.nextCheck(t)
+	e.s.CheckNow(context.Background())
+	pc.nextCheck(t)
+	require.Equal(t, 2, e.s.CheckTimes(a.QueueOffset))
+	e.close()
+
+	e = open(t, dir, cfg, clk, true)
+	assert.Equal(t, 2, e.s.CheckTimes(a.QueueOffset), "check count persisted")
+	pc = newProducerClient(t, e.b.Addrs()[0], "127.0.0.1@p1", "PG")
+	e.s.CheckNow(context.Background())
+	m, _, err := message.DecodeStored(pc.nextCheck(t).Body)
+	require.NoError(t, err)
+	assert.Equal(t, "3", m.Properties[message.PropertyTransactionCheckTimes])
+	e.s.CheckNow(context.Background())
+	pc.noCheck(t)
+	assert.True(t, e.s.Decided(a.QueueOffset), "discarded after check_max")
+}
