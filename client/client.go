@@ -210,9 +210,8 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *remoting.Command)
 	da := c.dialAddr(addr)
 	resp, err := c.rc.Invoke(ctx, da, req)
 	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			c.rc.CloseAddr(da)
-		}
+		// A timeout leaves the connection to the other requests on it (a
+		// failed write already closed it, and the next call redials).
 		return nil, wrapCallErr(addr, req.Code, err)
 	}
 	return resp, nil

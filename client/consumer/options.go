@@ -66,6 +66,7 @@ type options struct {
 	persistInterval    time.Duration
 	lockInterval       time.Duration
 	lockRetry          time.Duration
+	routeRetry         time.Duration
 	pullDelayOnError   time.Duration
 	flowControlDelay   time.Duration
 	offsetMovedDelay   time.Duration
@@ -83,7 +84,7 @@ func defaults() options {
 		goroutines: 20, batchSize: 1, pullBatchSize: 32,
 		thresholdCount: 1000, thresholdSize: 100 << 20, maxSpan: 2000,
 		maxReconsume: -1, suspendOrderly: time.Second,
-		rebalanceInterval: 20 * time.Second, persistInterval: 5 * time.Second, lockInterval: 20 * time.Second, lockRetry: time.Second,
+		rebalanceInterval: 20 * time.Second, persistInterval: 5 * time.Second, lockInterval: 20 * time.Second, lockRetry: time.Second, routeRetry: 3 * time.Second,
 		pullDelayOnError: 3 * time.Second, flowControlDelay: 50 * time.Millisecond, offsetMovedDelay: 10 * time.Second,
 		suspendTimeout: 20 * time.Second, pullTimeout: 30 * time.Second, localRetryInterval: 5 * time.Second,
 	}

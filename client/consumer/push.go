@@ -65,7 +65,7 @@ type PushConsumer struct {
 	lockUnsupported sync.Once
 	noLocks         atomic.Bool
 
-	tasks     chan consumeTask
+	tasks     *taskQueue
 	rebalance chan struct{}
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -244,7 +244,7 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	pc.ctx, pc.cancel = context.WithCancel(context.Background())
-	pc.tasks = make(chan consumeTask)
+	pc.tasks = newTaskQueue()
 	if err := pc.c.SendHeartbeat(ctx); err != nil {
 		pc.log.Warn("first heartbeat", "err", err)
 	}
@@ -285,6 +285,7 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	}
 	pc.pqMu.Unlock()
 	pc.cancel()
+	pc.tasks.close()
 	done := make(chan struct{})
 	go func() { pc.wg.Wait(); close(done) }()
 	var err error
@@ -427,10 +428,25 @@ func consumerIDs(ctx context.Context, c *client.Client, group string, route *cli
 }
 
 func (pc *PushConsumer) doRebalance(ctx context.Context) {
+	missing := false
+	defer func() {
+		// The retry topic appears in the name server only after the
+		// broker processed our heartbeat: look again soon.
+		if missing && pc.o.routeRetry > 0 && pc.ctx.Err() == nil {
+			pc.wg.Add(1)
+			go func() {
+				defer pc.wg.Done()
+				if pc.sleep(pc.o.routeRetry, nil) {
+					pc.triggerRebalance()
+				}
+			}()
+		}
+	}()
 	for _, s := range pc.subscriptions() {
 		route, err := pc.c.Route(ctx, s.topic)
 		if err != nil {
 			pc.log.Debug("rebalance: no route", "topic", s.topic, "err", err)
+			missing = true
 			continue
 		}
 		qs := append([]client.MessageQueue(nil), route.Subscribe...)
@@ -664,17 +680,15 @@ func (pc *PushConsumer) pullLoop(pq *processQueue, s *subscription, next int64) 
 	}
 }
 
-// dispatch hands msgs to the workers in batches; false when stopping.
+// dispatch queues msgs for the workers in batches without blocking: the
+// pull loop keeps pulling ahead, bounded by the flow-control thresholds,
+// as the official clients do. It returns false when stopping.
 func (pc *PushConsumer) dispatch(pq *processQueue, msgs []*client.MessageExt) bool {
+	if pq.dropped.Load() || pc.ctx.Err() != nil {
+		return false
+	}
 	for i := 0; i < len(msgs); i += pc.o.batchSize {
-		batch := msgs[i:min(i+pc.o.batchSize, len(msgs))]
-		select {
-		case pc.tasks <- consumeTask{pq: pq, msgs: batch}:
-		case <-pc.ctx.Done():
-			return false
-		case <-pq.stop:
-			return false
-		}
+		pc.tasks.push(consumeTask{pq: pq, msgs: msgs[i:min(i+pc.o.batchSize, len(msgs))]})
 	}
 	return true
 }
@@ -682,13 +696,59 @@ func (pc *PushConsumer) dispatch(pq *processQueue, msgs []*client.MessageExt) bo
 func (pc *PushConsumer) worker() {
 	defer pc.wg.Done()
 	for {
-		select {
-		case <-pc.ctx.Done():
+		t, ok := pc.tasks.pop()
+		if !ok {
 			return
-		case t := <-pc.tasks:
-			pc.consumeConcurrently(t)
 		}
+		pc.consumeConcurrently(t)
 	}
+}
+
+// taskQueue is the FIFO between pull loops and consume workers; its size
+// is bounded by the per-queue thresholds, not by the queue itself.
+type taskQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	items  []consumeTask
+	closed bool
+}
+
+func newTaskQueue() *taskQueue {
+	q := &taskQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *taskQueue) push(t consumeTask) {
+	q.mu.Lock()
+	if !q.closed {
+		q.items = append(q.items, t)
+		q.cond.Signal()
+	}
+	q.mu.Unlock()
+}
+
+func (q *taskQueue) pop() (consumeTask, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return consumeTask{}, false
+	}
+	t := q.items[0]
+	q.items[0] = consumeTask{}
+	q.items = q.items[1:]
+	return t, true
+}
+
+func (q *taskQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.items = nil
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 func (pc *PushConsumer) call(msgs []*client.MessageExt) (r Result) {

@@ -327,38 +327,63 @@ func TestOffsetSurvivesRestart(t *testing.T) {
 	})
 }
 
-// TestFlowControl floods a topic while a slow consumer with a small
-// threshold drains it: the cache per queue stays bounded and every
-// message is consumed.
+// TestFlowControl floods a topic while a slow consumer with small
+// thresholds drains it: the per-queue cache (messages, then bytes) stays
+// within one pull batch of the threshold, and every message is consumed.
 func TestFlowControl(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  consumer.Option
+		cap  func(consumer.QueueStats) int64
+		min  int64 // the threshold: reached, so pulling had to pause
+		max  int64
+	}{
+		{"messages", consumer.WithPullThresholdForQueue(20), func(s consumer.QueueStats) int64 { return int64(s.Cached) }, 20, 20 + 8},
+		{"bytes", consumer.WithPullThresholdSizeForQueue(20 << 10), func(s consumer.QueueStats) int64 { return s.Bytes }, 20 << 10, 20<<10 + 8*1040},
+	}
 	e := startEnv(t, tcpScheme)
-	topic := uniq("Flow")
-	e.createTopic(t, topic, 1)
-	p := e.producer(t)
-	const n = 400
-	for i := 0; i < n; i += 20 {
-		var batch []*client.Message
-		for j := i; j < i+20; j++ {
-			batch = append(batch, msg(topic, fmt.Sprintf("fc-%03d", j)))
-		}
-		sendSync(t, p, batch...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := uniq("Flow")
+			e.createTopic(t, topic, 1)
+			col := newCollector()
+			slow := func(ctx context.Context, msgs []*client.MessageExt) consumer.Result {
+				time.Sleep(5 * time.Millisecond)
+				return col.handle(ctx, msgs)
+			}
+			pc := e.push(t, topic, pushOpts{group: uniq("CG"), opts: []consumer.Option{
+				tt.opt, consumer.WithPullBatchSize(8), consumer.WithConsumeGoroutines(1)}}, slow)
+			p := e.producer(t)
+			const n = 400
+			body := make([]byte, 1024)
+			errs := make(chan error, 1)
+			go func() {
+				defer close(errs)
+				for i := 0; i < n; i += 20 {
+					var batch []*client.Message
+					for j := i; j < i+20; j++ {
+						m := client.NewMessage(topic, append([]byte(fmt.Sprintf("fc-%03d-", j)), body...))
+						batch = append(batch, m)
+					}
+					if _, err := p.SendSync(context.Background(), batch...); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+			var peak int64
+			waitFor(t, 60*time.Second, func() bool {
+				for _, st := range pc.Stats() {
+					peak = max(peak, tt.cap(st))
+				}
+				return col.count() >= n
+			}, "%d messages", n)
+			require.NoError(t, <-errs)
+			assert.LessOrEqual(t, peak, tt.max, "cache exceeded threshold + one pull batch")
+			assert.GreaterOrEqual(t, peak, tt.min, "the consumer never fell behind: flow control untested")
+			t.Logf("peak cache %d (limit %d)", peak, tt.max)
+		})
 	}
-	col := newCollector()
-	slow := func(ctx context.Context, msgs []*client.MessageExt) consumer.Result {
-		time.Sleep(2 * time.Millisecond)
-		return col.handle(ctx, msgs)
-	}
-	pc := e.push(t, topic, pushOpts{group: uniq("CG"), opts: []consumer.Option{
-		consumer.WithPullThresholdForQueue(20), consumer.WithPullBatchSize(8), consumer.WithConsumeGoroutines(2)}}, slow)
-	maxCached := 0
-	waitFor(t, 60*time.Second, func() bool {
-		for _, st := range pc.Stats() {
-			maxCached = max(maxCached, st.Cached)
-		}
-		return col.count() >= n
-	}, "%d messages", n)
-	assert.LessOrEqual(t, maxCached, 20+8, "cache exceeded threshold + one pull batch")
-	assert.Greater(t, maxCached, 0)
 }
 
 // TestOrderlyTwoConsumers moves queues (and their broker locks) from one

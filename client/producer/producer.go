@@ -404,6 +404,11 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *clie
 	go func() {
 		defer p.wg.Done()
 		res, err := p.send(ctx, pr, p.o.asyncRetries, p.o.selector)
+		defer func() {
+			if r := recover(); r != nil {
+				p.log.Error("send callback panicked", "panic", r)
+			}
+		}()
 		cb(ctx, res, err)
 	}()
 	return nil
