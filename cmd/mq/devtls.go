@@ -46,5 +46,14 @@ func setupDevTLS(cfg *config.Config, log io.Writer) error {
 	if !cfg.Exists("transport.tcp.tls.ca_file") {
 		cfg.Set("transport.tcp.tls.ca_file", certFile)
 	}
+	// QUIC always runs TLS: give it the same certificate, so quic://
+	// clients can trust one file.
+	if !cfg.Exists("transport.quic.cert_file") {
+		cfg.Set("transport.quic.cert_file", certFile)
+		cfg.Set("transport.quic.key_file", keyFile)
+	}
+	if !cfg.Exists("transport.quic.ca_file") && !cfg.Exists("transport.quic.insecure_skip_verify") {
+		cfg.Set("transport.quic.ca_file", certFile)
+	}
 	return nil
 }
