@@ -266,8 +266,10 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops pulling, waits for handlers in flight (or ctx), commits
-// offsets, releases orderly locks and unregisters the group.
+// Shutdown stops pulling, cancels the handlers' context and waits for
+// the handlers in flight (their results still count), commits offsets,
+// releases orderly locks and unregisters the group. It returns ctx's error
+// when the wait outlasted ctx.
 func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	pc.stateMu.Lock()
 	if pc.closed || !pc.started {
@@ -277,15 +279,15 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	}
 	pc.closed = true
 	pc.stateMu.Unlock()
-	pc.pqMu.Lock()
-	var mqs []client.MessageQueue
-	for mq, pq := range pc.pqs {
-		pq.drop()
-		mqs = append(mqs, mq)
-	}
-	pc.pqMu.Unlock()
 	pc.cancel()
 	pc.tasks.close()
+	defer func() {
+		pc.pqMu.Lock()
+		for _, pq := range pc.pqs {
+			pq.drop()
+		}
+		pc.pqMu.Unlock()
+	}()
 	done := make(chan struct{})
 	go func() { pc.wg.Wait(); close(done) }()
 	var err error
@@ -295,6 +297,7 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 		err = fmt.Errorf("consumer: shutdown: %w", ctx.Err())
 		<-done
 	}
+	mqs := pc.heldQueues()
 	pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	pc.offsets.persist(pctx, mqs, true)
@@ -829,7 +832,9 @@ func (pc *PushConsumer) maxReconsume() int {
 // group's retry topic (CONSUMER_SEND_MSG_BACK), falling back to sending it
 // to %RETRY%<group> as a normal message, as the official client does.
 func (pc *PushConsumer) sendBack(ctx context.Context, m *client.MessageExt, delayLevel int) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// Also during shutdown: a handler that just said "retry later" still
+	// gets its message sent back.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
 	addr, err := brokerOf(ctx, pc.c, m.Queue)
 	if err == nil {
