@@ -26,6 +26,7 @@ import (
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
 	"github.com/quivermq/quiver/plugins/storage/pebblestore"
+	"github.com/quivermq/quiver/plugins/transport/natstransport"
 	"github.com/quivermq/quiver/plugins/transport/quictransport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -65,6 +66,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("storage.pebble.", pebblestore.NewConfig())...)
 	want = append(want, koanfKeys("transport.tcp.", tcp.NewConfig())...)
 	want = append(want, koanfKeys("transport.quic.", quictransport.NewConfig())...)
+	want = append(want, koanfKeys("transport.nats.", natstransport.NewConfig())...)
 	want = append(want, koanfKeys("namesrv.", namesrv.NewConfig())...)
 	want = append(want, koanfKeys("broker.", broker.NewConfig())...)
 	want = append(want, koanfKeys("schedule.", schedule.NewConfig())...)

@@ -25,6 +25,7 @@ import (
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
 	"github.com/quivermq/quiver/plugins/storage/pebblestore"
+	"github.com/quivermq/quiver/plugins/transport/natstransport"
 	"github.com/quivermq/quiver/plugins/transport/quictransport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -71,7 +72,7 @@ const (
 
 // plugins are the stock plugins every mq binary carries.
 func plugins() fx.Option {
-	return fx.Options(tcp.Module, quictransport.Module, commitlog.Module, pebblestore.Module, tag.Module, sql92.Module, acl.Module)
+	return fx.Options(tcp.Module, quictransport.Module, natstransport.Module, commitlog.Module, pebblestore.Module, tag.Module, sql92.Module, acl.Module)
 }
 
 // loadConfig merges file, environment and --set, then applies role
