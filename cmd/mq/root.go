@@ -56,7 +56,7 @@ func newRootCmd() *cobra.Command {
 		serverCmd(g, "dev", "Run a name server and a broker in one process (data in ./data)", roleDev),
 		pluginsCmd(),
 		benchCmd(),
-		adminDLQCmd(),
+		adminCmd(),
 		storeCmd(g),
 	)
 	return root

@@ -196,7 +196,7 @@ type brokerCollector struct{ s *Service }
 var (
 	descLag        = prometheus.NewDesc("quiver_consumer_lag_messages", "Messages stored but not yet committed by the group, per queue.", []string{"group", "topic", "queue"}, nil)
 	descBacklog    = prometheus.NewDesc("quiver_backlog_messages", "Messages waiting in system queues: schedule (not yet due or delivered), retry (not yet re-consumed), dlq (dead letters not consumed).", []string{"kind", "topic"}, nil)
-	descStoreSize  = prometheus.NewDesc("quiver_store_size_bytes", "Bytes of files under storage.dir.", nil, nil)
+	descStoreSize  = prometheus.NewDesc("quiver_store_size_bytes", "Disk space taken by the files under storage.dir (allocated blocks).", nil, nil)
 	descDiskFree   = prometheus.NewDesc("quiver_disk_free_bytes", "Bytes available on the file system holding storage.dir.", nil, nil)
 	descDiskTotal  = prometheus.NewDesc("quiver_disk_total_bytes", "Size of the file system holding storage.dir.", nil, nil)
 	descConns      = prometheus.NewDesc("quiver_connections", "Open client connections to the broker, by transport.", []string{"transport"}, nil)
@@ -285,7 +285,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "schedule", topic)
 		}
-		if !protocol.IsSystemTopic(topic) || protocol.IsRetryTopic(topic) || strings.HasPrefix(topic, protocol.DLQGroupPrefix) {
+		if !internalTopic(b, topic) {
 			for id := int32(0); id < n; id++ {
 				if _, max, ok := maxOf(topic, id); ok {
 					ch <- prometheus.MustNewConstMetric(descQueueMax, prometheus.GaugeValue, float64(max), topic, q(id))
@@ -298,7 +298,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 			if err == nil && d.Type().IsRegular() {
 				if fi, err := d.Info(); err == nil {
-					size += fi.Size()
+					size += usage(fi)
 				}
 			}
 			return nil
@@ -408,4 +408,12 @@ func (c *namesrvCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descNSBrokers, prometheus.GaugeValue, float64(addrs))
 	ch <- prometheus.MustNewConstMetric(descNSClusters, prometheus.GaugeValue, float64(len(ci.ClusterAddrTable)))
+}
+
+// internalTopic tells the broker's own topics (system, cluster and broker
+// name, TBW102, rmq_sys_*), which get no per-queue gauge.
+func internalTopic(b *broker.Broker, topic string) bool {
+	c := b.Config()
+	return (protocol.IsSystemTopic(topic) && !protocol.IsRetryTopic(topic) && !strings.HasPrefix(topic, protocol.DLQGroupPrefix)) ||
+		topic == c.Cluster || topic == c.Name || topic == protocol.AutoCreateTopic || strings.HasPrefix(topic, "rmq_sys_")
 }
