@@ -170,28 +170,30 @@ func TestPullConsumer(t *testing.T) {
 // ResetOffset: the broker sends RESET_CONSUMER_CLIENT_OFFSET and the
 // consumer receives everything again.
 func TestResetOffset(t *testing.T) {
-	e := startEnv(t, tcpScheme)
-	topic, group := uniq("Reset"), uniq("CG")
-	e.createTopic(t, topic, 2)
-	p := e.producer(t)
-	for i := 0; i < 10; i++ {
-		sendSync(t, p, msg(topic, fmt.Sprintf("x-%d", i)))
-	}
-	var n atomic.Int64
-	e.push(t, topic, pushOpts{group: group}, func(context.Context, []*client.MessageExt) consumer.Result {
-		n.Add(1)
-		return consumer.ConsumeSuccess
+	forSchemes(t, func(t *testing.T, s scheme) {
+		e := startEnv(t, s)
+		topic, group := uniq("Reset"), uniq("CG")
+		e.createTopic(t, topic, 2)
+		p := e.producer(t)
+		for i := 0; i < 10; i++ {
+			sendSync(t, p, msg(topic, fmt.Sprintf("x-%d", i)))
+		}
+		var n atomic.Int64
+		e.push(t, topic, pushOpts{group: group}, func(context.Context, []*client.MessageExt) consumer.Result {
+			n.Add(1)
+			return consumer.ConsumeSuccess
+		})
+		waitFor(t, 30*time.Second, func() bool { return n.Load() >= 10 }, "first pass")
+		time.Sleep(200 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		tbl, err := e.admin(t).ResetOffset(ctx, group, topic, time.UnixMilli(0), true)
+		require.NoError(t, err)
+		for mq, off := range tbl {
+			assert.Equal(t, int64(0), off, mq.String())
+		}
+		waitFor(t, 30*time.Second, func() bool { return n.Load() >= 20 }, "second pass after reset (have %d)", n.Load())
 	})
-	waitFor(t, 30*time.Second, func() bool { return n.Load() >= 10 }, "first pass")
-	time.Sleep(200 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tbl, err := e.admin(t).ResetOffset(ctx, group, topic, time.UnixMilli(0), true)
-	require.NoError(t, err)
-	for mq, off := range tbl {
-		assert.Equal(t, int64(0), off, mq.String())
-	}
-	waitFor(t, 30*time.Second, func() bool { return n.Load() >= 20 }, "second pass after reset (have %d)", n.Load())
 }
 
 type txListener struct {
