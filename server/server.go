@@ -24,6 +24,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/retry"
 	"github.com/quivermq/quiver/modules/schedule"
@@ -46,7 +47,7 @@ const (
 // stock modules own. Plugins configure themselves under them
 // (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
 func Sections() []string {
-	return []string{"auth", "broker", "filter", "log", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+	return []string{"auth", "broker", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 }
 
 // LoadConfig merges file, environment and --set values (config.Load),
@@ -89,11 +90,11 @@ func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
 	}
 	switch r {
 	case Namesrv:
-		opts = append(opts, namesrv.Module)
+		opts = append(opts, namesrv.Module, metrics.Module)
 	case Broker:
-		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
+		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
 	case Dev:
-		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module)
+		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
 	}
 	return fx.Options(append(opts, extra...)...)
 }

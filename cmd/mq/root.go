@@ -3,23 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxevent"
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
-	"github.com/quivermq/quiver/modules/broker"
-	"github.com/quivermq/quiver/modules/metrics"
-	"github.com/quivermq/quiver/modules/namesrv"
-	"github.com/quivermq/quiver/modules/retry"
-	"github.com/quivermq/quiver/modules/schedule"
-	"github.com/quivermq/quiver/modules/transaction"
 	"github.com/quivermq/quiver/plugins/auth/acl"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
@@ -28,6 +19,7 @@ import (
 	"github.com/quivermq/quiver/plugins/transport/natstransport"
 	"github.com/quivermq/quiver/plugins/transport/quictransport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
+	"github.com/quivermq/quiver/server"
 )
 
 // sections are the top-level configuration keys some part of mq owns.
@@ -62,12 +54,15 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-type role int
+// role is what a server subcommand runs. The composition lives in
+// package server so that custom binaries (examples/custom-filter) reuse
+// it; mq adds its plugins.
+type role = server.Role
 
 const (
-	roleNamesrv role = iota
-	roleBroker
-	roleDev
+	roleNamesrv = server.Namesrv
+	roleBroker  = server.Broker
+	roleDev     = server.Dev
 )
 
 // plugins are the stock plugins every mq binary carries.
@@ -78,46 +73,13 @@ func plugins() fx.Option {
 // loadConfig merges file, environment and --set, then applies role
 // defaults that depend on other keys.
 func loadConfig(g *globalFlags, r role) (*config.Config, error) {
-	cfg, err := config.Load(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets})
-	if err != nil {
-		return nil, err
-	}
-	if r == roleDev && len(cfg.Strings("broker.namesrv")) == 0 {
-		ns := cfg.String("namesrv.listen")
-		if ns == "" {
-			ns = namesrv.NewConfig().Listen
-		}
-		cfg.Set("broker.namesrv", []any{ns})
-	}
-	if err := kernel.CheckTopLevel(cfg, sections); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return server.LoadConfig(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets}, r, sections...)
 }
 
-// appOptions composes the fx graph of a role.
+// appOptions composes the fx graph of a role (server.Options) with mq's
+// plugins.
 func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
-	opts := []fx.Option{
-		kernel.Supply(cfg),
-		kernel.Module,
-		plugins(),
-		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
-			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
-			l.UseLogLevel(slog.LevelDebug)
-			return l
-		}),
-		fx.StartTimeout(30 * time.Second),
-		fx.StopTimeout(30 * time.Second),
-	}
-	switch r {
-	case roleNamesrv:
-		opts = append(opts, namesrv.Module, metrics.Module)
-	case roleBroker:
-		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
-	case roleDev:
-		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
-	}
-	return fx.Options(append(opts, extra...)...)
+	return server.Options(cfg, r, append([]fx.Option{plugins()}, extra...)...)
 }
 
 func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
@@ -159,21 +121,7 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 }
 
 // run starts the app, waits for ctx (SIGINT/SIGTERM) and stops it.
-func run(ctx context.Context, opts fx.Option) error {
-	app := fx.New(opts)
-	if err := app.Err(); err != nil {
-		return err
-	}
-	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
-	defer cancel()
-	if err := app.Start(startCtx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel2 := context.WithTimeout(context.Background(), app.StopTimeout())
-	defer cancel2()
-	return app.Stop(stopCtx)
-}
+func run(ctx context.Context, opts fx.Option) error { return server.Run(ctx, opts) }
 
 func pluginsCmd() *cobra.Command {
 	return &cobra.Command{
