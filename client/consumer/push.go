@@ -635,6 +635,11 @@ func (pc *PushConsumer) pullLoop(pq *processQueue, s *subscription, next int64) 
 				return
 			}
 			pc.log.Debug("pull failed", "queue", pq.mq.String(), "err", err)
+			if code := client.CodeOf(err); code == remoting.SubscriptionNotExist || code == remoting.SubscriptionNotLatest {
+				// The broker lost or lags our subscription (it restarted):
+				// heartbeat now instead of at the next period.
+				pc.c.TriggerHeartbeat()
+			}
 			if !pc.sleep(pc.o.pullDelayOnError, pq.stop) {
 				return
 			}
