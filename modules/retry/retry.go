@@ -28,9 +28,10 @@ const (
 
 // Service registers the retry processors on a broker.
 type Service struct {
-	cfg *Config
-	b   *broker.Broker
-	log *slog.Logger
+	cfg    *Config
+	b      *broker.Broker
+	log    *slog.Logger
+	fences *fences
 }
 
 // New registers CONSUMER_SEND_MSG_BACK, RESEND_DLQ and
@@ -39,8 +40,9 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "retry")}
+	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "retry"), fences: newFences()}
 	r := b.Router()
+	r.Use(s.intercept)
 	if cfg.Enabled {
 		r.RegisterFunc(remoting.ConsumerSendMsgBack, s.handleSendBack)
 	} else {

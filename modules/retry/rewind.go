@@ -68,9 +68,15 @@ func (s *Service) ResetOffsets(ctx context.Context, topic, group string, ts int6
 		return nil, 0, err
 	}
 	body := EncodeOffsetTable(out)
+	peers := s.b.ConsumerPeers(group)
+	if len(peers) > 0 {
+		for _, q := range out {
+			s.fences.set(fenceKey{group, topic, q.QueueID}, q.Offset)
+		}
+	}
 	told := 0
 	ext := map[string]string{"topic": topic, "group": group, "timestamp": strconv.FormatInt(ts, 10), "isForce": strconv.FormatBool(force)}
-	for _, p := range s.b.ConsumerPeers(group) {
+	for _, p := range peers {
 		req := remoting.NewRequest(remoting.ResetConsumerClientOffset, ext, body)
 		if err := p.InvokeOneway(ctx, req); err != nil {
 			s.log.Warn("tell consumer to reset offsets", "group", group, "remote", p.RemoteAddr(), "err", err)
