@@ -25,6 +25,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/transport/natstransport"
+	"github.com/quivermq/quiver/plugins/transport/quictransport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
@@ -320,7 +321,7 @@ func TestReconnectUnderTraffic(t *testing.T) {
 }
 
 // BenchmarkRoundTrip compares remoting Invoke of a 1 KiB send-like request
-// over NATS (an embedded server on loopback: two hops) and over TCP, with
+// over NATS (an embedded server on loopback: two hops), QUIC and TCP, with
 // GOMAXPROCS and 16×GOMAXPROCS parallel callers on one connection.
 func BenchmarkRoundTrip(b *testing.B) {
 	r := remoting.NewRouter()
@@ -332,6 +333,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 	s := startNATS(b, -1)
 	ncfg := natsConfig(s)
 	tcfg := tcp.NewConfig()
+	qcfg := quictransport.NewConfig()
+	qcfg.InsecureSkipVerify = true
 	for _, tt := range []struct {
 		name   string
 		listen func() (transport.Listener, error)
@@ -343,6 +346,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 			p := natstransport.NewProvider()
 			return func(ctx context.Context, addr string) (transport.Conn, error) {
 				return p.Dial(ctx, addr, ncfg, transport.Deps{})
+			}
+		}},
+		{"quic", func() (transport.Listener, error) {
+			return quictransport.Listen(context.Background(), "127.0.0.1:0", qcfg, transport.Deps{})
+		}, func() remoting.DialFunc {
+			return func(ctx context.Context, addr string) (transport.Conn, error) {
+				return quictransport.Dial(ctx, addr, qcfg, transport.Deps{})
 			}
 		}},
 		{"tcp", func() (transport.Listener, error) {
