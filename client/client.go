@@ -115,7 +115,20 @@ func New(opts ...Option) (*Client, error) {
 	}
 	c.log = o.log.With("component", "client", "clientId", c.id)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.rc = remoting.NewClient(remoting.DialFunc(o.dial), remoting.HandlerFunc(c.handle), c.log, remoting.PeerOptions{MaxInFlight: o.maxInFlight})
+	ns := map[string]bool{}
+	for _, a := range o.nameServers {
+		ns[a] = true
+	}
+	dial := func(ctx context.Context, addr string) (transport.Conn, error) {
+		conn, err := o.dial(ctx, addr)
+		if err == nil && !ns[addr] {
+			// A new connection to a broker, perhaps a restarted one that
+			// forgot our groups: heartbeat soon.
+			c.TriggerHeartbeat()
+		}
+		return conn, err
+	}
+	c.rc = remoting.NewClient(dial, remoting.HandlerFunc(c.handle), c.log, remoting.PeerOptions{MaxInFlight: o.maxInFlight})
 	c.wg.Add(2)
 	go c.routeLoop()
 	go c.heartbeatLoop()
