@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -459,4 +460,69 @@ func TestReconnectListener(t *testing.T) {
 	got, err := s2.ReadFrame(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "hello again", string(got))
+}
+
+// TestQueueGroup: two instances listening on one address share the
+// connections, and each connection stays with the instance that accepted
+// it.
+func TestQueueGroup(t *testing.T) {
+	s := runNATS(t, -1)
+	cfg := testConfig(s)
+	a := listen(t, NewProvider(), "127.0.0.1:0", cfg)
+	b := listen(t, NewProvider(), a.Addr(), cfg)
+	ctx := ctxFor(t, 20*time.Second)
+	var wg sync.WaitGroup
+	served := map[string]int{}
+	var mu sync.Mutex
+	for name, ln := range map[string]*Listener{"a": a, "b": b} {
+		wg.Go(func() {
+			for {
+				c, err := ln.Accept(ctx)
+				if err != nil {
+					return
+				}
+				wg.Go(func() {
+					defer c.Close()
+					for {
+						f, err := c.ReadFrame(ctx)
+						if err != nil {
+							return
+						}
+						mu.Lock()
+						served[name]++
+						mu.Unlock()
+						if c.WriteFrame(ctx, []byte(name+":"), f) != nil {
+							return
+						}
+					}
+				})
+			}
+		})
+	}
+	dp := NewProvider()
+	got := map[string]int{}
+	for i := range 40 {
+		c, err := dp.DialNATS(ctx, a.Addr(), cfg, deps(t, 0))
+		require.NoError(t, err)
+		var owner string
+		for j := range 5 {
+			require.NoError(t, c.WriteFrame(ctx, []byte(strconv.Itoa(i*10+j))))
+			f, err := c.ReadFrame(ctx)
+			require.NoError(t, err)
+			who, body, _ := strings.Cut(string(f), ":")
+			assert.Equal(t, strconv.Itoa(i*10+j), body)
+			if j == 0 {
+				owner = who
+			}
+			assert.Equal(t, owner, who, "connection %d moved between instances", i)
+		}
+		got[owner]++
+		c.Close()
+	}
+	a.Close()
+	b.Close()
+	wg.Wait()
+	assert.Positive(t, got["a"], "instance a got no connection: %v", got)
+	assert.Positive(t, got["b"], "instance b got no connection: %v", got)
+	assert.Equal(t, 5*got["a"], served["a"])
 }
