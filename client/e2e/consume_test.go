@@ -499,3 +499,54 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	assert.Equal(t, 10, dup, "messages consumed before the restart were redelivered")
 }
+
+// TestDeadLetter: a message that keeps failing ends in %DLQ%<group> once
+// the retry budget is spent, for concurrent (broker send-back) and orderly
+// (local retries, then send-back with delay level -1) consumers.
+func TestDeadLetter(t *testing.T) {
+	e := startEnv(t, tcpScheme, fastLevels)
+	tests := []struct {
+		name string
+		opts []consumer.Option
+		want int // deliveries
+	}{
+		{"concurrent", []consumer.Option{consumer.WithMaxReconsumeTimes(1)}, 2},
+		{"orderly", []consumer.Option{consumer.WithOrderly(), consumer.WithMaxReconsumeTimes(2), consumer.WithSuspendCurrentQueueTime(50 * time.Millisecond)}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic, group := uniq("DLQ"), uniq("CG")
+			e.createTopic(t, topic, 1)
+			var n atomic.Int64
+			e.push(t, topic, pushOpts{group: group, opts: tt.opts}, func(context.Context, []*client.MessageExt) consumer.Result {
+				n.Add(1)
+				return consumer.ConsumeRetryLater
+			})
+			p := e.producer(t)
+			sendSync(t, p, msg(topic, "doomed").SetProperty("why", "test"))
+			pl, err := consumer.NewPull(e.client(t), uniq("DLQReader"))
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, pl.Start(ctx))
+			defer pl.Shutdown(context.Background())
+			var dead []*client.MessageExt
+			waitFor(t, 30*time.Second, func() bool {
+				qs, err := pl.Queues(ctx, "%DLQ%"+group)
+				if err != nil || len(qs) == 0 {
+					return false
+				}
+				res, err := pl.Pull(context.Background(), qs[0], consumer.All(), 0, 32)
+				if err != nil || res.Status != consumer.Found {
+					return false
+				}
+				dead = res.Messages
+				return true
+			}, "the message in %%DLQ%%%s (deliveries %d)", group, n.Load())
+			require.Len(t, dead, 1)
+			assert.Equal(t, "doomed", string(dead[0].Body))
+			assert.Equal(t, "test", dead[0].Property("why"))
+			assert.EqualValues(t, tt.want, n.Load())
+		})
+	}
+}
