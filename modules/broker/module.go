@@ -55,7 +55,7 @@ func NewFilters(cfg *config.Config, reg *kernel.FilterRegistry) (map[string]filt
 	var unknown config.Errors
 	for _, id := range slices.Sorted(maps.Keys(sec.Plugins)) {
 		if _, err := reg.Get(id); err != nil {
-			unknown = append(unknown, fmt.Errorf("unknown key filter.%s (filter plugins: %s)", id, strings.Join(reg.IDs(), ", ")))
+			unknown = append(unknown, fmt.Errorf("unknown key filter.%s (known: property_filter and the filter plugins %s)", id, strings.Join(reg.IDs(), ", ")))
 		}
 	}
 	if len(unknown) > 0 {
