@@ -126,6 +126,11 @@ func (a *adm) print(v any, header string, rows [][]string) error {
 	tw := table(a.w)
 	fmt.Fprintln(tw, header)
 	for _, r := range rows {
+		for i := range r {
+			if r[i] == "" {
+				r[i] = "-" // keeps columns apart for readers splitting on spaces
+			}
+		}
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	return tw.Flush()
@@ -283,9 +288,21 @@ func topicCmd(run runner) *cobra.Command {
 	upsert := func(update bool) func(ctx context.Context, a *adm) error {
 		return func(ctx context.Context, a *adm) error {
 			if update {
-				if _, ok, err := a.route(ctx, topic); err != nil {
+				// Asked of the brokers: the name server learns of a new
+				// topic only at the broker's next registration.
+				ms, err := a.masters(ctx)
+				if err != nil {
 					return err
-				} else if !ok {
+				}
+				found := false
+				for _, m := range ms {
+					resp, err := a.call(ctx, m.Addr, remoting.GetTopicStatsInfo, map[string]string{"topic": topic}, nil)
+					if err != nil {
+						return err
+					}
+					found = found || resp.Code == remoting.Success
+				}
+				if !found {
 					return fmt.Errorf("topic %s does not exist", topic)
 				}
 			}
