@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -49,26 +48,14 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	return t
 }
 
-// flowFigures adds the flow-control counters (busy answers) when the
-// broker has them: FlowStats' integer fields as quiverFlow<Field>.
+// flowFigures are the flow-control counters (busy answers by reason).
 func (b *Broker) flowFigures() map[string]string {
-	m := reflect.ValueOf(b).MethodByName("FlowStats")
-	if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 || m.Type().Out(0).Kind() != reflect.Struct {
-		return nil
+	fs := b.FlowStats()
+	i := func(n int64) string { return strconv.FormatInt(n, 10) }
+	return map[string]string{
+		"quiverFlowBusyQueue": i(fs.BusyQueue), "quiverFlowBusyStore": i(fs.BusyStore), "quiverFlowBusyQuota": i(fs.BusyQuota),
+		"quiverFlowInFlight": i(fs.InFlight), "quiverFlowCapacity": strconv.Itoa(fs.Capacity),
 	}
-	v := m.Call(nil)[0]
-	out := map[string]string{}
-	for k := 0; k < v.NumField(); k++ {
-		f := v.Field(k)
-		if !v.Type().Field(k).IsExported() {
-			continue
-		}
-		switch f.Kind() {
-		case reflect.Int, reflect.Int32, reflect.Int64:
-			out["quiverFlow"+v.Type().Field(k).Name] = strconv.FormatInt(f.Int(), 10)
-		}
-	}
-	return out
 }
 
 func (b *Broker) handleRuntimeInfo(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
