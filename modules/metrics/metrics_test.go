@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quivermq/quiver/core/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServeAndStop(t *testing.T) {
+	s, err := New(&Config{Listen: "127.0.0.1:0"}, Deps{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	base := "http://" + s.Addr()
+	code, body := get(t, base+"/metrics")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "go_goroutines")
+	code, _ = get(t, base+"/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = get(t, base+"/readyz")
+	assert.Equal(t, http.StatusOK, code)
+	require.NoError(t, s.Stop(context.Background()))
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestOffByDefault(t *testing.T) {
+	s, err := New(NewConfig(), Deps{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	assert.Empty(t, s.Addr())
+	require.NoError(t, s.Stop(context.Background()))
+}
+
+func TestBadAddressFailsStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	s, err := New(&Config{Listen: ln.Addr().String()}, Deps{})
+	require.NoError(t, err)
+	assert.ErrorContains(t, s.Start(context.Background()), "metrics:")
+
+	// The mq dev default only logs when busy.
+	s.soft = true
+	assert.NoError(t, s.Start(context.Background()))
+	assert.Empty(t, s.Addr())
+}
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		give    map[string]any
+		want    string
+		wantErr string
+	}{
+		{give: map[string]any{}, want: ""},
+		{give: map[string]any{"metrics": map[string]any{"listen": "127.0.0.1:9100"}}, want: "127.0.0.1:9100"},
+		{give: map[string]any{"metrics": map[string]any{"listen": "nonsense"}}, wantErr: "metrics.listen"},
+		{give: map[string]any{"metrics": map[string]any{"lsten": ":1"}}, wantErr: "lsten"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.TrimSpace(tt.want+tt.wantErr), func(t *testing.T) {
+			c, err := NewConfigFrom(config.FromMap(tt.give))
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, c.Listen)
+		})
+	}
+}
