@@ -209,7 +209,7 @@ type produceFlags struct {
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Load generators and disk measurements"}
-	cmd.AddCommand(benchProduceCmd(), benchDiskCmd())
+	cmd.AddCommand(benchProduceCmd(), benchConsumeCmd(), benchDiskCmd())
 	return cmd
 }
 
@@ -406,4 +406,154 @@ func benchDisk(dir string, size int64, block int) (*diskResult, error) {
 	res.FsyncP50Micros = float64(lat.quantile(0.5)) / 1e3
 	res.FsyncP99Micros = float64(lat.quantile(0.99)) / 1e3
 	return res, nil
+}
+
+type consumeFlags struct {
+	namesrv     string
+	topic       string
+	group       string
+	concurrency int
+	count       int64
+	batch       int
+	duration    time.Duration
+	output      string
+}
+
+func benchConsumeCmd() *cobra.Command {
+	f := &consumeFlags{}
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Pull a topic's backlog from every queue with N consumers and report throughput and pull latency",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := benchConsume(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			return printReport(cmd.OutOrStdout(), r, f.output == "json")
+		},
+	}
+	cmd.Flags().StringVar(&f.namesrv, "namesrv", defaultNamesrv(), "name server address (env QUIVER_NAMESRV)")
+	cmd.Flags().StringVar(&f.topic, "topic", "BenchmarkTest", "topic")
+	cmd.Flags().StringVar(&f.group, "group", "BENCH_CONSUMER", "consumer group named in pulls (nothing is committed)")
+	cmd.Flags().IntVar(&f.concurrency, "concurrency", 4, "consumers (one connection each); queues are shared out among them")
+	cmd.Flags().Int64Var(&f.count, "count", 0, "stop after this many messages (0 = when every queue is drained)")
+	cmd.Flags().IntVar(&f.batch, "batch", 32, "messages per pull")
+	cmd.Flags().DurationVar(&f.duration, "duration", 5*time.Minute, "longest run")
+	cmd.Flags().StringVar(&f.output, "output", "table", "table | json")
+	return cmd
+}
+
+// benchConsume reads every queue of the topic from its min offset to the
+// max it had at the start; each pull is timed.
+func benchConsume(ctx context.Context, f *consumeFlags) (*benchReport, error) {
+	if f.concurrency < 1 || f.batch < 1 {
+		return nil, errors.New("bench: --concurrency and --batch must be positive")
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.duration)
+	defer cancel()
+	a := newAdmin(f.namesrv, 10*time.Second)
+	defer a.Close()
+	brokers, ok, err := a.route(ctx, f.topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("bench: topic %s does not exist", f.topic)
+	}
+	type span struct {
+		addr     string
+		id       int32
+		from, to int64
+	}
+	var spans []span
+	for _, bq := range brokers {
+		for q := int32(0); q < bq.readQueues; q++ {
+			s := span{addr: bq.addr, id: q}
+			for i, code := range []int32{remoting.GetMinOffset, remoting.GetMaxOffset} {
+				resp, err := a.invoke(ctx, bq.addr, code, map[string]string{"topic": f.topic, "queueId": strconv.Itoa(int(q))})
+				if err != nil {
+					return nil, err
+				}
+				n, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
+				if i == 0 {
+					s.from = n
+				} else {
+					s.to = n
+				}
+			}
+			if s.to > s.from {
+				spans = append(spans, s)
+			}
+		}
+	}
+	lat := newLatencies()
+	var got, errs, bytes, budget atomic.Int64
+	budget.Store(f.count)
+	start := time.Now()
+	stop := make(chan struct{})
+	go progress(stop, &got, start)
+	var wg sync.WaitGroup
+	for c := 0; c < f.concurrency; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			cl := benchClient()
+			defer cl.Close()
+			for i := c; i < len(spans); i += f.concurrency {
+				s := spans[i]
+				for off := s.from; off < s.to && ctx.Err() == nil && (f.count == 0 || budget.Load() > 0); {
+					req := remoting.NewRequest(remoting.PullMessage, map[string]string{
+						"consumerGroup": f.group, "topic": f.topic, "queueId": strconv.Itoa(int(s.id)),
+						"queueOffset": strconv.FormatInt(off, 10), "maxMsgNums": strconv.Itoa(f.batch), "sysFlag": "4",
+						"commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG",
+					}, nil)
+					t0 := time.Now()
+					rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+					resp, err := cl.Invoke(rctx, s.addr, req)
+					rcancel()
+					if err != nil {
+						if ctx.Err() == nil {
+							errs.Add(1)
+						}
+						break
+					}
+					lat.record(time.Since(t0))
+					next, perr := strconv.ParseInt(resp.Ext("nextBeginOffset"), 10, 64)
+					if resp.Code == remoting.Success {
+						n := countRecords(resp.Body)
+						got.Add(int64(n))
+						budget.Add(-int64(n))
+						bytes.Add(int64(len(resp.Body)))
+					} else if resp.Code != remoting.PullRetryImmediately {
+						break
+					}
+					if perr != nil || next <= off {
+						break
+					}
+					off = next
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(stop)
+	r := &benchReport{Mode: "consume", Concurrency: f.concurrency, Size: f.batch}
+	r.fill(got.Load(), errs.Load(), bytes.Load(), time.Since(start), lat)
+	return r, nil
+}
+
+// countRecords counts the stored records of a pull body (each starts with
+// its 4-byte big-endian total size).
+func countRecords(b []byte) int {
+	n := 0
+	for len(b) >= 4 {
+		size := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+		if size <= 0 || size > len(b) {
+			break
+		}
+		b = b[size:]
+		n++
+	}
+	return n
 }

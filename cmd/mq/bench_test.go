@@ -31,6 +31,36 @@ func TestBenchProduceAgainstLiveBroker(t *testing.T) {
 	}
 }
 
+func TestBenchConsumeDrainsBacklog(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{})
+	r, err := benchProduce(context.Background(), &produceFlags{
+		namesrv: srv.Namesrv, topic: "BenchConsume", size: 100, concurrency: 2, count: 1000, duration: 30 * time.Second, mode: "sync",
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), r.Messages)
+	for _, tt := range []struct {
+		concurrency int
+		count, want int64
+	}{{1, 0, 1000}, {3, 0, 1000}, {2, 300, 300}} {
+		c, err := benchConsume(context.Background(), &consumeFlags{
+			namesrv: srv.Namesrv, topic: "BenchConsume", group: "BENCH_CONSUMER", concurrency: tt.concurrency, count: tt.count, batch: 32, duration: 30 * time.Second,
+		})
+		require.NoError(t, err)
+		if tt.count == 0 {
+			assert.Equal(t, tt.want, c.Messages)
+		} else {
+			assert.GreaterOrEqual(t, c.Messages, tt.want)
+			assert.Less(t, c.Messages, tt.want+int64(tt.concurrency)*32)
+		}
+		assert.Zero(t, c.Errors)
+		assert.Positive(t, c.MsgsPerSec)
+		assert.Greater(t, c.Bytes, c.Messages*100)
+		assert.Positive(t, c.P50Micros)
+	}
+	_, err = benchConsume(context.Background(), &consumeFlags{namesrv: srv.Namesrv, topic: "NoSuchTopic", concurrency: 1, batch: 32, duration: time.Minute})
+	assert.ErrorContains(t, err, "does not exist")
+}
+
 func TestLatencyHistogramQuantiles(t *testing.T) {
 	l := newLatencies()
 	for i := 1; i <= 1000; i++ {
