@@ -16,6 +16,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.uber.org/fx"
@@ -50,11 +51,32 @@ func Sections() []string {
 	return []string{"auth", "broker", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 }
 
+// EnvKeep says whether an environment key (QUIVER_BROKER__LISTEN read as
+// broker.listen) is server configuration: a key inside a known section, or
+// the top-level list transports. Other QUIVER_ variables, such as
+// QUIVER_NAMESRV for mq admin, are left to the tools that read them.
+func EnvKeep(key string, sections []string) bool {
+	top, rest, nested := strings.Cut(key, ".")
+	if !nested {
+		return top == "transports"
+	}
+	for _, s := range sections {
+		if s == top {
+			return rest != ""
+		}
+	}
+	return false
+}
+
 // LoadConfig merges file, environment and --set values (config.Load),
 // applies the defaults of role r that depend on other keys (a Dev broker
 // registers with its own name server), and refuses top-level keys that
 // are neither Sections nor one of extra (sections a binary's plugins own).
 func LoadConfig(o config.Options, r Role, extra ...string) (*config.Config, error) {
+	known := append(Sections(), extra...)
+	if o.EnvKeep == nil {
+		o.EnvKeep = func(key string) bool { return EnvKeep(key, known) }
+	}
 	cfg, err := config.Load(o)
 	if err != nil {
 		return nil, err
@@ -66,7 +88,7 @@ func LoadConfig(o config.Options, r Role, extra ...string) (*config.Config, erro
 		}
 		cfg.Set("broker.namesrv", []any{ns})
 	}
-	if err := kernel.CheckTopLevel(cfg, append(Sections(), extra...)); err != nil {
+	if err := kernel.CheckTopLevel(cfg, known); err != nil {
 		return nil, err
 	}
 	return cfg, nil

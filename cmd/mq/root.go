@@ -103,7 +103,14 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 					return err
 				}
 				// Constructing the graph decodes and validates every
-				// section; nothing is started.
+				// section; nothing is started. The store opens in a
+				// scratch directory so that checking never touches data.
+				scratch, err := os.MkdirTemp("", "mq-check-config-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(scratch)
+				cfg.Set("storage.dir", scratch)
 				app := fx.New(appOptions(cfg, r), fx.NopLogger)
 				if err := app.Err(); err != nil {
 					return err

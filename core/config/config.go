@@ -40,6 +40,11 @@ type Options struct {
 	Sets []string
 	// Defaults are applied first (flat "a.b" keys or nested maps).
 	Defaults map[string]any
+	// EnvKeep, when set, says which environment keys (already mapped to
+	// "a.b" form) are configuration; the others are ignored, so that
+	// QUIVER_ variables meant for tools (QUIVER_NAMESRV for mq admin) do
+	// not break servers.
+	EnvKeep func(key string) bool
 }
 
 // Load merges the layers.
@@ -63,7 +68,7 @@ func Load(o Options) (*Config, error) {
 		}
 		key := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
 		key = strings.ReplaceAll(key, "__", ".")
-		if key == "" {
+		if key == "" || (o.EnvKeep != nil && !o.EnvKeep(key)) {
 			continue
 		}
 		env[key] = val
