@@ -371,11 +371,11 @@ func (c *Conn) handshakeLocked(kind byte, rest []byte, reply string) {
 	}
 	switch {
 	case kind == kindRefuse:
-		c.dialErr = fmt.Errorf("natstransport: connection refused by %s: %s", c.remote, rest)
+		c.dialErr = fmt.Errorf("connection refused: %s", rest)
 	case len(rest) < 5 || rest[0] != version:
-		c.dialErr = fmt.Errorf("natstransport: %s answered with an unsupported protocol version", c.remote)
+		c.dialErr = errors.New("the listener answered with an unsupported protocol version")
 	case reply == "":
-		c.dialErr = fmt.Errorf("natstransport: %s accepted without a subject", c.remote)
+		c.dialErr = errors.New("the listener accepted without a subject")
 	default:
 		c.peer = reply
 		c.idle = minIdle(c.idle, time.Duration(binary.BigEndian.Uint32(rest[1:]))*time.Millisecond)
@@ -445,7 +445,7 @@ func (c *Conn) lose(err error) {
 func (c *Conn) unreachable(subj string) {
 	c.mu.Lock()
 	if c.handshake != nil && c.peer == "" && c.dialErr == nil {
-		c.dialErr = fmt.Errorf("natstransport: connection refused: nothing listens on %s for %s", subj, c.remote)
+		c.dialErr = fmt.Errorf("connection refused: nothing listens on %s", subj)
 		close(c.handshake)
 		c.mu.Unlock()
 		return

@@ -364,6 +364,110 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	// Last: it restarts the NATS server under the broker and the clients.
+	defer t.Run("NATSRestartUnderProducers", func(t *testing.T) {
+		topic := uniq("Restart")
+		dev.createTopic(t, topic, 4)
+		p := dev.producer(t)
+		type sent struct {
+			body       string
+			start, end time.Time
+			err        error
+		}
+		var (
+			mu    sync.Mutex
+			sends []sent
+			stop  atomic.Bool
+			wg    sync.WaitGroup
+		)
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; !stop.Load(); i++ {
+					body := fmt.Sprintf("r-%d-%d", w, i)
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					start := time.Now()
+					res, err := p.SendSync(ctx, client.NewMessage(topic, []byte(body)))
+					cancel()
+					if err == nil && res.Status != client.SendOK {
+						err = fmt.Errorf("status %v", res.Status)
+					}
+					mu.Lock()
+					sends = append(sends, sent{body, start, time.Now(), err})
+					mu.Unlock()
+					if err != nil {
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
+			})
+		}
+		okSince := func(t0 time.Time) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, s := range sends {
+				if s.err == nil && s.start.After(t0) {
+					n++
+				}
+			}
+			return n
+		}
+		require.Eventually(t, func() bool { return okSince(time.Time{}) >= 50 }, 20*time.Second, 20*time.Millisecond)
+		port := ns.Addr().(*net.TCPAddr).Port
+		down := time.Now()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		time.Sleep(300 * time.Millisecond)
+		up := time.Now()
+		startNATS(t, port)
+		require.Eventually(t, func() bool { return okSince(up) >= 100 }, 60*time.Second, 50*time.Millisecond, "sends after the NATS restart")
+		stop.Store(true)
+		wg.Wait()
+
+		acked := map[string]bool{}
+		kinds := map[string]int{} // failure messages, for the log
+		var failed, inFlight int
+		var firstOK time.Time
+		for _, s := range sends {
+			if s.err == nil {
+				acked[s.body] = true
+				if s.start.After(up) && (firstOK.IsZero() || s.end.Before(firstOK)) {
+					firstOK = s.end
+				}
+				continue
+			}
+			failed++
+			kinds[s.err.Error()]++
+			if s.start.Before(down) {
+				inFlight++
+			}
+			assert.True(t, s.start.Before(up.Add(10*time.Second)), "send %s failed %v after the restart: %v", s.body, s.start.Sub(up), s.err)
+		}
+		t.Logf("%d sends acknowledged, %d failed (%d in flight at the shutdown); first success %v after the restart",
+			len(acked), failed, inFlight, firstOK.Sub(up).Round(time.Millisecond))
+		for k, n := range kinds {
+			t.Logf("%4d × %s", n, k)
+		}
+		// The name server dropped the broker when its connection went with
+		// the NATS server; the broker registers again within
+		// register_interval (1s here).
+		a := admin.New(dev.client(t))
+		require.Eventually(t, func() bool {
+			_, err := a.Route(ctxFor(t, 5*time.Second), topic)
+			return err == nil
+		}, 30*time.Second, 50*time.Millisecond, "route of %s after the restart", topic)
+		// Everything acknowledged is there.
+		col := newCollector()
+		dev.push(t, topic, uniq("CG"), col.handle)
+		require.Eventually(t, func() bool { return col.count() >= len(acked) }, 60*time.Second, 50*time.Millisecond, "consume %d acknowledged (have %d)", len(acked), col.count())
+		got := map[string]bool{}
+		for _, b := range col.bodies() {
+			got[b] = true
+		}
+		for b := range acked {
+			assert.True(t, got[b], "acknowledged %s lost", b)
+		}
+	})
+
 	t.Run("TransactionCheckBack", func(t *testing.T) {
 		topic := uniq("Tx")
 		dev.createTopic(t, topic, 2)

@@ -304,7 +304,7 @@ func TestDialRefused(t *testing.T) {
 	start := time.Now()
 	_, err := NewProvider().DialNATS(ctxFor(t, 5*time.Second), "127.0.0.1:1", cfg, deps(t, 0))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "connection refused: nothing listens on quiver.127_0_0_1.1")
+	assert.Contains(t, err.Error(), "natstransport: dial 127.0.0.1:1: connection refused: nothing listens on quiver.127_0_0_1.1")
 	assert.Less(t, time.Since(start), time.Second, "no-responders answer at once")
 
 	// No NATS server at all.
