@@ -99,7 +99,7 @@ func (t *timerService) run(ctx context.Context) {
 			}
 		}
 		wait := maxSleep
-		if t.dirty {
+		if t.dirty && t.consistent() {
 			if time.Since(t.lastSave) >= saveEvery {
 				t.persist()
 			} else {
@@ -281,8 +281,15 @@ func (t *timerService) persist() {
 	}
 }
 
+// consistent reports whether the progress may be saved: no timer ordered
+// before the cursor waits undelivered (one indexed late and not delivered
+// yet has no wheel file; the last saved state indexes it again).
+func (t *timerService) consistent() bool {
+	return len(t.due) == 0 || !t.due[0].less(t.cursor)
+}
+
 func (t *timerService) close() error {
-	if t.dirty {
+	if t.dirty && t.consistent() {
 		t.persist()
 	}
 	return t.w.close()
