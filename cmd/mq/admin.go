@@ -414,26 +414,10 @@ func topicCmd(run runner) *cobra.Command {
 	status := &cobra.Command{
 		Use: "status", Short: "Per-queue min/max offsets and last update (GET_TOPIC_STATS_INFO)", Args: cobra.NoArgs,
 		RunE: run(func(ctx context.Context, a *adm) error {
-			brokers, ok, err := a.route(ctx, topic)
+			out, err := a.topicStatus(ctx, topic)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				return fmt.Errorf("topic %s does not exist", topic)
-			}
-			out := []queueStats{}
-			for _, bq := range brokers {
-				resp, err := a.callOK(ctx, bq.addr, remoting.GetTopicStatsInfo, map[string]string{"topic": topic}, nil)
-				if err != nil {
-					return err
-				}
-				qs, err := parseMQTable(resp.Body)
-				if err != nil {
-					return fmt.Errorf("topic stats from %s: %w", bq.name, err)
-				}
-				out = append(out, qs...)
-			}
-			sortQueues(out)
 			var rows [][]string
 			for _, q := range out {
 				rows = append(rows, []string{q.BrokerName, strconv.Itoa(int(q.QueueID)), i64(q.MinOffset), i64(q.MaxOffset), fmtMs(q.LastUpdateTimestamp)})
@@ -656,50 +640,9 @@ type groupStatus struct {
 }
 
 func (a *adm) groupStatus(ctx context.Context, group string) error {
-	ms, err := a.masters(ctx)
+	st, err := a.groupStatusOf(ctx, group)
 	if err != nil {
 		return err
-	}
-	st := groupStatus{Group: group, Queues: []groupProgress{}, Clients: []groupClient{}}
-	for _, m := range ms {
-		resp, err := a.callOK(ctx, m.Addr, remoting.GetConsumeStats, map[string]string{"consumerGroup": group}, nil)
-		if err != nil {
-			return err
-		}
-		qs, err := parseMQTable(resp.Body)
-		if err != nil {
-			return fmt.Errorf("consume stats from %s: %w", m.Name, err)
-		}
-		sortQueues(qs)
-		for _, q := range qs {
-			lag := max(q.BrokerOffset-q.ConsumerOffset, 0)
-			st.Lag += lag
-			st.Queues = append(st.Queues, groupProgress{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID,
-				BrokerOffset: q.BrokerOffset, ConsumerOffset: q.ConsumerOffset, Lag: lag, LastTimestamp: q.LastTimestamp})
-		}
-		resp, err = a.call(ctx, m.Addr, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": group}, nil)
-		if err != nil {
-			return err
-		}
-		if resp.Code == remoting.ConsumerNotOnline {
-			continue
-		}
-		if resp.Code != remoting.Success {
-			return fmt.Errorf("%s: code %d %s", m.Addr, resp.Code, resp.Remark)
-		}
-		var cc struct {
-			ConnectionSet []groupClient `json:"connectionSet"`
-			MessageModel  string        `json:"messageModel"`
-			ConsumeType   string        `json:"consumeType"`
-		}
-		if err := json.Unmarshal(resp.Body, &cc); err != nil {
-			return fmt.Errorf("connections from %s: %w", m.Name, err)
-		}
-		st.MessageModel, st.ConsumeType = cc.MessageModel, cc.ConsumeType
-		for _, c := range cc.ConnectionSet {
-			c.Broker = m.Name
-			st.Clients = append(st.Clients, c)
-		}
 	}
 	if a.opts.output == "json" {
 		return a.print(st, "", nil)
@@ -721,4 +664,79 @@ func (a *adm) groupStatus(ctx context.Context, group string) error {
 		return nil
 	}
 	return a.print(nil, "CLIENT ID\tADDR\tLANGUAGE\tVERSION\tBROKER", rows)
+}
+
+// groupStatusOf gathers a group's progress and clients from every master.
+func (a *adm) groupStatusOf(ctx context.Context, group string) (*groupStatus, error) {
+	ms, err := a.masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &groupStatus{Group: group, Queues: []groupProgress{}, Clients: []groupClient{}}
+	for _, m := range ms {
+		resp, err := a.callOK(ctx, m.Addr, remoting.GetConsumeStats, map[string]string{"consumerGroup": group}, nil)
+		if err != nil {
+			return nil, err
+		}
+		qs, err := parseMQTable(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("consume stats from %s: %w", m.Name, err)
+		}
+		sortQueues(qs)
+		for _, q := range qs {
+			lag := max(q.BrokerOffset-q.ConsumerOffset, 0)
+			st.Lag += lag
+			st.Queues = append(st.Queues, groupProgress{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID,
+				BrokerOffset: q.BrokerOffset, ConsumerOffset: q.ConsumerOffset, Lag: lag, LastTimestamp: q.LastTimestamp})
+		}
+		resp, err = a.call(ctx, m.Addr, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": group}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Code == remoting.ConsumerNotOnline {
+			continue
+		}
+		if resp.Code != remoting.Success {
+			return nil, fmt.Errorf("%s: code %d %s", m.Addr, resp.Code, resp.Remark)
+		}
+		var cc struct {
+			ConnectionSet []groupClient `json:"connectionSet"`
+			MessageModel  string        `json:"messageModel"`
+			ConsumeType   string        `json:"consumeType"`
+		}
+		if err := json.Unmarshal(resp.Body, &cc); err != nil {
+			return nil, fmt.Errorf("connections from %s: %w", m.Name, err)
+		}
+		st.MessageModel, st.ConsumeType = cc.MessageModel, cc.ConsumeType
+		for _, c := range cc.ConnectionSet {
+			c.Broker = m.Name
+			st.Clients = append(st.Clients, c)
+		}
+	}
+	return st, nil
+}
+
+// topicStatus gathers a topic's per-queue offsets from its brokers.
+func (a *adm) topicStatus(ctx context.Context, topic string) ([]queueStats, error) {
+	brokers, ok, err := a.route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("topic %s does not exist", topic)
+	}
+	out := []queueStats{}
+	for _, bq := range brokers {
+		resp, err := a.callOK(ctx, bq.addr, remoting.GetTopicStatsInfo, map[string]string{"topic": topic}, nil)
+		if err != nil {
+			return nil, err
+		}
+		qs, err := parseMQTable(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("topic stats from %s: %w", bq.name, err)
+		}
+		out = append(out, qs...)
+	}
+	sortQueues(out)
+	return out, nil
 }

@@ -128,38 +128,10 @@ func messageCmd(run runner) *cobra.Command {
 					return err
 				}
 			}
-			brokers, ok, err := a.route(ctx, topic)
+			out, err := a.queryMessages(ctx, topic, key, b, e, maxNum)
 			if err != nil {
 				return err
 			}
-			if !ok {
-				return fmt.Errorf("topic %s does not exist", topic)
-			}
-			var out []messageView
-			for _, bq := range brokers {
-				resp, err := a.call(ctx, bq.addr, remoting.QueryMessage, map[string]string{
-					"topic": topic, "key": key, "maxNum": strconv.Itoa(maxNum), "beginTimestamp": i64(b), "endTimestamp": i64(e),
-				}, nil)
-				if err != nil {
-					return err
-				}
-				if resp.Code == remoting.QueryNotFound {
-					continue
-				}
-				if resp.Code != remoting.Success {
-					return fmt.Errorf("query on %s: code %d %s", bq.name, resp.Code, resp.Remark)
-				}
-				msgs, err := message.DecodeAll(resp.Body)
-				if err != nil {
-					return fmt.Errorf("decode query answer of %s: %w", bq.name, err)
-				}
-				for _, m := range msgs {
-					if m.Topic == topic {
-						out = append(out, viewOf(m, bq.name))
-					}
-				}
-			}
-			sort.Slice(out, func(i, j int) bool { return out[i].StoreTimestamp < out[j].StoreTimestamp })
 			return a.printMessages(out)
 		}),
 	}
@@ -235,38 +207,9 @@ func messageCmd(run runner) *cobra.Command {
 			default:
 				return fmt.Errorf("--from %q: want offset or time", from)
 			}
-			brokers, ok, err := a.route(ctx, topic)
+			out, err := a.readMessages(ctx, topic, from == "time", offset, ts, limit)
 			if err != nil {
 				return err
-			}
-			if !ok {
-				return fmt.Errorf("topic %s does not exist", topic)
-			}
-			var out []messageView
-			for _, bq := range brokers {
-				for q := int32(0); q < bq.readQueues && len(out) < limit; q++ {
-					qext := map[string]string{"topic": topic, "queueId": strconv.Itoa(int(q))}
-					resp, err := a.callOK(ctx, bq.addr, remoting.GetMinOffset, qext, nil)
-					if err != nil {
-						return err
-					}
-					start, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
-					if from == "offset" {
-						start = max(start, offset)
-					} else {
-						qext["timestamp"] = i64(ts)
-						resp, err := a.callOK(ctx, bq.addr, remoting.SearchOffsetByTimestamp, qext, nil)
-						if err != nil {
-							return err
-						}
-						start, _ = strconv.ParseInt(resp.Ext("offset"), 10, 64)
-					}
-					msgs, err := a.pullFrom(ctx, bq, q, topic, start, limit-len(out))
-					if err != nil {
-						return err
-					}
-					out = append(out, msgs...)
-				}
 			}
 			return a.printMessages(out)
 		}),
@@ -364,4 +307,82 @@ func aclCmd(o *adminOpts) *cobra.Command {
 	sign.Flags().StringVar(&bodyFile, "body-file", "", "file holding the request body")
 	cmd.AddCommand(sign)
 	return cmd
+}
+
+// queryMessages finds a topic's messages by key on every broker of its
+// route (QUERY_MESSAGE), oldest first.
+func (a *adm) queryMessages(ctx context.Context, topic, key string, b, e int64, maxNum int) ([]messageView, error) {
+	brokers, ok, err := a.route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("topic %s does not exist", topic)
+	}
+	var out []messageView
+	for _, bq := range brokers {
+		resp, err := a.call(ctx, bq.addr, remoting.QueryMessage, map[string]string{
+			"topic": topic, "key": key, "maxNum": strconv.Itoa(maxNum), "beginTimestamp": i64(b), "endTimestamp": i64(e),
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Code == remoting.QueryNotFound {
+			continue
+		}
+		if resp.Code != remoting.Success {
+			return nil, fmt.Errorf("query on %s: code %d %s", bq.name, resp.Code, resp.Remark)
+		}
+		msgs, err := message.DecodeAll(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("decode query answer of %s: %w", bq.name, err)
+		}
+		for _, m := range msgs {
+			if m.Topic == topic {
+				out = append(out, viewOf(m, bq.name))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StoreTimestamp < out[j].StoreTimestamp })
+	return out, nil
+}
+
+// readMessages reads up to limit messages of every queue of topic, from
+// offset (clamped to each queue's minimum) or from the first message
+// stored at or after ts (epoch ms) when byTime. Nothing is committed.
+func (a *adm) readMessages(ctx context.Context, topic string, byTime bool, offset, ts int64, limit int) ([]messageView, error) {
+	brokers, ok, err := a.route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("topic %s does not exist", topic)
+	}
+	var out []messageView
+	for _, bq := range brokers {
+		for q := int32(0); q < bq.readQueues && len(out) < limit; q++ {
+			qext := map[string]string{"topic": topic, "queueId": strconv.Itoa(int(q))}
+			resp, err := a.callOK(ctx, bq.addr, remoting.GetMinOffset, qext, nil)
+			if err != nil {
+				return nil, err
+			}
+			start, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
+			if !byTime {
+				start = max(start, offset)
+			} else {
+				qext["timestamp"] = i64(ts)
+				resp, err := a.callOK(ctx, bq.addr, remoting.SearchOffsetByTimestamp, qext, nil)
+				if err != nil {
+					return nil, err
+				}
+				start, _ = strconv.ParseInt(resp.Ext("offset"), 10, 64)
+			}
+			msgs, err := a.pullFrom(ctx, bq, q, topic, start, limit-len(out))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, msgs...)
+		}
+	}
+	return out, nil
 }
