@@ -1,0 +1,377 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/testserver"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
+)
+
+// node is one `mq namesrv` or `mq broker` process of a cluster test, on a
+// fixed loopback port so that it can be killed and started again.
+type node struct {
+	t     *testing.T
+	name  string
+	addr  string
+	args  []string
+	ready func() error
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4<<20 {
+		l.b.Reset()
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func loopbackAddr(t *testing.T) string {
+	return fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+}
+
+// startNamesrv starts `mq namesrv` on a free port.
+func startNamesrv(t *testing.T, name string) *node {
+	addr := loopbackAddr(t)
+	n := &node{t: t, name: name, addr: addr, logs: &lockedBuffer{},
+		args: []string{"namesrv", "--set", "namesrv.listen=" + addr, "--set", "log.level=info"}}
+	n.ready = func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	n.start()
+	return n
+}
+
+// startBroker starts `mq broker` registered with every name server; sets
+// are extra --set key=value flags.
+func startBroker(t *testing.T, name string, nss []*node, sets ...string) *node {
+	addr := loopbackAddr(t)
+	dir := t.TempDir()
+	var list []string
+	for _, ns := range nss {
+		list = append(list, ns.addr)
+	}
+	args := []string{"broker",
+		"--set", "broker.listen=" + addr,
+		"--set", "broker.namesrv=" + strings.Join(list, ","),
+		"--set", "broker.register_interval=1s",
+		"--set", "storage.dir=" + filepath.Join(dir, "store"),
+		"--set", "log.level=info",
+	}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	n := &node{t: t, name: name, addr: addr, args: args, logs: &lockedBuffer{}}
+	n.ready = func() error {
+		// Registered with at least one name server that is up.
+		var last error
+		for _, ns := range nss {
+			if !ns.running() {
+				continue
+			}
+			if last = routeHas(ns.addr, "TBW102", addr); last == nil {
+				return nil
+			}
+		}
+		if last == nil {
+			last = fmt.Errorf("no name server up")
+		}
+		return last
+	}
+	n.start()
+	return n
+}
+
+// routeHas checks that the name server's route of topic names addr.
+func routeHas(ns, topic, addr string) error {
+	c := remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {
+		return tcp.Dial(ctx, addr, tcp.NewConfig(), 0)
+	}, nil, nil, remoting.PeerOptions{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := c.Invoke(ctx, ns, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil))
+	switch {
+	case err != nil:
+		return err
+	case resp.Code != remoting.Success:
+		return fmt.Errorf("route %s: code %d", topic, resp.Code)
+	case !bytes.Contains(resp.Body, []byte(addr)):
+		return fmt.Errorf("route %s lacks %s: %s", topic, addr, resp.Body)
+	}
+	return nil
+}
+
+func (n *node) start() {
+	n.t.Helper()
+	cmd := exec.Command(testserver.Binary(n.t), n.args...)
+	cmd.Dir = n.t.TempDir()
+	cmd.Env = os.Environ()
+	cmd.Stdout, cmd.Stderr = n.logs, n.logs
+	require.NoError(n.t, cmd.Start(), "start %s", n.name)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	n.mu.Lock()
+	n.cmd, n.done = cmd, done
+	n.mu.Unlock()
+	n.t.Cleanup(func() {
+		n.kill()
+		if n.t.Failed() {
+			n.t.Logf("%s log tail:\n%s", n.name, n.logs.tail(40))
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			n.t.Fatalf("%s exited:\n%s", n.name, n.logs.tail(60))
+		default:
+		}
+		if err = n.ready(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	n.t.Fatalf("%s not ready: %v\n%s", n.name, err, n.logs.tail(60))
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (n *node) kill() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-done
+}
+
+func (n *node) running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func nsAddrs(nss ...*node) []string {
+	out := make([]string, len(nss))
+	for i, n := range nss {
+		out[i] = n.addr
+	}
+	return out
+}
+
+// ledger counts acknowledged and consumed messages by body.
+type ledger struct {
+	mu       sync.Mutex
+	acked    map[string]bool
+	consumed map[string]int
+}
+
+func newLedger() *ledger { return &ledger{acked: map[string]bool{}, consumed: map[string]int{}} }
+
+func (l *ledger) ack(body string) {
+	l.mu.Lock()
+	l.acked[body] = true
+	l.mu.Unlock()
+}
+
+func (l *ledger) consume(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	l.mu.Lock()
+	for _, m := range msgs {
+		l.consumed[string(m.Body)]++
+	}
+	l.mu.Unlock()
+	return consumer.ConsumeSuccess, nil
+}
+
+// missing lists acknowledged messages not consumed yet.
+func (l *ledger) missing() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for b := range l.acked {
+		if l.consumed[b] == 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (l *ledger) counts() (acked, consumed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked), len(l.consumed)
+}
+
+// produceLoop sends numbered messages until stop is closed, recording
+// every acknowledged one; it returns how many sends failed.
+func produceLoop(t *testing.T, p rocketmq.Producer, topic, prefix string, l *ledger, stop <-chan struct{}, wg *sync.WaitGroup, failed *atomic.Int64) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			body := fmt.Sprintf("%s-%06d", prefix, i)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte(body)))
+			cancel()
+			if err != nil || res.Status != primitive.SendOK {
+				failed.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			l.ack(body)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+}
+
+func waitConsumed(t *testing.T, l *ledger, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if len(l.missing()) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	miss := l.missing()
+	acked, consumed := l.counts()
+	t.Fatalf("%d of %d acknowledged messages never consumed (%d consumed), e.g. %v", len(miss), acked, consumed, miss[:min(5, len(miss))])
+}
+
+// TestClusterTwoNameServers: a broker registers with two name servers; the
+// official producer and push consumer, given both addresses, keep working
+// while one name server is SIGKILLed and after it returns.
+func TestClusterTwoNameServers(t *testing.T) {
+	ns1 := startNamesrv(t, "namesrv-1")
+	ns2 := startNamesrv(t, "namesrv-2")
+	br := startBroker(t, "broker-a", []*node{ns1, ns2})
+	// Registered with both.
+	for _, ns := range []*node{ns1, ns2} {
+		require.Eventually(t, func() bool { return routeHas(ns.addr, "TBW102", br.addr) == nil }, 15*time.Second, 50*time.Millisecond)
+	}
+
+	topic := uniq("ClusterNS")
+	p, err := rocketmq.NewProducer(
+		producer.WithNameServer(nsAddrs(ns1, ns2)),
+		producer.WithGroupName(uniq("PG")), producer.WithInstanceName(uniq("pi")),
+		producer.WithRetry(2), producer.WithSendMsgTimeout(5*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { p.Shutdown() })
+	sendSync(t, p, newMsg(topic, "warmup"))
+	for _, ns := range []*node{ns1, ns2} {
+		require.Eventually(t, func() bool { return routeHas(ns.addr, topic, br.addr) == nil }, 15*time.Second, 50*time.Millisecond)
+	}
+
+	l := newLedger()
+	l.ack("warmup")
+	c, err := rocketmq.NewPushConsumer(
+		consumer.WithNameServer(nsAddrs(ns1, ns2)),
+		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
+		consumer.WithConsumerModel(consumer.Clustering),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { c.Shutdown() })
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	produceLoop(t, p, topic, "ns", l, stop, &wg, &failed)
+	phase := 2 * time.Second
+	if testing.Short() {
+		phase = time.Second
+	}
+	time.Sleep(phase)
+	ns1.kill()
+	t.Log("namesrv-1 killed")
+	time.Sleep(2 * phase)
+	// A new producer, created while one name server is down, still finds
+	// its route through the other.
+	p2, err := rocketmq.NewProducer(
+		producer.WithNameServer(nsAddrs(ns1, ns2)),
+		producer.WithGroupName(uniq("PG")), producer.WithInstanceName(uniq("pi")),
+		producer.WithRetry(2), producer.WithSendMsgTimeout(5*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, p2.Start())
+	t.Cleanup(func() { p2.Shutdown() })
+	for i := 0; i < 10; i++ {
+		body := fmt.Sprintf("p2-%d", i)
+		sendSync(t, p2, newMsg(topic, body))
+		l.ack(body)
+	}
+	ns1.start()
+	t.Log("namesrv-1 restarted")
+	require.Eventually(t, func() bool { return routeHas(ns1.addr, topic, br.addr) == nil }, 15*time.Second, 50*time.Millisecond,
+		"the restarted name server learns the routes again from the broker's registration")
+	ns2.kill()
+	t.Log("namesrv-2 killed")
+	time.Sleep(2 * phase)
+	close(stop)
+	wg.Wait()
+	acked, _ := l.counts()
+	t.Logf("acknowledged %d, failed sends %d", acked, failed.Load())
+	require.Greater(t, acked, 50)
+	waitConsumed(t, l, 60*time.Second)
+}
