@@ -196,6 +196,30 @@ type Metadata interface {
 	SaveMeta(name string, data []byte) error
 }
 
+// LogReader is implemented by stores with one commit log that a replica
+// can follow (master side of replication, modules/ha).
+type LogReader interface {
+	// LogOffsets returns the first retained commit-log offset and the
+	// offset the next record will be written at.
+	LogOffsets() (min, max int64)
+	// ReadLog returns whole stored records from commit-log offset from on
+	// (from must be a record boundary, as returned by an earlier ReadLog
+	// or LogOffsets), at least one when any is stored there and about
+	// maxBytes in all, and the offset after the last one. Padding between
+	// storage units is skipped.
+	ReadLog(ctx context.Context, from int64, maxBytes int) (recs [][]byte, next int64, err error)
+}
+
+// Replicator is implemented by stores that can append records read from
+// another store's LogReader (slave side of replication). The records keep
+// their commit-log offsets, queue offsets and store times; the first must
+// sit at this store's LogOffsets max (or where the source started a new
+// storage unit after it), and each must carry its queue's next offset.
+// Consume queues and indexes are rebuilt from the records.
+type Replicator interface {
+	AppendReplica(ctx context.Context, recs [][]byte) error
+}
+
 // FlushMode selects when appends are acknowledged.
 type FlushMode string
 
