@@ -33,6 +33,10 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if b := os.Getenv("QUIVER_MQ_BINARY"); b != "" {
+			buildBin = b // a prebuilt mq (scripts that run tests where go build cannot)
+			return
+		}
 		root, err := moduleRoot()
 		if err != nil {
 			buildErr = err

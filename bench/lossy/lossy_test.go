@@ -1,0 +1,90 @@
+// Package lossy compares TCP and QUIC between Quiver's client and a real
+// `mq dev` on a lossy link: 32 concurrent in-flight sync sends of 1 KiB.
+// It runs only when QUIVER_LOSSY_SECONDS is set, inside a network namespace
+// whose loopback drops packets at random — see scripts/lossy-bench.sh.
+package lossy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/client/producer"
+	"github.com/quivermq/quiver/client/transports"
+	"github.com/quivermq/quiver/internal/testserver"
+)
+
+func TestLossyLink(t *testing.T) {
+	secs, _ := strconv.Atoi(os.Getenv("QUIVER_LOSSY_SECONDS"))
+	if secs <= 0 {
+		t.Skip("set QUIVER_LOSSY_SECONDS (scripts/lossy-bench.sh runs this inside a lossy network namespace)")
+	}
+	loss := os.Getenv("QUIVER_LOSSY_LOSS")
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"transports=tcp,quic", "log.level=warn"}})
+	for _, scheme := range []string{"tcp", "quic"} {
+		t.Run(scheme, func(t *testing.T) {
+			c, err := client.New(client.WithNameServers(scheme+"://"+srv.Namesrv), transports.WithDialer(transports.WithInsecureQUIC()),
+				client.WithRequestTimeout(30*time.Second))
+			require.NoError(t, err)
+			defer c.Close()
+			p, err := producer.New(c, "LOSSY_"+scheme, producer.WithSendTimeout(30*time.Second), producer.WithRetryTimesWhenSendFailed(0))
+			require.NoError(t, err)
+			defer p.Shutdown(context.Background())
+			topic := "Lossy_" + scheme
+			body := make([]byte, 1024)
+			// Create the topic and warm the connections up.
+			for i := 0; i < 20; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := p.SendSync(ctx, client.NewMessage(topic, body))
+				cancel()
+				if err == nil {
+					break
+				}
+			}
+			var mu sync.Mutex
+			var lat []time.Duration
+			var errs atomic.Int64
+			deadline := time.Now().Add(time.Duration(secs) * time.Second)
+			var wg sync.WaitGroup
+			for g := 0; g < 32; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 1_000_000 && time.Now().Before(deadline); i++ {
+						t0 := time.Now()
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						_, err := p.SendSync(ctx, client.NewMessage(topic, body))
+						cancel()
+						if err != nil {
+							errs.Add(1)
+							continue
+						}
+						d := time.Since(t0)
+						mu.Lock()
+						lat = append(lat, d)
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			q := func(f float64) time.Duration {
+				if len(lat) == 0 {
+					return 0
+				}
+				return lat[int(f*float64(len(lat)-1))]
+			}
+			fmt.Printf("LOSSY loss=%s transport=%s msgs_per_sec=%.0f p50=%v p99=%v p999=%v errors=%d\n",
+				loss, scheme, float64(len(lat))/float64(secs), q(.5).Round(time.Microsecond), q(.99).Round(time.Microsecond), q(.999).Round(time.Microsecond), errs.Load())
+		})
+	}
+}
