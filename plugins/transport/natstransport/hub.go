@@ -39,15 +39,25 @@ func newPool() *pool { return &pool{hubs: map[string]*hub{}} }
 func (p *pool) acquire(cfg *Config, log *slog.Logger) (*hub, error) {
 	key := cfg.connKey()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if h := p.hubs[key]; h != nil && h.acquire() {
+		p.mu.Unlock()
 		return h, nil
 	}
+	p.mu.Unlock()
+	// Connect without the lock: a slow NATS server must not hold up
+	// Close calls releasing other hubs.
 	h, err := connectHub(p, key, cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	if other := p.hubs[key]; other != nil && other.acquire() {
+		p.mu.Unlock()
+		h.release() // another caller connected meanwhile: share theirs
+		return other, nil
+	}
 	p.hubs[key] = h
+	p.mu.Unlock()
 	return h, nil
 }
 
