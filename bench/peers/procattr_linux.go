@@ -1,0 +1,10 @@
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+func setDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
