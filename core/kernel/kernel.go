@@ -20,6 +20,7 @@ import (
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/retention"
 	"github.com/quivermq/quiver/core/transport"
 )
 
@@ -91,11 +92,17 @@ type StorageConfig struct {
 	FlushInterval  time.Duration   `koanf:"flush_interval"`
 	Retention      time.Duration   `koanf:"retention"`
 	MaxMessageSize config.ByteSize `koanf:"max_message_size"`
+	// CleanAt are the hours expired data is deleted at ("04", "04;16").
+	CleanAt string `koanf:"clean_at"`
+	// DiskMaxUsedRatio deletes oldest data first, at any hour, while the
+	// store's disk is used above it (0 disables).
+	DiskMaxUsedRatio float64 `koanf:"disk_max_used_ratio"`
 }
 
 // DefaultStorageConfig returns the storage defaults.
 func DefaultStorageConfig() StorageConfig {
-	return StorageConfig{Engine: "commitlog", Dir: "./data", Flush: "async", FlushInterval: 500 * time.Millisecond, Retention: 72 * time.Hour, MaxMessageSize: 4 << 20}
+	return StorageConfig{Engine: "commitlog", Dir: "./data", Flush: "async", FlushInterval: 500 * time.Millisecond, Retention: 72 * time.Hour, MaxMessageSize: 4 << 20,
+		CleanAt: "04", DiskMaxUsedRatio: 0.75}
 }
 
 // NewLogger builds the process logger from log.level and log.format.
@@ -200,19 +207,36 @@ func NewTransports(cfg *config.Config, reg *TransportRegistry, rc RemotingConfig
 	return transport.NewSet(enabled, cfgs, transport.Deps{Logger: log.With("component", "transport"), MaxFrameSize: int(rc.MaxFrameSize)}), nil
 }
 
-// OpenStore opens the engine named by storage.engine with its section
-// storage.<engine>.
-func OpenStore(ctx context.Context, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
+var storageSharedKeys = []string{"engine", "dir", "flush", "flush_interval", "retention", "max_message_size", "clean_at", "disk_max_used_ratio"}
+
+// storageSettings decodes the engine-independent storage keys.
+func storageSettings(cfg *config.Config) (StorageConfig, error) {
 	sc := DefaultStorageConfig()
-	// Engine sections are decoded by the engine; keep them out of the
-	// strict decode of the shared keys.
 	shared := map[string]any{}
-	for _, k := range []string{"engine", "dir", "flush", "flush_interval", "retention", "max_message_size"} {
+	for _, k := range storageSharedKeys {
 		if cfg.Exists("storage." + k) {
 			shared[k] = cfg.String("storage." + k)
 		}
 	}
 	if err := config.FromMap(map[string]any{"storage": shared}).Decode("storage", &sc); err != nil {
+		return sc, err
+	}
+	if sc.DiskMaxUsedRatio < 0 || sc.DiskMaxUsedRatio > 1 {
+		return sc, fmt.Errorf("config: storage.disk_max_used_ratio: %v is outside 0..1", sc.DiskMaxUsedRatio)
+	}
+	if _, err := retention.ParseHours(sc.CleanAt); err != nil {
+		return sc, fmt.Errorf("config: storage.clean_at: %w", err)
+	}
+	return sc, nil
+}
+
+// OpenStore opens the engine named by storage.engine with its section
+// storage.<engine>.
+func OpenStore(ctx context.Context, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
+	// Engine sections are decoded by the engine; storageSettings keeps them
+	// out of the strict decode of the shared keys.
+	sc, err := storageSettings(cfg)
+	if err != nil {
 		return nil, err
 	}
 	p, err := reg.Get(sc.Engine)
@@ -252,7 +276,10 @@ func OpenStore(ctx context.Context, cfg *config.Config, reg *StorageRegistry, lo
 }
 
 func checkStorageKeys(cfg *config.Config, reg *StorageRegistry) error {
-	known := map[string]bool{"engine": true, "dir": true, "flush": true, "flush_interval": true, "retention": true, "max_message_size": true}
+	known := map[string]bool{}
+	for _, k := range storageSharedKeys {
+		known[k] = true
+	}
 	for _, id := range reg.IDs() {
 		known[id] = true
 	}
@@ -282,6 +309,16 @@ var StorageModule = fx.Module("kernel.storage",
 			return nil, err
 		}
 		lc.Append(fx.StopHook(func() error { return st.Close() }))
+		sc, err := storageSettings(cfg)
+		if err != nil {
+			return nil, err
+		}
+		hours, _ := retention.ParseHours(sc.CleanAt)
+		dir, _ := filepath.Abs(sc.Dir)
+		cl := retention.New(st, retention.Config{Retention: sc.Retention, CleanAt: hours, MaxUsedRatio: sc.DiskMaxUsedRatio, Dir: dir},
+			log.With("component", "storage.retention"))
+		// Appended after the store's hook, so it stops before the store closes.
+		lc.Append(fx.StartStopHook(cl.Start, cl.Stop))
 		return st, nil
 	}),
 )
