@@ -86,8 +86,9 @@ func (c *Conn) ReadFrame(ctx context.Context) ([]byte, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
+			err := c.closedErrLocked()
 			c.mu.Unlock()
-			return nil, transport.ErrClosed
+			return nil, err
 		}
 		if err := ctx.Err(); err != nil {
 			c.mu.Unlock()
@@ -200,12 +201,23 @@ func (c *Conn) writable() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return transport.ErrClosed
+		return c.closedErrLocked()
 	}
 	if c.end != nil {
 		return c.werr
 	}
 	return nil
+}
+
+// closedErrLocked is what operations on a closed connection return:
+// transport.ErrClosed, carrying the failure that ended the connection
+// first, if any (a lost NATS connection, say), so a write racing with the
+// remoting layer's Close still says why.
+func (c *Conn) closedErrLocked() error {
+	if c.end != nil && c.end != io.EOF {
+		return fmt.Errorf("%w: %w", transport.ErrClosed, c.end)
+	}
+	return transport.ErrClosed
 }
 
 // cursor copies the concatenation of parts out piece by piece.

@@ -313,6 +313,8 @@ func TestReconnectUnderTraffic(t *testing.T) {
 		assert.False(t, errors.Is(r.err, context.DeadlineExceeded), "request %s timed out instead of failing fast: %v", r.id, r.err)
 		if r.start.Before(down) {
 			inFlight++
+			// The call fails with the peer (remoting) or, when its write
+			// came after, with the transport's reason.
 			assert.True(t, errors.Is(r.err, remoting.ErrPeerClosed) || errors.Is(r.err, natstransport.ErrConnLost), "in flight at the outage: %v", r.err)
 		}
 	}
