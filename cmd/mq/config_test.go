@@ -73,6 +73,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("retry.", retry.NewConfig())...)
 	want = append(want, koanfKeys("transaction.", transaction.NewConfig())...)
 	want = append(want, koanfKeys("metrics.", metrics.NewConfig())...)
+	want = append(want, koanfKeys("console.", &consoleConfig{})...)
 	want = append(want, "filter.property_filter")
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
 	want = append(want, "transports", "acl.enabled")

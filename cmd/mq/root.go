@@ -23,7 +23,7 @@ import (
 )
 
 // sections are the top-level configuration keys some part of mq owns.
-var sections = []string{"acl", "auth", "broker", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+var sections = []string{"acl", "auth", "broker", "console", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string
@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		pluginsCmd(),
 		benchCmd(),
 		adminCmd(),
+		consoleCmd(),
 		storeCmd(g),
 	)
 	return root
@@ -79,6 +80,9 @@ func loadConfig(g *globalFlags, r role) (*config.Config, error) {
 // appOptions composes the fx graph of a role (server.Options) with mq's
 // plugins.
 func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
+	if r == roleDev {
+		extra = append(extra, consoleOption(cfg)) // console.go
+	}
 	return server.Options(cfg, r, append([]fx.Option{plugins()}, extra...)...)
 }
 

@@ -1,0 +1,568 @@
+package main
+
+// The web console: `mq console --namesrv …` and, in `mq dev`,
+// console.listen (default 127.0.0.1:8080). One embedded page over a JSON
+// API built on the mq admin functions. Read-only unless started with
+// admin rights (--admin, console.admin; mq dev has them): the page asks
+// /api/info and offers resend and offset reset only when they are allowed,
+// and the API refuses them otherwise.
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/fx"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/modules/retry"
+)
+
+//go:embed console
+var consoleFiles embed.FS
+
+// consoleDevListen is where `mq dev` serves the console when
+// console.listen is unset.
+const consoleDevListen = "127.0.0.1:8080"
+
+// consoleConfig is the console section.
+type consoleConfig struct {
+	// Listen is host:port of the console; empty serves none (mq dev:
+	// consoleDevListen).
+	Listen string `koanf:"listen"`
+	// Admin allows the console's actions (DLQ resend, offset reset).
+	Admin bool `koanf:"admin"`
+}
+
+type consoleServer struct {
+	namesrv string
+	timeout time.Duration
+	opts    *adminOpts
+	allow   bool
+	log     *slog.Logger
+
+	hist *history
+	// seen is when the console was last used (unix ms): the sampler only
+	// runs within an hour of it, so an unwatched console makes no calls.
+	seen atomic.Int64
+
+	mu     sync.Mutex
+	srv    *http.Server
+	ln     net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newConsole(namesrv string, allow bool, opts *adminOpts, log *slog.Logger) *consoleServer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts == nil {
+		opts = &adminOpts{output: "json"}
+	}
+	return &consoleServer{namesrv: namesrv, timeout: 10 * time.Second, opts: opts, allow: allow, log: log.With("component", "console"), hist: &history{}}
+}
+
+// Start binds addr synchronously, then serves and samples throughput and
+// lag every interval.
+func (c *consoleServer) Start(ctx context.Context, addr string, interval time.Duration) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}
+	c.mu.Lock()
+	c.srv, c.ln, c.cancel = srv, ln, cancel
+	c.mu.Unlock()
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Error("console server", "err", err)
+		}
+	}()
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if time.Since(time.UnixMilli(c.seen.Load())) < time.Hour {
+				c.sample(sctx)
+			}
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	c.log.Info("console listening", "addr", ln.Addr().String(), "admin", c.allow)
+	return nil
+}
+
+// Addr is the bound address.
+func (c *consoleServer) Addr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ln == nil {
+		return ""
+	}
+	return c.ln.Addr().String()
+}
+
+// Stop shuts the server and the sampler down and waits for them.
+func (c *consoleServer) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	srv, cancel := c.srv, c.cancel
+	c.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	cancel()
+	err := srv.Shutdown(ctx)
+	c.wg.Wait()
+	return err
+}
+
+func (c *consoleServer) adm(w io.Writer) *adm {
+	return &adm{admin: newAdmin(c.namesrv, c.timeout), opts: c.opts, w: w}
+}
+
+// api wraps a JSON endpoint: f's value is written as JSON, its error as
+// {"error": …} with 502 (or 403 for refused actions).
+func (c *consoleServer) api(f func(ctx context.Context, a *adm, r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c.seen.Store(time.Now().UnixMilli())
+		a := c.adm(io.Discard)
+		defer a.Close()
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		v, err := f(ctx, a, r)
+		w.Header().Set("Content-Type", "application/json")
+		if err != nil {
+			code := http.StatusBadGateway
+			if errors.Is(err, errForbidden) {
+				code = http.StatusForbidden
+			}
+			w.WriteHeader(code)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+var errForbidden = errors.New("console is read-only (start it with --admin or console.admin: true)")
+
+func (c *consoleServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(consoleFiles, "console")
+	mux.Handle("GET /", http.FileServerFS(static))
+	mux.HandleFunc("GET /api/info", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		return map[string]any{"namesrv": c.namesrv, "admin": c.allow}, nil
+	}))
+	mux.HandleFunc("GET /api/cluster", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		bs, err := a.brokers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		type row struct {
+			brokerInfo
+			Runtime map[string]string `json:"runtime"`
+		}
+		out := []row{}
+		for _, b := range bs {
+			rt, _ := a.runtimeInfo(ctx, b.Addr)
+			out = append(out, row{b, rt})
+		}
+		return out, nil
+	}))
+	mux.HandleFunc("GET /api/topics", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		return c.topics(ctx, a)
+	}))
+	mux.HandleFunc("GET /api/groups", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		return c.groups(ctx, a)
+	}))
+	mux.HandleFunc("GET /api/group", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		return a.groupStatusOf(ctx, r.URL.Query().Get("group"))
+	}))
+	mux.HandleFunc("GET /api/messages", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		q := r.URL.Query()
+		if id := strings.TrimSpace(q.Get("id")); id != "" {
+			m, err := a.messageByID(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			return []messageView{m}, nil
+		}
+		topic := q.Get("topic")
+		if topic == "" {
+			return nil, errors.New("give an id, or a topic with a key or a time range")
+		}
+		now := time.Now()
+		begin, err := parseAdminTime(orDefault(q.Get("begin"), "-1h"), now)
+		if err != nil {
+			return nil, err
+		}
+		end, err := parseAdminTime(orDefault(q.Get("end"), "now"), now)
+		if err != nil {
+			return nil, err
+		}
+		if key := q.Get("key"); key != "" {
+			return a.queryMessages(ctx, topic, key, begin, end, 32)
+		}
+		ms, err := a.readMessages(ctx, topic, true, 0, begin, 200)
+		if err != nil {
+			return nil, err
+		}
+		out := []messageView{}
+		for _, m := range ms {
+			if m.StoreTimestamp <= end {
+				out = append(out, m)
+			}
+		}
+		return out, nil
+	}))
+	mux.HandleFunc("GET /api/dlq", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		group := r.URL.Query().Get("group")
+		ms, err := a.readMessages(ctx, protocol.DLQTopic(group), false, 0, 0, 500)
+		if err != nil && strings.Contains(err.Error(), "does not exist") {
+			return []messageView{}, nil
+		}
+		if ms == nil {
+			ms = []messageView{}
+		}
+		return ms, err
+	}))
+	mux.HandleFunc("POST /api/dlq/resend", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		if !c.allow {
+			return nil, errForbidden
+		}
+		return a.resendDLQData(ctx, r.FormValue("group"), r.FormValue("msgId"))
+	}))
+	mux.HandleFunc("POST /api/offset/reset", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		if !c.allow {
+			return nil, errForbidden
+		}
+		ts, err := parseAdminTime(r.FormValue("timestamp"), time.Now())
+		if err != nil {
+			return nil, err
+		}
+		var out []queueOffset
+		brokers, ok, err := a.route(ctx, r.FormValue("topic"))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("topic %s does not exist", r.FormValue("topic"))
+		}
+		for _, bq := range brokers {
+			resp, err := a.callOK(ctx, bq.addr, remoting.InvokeBrokerToResetOffset, map[string]string{
+				"topic": r.FormValue("topic"), "group": r.FormValue("group"), "timestamp": i64(ts), "isForce": "true"}, nil)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range offsetEntry.FindAllStringSubmatch(string(resp.Body), -1) {
+				q, _ := strconv.Atoi(m[2])
+				off, _ := strconv.ParseInt(m[4], 10, 64)
+				out = append(out, queueOffset{Broker: m[1], Queue: q, Offset: off})
+			}
+		}
+		return out, nil
+	}))
+	mux.HandleFunc("GET /api/history", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		return c.hist.snapshot(), nil
+	}))
+	return mux
+}
+
+type queueOffset struct {
+	Broker string `json:"broker"`
+	Queue  int    `json:"queue"`
+	Offset int64  `json:"offset"`
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+type topicSummary struct {
+	Topic    string       `json:"topic"`
+	Messages int64        `json:"messages"`
+	Queues   []queueStats `json:"queues"`
+}
+
+func (c *consoleServer) topics(ctx context.Context, a *adm) ([]topicSummary, error) {
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
+	all, err := lib.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := a.brokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, b := range bs {
+		names[b.Name], names[b.Cluster] = true, true
+	}
+	out := []topicSummary{}
+	for _, t := range all {
+		if isInternalTopic(t) || names[t] {
+			continue
+		}
+		qs, err := a.topicStatus(ctx, t)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		s := topicSummary{Topic: t, Queues: qs}
+		for _, q := range qs {
+			s.Messages += q.MaxOffset - q.MinOffset
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+type groupSummary struct {
+	Group   string `json:"group"`
+	Lag     int64  `json:"lag"`
+	Clients int    `json:"clients"`
+}
+
+func (c *consoleServer) groups(ctx context.Context, a *adm) ([]groupSummary, error) {
+	ms, err := a.masters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		resp, err := a.callOK(ctx, m.Addr, remoting.GetAllSubscriptionGroupConfig, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		var doc struct {
+			Table map[string]json.RawMessage `json:"subscriptionGroupTable"`
+		}
+		if err := json.Unmarshal(resp.Body, &doc); err != nil {
+			return nil, err
+		}
+		for g := range doc.Table {
+			if !isSystemGroup(g) {
+				seen[g] = true
+			}
+		}
+	}
+	out := []groupSummary{}
+	for _, g := range sortedKeys(seen) {
+		st, err := a.groupStatusOf(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, groupSummary{Group: g, Lag: st.Lag, Clients: len(st.Clients)})
+	}
+	return out, nil
+}
+
+// messageByID fetches a message by offsetMsgId (VIEW_MESSAGE_BY_ID).
+func (a *adm) messageByID(ctx context.Context, id string) (messageView, error) {
+	host, off, err := message.ParseOffsetMsgID(id)
+	if err != nil {
+		return messageView{}, err
+	}
+	resp, err := a.callOK(ctx, host.String(), remoting.ViewMessageByID, map[string]string{"offset": i64(off)}, nil)
+	if err != nil {
+		return messageView{}, err
+	}
+	m, _, err := message.DecodeStored(resp.Body)
+	if err != nil {
+		return messageView{}, fmt.Errorf("decode message %s: %w", id, err)
+	}
+	return viewOf(m, ""), nil
+}
+
+// resendDLQData resends a group's dead letters (one by id, or all) and
+// returns what was resent.
+func (a *adm) resendDLQData(ctx context.Context, group, msgID string) ([]retry.Resent, error) {
+	brokers, ok, err := a.route(ctx, protocol.DLQTopic(group))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("no dead letters for group %s", group)
+	}
+	ext := map[string]string{"group": group}
+	if msgID != "" {
+		ext["msgId"] = msgID
+	} else {
+		ext["all"] = "true"
+	}
+	out := []retry.Resent{}
+	for _, bq := range brokers {
+		resp, err := a.call(ctx, bq.addr, retry.ResendDLQ, ext, nil)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Code == remoting.QueryNotFound {
+			continue
+		}
+		if resp.Code != remoting.Success {
+			return nil, fmt.Errorf("resend on %s: code %d %s", bq.name, resp.Code, resp.Remark)
+		}
+		var res retry.ResendResult
+		if err := json.Unmarshal(resp.Body, &res); err != nil {
+			return nil, err
+		}
+		out = append(out, res.Resent...)
+	}
+	if msgID != "" && len(out) == 0 {
+		return nil, fmt.Errorf("no dead letter %s for group %s", msgID, group)
+	}
+	return out, nil
+}
+
+// history keeps an hour of samples of throughput and lag.
+type history struct {
+	mu      sync.Mutex
+	samples []sample
+}
+
+type sample struct {
+	Time int64 `json:"time"` // epoch ms
+	// In and Out are the cluster's stored and delivered message totals.
+	In  int64            `json:"in"`
+	Out int64            `json:"out"`
+	Lag map[string]int64 `json:"lag"`
+}
+
+func (h *history) add(s sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.samples = append(h.samples, s)
+	cut := s.Time - time.Hour.Milliseconds()
+	i := sort.Search(len(h.samples), func(i int) bool { return h.samples[i].Time >= cut })
+	h.samples = h.samples[i:]
+}
+
+func (h *history) snapshot() []sample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]sample{}, h.samples...)
+}
+
+func (c *consoleServer) sample(ctx context.Context) {
+	a := c.adm(io.Discard)
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	bs, err := a.masters(ctx)
+	if err != nil {
+		return
+	}
+	s := sample{Time: time.Now().UnixMilli(), Lag: map[string]int64{}}
+	for _, b := range bs {
+		rt, err := a.runtimeInfo(ctx, b.Addr)
+		if err != nil {
+			continue
+		}
+		in, _ := strconv.ParseInt(rt["msgPutTotalTodayNow"], 10, 64)
+		out, _ := strconv.ParseInt(rt["msgGetTotalTodayNow"], 10, 64)
+		s.In += in
+		s.Out += out
+	}
+	if gs, err := c.groups(ctx, a); err == nil {
+		for _, g := range gs {
+			s.Lag[g.Group] = g.Lag
+		}
+	}
+	c.hist.add(s)
+}
+
+// consoleCmd is `mq console`.
+func consoleCmd() *cobra.Command {
+	var ns, listen string
+	var allow bool
+	o := &adminOpts{output: "json"}
+	cmd := &cobra.Command{
+		Use: "console", Short: "Serve the web console for a cluster", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := newConsole(ns, allow, o, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+			if err := c.Start(cmd.Context(), listen, 10*time.Second); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "console on http://%s (name server %s)\n", c.Addr(), ns)
+			<-cmd.Context().Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return c.Stop(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&ns, "namesrv", adminNamesrv(), "name server address (env QUIVER_NAMESRV)")
+	cmd.Flags().StringVar(&listen, "listen", consoleDevListen, "address to serve on")
+	cmd.Flags().BoolVar(&allow, "admin", false, "allow DLQ resend and offset reset (default read-only)")
+	cmd.Flags().StringVar(&o.accessKey, "access-key", "", "ACL access key the console signs with")
+	cmd.Flags().StringVar(&o.secretKey, "secret-key", "", "ACL secret key")
+	return cmd
+}
+
+// consoleOption serves the console inside `mq dev`: console.listen
+// (default consoleDevListen; a busy default only logs) with console.admin
+// (default true in dev, where everything is local).
+func consoleOption(cfg *config.Config) fx.Option {
+	return fx.Invoke(func(lc fx.Lifecycle, log *slog.Logger) error {
+		cc := consoleConfig{Admin: true}
+		if err := cfg.Decode("console", &cc); err != nil {
+			return err
+		}
+		soft := !cfg.Exists("console.listen")
+		if soft {
+			cc.Listen = consoleDevListen
+		}
+		if cc.Listen == "" {
+			return nil
+		}
+		ns := cfg.String("namesrv.listen")
+		if ns == "" {
+			ns = namesrv.NewConfig().Listen
+		}
+		c := newConsole(ns, cc.Admin, nil, log)
+		lc.Append(fx.Hook{
+			OnStart: func(ctx context.Context) error {
+				err := c.Start(ctx, cc.Listen, 10*time.Second)
+				if err != nil && soft {
+					log.Warn("console not served: default address busy (set console.listen)", "addr", cc.Listen, "err", err)
+					return nil
+				}
+				return err
+			},
+			OnStop: c.Stop,
+		})
+		return nil
+	})
+}

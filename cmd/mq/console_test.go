@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/internal/testserver"
+	"github.com/quivermq/quiver/modules/retry"
+)
+
+func httpJSON(t *testing.T, method, u string, form url.Values, v any) int {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	require.NoError(t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if v != nil {
+		require.NoError(t, json.Unmarshal(b, v), string(b))
+	}
+	return resp.StatusCode
+}
+
+// TestConsoleAPI drives the console of a live mq dev over HTTP: the page,
+// the topic and the group with its lag, a key search showing the body, and
+// a DLQ resend whose message reaches the retry topic. (No browser test:
+// chromedp is not in go.mod and no Chromium is installed here.)
+func TestConsoleAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mq dev")
+	}
+	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr}})
+	ns, base := dev.Namesrv, "http://"+consoleAddr
+	const topic, group = "ConsoleTopic", "ConsoleGroup"
+	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "1", "--write-queues", "1")
+	var ids []string
+	for i := 0; i < 3; i++ {
+		var res map[string]any
+		mqJSON(t, ns, &res, "message", "send", "--topic", topic, "--body", fmt.Sprintf("console-body-%d", i), "--keys", fmt.Sprintf("ck-%d", i))
+		ids = append(ids, res["offsetMsgId"].(string))
+	}
+	fakeConsumer(t, dev.Broker, group, topic, 1)
+
+	resp, err := http.Get(base + "/")
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(page), "Quiver console")
+
+	var info map[string]any
+	httpJSON(t, "GET", base+"/api/info", nil, &info)
+	assert.Equal(t, true, info["admin"])
+
+	var cluster []map[string]any
+	require.Equal(t, http.StatusOK, httpJSON(t, "GET", base+"/api/cluster", nil, &cluster))
+	require.Len(t, cluster, 1)
+	assert.Equal(t, dev.Broker, cluster[0]["addr"])
+
+	require.Eventually(t, func() bool {
+		var ts []topicSummary
+		httpJSON(t, "GET", base+"/api/topics", nil, &ts)
+		for _, s := range ts {
+			if s.Topic == topic {
+				return s.Messages == 3 && len(s.Queues) == 1 && s.Queues[0].MaxOffset == 3
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "topic with 3 messages")
+
+	var gs []groupSummary
+	httpJSON(t, "GET", base+"/api/groups", nil, &gs)
+	assert.Contains(t, gs, groupSummary{Group: group, Lag: 2, Clients: 1})
+	var st groupStatus
+	httpJSON(t, "GET", base+"/api/group?group="+group, nil, &st)
+	assert.EqualValues(t, 2, st.Lag)
+	require.Len(t, st.Clients, 1)
+
+	var ms []messageView
+	httpJSON(t, "GET", base+"/api/messages?"+url.Values{"topic": {topic}, "key": {"ck-1"}}.Encode(), nil, &ms)
+	require.Len(t, ms, 1)
+	assert.Equal(t, "console-body-1", ms[0].Body)
+	assert.Equal(t, "ck-1", ms[0].Properties[message.PropertyKeys])
+	httpJSON(t, "GET", base+"/api/messages?id="+ids[2], nil, &ms)
+	require.Len(t, ms, 1)
+	assert.Equal(t, "console-body-2", ms[0].Body)
+	httpJSON(t, "GET", base+"/api/messages?"+url.Values{"topic": {topic}, "begin": {"-1h"}}.Encode(), nil, &ms)
+	assert.Len(t, ms, 3)
+	var e map[string]string
+	assert.Equal(t, http.StatusBadGateway, httpJSON(t, "GET", base+"/api/messages?id=nonsense", nil, &e))
+	assert.NotEmpty(t, e["error"])
+
+	// A dead letter: send message 0 back with delay level -1.
+	_, off, err := message.ParseOffsetMsgID(ids[0])
+	require.NoError(t, err)
+	c := benchClient()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Invoke(ctx, dev.Broker, remoting.NewRequest(remoting.ConsumerSendMsgBack, map[string]string{
+		"group": group, "offset": fmt.Sprint(off), "delayLevel": "-1", "originMsgId": ids[0], "maxReconsumeTimes": "16"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, r.Code, r.Remark)
+	require.Eventually(t, func() bool {
+		httpJSON(t, "GET", base+"/api/dlq?group="+group, nil, &ms)
+		return len(ms) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Equal(t, "console-body-0", ms[0].Body)
+
+	var resent []retry.Resent
+	require.Equal(t, http.StatusOK, httpJSON(t, "POST", base+"/api/dlq/resend", url.Values{"group": {group}, "msgId": {ms[0].MsgID}}, &resent))
+	require.Len(t, resent, 1)
+	require.Eventually(t, func() bool {
+		out, err := mqRun(t, ns, "message", "consume", "--topic", protocol.RetryTopic(group), "--output", "json")
+		if err != nil {
+			return false
+		}
+		var got []messageView
+		return json.Unmarshal([]byte(out), &got) == nil && len(got) == 1 && got[0].Body == "console-body-0"
+	}, 20*time.Second, 100*time.Millisecond, "resent dead letter in the retry topic")
+
+	var reset []queueOffset
+	require.Equal(t, http.StatusOK, httpJSON(t, "POST", base+"/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, &reset))
+	require.Len(t, reset, 1)
+	assert.EqualValues(t, 0, reset[0].Offset)
+
+	// A read-only console refuses actions and says so in /api/info;
+	// samples build the last hour's history once it is used.
+	ro := newConsole(ns, false, nil, nil)
+	require.NoError(t, ro.Start(context.Background(), "127.0.0.1:0", 20*time.Millisecond))
+	defer ro.Stop(context.Background())
+	rbase := "http://" + ro.Addr()
+	httpJSON(t, "GET", rbase+"/api/info", nil, &info)
+	assert.Equal(t, false, info["admin"])
+	assert.Equal(t, http.StatusForbidden, httpJSON(t, "POST", rbase+"/api/dlq/resend", url.Values{"group": {group}}, &e))
+	assert.Contains(t, e["error"], "read-only")
+	assert.Equal(t, http.StatusForbidden, httpJSON(t, "POST", rbase+"/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, nil))
+	require.Eventually(t, func() bool {
+		var h []sample
+		httpJSON(t, "GET", rbase+"/api/history", nil, &h)
+		return len(h) >= 2 && h[len(h)-1].In >= 3 && h[len(h)-1].Lag[group] == 3
+	}, 10*time.Second, 20*time.Millisecond, "history samples")
+}
