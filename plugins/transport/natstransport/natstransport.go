@@ -83,7 +83,9 @@
 // vanished silently is detected by idle_timeout: each end sends a
 // keep-alive when it sent nothing for a third of the smaller of both
 // ends' idle timeouts, and closes the connection when nothing came for the
-// whole of it.
+// whole of it. NATS has no flow control: a connection whose reader falls
+// more than max(64 MiB, 4 × remoting.max_frame_size) behind is closed, as
+// TCP's write_timeout drops a peer that stops reading.
 //
 // When the NATS connection drops, every Quiver connection on it ends with
 // ErrConnLost: reads fail after the frames already received, writes at
