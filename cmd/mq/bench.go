@@ -209,7 +209,7 @@ type produceFlags struct {
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Load generators and disk measurements"}
-	cmd.AddCommand(benchProduceCmd(), benchConsumeCmd(), benchDiskCmd())
+	cmd.AddCommand(benchProduceCmd(), benchConsumeCmd(), benchDiskCmd(), benchStoreCmd())
 	return cmd
 }
 

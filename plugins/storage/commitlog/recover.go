@@ -403,12 +403,17 @@ func (s *Store) scan(from, verifyFrom, dispatchFrom int64) (int64, error) {
 					reason = "body CRC mismatch"
 				case m.CommitLogOffset != phys:
 					reason = fmt.Sprintf("record says it is at %d", m.CommitLogOffset)
-				case phys >= dispatchFrom && rec[len(rec)-1] == 0:
+				case phys >= dispatchFrom && m.Topic == "":
+					reason = "record has no topic (torn write)"
+				case phys >= dispatchFrom && rec[len(rec)-1] == 0 && !emptyProperties(rec, m.Topic):
 					// The body CRC does not cover the topic and properties.
 					// A write torn after the body leaves zeros up to the
 					// record's end; producers never end a record with NUL
 					// (topics cannot hold it), so distrust such a record
-					// when the checkpoint does not vouch for it.
+					// when the checkpoint does not vouch for it. A record
+					// without properties legitimately ends with its zero
+					// length; a tear after its body would have zeroed the
+					// topic length, caught above.
 					reason = "record ends with NUL (torn write)"
 				}
 				if reason != "" {
@@ -513,6 +518,14 @@ func (s *Store) redispatch(v recordView, phys int64, size int32) error {
 		cq.pend = cq.pend[:0]
 	}
 	return nil
+}
+
+// emptyProperties reports a record that legitimately ends with NUL: its
+// properties length is zero and sits right after the topic.
+func emptyProperties(rec []byte, topic string) bool {
+	n := len(rec)
+	tl := len(topic)
+	return tl > 0 && n >= tl+3 && rec[n-1] == 0 && rec[n-2] == 0 && int(rec[n-3-tl]) == tl && string(rec[n-2-tl:n-2]) == topic
 }
 
 // recoveredTagsCode recomputes the tag code of a re-dispatched record: the

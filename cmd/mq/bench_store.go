@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/plugins/storage/commitlog"
+)
+
+// storeBenchRow is one measured combination.
+type storeBenchRow struct {
+	Flush      string  `json:"flush"`
+	Size       int     `json:"size"`
+	Producers  int     `json:"producers"`
+	Messages   int64   `json:"messages"`
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+	MBPerSec   float64 `json:"mb_per_sec"`
+	P50Micros  float64 `json:"p50_us"`
+	P99Micros  float64 `json:"p99_us"`
+}
+
+type storeBenchReport struct {
+	Disk           *diskResult     `json:"disk"`
+	Rows           []storeBenchRow `json:"rows"`
+	RecoveryBytes  int64           `json:"recovery_bytes,omitempty"`
+	RecoverySecs   float64         `json:"recovery_seconds,omitempty"`
+	RecoveryMBps   float64         `json:"recovery_mb_per_sec,omitempty"`
+	SegmentSize    int64           `json:"segment_size"`
+	DurationPerRun float64         `json:"duration_per_run_seconds"`
+}
+
+func benchStoreCmd() *cobra.Command {
+	var dir, sizes, producers, flushes, output, recovery string
+	var dur time.Duration
+	var segment config.ByteSize = 64 << 20
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Measure the CommitLog engine directly: append throughput and latency per flush mode, size and producer count, recovery time, next to the raw disk",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep := &storeBenchReport{SegmentSize: int64(segment), DurationPerRun: dur.Seconds()}
+			var err error
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			if rep.Disk, err = benchDisk(dir, 256<<20, 1<<20); err != nil {
+				return err
+			}
+			for _, fl := range splitCSV(flushes) {
+				for _, sz := range atoiCSV(sizes) {
+					for _, pr := range atoiCSV(producers) {
+						row, err := benchStoreRun(cmd.Context(), dir, store.FlushMode(fl), int(segment), sz, pr, dur)
+						if err != nil {
+							return err
+						}
+						rep.Rows = append(rep.Rows, *row)
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s %dB ×%d: %.0f msg/s\n", fl, sz, pr, row.MsgsPerSec)
+					}
+				}
+			}
+			if recovery != "" {
+				n, err := config.ParseByteSize(recovery)
+				if err != nil {
+					return err
+				}
+				rep.RecoveryBytes = n
+				if rep.RecoverySecs, err = benchRecovery(dir, n, int(segment)); err != nil {
+					return err
+				}
+				rep.RecoveryMBps = float64(n) / rep.RecoverySecs / 1e6
+			}
+			return printStoreReport(cmd.OutOrStdout(), rep, output == "json")
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "./data/bench-store", "scratch directory (emptied per run)")
+	cmd.Flags().StringVar(&sizes, "sizes", "128,1024", "message body sizes")
+	cmd.Flags().StringVar(&producers, "producers", "1,4,16", "concurrent appenders")
+	cmd.Flags().StringVar(&flushes, "flush", "async,sync", "flush modes")
+	cmd.Flags().DurationVar(&dur, "duration", 5*time.Second, "time per combination")
+	cmd.Flags().Var(byteSizeFlag{&segment}, "segment-size", "commit-log segment size")
+	cmd.Flags().StringVar(&recovery, "recovery", "", "also measure recovery of this much unflushed data (e.g. 1GiB)")
+	cmd.Flags().StringVar(&output, "output", "table", "table | json")
+	// Internal: the child that writes unflushed data and dies.
+	cmd.Flags().String("write-and-die", "", "")
+	cmd.Flags().MarkHidden("write-and-die")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if v, _ := cmd.Flags().GetString("write-and-die"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return err
+			}
+			writeAndDie(dir, n, int(segment))
+		}
+		return nil
+	}
+	return cmd
+}
+
+type byteSizeFlag struct{ p *config.ByteSize }
+
+func (f byteSizeFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return f.p.String()
+}
+func (f byteSizeFlag) Set(s string) error { return f.p.UnmarshalText([]byte(s)) }
+func (f byteSizeFlag) Type() string       { return "size" }
+
+func splitCSV(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func atoiCSV(s string) []int {
+	var out []int
+	for _, f := range splitCSV(s) {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func openBenchStore(dir string, mode store.FlushMode, segment int, interval time.Duration) (*commitlog.Store, error) {
+	cfg := commitlog.NewConfig()
+	cfg.SegmentSize = config.ByteSize(segment)
+	cfg.KeyIndex = false
+	return commitlog.Open(cfg, store.Deps{Settings: store.Settings{Dir: dir, Flush: mode, FlushInterval: interval, MaxMessageSize: 4 << 20}})
+}
+
+func benchStoreRun(ctx context.Context, root string, mode store.FlushMode, segment, size, producers int, dur time.Duration) (*storeBenchRow, error) {
+	dir := filepath.Join(root, fmt.Sprintf("%s-%d-%d", mode, size, producers))
+	os.RemoveAll(dir)
+	defer os.RemoveAll(dir)
+	st, err := openBenchStore(dir, mode, segment, 500*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	body := make([]byte, size)
+	lat := newLatencies()
+	var n atomic.Int64
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			m := &message.Ext{Message: message.Message{Topic: "BenchStore", Body: body, Properties: message.Properties{"TAGS": "t"}}, QueueID: int32(p % 4)}
+			msgs := []store.Message{{Ext: m}}
+			for i := 0; i < 50_000_000 && time.Now().Before(deadline); i++ {
+				t0 := time.Now()
+				if _, err := st.Append(ctx, msgs); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				lat.record(time.Since(t0))
+				n.Add(1)
+			}
+		}(p)
+	}
+	start := time.Now()
+	wg.Wait()
+	el := time.Since(start)
+	if e, ok := firstErr.Load().(error); ok && e != nil {
+		return nil, e
+	}
+	total := n.Load()
+	return &storeBenchRow{Flush: string(mode), Size: size, Producers: producers, Messages: total,
+		MsgsPerSec: float64(total) / el.Seconds(), MBPerSec: float64(total*int64(size)) / el.Seconds() / 1e6,
+		P50Micros: float64(lat.quantile(0.5)) / 1e3, P99Micros: float64(lat.quantile(0.99)) / 1e3}, nil
+}
+
+// benchRecovery has a child process write n bytes with no checkpoint after
+// the first and exit without closing (a crash of the process), then times
+// opening the store, which must scan and re-dispatch all of it.
+func benchRecovery(root string, n int64, segment int) (float64, error) {
+	dir := filepath.Join(root, "recovery")
+	os.RemoveAll(dir)
+	defer os.RemoveAll(dir)
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	child := exec.Command(self, "bench", "store", "--dir", dir, "--segment-size", strconv.Itoa(segment), "--write-and-die", strconv.FormatInt(n, 10))
+	child.Stderr = os.Stderr
+	if err := child.Run(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		return 0, fmt.Errorf("bench: recovery writer: %v (want exit status 3)", err)
+	}
+	start := time.Now()
+	st, err := openBenchStore(dir, store.FlushAsync, segment, time.Hour)
+	if err != nil {
+		return 0, err
+	}
+	el := time.Since(start)
+	_, max, _ := st.Offsets(store.Queue{Topic: "BenchStore", ID: 0})
+	st.Close()
+	if max == 0 {
+		return 0, fmt.Errorf("bench: recovery found no message")
+	}
+	return el.Seconds(), nil
+}
+
+func writeAndDie(dir string, n int64, segment int) {
+	// A flush interval of an hour: nothing after the store's first
+	// checkpoint is checkpointed, so all of it is recovered by scanning.
+	st, err := openBenchStore(dir, store.FlushAsync, segment, time.Hour)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	body := make([]byte, 1024)
+	batch := make([]store.Message, 32)
+	for i := range batch {
+		batch[i] = store.Message{Ext: &message.Ext{Message: message.Message{Topic: "BenchStore", Body: body, Properties: message.Properties{}}}}
+	}
+	for written := int64(0); written < n; written += int64(len(batch) * (len(body) + 120)) {
+		if _, err := st.Append(context.Background(), batch); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(3) // no Close: the process dies with its data unflushed
+}
+
+func printStoreReport(w io.Writer, r *storeBenchReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "raw disk: sequential write %.0f MB/s, fdatasync p50 %.0fµs p99 %.0fµs\n\n", r.Disk.SeqWriteMBps, r.Disk.FsyncP50Micros, r.Disk.FsyncP99Micros)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "flush\tsize\tproducers\tmsg/s\tMB/s\tp50 µs\tp99 µs\t")
+	for _, row := range r.Rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t\n", row.Flush, row.Size, row.Producers, row.MsgsPerSec, row.MBPerSec, row.P50Micros, row.P99Micros)
+	}
+	tw.Flush()
+	if r.RecoveryBytes > 0 {
+		fmt.Fprintf(w, "\nrecovery of %s unflushed: %.2fs (%.0f MB/s)\n", config.ByteSize(r.RecoveryBytes), r.RecoverySecs, r.RecoveryMBps)
+	}
+	return nil
+}
