@@ -43,6 +43,7 @@ func adminCmd() *cobra.Command {
 			ns, _ := c.Flags().GetString("namesrv")
 			timeout, _ := c.Flags().GetDuration("timeout")
 			a := &adm{admin: newAdmin(ns, timeout), opts: o, w: c.OutOrStdout()}
+			a.admin.sign = signer(cmd)
 			defer a.Close()
 			return f(c.Context(), a)
 		}
@@ -91,6 +92,18 @@ func (a *adm) library() (*clientadmin.Admin, error) {
 	return a.lib, nil
 }
 
+// signer returns the ACL signing of admin's --access-key/--secret-key
+// (persistent flags of the admin command), or nil when none is given.
+func signer(admin *cobra.Command) func(ext map[string]string, body []byte) {
+	ak, sk := admin.PersistentFlags().Lookup("access-key"), admin.PersistentFlags().Lookup("secret-key")
+	if ak == nil || sk == nil || ak.Value.String() == "" {
+		return nil
+	}
+	return func(ext map[string]string, body []byte) {
+		acl.Sign(ext, body, ak.Value.String(), sk.Value.String(), "")
+	}
+}
+
 // call sends one request (signed with --access-key) and returns the answer.
 func (a *adm) call(ctx context.Context, addr string, code int32, ext map[string]string, body []byte) (*remoting.Command, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
@@ -98,8 +111,8 @@ func (a *adm) call(ctx context.Context, addr string, code int32, ext map[string]
 	if ext == nil {
 		ext = map[string]string{}
 	}
-	if a.opts.accessKey != "" {
-		acl.Sign(ext, body, a.opts.accessKey, a.opts.secretKey, "")
+	if a.sign != nil {
+		a.sign(ext, body)
 	}
 	return a.c.Invoke(ctx, addr, remoting.NewRequest(code, ext, body))
 }

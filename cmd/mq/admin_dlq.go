@@ -32,6 +32,7 @@ type admin struct {
 	namesrv string
 	timeout time.Duration
 	c       *remoting.Client
+	sign    func(ext map[string]string, body []byte) // ACL signing (admin.go), or nil
 }
 
 func newAdmin(namesrv string, timeout time.Duration) *admin {
@@ -48,6 +49,9 @@ func (a *admin) Close() error { return a.c.Close() }
 func (a *admin) invoke(ctx context.Context, addr string, code int32, ext map[string]string) (*remoting.Command, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
+	if a.sign != nil {
+		a.sign(ext, nil)
+	}
 	return a.c.Invoke(ctx, addr, remoting.NewRequest(code, ext, nil))
 }
 
@@ -104,7 +108,7 @@ func adminDLQCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "admin", Short: "Administer a running cluster through its name server"}
 	cmd.PersistentFlags().StringVar(&ns, "namesrv", adminNamesrv(), "name server address (env QUIVER_NAMESRV)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
-	open := func() *admin { return newAdmin(ns, timeout) }
+	open := func() *admin { a := newAdmin(ns, timeout); a.sign = signer(cmd); return a }
 
 	dlq := &cobra.Command{Use: "dlq", Short: "Inspect and resend a consumer group's dead letters (%DLQ%<group>)"}
 	var group string

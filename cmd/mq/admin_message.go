@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -149,7 +150,7 @@ func messageCmd(run runner) *cobra.Command {
 	send := &cobra.Command{
 		Use: "send", Short: "Send one message (SEND_MESSAGE) to the first writable queue of the topic", Args: cobra.NoArgs,
 		RunE: run(func(ctx context.Context, a *adm) error {
-			qs, err := writeQueues(ctx, a.c, a.namesrv, topic)
+			q, err := a.writeQueue(ctx, topic)
 			if err != nil {
 				return err
 			}
@@ -167,7 +168,6 @@ func messageCmd(run runner) *cobra.Command {
 				}
 				p[k] = v
 			}
-			q := qs[0]
 			ext := map[string]string{
 				"producerGroup": group, "topic": topic, "defaultTopic": protocol.AutoCreateTopic, "defaultTopicQueueNums": "4",
 				"queueId": strconv.Itoa(int(q.id)), "sysFlag": "0", "bornTimestamp": i64(time.Now().UnixMilli()), "flag": "0",
@@ -385,4 +385,36 @@ func (a *adm) readMessages(ctx context.Context, topic string, byTime bool, offse
 		}
 	}
 	return out, nil
+}
+
+// writeQueue is the first writable queue of topic, or of TBW102 (the
+// broker then creates the topic) when the topic has no route.
+func (a *adm) writeQueue(ctx context.Context, topic string) (benchQueue, error) {
+	for _, t := range []string{topic, protocol.AutoCreateTopic} {
+		resp, err := a.call(ctx, a.namesrv, remoting.GetRouteInfoByTopic, map[string]string{"topic": t}, nil)
+		if err != nil {
+			return benchQueue{}, fmt.Errorf("route of %s: %w", t, err)
+		}
+		if resp.Code == remoting.TopicNotExist {
+			continue
+		}
+		if resp.Code != remoting.Success {
+			return benchQueue{}, fmt.Errorf("route of %s: code %d %s", t, resp.Code, resp.Remark)
+		}
+		var rd protocol.TopicRouteData
+		if err := json.Unmarshal(resp.Body, &rd); err != nil {
+			return benchQueue{}, fmt.Errorf("route of %s: %w", t, err)
+		}
+		addrs := map[string]string{}
+		for _, bd := range rd.BrokerDatas {
+			addrs[bd.BrokerName] = bd.BrokerAddrs[protocol.MasterID]
+		}
+		sort.Slice(rd.QueueDatas, func(i, j int) bool { return rd.QueueDatas[i].BrokerName < rd.QueueDatas[j].BrokerName })
+		for _, qd := range rd.QueueDatas {
+			if addr := addrs[qd.BrokerName]; addr != "" && qd.WriteQueueNums > 0 && qd.Perm&protocol.PermWrite != 0 {
+				return benchQueue{addr: addr, id: 0}, nil
+			}
+		}
+	}
+	return benchQueue{}, fmt.Errorf("topic %s has no writable queue and TBW102 is not served", topic)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/retry"
+	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
 //go:embed console
@@ -145,7 +146,11 @@ func (c *consoleServer) Stop(ctx context.Context) error {
 }
 
 func (c *consoleServer) adm(w io.Writer) *adm {
-	return &adm{admin: newAdmin(c.namesrv, c.timeout), opts: c.opts, w: w}
+	a := &adm{admin: newAdmin(c.namesrv, c.timeout), opts: c.opts, w: w}
+	if ak, sk := c.opts.accessKey, c.opts.secretKey; ak != "" {
+		a.admin.sign = func(ext map[string]string, body []byte) { acl.Sign(ext, body, ak, sk, "") }
+	}
+	return a
 }
 
 // api wraps a JSON endpoint: f's value is written as JSON, its error as
