@@ -25,6 +25,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/retry"
@@ -48,7 +49,7 @@ const (
 // stock modules own. Plugins configure themselves under them
 // (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
 func Sections() []string {
-	return []string{"auth", "broker", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+	return []string{"auth", "broker", "filter", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 }
 
 // EnvKeep says whether an environment key (QUIVER_BROKER__LISTEN read as
@@ -114,9 +115,9 @@ func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
 	case Namesrv:
 		opts = append(opts, namesrv.Module, metrics.Module)
 	case Broker:
-		opts = append(opts, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
+		opts = append(opts, kernel.StorageModule, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
 	case Dev:
-		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
+		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
 	}
 	return fx.Options(append(opts, extra...)...)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/retry"
@@ -69,6 +70,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("transport.nats.", natstransport.NewConfig())...)
 	want = append(want, koanfKeys("namesrv.", namesrv.NewConfig())...)
 	want = append(want, koanfKeys("broker.", broker.NewConfig())...)
+	want = append(want, koanfKeys("ha.", ha.NewConfig())...)
 	want = append(want, koanfKeys("schedule.", schedule.NewConfig())...)
 	want = append(want, koanfKeys("retry.", retry.NewConfig())...)
 	want = append(want, koanfKeys("transaction.", transaction.NewConfig())...)

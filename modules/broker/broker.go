@@ -56,7 +56,8 @@ type Broker struct {
 	clients *clientTable
 	holds   *holdTable
 	filters *filterCache
-	obs     observer // running figures and pull hooks (observe.go)
+	obs     observer     // running figures and pull hooks (observe.go)
+	replica replicaHooks // set by the replication module (replica.go)
 
 	hooksMu         sync.RWMutex
 	putHooks        []PutHook

@@ -19,6 +19,9 @@ type Config struct {
 	Name      string `koanf:"name"`
 	Cluster   string `koanf:"cluster"`
 	ID        int64  `koanf:"id"`
+	// Role is ASYNC_MASTER, SYNC_MASTER or SLAVE (RocketMQ brokerRole); a
+	// broker with id ≥ 1 must be SLAVE (modules/ha replicates).
+	Role string `koanf:"role"`
 	// Namesrv lists the name servers to register with.
 	Namesrv []string `koanf:"namesrv"`
 	// AutoCreateTopic lets producers create topics by sending (TBW102).
@@ -61,7 +64,7 @@ type Config struct {
 // NewConfig returns the defaults.
 func NewConfig() *Config {
 	return &Config{
-		Listen: "127.0.0.1:10911", Name: "broker-a", Cluster: protocol.DefaultCluster,
+		Listen: "127.0.0.1:10911", Name: "broker-a", Cluster: protocol.DefaultCluster, Role: RoleAsyncMaster,
 		AutoCreateTopic: true, DefaultTopicQueues: 8, RegisterInterval: 30 * time.Second,
 		LongPolling: true, MaxSuspend: 20 * time.Second, ShortPolling: time.Second,
 		ClientExpiry: 120 * time.Second, ScanInterval: 10 * time.Second,
@@ -89,6 +92,14 @@ func (c *Config) Validate() error {
 	}
 	if c.ID < 0 {
 		errs.Add("broker.id", "must be 0 (master) or more")
+	}
+	switch {
+	case c.Role != RoleAsyncMaster && c.Role != RoleSyncMaster && c.Role != RoleSlave:
+		errs.Add("broker.role", "%q is none of ASYNC_MASTER, SYNC_MASTER, SLAVE", c.Role)
+	case c.ID >= 1 && c.Role != RoleSlave:
+		errs.Add("broker.role", "broker.id %d is a slave's id: the role must be SLAVE, not %s", c.ID, c.Role)
+	case c.ID == 0 && c.Role == RoleSlave:
+		errs.Add("broker.role", "a SLAVE needs broker.id 1 or more (0 is the master)")
 	}
 	if c.DefaultTopicQueues < 1 || c.DefaultTopicQueues > 1024 {
 		errs.Add("broker.default_topic_queues", "%d is outside 1..1024", c.DefaultTopicQueues)

@@ -32,6 +32,7 @@ func (b *Broker) registerProcessors() {
 	r.RegisterFunc(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
 	r.RegisterFunc(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
 	r.RegisterFunc(remoting.GetAllTopicConfig, b.handleAllTopicConfig)
+	r.RegisterFunc(remoting.GetAllConsumerOffset, b.handleAllConsumerOffset)
 	r.RegisterFunc(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroupConfig)
 	r.RegisterFunc(remoting.UpdateAndCreateSubscriptionGroup, b.handleCreateGroup)
 	r.RegisterFunc(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)

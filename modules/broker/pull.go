@@ -167,7 +167,7 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 	resp.SetExtInt("nextBeginOffset", res.NextOffset)
 	resp.SetExtInt("minOffset", res.MinOffset)
 	resp.SetExtInt("maxOffset", res.MaxOffset)
-	resp.SetExt("suggestWhichBrokerId", "0")
+	resp.SetExt("suggestWhichBrokerId", b.suggestBroker(res))
 	if code == remoting.Success {
 		// Written as a vector: the records are not copied again.
 		resp.BodyParts = res.Records

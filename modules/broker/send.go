@@ -127,6 +127,7 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	if tid := props[message.PropertyUniqKey]; tid != "" && m.SysFlag&message.TransactionMask == message.TransactionPrepared {
 		resp.SetExt("transactionId", tid)
 	}
+	resp.Code = b.awaitReplicas(ctx, pos) // SYNC_MASTER (replica.go)
 	return resp
 }
 
@@ -188,12 +189,16 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 	resp.SetExtInt("queueOffset", pos[0].QueueOffset)
 	resp.SetExt("MSG_REGION", "DefaultRegion")
 	resp.SetExt("TRACE_ON", "true")
+	resp.Code = b.awaitReplicas(ctx, pos) // SYNC_MASTER (replica.go)
 	return resp
 }
 
 // checkSend validates the topic, creates it when allowed and fixes the
 // queue id; it returns the topic config or the error answer.
 func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHeader) (*protocol.TopicConfig, *remoting.Command) {
+	if resp := b.slaveRefusal(req); resp != nil {
+		return nil, resp
+	}
 	if err := protocol.ValidateTopic(h.topic); err != nil {
 		return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
 	}

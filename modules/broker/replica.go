@@ -1,0 +1,185 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+)
+
+// Broker roles (broker.role), as RocketMQ's BrokerRole.
+const (
+	RoleAsyncMaster = "ASYNC_MASTER"
+	RoleSyncMaster  = "SYNC_MASTER"
+	RoleSlave       = "SLAVE"
+)
+
+// ErrNotReplica is returned by AppendReplica when the store cannot append
+// replicated records (it does not implement store.Replicator).
+var ErrNotReplica = errors.New("broker: the store cannot append replicated records")
+
+// replicaHooks are what the replication module (modules/ha) plugs into the
+// send and pull paths. Both are optional.
+type replicaHooks struct {
+	ackWaiter atomic.Pointer[func(ctx context.Context, physEnd int64) int32]
+	suggester atomic.Pointer[func(res *store.ReadResult) int64]
+}
+
+// IsSlave reports whether this broker is a slave (broker.role SLAVE).
+func (b *Broker) IsSlave() bool { return b.cfg.Role == RoleSlave }
+
+// SetAckWaiter makes the send path wait, after each successful store
+// write, until f returns: the write's bytes end at physEnd. A code other
+// than remoting.Success (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) is
+// answered with the send result headers still set, as Java's SYNC_MASTER
+// does. nil removes the waiter.
+func (b *Broker) SetAckWaiter(f func(ctx context.Context, physEnd int64) int32) {
+	if f == nil {
+		b.replica.ackWaiter.Store(nil)
+		return
+	}
+	b.replica.ackWaiter.Store(&f)
+}
+
+// SetPullSuggester sets what a pull answers in suggestWhichBrokerId; f
+// sees the read's result (records included). nil answers 0 (the master).
+func (b *Broker) SetPullSuggester(f func(res *store.ReadResult) int64) {
+	if f == nil {
+		b.replica.suggester.Store(nil)
+		return
+	}
+	b.replica.suggester.Store(&f)
+}
+
+// awaitReplicas runs the ack waiter for a stored write.
+func (b *Broker) awaitReplicas(ctx context.Context, pos []store.Position) int32 {
+	f := b.replica.ackWaiter.Load()
+	if f == nil || len(pos) == 0 {
+		return remoting.Success
+	}
+	last := pos[len(pos)-1]
+	return (*f)(ctx, last.CommitLogOffset+int64(last.Size))
+}
+
+// suggestBroker is the pull answer's suggestWhichBrokerId.
+func (b *Broker) suggestBroker(res *store.ReadResult) string {
+	f := b.replica.suggester.Load()
+	if f == nil {
+		return "0"
+	}
+	return strconv.FormatInt((*f)(res), 10)
+}
+
+// slaveRefusal answers client sends on a slave as Java's store does
+// (PutMessageStatus.SERVICE_NOT_AVAILABLE → SERVICE_NOT_AVAILABLE).
+func (b *Broker) slaveRefusal(req *remoting.Command) *remoting.Command {
+	if !b.IsSlave() {
+		return nil
+	}
+	return remoting.Errorf(req, remoting.ServiceNotAvailable,
+		fmt.Sprintf("service not available now: broker %s id %d is a slave; messages are put to the master", b.cfg.Name, b.cfg.ID))
+}
+
+// AppendReplica appends records copied from the master's commit log
+// (store.Replicator) and wakes pulls held on their queues.
+func (b *Broker) AppendReplica(ctx context.Context, recs [][]byte) error {
+	rep, ok := b.store.(store.Replicator)
+	if !ok {
+		return ErrNotReplica
+	}
+	if err := rep.AppendReplica(ctx, recs); err != nil {
+		return fmt.Errorf("broker: append replica: %w", err)
+	}
+	for i, rec := range recs {
+		m, _, err := message.DecodeStored(rec)
+		if err != nil {
+			continue
+		}
+		if i+1 < len(recs) {
+			// Only the last record of a run of one queue wakes its pulls.
+			if n, _, err := message.DecodeStored(recs[i+1]); err == nil && n.Topic == m.Topic && n.QueueID == m.QueueID {
+				continue
+			}
+		}
+		b.holds.notify(m.Topic, m.QueueID, m.QueueOffset+1)
+	}
+	return nil
+}
+
+// TopicConfigs returns the topic table as GET_ALL_TOPIC_CONFIG answers it.
+func (b *Broker) TopicConfigs() protocol.TopicConfigWrapper { return b.topics.snapshot() }
+
+// ApplyTopicConfigs makes the topic table hold every topic of w (a
+// master's table copied to a slave). Topics w lacks are kept (deleting a
+// topic on the master does not delete it on its slaves yet). It reports
+// how many topics changed.
+func (b *Broker) ApplyTopicConfigs(w protocol.TopicConfigWrapper) (int, error) {
+	changed := 0
+	for _, tc := range w.TopicConfigTable {
+		if tc == nil || tc.TopicName == "" {
+			continue
+		}
+		ok, err := b.topics.put(tc)
+		if err != nil {
+			return changed, err
+		}
+		if ok {
+			changed++
+		}
+	}
+	if changed > 0 {
+		b.triggerRegister()
+	}
+	return changed, nil
+}
+
+// OffsetTable returns the committed offsets, "topic@group" → queue →
+// offset, as GET_ALL_CONSUMER_OFFSET answers them.
+func (b *Broker) OffsetTable() map[string]map[int32]int64 {
+	o := b.offsets
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	out := make(map[string]map[int32]int64, len(o.table))
+	for k, qs := range o.table {
+		m := make(map[int32]int64, len(qs))
+		for q, off := range qs {
+			m[q] = off
+		}
+		out[k] = m
+	}
+	return out
+}
+
+// MergeConsumerOffsets takes every offset of table ("topic@group" → queue
+// → offset) that is ahead of this broker's: offsets only move forward
+// between a master and its slave, so commits made to either survive. It
+// reports how many offsets moved.
+func (b *Broker) MergeConsumerOffsets(table map[string]map[int32]int64) int {
+	o := b.offsets
+	moved := 0
+	o.mu.Lock()
+	for k, qs := range table {
+		m, ok := o.table[k]
+		if !ok {
+			m = map[int32]int64{}
+			o.table[k] = m
+		}
+		for q, off := range qs {
+			if cur, ok := m[q]; !ok || off > cur {
+				m[q] = off
+				moved++
+			}
+		}
+	}
+	if moved > 0 {
+		o.dirty = true
+	}
+	o.mu.Unlock()
+	return moved
+}

@@ -1,0 +1,555 @@
+// Package ha is the replication module (RocketMQ 4's HAService, carried
+// over the project's transports): a slave (broker.role SLAVE, broker.id ≥
+// 1, the master's broker.name) follows its master's commit log from its own
+// end, record by record at the same commit-log offsets, so that its
+// consume queues, key index and offsetMsgIds match the master's; it copies
+// the master's topic config and consumer offsets, and the master takes
+// back offsets committed to the slave. A SYNC_MASTER acknowledges a send
+// only once a slave confirmed its bytes.
+//
+// Protocol (Quiver-specific request code, on the master's broker port):
+//
+//	HA_PULL (1100), slave → master. extFields: offset (the slave's commit-log
+//	end: where to read from, and the acknowledgement of everything below),
+//	maxBytes, brokerName, brokerId, slaveAddr. The master answers at once
+//	when it has records at offset, else holds the request up to ha.max_wait.
+//	Answer SUCCESS: body = whole stored records concatenated (RocketMQ
+//	stored layout, each starting with its int32 size), extFields masterMax
+//	(the master's commit-log end) and next (the offset after the body).
+//	SERVICE_NOT_AVAILABLE when the asked broker is not a master or cannot
+//	replicate; SYSTEM_ERROR with a remark when offset is not a record
+//	boundary of the master (the slave is ahead: the master lost data).
+//
+// Topic config and offsets use RocketMQ's GET_ALL_TOPIC_CONFIG (21) and
+// GET_ALL_CONSUMER_OFFSET (43). See docs/REPLICATION.md.
+package ha
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+// HAPull is the replication request code (Quiver-specific, 1100+ range).
+const HAPull int32 = 1100
+
+// ErrCannotReplicate is returned when a SYNC_MASTER or SLAVE runs on a
+// storage engine without commit-log replication (store.LogReader and
+// store.Replicator).
+var ErrCannotReplicate = errors.New("ha: the storage engine cannot replicate (commitlog can)")
+
+// slaveState is what a master knows of one slave.
+type slaveState struct {
+	id    int64
+	addr  string
+	acked int64
+	seen  time.Time
+}
+
+// Service runs replication for one broker.
+type Service struct {
+	cfg  *Config
+	b    *broker.Broker
+	log  *slog.Logger
+	role string
+	lr   store.LogReader
+
+	client *remoting.Client
+
+	mu     sync.Mutex
+	slaves map[int64]*slaveState
+	wake   chan struct{} // closed and replaced on new data or an ack
+
+	// Slave side.
+	masterMu  sync.Mutex
+	master    string
+	masterMax atomic.Int64
+	lag       atomic.Int64
+	following atomic.Bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds the service for b; dial reaches other brokers and name
+// servers. It plugs into b at once (processor, send and pull hooks);
+// Start starts the loops.
+func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	bc := b.Config()
+	s := &Service{
+		cfg: cfg, b: b, role: bc.Role, slaves: map[int64]*slaveState{}, wake: make(chan struct{}),
+		log: log.With("component", "ha", "broker", bc.Name, "role", bc.Role),
+	}
+	lr, okR := b.Store().(store.LogReader)
+	_, okW := b.Store().(store.Replicator)
+	switch {
+	case s.role == broker.RoleSlave && !(okR && okW), s.role == broker.RoleSyncMaster && !okR:
+		return nil, fmt.Errorf("%w: broker.role %s", ErrCannotReplicate, s.role)
+	case !okR:
+		s.log.Debug("replication off: the storage engine cannot replicate")
+		return s, nil
+	}
+	s.lr = lr
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.client = remoting.NewClient(dial, nil, s.log, remoting.PeerOptions{})
+	if s.role != broker.RoleSlave {
+		b.Router().RegisterFunc(HAPull, s.handlePull)
+		b.AddStoredListener(func([]*message.Ext, []store.Position) { s.broadcast() })
+		if s.role == broker.RoleSyncMaster {
+			b.SetAckWaiter(s.waitAck)
+		}
+		if cfg.SlaveReadLagBytes > 0 {
+			b.SetPullSuggester(s.suggest)
+		}
+	}
+	return s, nil
+}
+
+// Start starts the slave's follow and copy loops, or the master's
+// offset take-back loop.
+func (s *Service) Start(ctx context.Context) error {
+	if s.lr == nil {
+		return nil
+	}
+	if s.role == broker.RoleSlave {
+		s.run(s.follow)
+		s.run(func() { s.every(s.cfg.MetaInterval, s.copyMeta) })
+		s.run(func() { s.every(s.cfg.LagLogInterval, s.logLag) })
+	} else {
+		s.run(func() { s.every(s.cfg.MetaInterval, s.takeBackOffsets) })
+	}
+	return nil
+}
+
+// Stop stops the loops and waits for them.
+func (s *Service) Stop(ctx context.Context) error {
+	if s.lr == nil {
+		return nil
+	}
+	s.cancel()
+	s.client.Close()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ha: stop: %w", ctx.Err())
+	}
+}
+
+func (s *Service) run(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// every runs f at once and then every d until Stop.
+func (s *Service) every(d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Service) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Lag is, on a slave, the master's commit-log end minus the slave's as of
+// the last answer (bytes); on a master, its end minus the best slave's
+// acknowledged offset (its end when no slave is connected).
+func (s *Service) Lag() int64 {
+	if s.lr == nil {
+		return 0
+	}
+	if s.role == broker.RoleSlave {
+		return s.lag.Load()
+	}
+	_, end := s.lr.LogOffsets()
+	best, ok := s.bestAck()
+	if !ok {
+		return end
+	}
+	return max(0, end-best)
+}
+
+// Following reports whether a slave's last request to its master worked.
+func (s *Service) Following() bool { return s.following.Load() }
+
+// ---- master side ----
+
+func (s *Service) broadcast() {
+	s.mu.Lock()
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// liveFor is how long a slave counts as connected after its last request.
+func (s *Service) liveFor() time.Duration { return 2*s.cfg.MaxWait + 3*time.Second }
+
+// bestAck is the highest offset a connected slave acknowledged.
+func (s *Service) bestAck() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bestAckLocked()
+}
+
+func (s *Service) bestAckLocked() (int64, bool) {
+	best, ok := int64(0), false
+	now := time.Now()
+	for _, sl := range s.slaves {
+		if now.Sub(sl.seen) <= s.liveFor() && (!ok || sl.acked > best) {
+			best, ok = sl.acked, true
+		}
+	}
+	return best, ok
+}
+
+func (s *Service) handlePull(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	off := e.Int64("offset")
+	id := e.OptInt64("brokerId", 1)
+	maxBytes := e.OptInt64("maxBytes", int64(s.cfg.BatchBytes))
+	addr := e.OptString("slaveAddr")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if name := e.OptString("brokerName"); name != "" && name != s.b.Config().Name {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("this is broker %s, not %s", s.b.Config().Name, name))
+	}
+	s.mu.Lock()
+	sl := s.slaves[id]
+	if sl == nil {
+		sl = &slaveState{id: id}
+		s.slaves[id] = sl
+		s.log.Info("slave connected", "slave_id", id, "slave_addr", addr, "offset", off)
+	}
+	sl.addr, sl.acked, sl.seen = addr, off, time.Now()
+	close(s.wake)
+	s.wake = make(chan struct{})
+	wake := s.wake
+	s.mu.Unlock()
+
+	_, end := s.lr.LogOffsets()
+	if off > end {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("slave offset %d is past the master's end %d", off, end))
+	}
+	if off == end {
+		t := time.NewTimer(s.cfg.MaxWait)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-s.ctx.Done():
+		}
+		t.Stop()
+		// Data may still be on its way after a wake by an ack: wait once
+		// more for a write, briefly.
+		if _, end = s.lr.LogOffsets(); off == end {
+			resp := remoting.NewResponse(req, remoting.Success, "")
+			resp.SetExtInt("masterMax", end)
+			resp.SetExtInt("next", off)
+			return resp
+		}
+	}
+	recs, next, err := s.lr.ReadLog(ctx, off, int(maxBytes))
+	if err != nil && len(recs) == 0 {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	_, end = s.lr.LogOffsets()
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExtInt("masterMax", end)
+	resp.SetExtInt("next", next)
+	resp.BodyParts = recs
+	return resp
+}
+
+// waitAck is the SYNC_MASTER ack waiter: SLAVE_NOT_AVAILABLE when no
+// slave is connected within slave_fall_behind_max, FLUSH_SLAVE_TIMEOUT when
+// none confirms physEnd within sync_timeout.
+func (s *Service) waitAck(ctx context.Context, physEnd int64) int32 {
+	var t *time.Timer
+	for first := true; ; first = false {
+		s.mu.Lock()
+		best, ok := s.bestAckLocked()
+		wake := s.wake
+		s.mu.Unlock()
+		if ok && best >= physEnd {
+			if t != nil {
+				t.Stop()
+			}
+			return remoting.Success
+		}
+		if first {
+			if !ok || physEnd-best > int64(s.cfg.SlaveFallBehindMax) {
+				return remoting.SlaveNotAvailable
+			}
+			t = time.NewTimer(s.cfg.SyncTimeout)
+			defer t.Stop()
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return remoting.FlushSlaveTimeout
+		case <-ctx.Done():
+			return remoting.FlushSlaveTimeout
+		}
+	}
+}
+
+// suggest is the master's suggestWhichBrokerId: a connected slave's id
+// when the consumer's next message is more than slave_read_lag_bytes
+// behind the commit log's end (RocketMQ: 40% of RAM), else 0.
+func (s *Service) suggest(res *store.ReadResult) int64 {
+	if len(res.Records) == 0 {
+		return 0
+	}
+	last := res.Records[len(res.Records)-1]
+	if len(last) < 36 {
+		return 0
+	}
+	phys := int64(binary.BigEndian.Uint64(last[28:]))
+	_, end := s.lr.LogOffsets()
+	if end-phys <= int64(s.cfg.SlaveReadLagBytes) {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, sl := range s.slaves {
+		if now.Sub(sl.seen) <= s.liveFor() && sl.acked > phys {
+			return sl.id
+		}
+	}
+	return 0
+}
+
+// takeBackOffsets merges the offsets committed to connected slaves (by
+// clients that commit to a slave while the master is away) into the
+// master's, keeping the higher of each.
+func (s *Service) takeBackOffsets() {
+	s.mu.Lock()
+	var addrs []string
+	now := time.Now()
+	for _, sl := range s.slaves {
+		if sl.addr != "" && now.Sub(sl.seen) <= s.liveFor() {
+			addrs = append(addrs, sl.addr)
+		}
+	}
+	s.mu.Unlock()
+	for _, addr := range addrs {
+		table, err := s.fetchOffsets(addr)
+		if err != nil {
+			s.log.Warn("take back consumer offsets from slave", "slave_addr", addr, "err", err)
+			continue
+		}
+		if n := s.b.MergeConsumerOffsets(table); n > 0 {
+			s.log.Info("took back consumer offsets from slave", "slave_addr", addr, "offsets", n)
+		}
+	}
+}
+
+// ---- slave side ----
+
+// masterAddr is ha.master_addr or the master (id 0) of broker.name in
+// the name servers' cluster info.
+func (s *Service) masterAddr() string {
+	if s.cfg.MasterAddr != "" {
+		return s.cfg.MasterAddr
+	}
+	s.masterMu.Lock()
+	m := s.master
+	s.masterMu.Unlock()
+	if m != "" {
+		return m
+	}
+	bc := s.b.Config()
+	for _, ns := range bc.Namesrv {
+		ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+		resp, err := s.client.Invoke(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+		cancel()
+		if err != nil || resp.Code != remoting.Success {
+			continue
+		}
+		var ci protocol.ClusterInfo
+		if json.Unmarshal(resp.Body, &ci) != nil {
+			continue
+		}
+		if bd := ci.BrokerAddrTable[bc.Name]; bd != nil && bd.BrokerAddrs[protocol.MasterID] != "" {
+			m = bd.BrokerAddrs[protocol.MasterID]
+			s.masterMu.Lock()
+			s.master = m
+			s.masterMu.Unlock()
+			return m
+		}
+	}
+	return ""
+}
+
+func (s *Service) forgetMaster() {
+	s.masterMu.Lock()
+	s.master = ""
+	s.masterMu.Unlock()
+}
+
+// follow is the slave's replication loop.
+func (s *Service) follow() {
+	bc := s.b.Config()
+	failures := 0
+	for s.ctx.Err() == nil {
+		master := s.masterAddr()
+		if master == "" {
+			s.following.Store(false)
+			s.sleep(time.Second)
+			continue
+		}
+		_, from := s.lr.LogOffsets()
+		req := remoting.NewRequest(HAPull, map[string]string{
+			"offset":     strconv.FormatInt(from, 10),
+			"maxBytes":   strconv.FormatInt(int64(s.cfg.BatchBytes), 10),
+			"brokerName": bc.Name,
+			"brokerId":   strconv.FormatInt(bc.ID, 10),
+			"slaveAddr":  bc.AdvertiseAddr(),
+		}, nil)
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.MaxWait+5*time.Second)
+		resp, err := s.client.Invoke(ctx, master, req)
+		cancel()
+		if err == nil && resp.Code != remoting.Success {
+			err = fmt.Errorf("code %d: %s", resp.Code, resp.Remark)
+		}
+		var recs [][]byte
+		if err == nil {
+			recs, err = splitRecords(resp.Body)
+		}
+		if err == nil && len(recs) > 0 {
+			err = s.b.AppendReplica(s.ctx, recs)
+		}
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			if failures == 0 || failures%30 == 0 {
+				s.log.Warn("replicate from master", "master", master, "offset", from, "err", err)
+			}
+			failures++
+			if s.following.Swap(false) {
+				s.log.Warn("lost the master", "master", master)
+			}
+			s.client.CloseAddr(master)
+			s.forgetMaster()
+			s.sleep(500 * time.Millisecond)
+			continue
+		}
+		failures = 0
+		mm := remoting.ReadExt(resp).OptInt64("masterMax", 0)
+		_, now := s.lr.LogOffsets()
+		s.masterMax.Store(mm)
+		s.lag.Store(max(0, mm-now))
+		if !s.following.Swap(true) {
+			s.log.Info("following master", "master", master, "offset", from, "master_max", mm)
+		}
+	}
+}
+
+func (s *Service) logLag() {
+	if !s.following.Load() {
+		return
+	}
+	_, end := s.lr.LogOffsets()
+	s.log.Info("replication lag", "lag_bytes", s.lag.Load(), "slave_max", end, "master_max", s.masterMax.Load())
+}
+
+// copyMeta copies the master's topic config and consumer offsets.
+func (s *Service) copyMeta() {
+	master := s.masterAddr()
+	if master == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.client.Invoke(ctx, master, remoting.NewRequest(remoting.GetAllTopicConfig, nil, nil))
+	if err == nil && resp.Code == remoting.Success {
+		var w protocol.TopicConfigWrapper
+		if err = json.Unmarshal(resp.Body, &w); err == nil {
+			var n int
+			if n, err = s.b.ApplyTopicConfigs(w); err == nil && n > 0 {
+				s.log.Info("copied topic config from master", "changed", n)
+			}
+		}
+	}
+	if err != nil {
+		s.log.Debug("copy topic config from master", "err", err)
+		return
+	}
+	table, err := s.fetchOffsets(master)
+	if err != nil {
+		s.log.Debug("copy consumer offsets from master", "err", err)
+		return
+	}
+	s.b.MergeConsumerOffsets(table)
+}
+
+func (s *Service) fetchOffsets(addr string) (map[string]map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.client.Invoke(ctx, addr, remoting.NewRequest(remoting.GetAllConsumerOffset, nil, nil))
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != remoting.Success {
+		return nil, fmt.Errorf("ha: GET_ALL_CONSUMER_OFFSET: code %d: %s", resp.Code, resp.Remark)
+	}
+	return broker.DecodeConsumerOffsets(resp.Body)
+}
+
+// splitRecords cuts a body of concatenated stored records.
+func splitRecords(body []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(body) > 0 {
+		if len(body) < 4 {
+			return nil, fmt.Errorf("ha: %d trailing bytes", len(body))
+		}
+		n := int(int32(binary.BigEndian.Uint32(body)))
+		if n < 8 || n > len(body) {
+			return nil, fmt.Errorf("ha: record of %d bytes in %d", n, len(body))
+		}
+		out = append(out, body[:n:n])
+		body = body[n:]
+	}
+	return out, nil
+}

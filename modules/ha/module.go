@@ -1,0 +1,33 @@
+package ha
+
+import (
+	"log/slog"
+
+	"go.uber.org/fx"
+
+	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+type params struct {
+	fx.In
+	Config     *Config
+	Broker     *broker.Broker
+	Transports *transport.Set
+	Logger     *slog.Logger
+}
+
+// Module is replication (compose it with broker.Module): a SLAVE follows
+// its master; a master serves HA_PULL and, as SYNC_MASTER, acknowledges
+// sends once a slave has their bytes.
+var Module = fx.Module("ha",
+	fx.Provide(NewConfigFrom),
+	fx.Invoke(func(lc fx.Lifecycle, p params) error {
+		s, err := New(p.Config, p.Broker, p.Transports.Dial, p.Logger)
+		if err != nil {
+			return err
+		}
+		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
+		return nil
+	}),
+)
