@@ -115,7 +115,7 @@ func send(t *testing.T, c *remoting.Client, addr, topic string, queue int, body 
 	resp, err := c.Invoke(ctx, addr, remoting.NewRequest(remoting.SendMessage, map[string]string{
 		"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
 		"queueId": strconv.Itoa(queue), "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
-		"properties": message.Properties{"UNIQ_KEY": body, "KEYS": body}.Encode(),
+		"properties":     message.Properties{"UNIQ_KEY": body, "KEYS": body}.Encode(),
 		"reconsumeTimes": "0", "unitMode": "false", "batch": "false",
 	}, []byte(body)))
 	require.NoError(t, err)
