@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -85,6 +84,7 @@ type metric struct {
 type report struct {
 	rows  []*metric
 	index map[string]*metric
+	fails []string
 }
 
 func (r *report) add(name, unit string, lowerBetter bool, target float64, sys string, v float64) {
@@ -191,13 +191,24 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 	if round%2 == 1 {
 		order = []target{n, q}
 	}
+	// each runs fn on both systems; a failed run is logged and counted in
+	// the table (the other system's figure still stands), only ctrl-C
+	// stops the whole run.
 	each := func(fn func(t target) error) error {
 		for _, t := range order {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			if err := fn(t); err != nil {
-				return err
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				logf("  FAILED %s: %v", t.name(), err)
+				msg := strings.ReplaceAll(err.Error(), "\n", " ")
+				if len(msg) > 200 {
+					msg = msg[:200] + "…"
+				}
+				rep.fails = append(rep.fails, fmt.Sprintf("round %d, %s: %s", round+1, t.name(), msg))
 			}
 		}
 		return nil
@@ -405,11 +416,21 @@ func render(f flags, r *report, e env) string {
 				met = yesNo(ratio >= m.target)
 			}
 		}
-		fmt.Fprintf(&b, "| %s (%s) | %s / **%s** / %s | %s / **%s** / %s | %.2f× | %s | %s |\n", m.name, m.unit,
+		runs := ""
+		if nq, nj := len(m.vals["Quiver"]), len(m.vals["JetStream"]); nq != f.rounds || nj != f.rounds {
+			runs = fmt.Sprintf(" [%d/%d runs]", nq, nj)
+		}
+		fmt.Fprintf(&b, "| %s (%s)%s | %s / **%s** / %s | %s / **%s** / %s | %.2f× | %s | %s |\n", m.name, m.unit, runs,
 			fmtNum(ql), fmtNum(qm), fmtNum(qh), fmtNum(jl), fmtNum(jm), fmtNum(jh), ratio, tgt, met)
 		if strings.HasSuffix(m.name, "(MB/s)") {
 			fmt.Fprintf(&b, "| ↳ as a fraction of loopback TCP (%s MB/s) | %.0f%% | %.0f%% | | ≥ 50%% (Quiver) | %s |\n",
 				fmtNum(e.tcpMBps), 100*qm/e.tcpMBps, 100*jm/e.tcpMBps, yesNo(qm >= e.tcpMBps/2))
+		}
+	}
+	if len(r.fails) > 0 {
+		b.WriteString("\nFailed runs (left out of the figures; `[q/j runs]` above counts the runs that made it):\n\n")
+		for _, f := range r.fails {
+			fmt.Fprintf(&b, "- %s\n", f)
 		}
 	}
 	return b.String()
@@ -448,5 +469,3 @@ func writeSection(path, md string) error {
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
-
-var _ = io.Discard
