@@ -15,7 +15,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
-	"github.com/quivermq/quiver/plugins/storage/migrate"
+	"github.com/quivermq/quiver/core/store/migrate"
 )
 
 // storeCmd groups the offline storage tools.

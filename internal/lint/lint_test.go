@@ -133,7 +133,7 @@ func checkFiles(mod string, files []goFile) []string {
 				root, _ := pluginRoot(f.Pkg)
 				switch {
 				case under(r, "core"), root != "" && under(r, root):
-				case f.Test && (under(r, "internal") || under(r, "plugins")):
+				case f.Test && (under(r, "internal") || under(r, "plugins") || under(r, "client")):
 				case under(r, "plugins"):
 					bad(f, imp, "a plugin must not import another plugin")
 				case under(r, "modules"):

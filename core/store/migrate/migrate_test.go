@@ -16,9 +16,9 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/migrate"
 	"github.com/quivermq/quiver/core/store/storetest"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
-	"github.com/quivermq/quiver/plugins/storage/migrate"
 	"github.com/quivermq/quiver/plugins/storage/pebblestore"
 )
 
