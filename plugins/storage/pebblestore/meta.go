@@ -61,7 +61,7 @@ func (s *Store) SaveMeta(name string, data []byte) error {
 }
 
 // MetaNames lists the metadata documents, sorted (the MetaLister of
-// plugins/storage/migrate).
+// core/store/migrate).
 func (s *Store) MetaNames() ([]string, error) {
 	if err := s.enter("list metadata"); err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (s *Store) MetaNames() ([]string, error) {
 }
 
 // DeleteMeta removes a metadata document (the MetaDeleter of
-// plugins/storage/migrate). Deleting an absent document is not an error.
+// core/store/migrate). Deleting an absent document is not an error.
 func (s *Store) DeleteMeta(name string) error {
 	key, err := metaKey(name)
 	if err != nil {
@@ -139,7 +139,7 @@ func (s *Store) SetQueueStart(q store.Queue, offset int64) error {
 }
 
 // AppendRaw appends records already in the stored layout, as another
-// store stored them (the StoredAppender of plugins/storage/migrate). Each
+// store stored them (the StoredAppender of core/store/migrate). Each
 // goes to the queue named by its topic and queue id with tagsCodes[i]. The
 // store assigns the queue offset (the queue's next) and the physical
 // offset and patches them into a copy of the record; the store timestamp
