@@ -102,7 +102,7 @@ func (s *Store) DeleteMeta(name string) error {
 
 // SetQueueStart makes an empty queue start at offset: its min and max
 // become offset and its next message gets it (the OffsetSetter of
-// plugins/storage/migrate, to keep queue offsets when copying a store
+// core/store/migrate, to keep queue offsets when copying a store
 // whose retention moved min above 0). A queue that holds messages can
 // only be "set" to its current start.
 func (s *Store) SetQueueStart(q store.Queue, offset int64) error {
