@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -97,19 +98,54 @@ func (b *Broker) AppendReplica(ctx context.Context, recs [][]byte) error {
 		return fmt.Errorf("broker: append replica: %w", err)
 	}
 	for i, rec := range recs {
-		m, _, err := message.DecodeStored(rec)
-		if err != nil {
+		topic, queue, qoff, ok := recordQueue(rec)
+		if !ok {
 			continue
 		}
 		if i+1 < len(recs) {
 			// Only the last record of a run of one queue wakes its pulls.
-			if n, _, err := message.DecodeStored(recs[i+1]); err == nil && n.Topic == m.Topic && n.QueueID == m.QueueID {
+			if t2, q2, _, ok := recordQueue(recs[i+1]); ok && t2 == topic && q2 == queue {
 				continue
 			}
 		}
-		b.holds.notify(m.Topic, m.QueueID, m.QueueOffset+1)
+		b.holds.notify(topic, queue, qoff+1)
 	}
 	return nil
+}
+
+// recordQueue reads the topic, queue id and queue offset of a stored
+// record (message.AppendStored layout) without decoding it.
+func recordQueue(rec []byte) (topic string, queue int32, queueOffset int64, ok bool) {
+	const fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 // up to the born host
+	if len(rec) < fixed {
+		return "", 0, 0, false
+	}
+	queue = int32(binary.BigEndian.Uint32(rec[12:]))
+	queueOffset = int64(binary.BigEndian.Uint64(rec[20:]))
+	sys := int32(binary.BigEndian.Uint32(rec[36:]))
+	p := fixed + 8
+	if sys&message.FlagBornHostV6 != 0 {
+		p = fixed + 20
+	}
+	p += 8 // store timestamp
+	if sys&message.FlagStoreHostV6 != 0 {
+		p += 20
+	} else {
+		p += 8
+	}
+	p += 4 + 8 // reconsume times, prepared transaction offset
+	if len(rec) < p+4 {
+		return "", 0, 0, false
+	}
+	p += 4 + int(binary.BigEndian.Uint32(rec[p:]))
+	if p < 0 || len(rec) < p+1 {
+		return "", 0, 0, false
+	}
+	n := int(rec[p])
+	if len(rec) < p+1+n {
+		return "", 0, 0, false
+	}
+	return string(rec[p+1 : p+1+n]), queue, queueOffset, true
 }
 
 // TopicConfigs returns the topic table as GET_ALL_TOPIC_CONFIG answers it.

@@ -31,7 +31,7 @@ func transports() *transport.Set {
 
 // node is one in-process broker with its replication service.
 type node struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	cfg  *broker.Config
 	hcfg *Config
@@ -41,7 +41,7 @@ type node struct {
 	addr string
 }
 
-func startNode(t *testing.T, dir string, listen string, mod func(*broker.Config, *Config)) *node {
+func startNode(t testing.TB, dir string, listen string, mod func(*broker.Config, *Config)) *node {
 	t.Helper()
 	cfg := broker.NewConfig()
 	cfg.Listen = listen
@@ -95,7 +95,7 @@ func (n *node) stop() {
 	n.b = nil
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
@@ -108,7 +108,7 @@ func newClient(t *testing.T) *remoting.Client {
 	return c
 }
 
-func send(t *testing.T, c *remoting.Client, addr, topic string, queue int, body string) *remoting.Command {
+func send(t testing.TB, c *remoting.Client, addr, topic string, queue int, body string) *remoting.Command {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -122,7 +122,7 @@ func send(t *testing.T, c *remoting.Client, addr, topic string, queue int, body 
 	return resp
 }
 
-func masterSlave(t *testing.T, role string) (m, s *node) {
+func masterSlave(t testing.TB, role string) (m, s *node) {
 	m = startNode(t, t.TempDir(), "127.0.0.1:0", func(c *broker.Config, _ *Config) { c.Role = role })
 	addr := freeAddr(t)
 	s = startNode(t, t.TempDir(), addr, func(c *broker.Config, h *Config) {

@@ -38,28 +38,51 @@ func (s *Store) ReadLog(ctx context.Context, from int64, maxBytes int) ([][]byte
 		if pos+blankSize > s.segSize {
 			return recs, from, fmt.Errorf("commitlog: read log at %d: no record boundary: %w", from, store.ErrBadArgument)
 		}
-		var hdr [8]byte
-		if err := s.readAt(from, hdr[:]); err != nil {
+		// One read for a window of records (at least a header), then cut.
+		win := min(int64(max(maxBytes-total, headerPeek)), s.segSize-pos, end-from)
+		win = max(win, min(8, s.segSize-pos))
+		buf := make([]byte, win)
+		if err := s.readAt(from, buf); err != nil {
 			if errors.Is(err, errRemoved) {
 				return recs, from, fmt.Errorf("commitlog: read log at %d: %w", from, store.ErrOffsetOutOfRange)
 			}
 			return recs, from, s.closedErr("read log", err)
 		}
-		size := int64(int32(be.Uint32(hdr[:])))
-		switch magic := int32(be.Uint32(hdr[4:])); {
-		case magic == message.BlankMagicCode && size == s.segSize-pos:
-			from += size // the next segment
-			continue
-		case magic != message.MagicCode || size < minRecordSize || pos+size+blankSize > s.segSize || from+size > end:
-			return recs, from, fmt.Errorf("commitlog: read log at %d: no record there: %w", from, store.ErrBadArgument)
+		next := from
+		for off := int64(0); off+8 <= int64(len(buf)) && (len(recs) == 0 || total < maxBytes); {
+			at := from + off
+			size := int64(int32(be.Uint32(buf[off:])))
+			magic := int32(be.Uint32(buf[off+4:]))
+			p := at % s.segSize
+			if magic == message.BlankMagicCode && size == s.segSize-p {
+				next = at + size // the next segment
+				break
+			}
+			if magic != message.MagicCode || size < minRecordSize || p+size+blankSize > s.segSize || at+size > end {
+				return recs, at, fmt.Errorf("commitlog: read log at %d: no record there: %w", at, store.ErrBadArgument)
+			}
+			if off+size > int64(len(buf)) {
+				if len(recs) > 0 || off > 0 {
+					break // the rest in the next window
+				}
+				rec := make([]byte, size)
+				if err := s.readAt(at, rec); err != nil {
+					return recs, at, s.closedErr("read log", err)
+				}
+				recs = append(recs, rec)
+				total += int(size)
+				next = at + size
+				break
+			}
+			recs = append(recs, buf[off:off+size:off+size])
+			total += int(size)
+			off += size
+			next = at + size
 		}
-		rec := make([]byte, size)
-		if err := s.readAt(from, rec); err != nil {
-			return recs, from, s.closedErr("read log", err)
+		if next == from {
+			break
 		}
-		recs = append(recs, rec)
-		total += int(size)
-		from += size
+		from = next
 	}
 	return recs, from, nil
 }

@@ -24,8 +24,13 @@ func follow(t *testing.T, src, dst *Store, maxBytes int) {
 		require.NoError(t, err)
 		require.NoError(t, dst.AppendReplica(bg, recs))
 		_, got := dst.LogOffsets()
-		require.Equal(t, next, got, "the replica ends where the read did")
-		from = next
+		if got != next {
+			// The read ended past a segment's end padding, which the
+			// replica writes only with the next segment's first record.
+			require.Zero(t, next%int64(src.cfg.SegmentSize), "the replica ends where the read did")
+			require.Less(t, got, next)
+		}
+		from = got
 	}
 }
 
