@@ -38,6 +38,14 @@ func TestBenchConsumeDrainsBacklog(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, int64(1000), r.Messages)
+	// The broker registers the auto-created topic with the name server
+	// asynchronously.
+	a := newAdmin(srv.Namesrv, 5*time.Second)
+	defer a.Close()
+	require.Eventually(t, func() bool {
+		_, ok, err := a.route(context.Background(), "BenchConsume")
+		return err == nil && ok
+	}, 10*time.Second, 20*time.Millisecond)
 	for _, tt := range []struct {
 		concurrency int
 		count, want int64
