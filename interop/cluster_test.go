@@ -375,3 +375,119 @@ func TestClusterTwoNameServers(t *testing.T) {
 	require.Greater(t, acked, 50)
 	waitConsumed(t, l, 60*time.Second)
 }
+
+// total counts deliveries (duplicates included).
+func (l *ledger) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.consumed {
+		n += c
+	}
+	return n
+}
+
+// startGroup starts a master and its slave (same broker.name, id 1)
+// registered with nss.
+func startGroup(t *testing.T, name, role string, nss []*node, sets ...string) (master, slave *node) {
+	common := append([]string{"broker.name=" + name, "ha.meta_interval=1s", "ha.lag_log_interval=1s", "ha.max_wait=500ms"}, sets...)
+	master = startBroker(t, name+"-master", nss, append([]string{"broker.role=" + role}, common...)...)
+	slave = startBroker(t, name+"-slave", nss, append([]string{"broker.id=1", "broker.role=SLAVE"}, common...)...)
+	require.Eventually(t, func() bool { return strings.Contains(slave.logs.tail(400), "following master") }, 20*time.Second, 50*time.Millisecond,
+		"the slave follows its master")
+	return master, slave
+}
+
+// TestClusterReplicationSyncMaster: two name servers and a SYNC_MASTER
+// with its slave. Producers and a (rate-limited, so always behind)
+// consumer run throughout while a name server, the slave and the master
+// are SIGKILLed and restarted in turn. No acknowledged message is lost,
+// every one is consumed, and consumption goes on from the slave while the
+// master is down.
+func TestClusterReplicationSyncMaster(t *testing.T) {
+	ns1 := startNamesrv(t, "namesrv-1")
+	ns2 := startNamesrv(t, "namesrv-2")
+	nss := []*node{ns1, ns2}
+	bname := uniq("bg")
+	master, slave := startGroup(t, bname, "SYNC_MASTER", nss)
+
+	topic := uniq("ClusterSync")
+	p, err := rocketmq.NewProducer(
+		producer.WithNameServer(nsAddrs(nss...)),
+		producer.WithGroupName(uniq("PG")), producer.WithInstanceName(uniq("pi")),
+		producer.WithRetry(2), producer.WithSendMsgTimeout(5*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	t.Cleanup(func() { p.Shutdown() })
+	sendSync(t, p, newMsg(topic, "warmup"))
+	for _, ns := range nss {
+		require.Eventually(t, func() bool { return routeHas(ns.addr, topic, slave.addr) == nil }, 15*time.Second, 50*time.Millisecond)
+	}
+
+	l := newLedger()
+	l.ack("warmup")
+	tps := int32(150)
+	c, err := rocketmq.NewPushConsumer(
+		consumer.WithNameServer(nsAddrs(nss...)),
+		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
+		consumer.WithConsumerModel(consumer.Clustering),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithConsumeTPS(tps), consumer.WithPullThresholdForQueue(64), consumer.WithPullBatchSize(16))
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { c.Shutdown() })
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := 0; i < 2; i++ {
+		produceLoop(t, p, topic, fmt.Sprintf("s%d", i), l, stop, &wg, &failed)
+	}
+	phase := 3 * time.Second
+	if testing.Short() {
+		phase = 1500 * time.Millisecond
+	}
+	time.Sleep(phase)
+
+	ns1.kill()
+	t.Log("namesrv-1 killed")
+	time.Sleep(phase)
+	ns1.start()
+	t.Log("namesrv-1 restarted")
+	time.Sleep(phase)
+
+	slave.kill()
+	before := failed.Load()
+	t.Log("slave killed")
+	time.Sleep(phase)
+	t.Logf("sends not acknowledged while the slave was down (SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT): %d", failed.Load()-before)
+	slave.start()
+	t.Log("slave restarted")
+	require.Eventually(t, func() bool { return strings.Contains(slave.logs.tail(400), "following master") }, 20*time.Second, 50*time.Millisecond)
+	time.Sleep(phase)
+
+	acked, _ := l.counts()
+	consumedBefore := l.total()
+	t.Logf("before the master is killed: %d acknowledged, %d consumed", acked, consumedBefore)
+	master.kill()
+	t.Log("master killed")
+	// The official client refreshes routes every 30 s; until then it pulls
+	// from the dead master and then falls back to the slave.
+	backlog := acked - consumedBefore
+	require.Greater(t, backlog, 100, "the consumer is behind when the master dies")
+	require.Eventually(t, func() bool { return l.total() >= consumedBefore+backlog/2 }, 60*time.Second, 100*time.Millisecond,
+		"consumption goes on from the slave while the master is down (backlog %d)", backlog)
+	t.Logf("consumed from the slave while the master was down: %d", l.total()-consumedBefore)
+	master.start()
+	t.Log("master restarted")
+	ackedDown, _ := l.counts()
+	require.Eventually(t, func() bool { a, _ := l.counts(); return a > ackedDown+100 }, 60*time.Second, 100*time.Millisecond,
+		"producers go on with the restarted master (after their route refresh)")
+	time.Sleep(phase)
+	close(stop)
+	wg.Wait()
+	acked, _ = l.counts()
+	t.Logf("acknowledged %d, not acknowledged %d", acked, failed.Load())
+	waitConsumed(t, l, 120*time.Second)
+}

@@ -35,6 +35,9 @@ func (b *Broker) AddStoredListener(l StoredListener) {
 // queues. Every module that writes messages (send, schedule, retry,
 // transactions) goes through it.
 func (b *Broker) Put(ctx context.Context, msgs []*message.Ext) ([]store.Position, error) {
+	if err := b.slavePut(); err != nil {
+		return nil, err // a slave's log holds only the master's records (replica.go)
+	}
 	b.hooksMu.RLock()
 	hooks, listeners := b.putHooks, b.storedListeners
 	b.hooksMu.RUnlock()

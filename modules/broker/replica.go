@@ -87,6 +87,16 @@ func (b *Broker) slaveRefusal(req *remoting.Command) *remoting.Command {
 		fmt.Sprintf("service not available now: broker %s id %d is a slave; messages are put to the master", b.cfg.Name, b.cfg.ID))
 }
 
+// slavePut refuses local writes on a slave: its commit log must hold the
+// master's records only, at the master's offsets (schedule, retry and
+// transaction deliveries are the master's job).
+func (b *Broker) slavePut() error {
+	if !b.IsSlave() {
+		return nil
+	}
+	return &RejectError{Code: remoting.ServiceNotAvailable, Reason: fmt.Sprintf("broker %s id %d is a slave: messages are put to the master", b.cfg.Name, b.cfg.ID)}
+}
+
 // AppendReplica appends records copied from the master's commit log
 // (store.Replicator) and wakes pulls held on their queues.
 func (b *Broker) AppendReplica(ctx context.Context, recs [][]byte) error {

@@ -200,6 +200,8 @@ func TestReplicationResumesAfterDisconnect(t *testing.T) {
 	// The slave serves pulls of the same records, and refuses sends.
 	resp := send(t, c, s.addr, "T", 0, "to-slave")
 	assert.Equal(t, remoting.ServiceNotAvailable, resp.Code)
+	_, err := s.b.Put(context.Background(), []*message.Ext{{Message: message.Message{Topic: "T", Body: []byte("local"), Properties: message.Properties{}}}})
+	assert.ErrorIs(t, err, broker.ErrRejected, "no local writes on a slave (schedule, retry, transactions)")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	pull := func(addr string) *remoting.Command {
