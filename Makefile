@@ -3,6 +3,11 @@ GO ?= go
 
 .PHONY: test race fuzz bench build soak
 
+# Interop tests that also run with storage.engine=pebble in `make test`
+# (the test server passes QUIVER_STORAGE__ENGINE to mq dev): the SIGKILL
+# crash tests and the core send/consume/offset/restart paths.
+PEBBLE_INTEROP = TestCrash|TestSendModesAndConsume|TestTwoConsumersSplitQueues|TestTagSubscription|TestOffsetsSurviveConsumerRestart|TestBrokerRestartLosesNothing|TestTransactionCommit
+
 ## test: vet, the whole test suite in short mode (-short shortens the crash
 ## test to 4 SIGKILL rounds and skips only load and soak runs), the race
 ## detector on core, storage, transport and module packages, and a short run
@@ -11,6 +16,7 @@ test:
 	$(GO) vet ./...
 	$(GO) test -short -count=1 -timeout 30m ./...
 	$(GO) test -short -count=1 -race -timeout 30m ./core/... ./plugins/storage/... ./plugins/transport/... ./modules/...
+	QUIVER_STORAGE__ENGINE=pebble $(GO) test -short -count=1 -timeout 15m -run '$(PEBBLE_INTEROP)' ./interop/
 	./scripts/fuzz-short.sh
 
 race:
