@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/core/transport"
@@ -199,6 +200,12 @@ type Conn struct {
 
 	wmu sync.Mutex
 	w   *bufio.Writer
+	// writers counts WriteFrame calls waiting for or holding wmu. A writer
+	// that sees another one queued behind it leaves its bytes in w for that
+	// one to flush: under concurrent writes (pipelined requests, many
+	// responses in flight) frames go out in one write syscall per batch
+	// instead of one per frame. The last writer always flushes.
+	writers atomic.Int32
 
 	// rerr is a sticky read error: once a frame could not be read whole the
 	// stream has lost its framing. Only the reading goroutine touches it.
@@ -338,7 +345,9 @@ func (c *Conn) readErr(ctx context.Context, err error) error {
 	return err
 }
 
-// WriteFrame writes the length prefix and parts as one frame and flushes.
+// WriteFrame writes the length prefix and parts as one frame and flushes,
+// unless another WriteFrame is already queued behind it: then that one
+// flushes both (write combining; the last of a burst always flushes).
 // A frame shorter than the 4-byte header-length word is refused with
 // ErrBadFrame, as the peer would refuse it. When the write fails or ctx
 // ends half-way, the frame is torn and the connection is closed.
@@ -356,8 +365,10 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	c.writers.Add(1)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.writers.Add(-1)
 	select {
 	case <-c.closed:
 		return transport.ErrClosed
@@ -387,6 +398,12 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	c.w.Write(lb[:])
 	for _, p := range parts {
 		c.w.Write(p)
+	}
+	if c.writers.Load() > 0 && c.w.Buffered() < c.w.Size()/2 {
+		// Another writer is queued on wmu and will flush these bytes with
+		// its own (it cannot leave without flushing, except when the
+		// connection is closed, and then nothing can be sent anyway).
+		return nil
 	}
 	if err := c.w.Flush(); err != nil {
 		c.Close()
