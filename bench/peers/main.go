@@ -232,8 +232,15 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 					return err
 				}
 				v := float64(r.msgs) / r.el.Seconds()
-				logf("  %-55s %-9s %9.0f msg/s %7.1f MB/s (%d msgs in %.1fs, %d errors)", name, t.name(), v, v*float64(s.size)/1e6, r.msgs, r.el.Seconds(), r.errs)
+				srvUs := float64(r.srvCPU.Microseconds()) / float64(r.msgs)
+				cliUs := float64(r.cliCPU.Microseconds()) / float64(r.msgs)
+				logf("  %-55s %-9s %9.0f msg/s %7.1f MB/s (%d msgs in %.1fs, %d errors; CPU µs/msg server %.1f client %.1f)",
+					name, t.name(), v, v*float64(s.size)/1e6, r.msgs, r.el.Seconds(), r.errs, srvUs, cliUs)
 				rep.add(name, "msg/s", false, tgt, t.name(), v)
+				if s.async && s.producers == 8 && s.size == 1024 {
+					rep.add(name+": server CPU per message", "µs", true, 0, t.name(), srvUs)
+					rep.add(name+": client CPU per message", "µs", true, 0, t.name(), cliUs)
+				}
 				if s.size >= 1024 && s.async && s.producers == 8 && !syncMode {
 					rep.add(name+" (MB/s)", "MB/s", false, 0, t.name(), v*float64(s.size)/1e6)
 				}

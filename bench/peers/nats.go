@@ -76,6 +76,8 @@ func startNATS(ctx context.Context, bin, dir string, syncAlways bool) (*natsTarg
 
 func (t *natsTarget) name() string { return "JetStream" }
 
+func (t *natsTarget) serverCPU() time.Duration { return t.p.cpu() }
+
 func (t *natsTarget) newTopic(ctx context.Context, tag string) (string, error) {
 	name := fmt.Sprintf("PEERS_%s_%d", tag, t.seq.Add(1))
 	_, err := t.js.CreateStream(ctx, jetstream.StreamConfig{

@@ -89,6 +89,8 @@ func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr 
 
 func (q *quiverTarget) name() string { return "Quiver" }
 
+func (q *quiverTarget) serverCPU() time.Duration { return q.p.cpu() }
+
 func (q *quiverTarget) newClient(inst string) (*client.Client, error) {
 	return client.New(client.WithNameServers(q.namesrv), transports.WithDialer(),
 		client.WithInstanceName(fmt.Sprintf("%s-%d", inst, q.seq.Add(1))),

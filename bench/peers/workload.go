@@ -51,6 +51,8 @@ type target interface {
 	newTopic(ctx context.Context, tag string) (string, error)
 	dropTopic(ctx context.Context, topic string)
 	newSender(ctx context.Context, topic string, i int) (sender, error)
+	// serverCPU is the server process's CPU time so far.
+	serverCPU() time.Duration
 	// consume delivers every message of topic to fn from consumers
 	// consumers of group (clustering: they share the messages), until ctx
 	// ends. It returns once the consumers are running; stop ends them.
@@ -59,8 +61,9 @@ type target interface {
 }
 
 type pubResult struct {
-	msgs, errs int64
-	el         time.Duration
+	msgs, errs     int64
+	el             time.Duration
+	srvCPU, cliCPU time.Duration // CPU used during the timed part
 }
 
 // publish runs spec against t: bounded by spec.n and spec.dur; async
@@ -89,6 +92,7 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 	var firstErr atomic.Value
 	rctx, cancel := context.WithTimeout(ctx, s.dur)
 	defer cancel()
+	srv0, cli0 := t.serverCPU(), selfCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, x := range senders {
@@ -137,7 +141,7 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 	}
 	wg.Wait()
 	el := time.Since(start)
-	r := pubResult{msgs: acked.Load(), errs: errs.Load(), el: el}
+	r := pubResult{msgs: acked.Load(), errs: errs.Load(), el: el, srvCPU: t.serverCPU() - srv0, cliCPU: selfCPU() - cli0}
 	if r.msgs == 0 {
 		err, _ := firstErr.Load().(error)
 		return r, fmt.Errorf("%s: nothing acknowledged (%d errors, first: %v)", t.name(), r.errs, err)
