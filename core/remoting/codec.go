@@ -137,7 +137,7 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		if kl > len(ext) {
 			return nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
 		}
-		k := string(ext[:kl])
+		k := internBytes(ext[:kl])
 		ext = ext[kl:]
 		if len(ext) < 4 {
 			return nil, fmt.Errorf("%w: truncated extFields value length", ErrBadHeader)
@@ -147,7 +147,7 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		if vl < 0 || vl > len(ext) {
 			return nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
 		}
-		c.ExtFields[k] = string(ext[:vl])
+		c.ExtFields[k] = internBytes(ext[:vl])
 		ext = ext[vl:]
 	}
 	return c, nil

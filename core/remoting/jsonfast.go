@@ -166,6 +166,11 @@ func (p *jsonParser) str() (string, bool) {
 			if !ascii && !utf8.Valid(s) {
 				return "", false
 			}
+			if len(s) <= maxInterned {
+				if v, ok := interned[string(s)]; ok { // no allocation for the lookup
+					return v, true
+				}
+			}
 			return string(s), true
 		case c == '\\':
 			return p.strEscaped(start)
@@ -424,4 +429,37 @@ func (p *jsonParser) lit(s string) bool {
 		return true
 	}
 	return false
+}
+
+// interned are the strings every request header repeats: the JSON header's
+// own keys, the extFields keys of sends and pulls (RocketMQ 4.x names and
+// the single-letter SEND_MESSAGE_V2 ones) and common small values. str
+// returns these shared copies instead of allocating a string for each.
+var interned = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		"code", "language", "version", "opaque", "flag", "remark", "extFields", "serializeTypeCurrentRPC",
+		"GO", "JAVA", "CPP", "JSON", "ROCKETMQ",
+		"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o",
+		"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+		"bornTimestamp", "properties", "reconsumeTimes", "unitMode", "batch", "maxReconsumeTimes", "bname",
+		"consumerGroup", "queueOffset", "maxMsgNums", "commitOffset", "suspendTimeoutMillis", "subscription",
+		"subVersion", "expressionType", "msgId", "offset", "transactionId", "brokerName", "TBW102", "TAG", "SQL92", "*",
+		"0", "1", "2", "3", "4", "8", "16", "-1", "true", "false", "",
+	} {
+		m[s] = s
+	}
+	return m
+}()
+
+const maxInterned = 24
+
+// internBytes is string(b), shared for the interned strings.
+func internBytes(b []byte) string {
+	if len(b) <= maxInterned {
+		if v, ok := interned[string(b)]; ok {
+			return v
+		}
+	}
+	return string(b)
 }
