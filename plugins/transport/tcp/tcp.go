@@ -210,6 +210,13 @@ type Conn struct {
 	// rerr is a sticky read error: once a frame could not be read whole the
 	// stream has lost its framing. Only the reading goroutine touches it.
 	rerr error
+	// rctx is the context of the last ReadFrame with its AfterFunc
+	// registration (rstop, rfired): a reader that passes the same ctx on
+	// every call (remoting.Peer) registers once, not once per frame. Only
+	// the reading goroutine touches them.
+	rctx   context.Context
+	rstop  func() bool
+	rfired chan struct{}
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -237,30 +244,55 @@ func NewConn(c net.Conn, cfg *Config, maxFrame int) *Conn {
 // arrived, the connection stays usable; when it happens in the middle of a
 // frame, the stream has lost its framing and the connection is closed.
 func (c *Conn) ReadFrame(ctx context.Context) ([]byte, error) {
+	b, err := c.readFrame(ctx)
+	if err != nil {
+		c.releaseReadCtx()
+	}
+	return b, err
+}
+
+// releaseReadCtx drops the AfterFunc registration of the last read's ctx,
+// waiting for it if it has fired, so its past deadline cannot land on a
+// read under another ctx.
+func (c *Conn) releaseReadCtx() {
+	if c.rstop == nil {
+		return
+	}
+	if !c.rstop() {
+		<-c.rfired
+	}
+	c.rctx, c.rstop, c.rfired = nil, nil, nil
+}
+
+func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 	if c.rerr != nil {
 		return nil, c.readErr(ctx, c.rerr)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, c.readErr(ctx, err)
 	}
-	// Set the idle deadline first, so that a ctx that ends meanwhile wins.
+	if ctx != c.rctx {
+		c.releaseReadCtx()
+	}
+	// Set the idle deadline first, so that a ctx that ends meanwhile wins:
+	// its AfterFunc runs after this, or ctx.Err below sees it.
 	if c.cfg.IdleTimeout > 0 {
 		c.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
 	} else {
 		c.c.SetReadDeadline(time.Time{})
 	}
 	if ctx.Done() != nil {
-		fired := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
+		if c.rstop == nil {
+			fired := make(chan struct{})
+			c.rctx, c.rfired = ctx, fired
+			c.rstop = context.AfterFunc(ctx, func() {
+				c.c.SetReadDeadline(aLongTimeAgo)
+				close(fired)
+			})
+		} else if ctx.Err() != nil {
+			// The registration fired before the deadline above was set.
 			c.c.SetReadDeadline(aLongTimeAgo)
-			close(fired)
-		})
-		defer func() {
-			if !stop() {
-				// Wait, so the past deadline cannot land on the next read.
-				<-fired
-			}
-		}()
+		}
 	}
 	var lb [4]byte
 	if n, err := io.ReadFull(c.r, lb[:]); err != nil {
