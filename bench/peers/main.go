@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -37,6 +38,7 @@ type flags struct {
 	write       string
 	pprof       string
 	keep        bool
+	cpuprofile  string
 }
 
 func main() {
@@ -54,14 +56,27 @@ func main() {
 	flag.StringVar(&f.write, "write", "", "replace the <!-- peers:begin --> ... <!-- peers:end --> section of this file with the table")
 	flag.StringVar(&f.pprof, "pprof", "", "start mq dev with --pprof ADDR (profiling; not for the recorded table)")
 	flag.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
+	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the harness (the clients) to this file")
 	flag.Parse()
 	if f.quick {
 		f.n, f.dur, f.latDur = 50_000, 5*time.Second, 3*time.Second
+	}
+	if f.cpuprofile != "" {
+		pf, err := os.Create(f.cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(pf)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, f)
 	cancel()
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
 	}
@@ -396,6 +411,7 @@ func render(f flags, r *report, e env) string {
 	if f.quick {
 		mode = "quick"
 	}
+	fmt.Fprintf(&b, "Command: `cd bench/peers && go run . %s`\n\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(&b, "Run %s UTC, %s mode: up to %s messages or %s per publish run, %d rounds, async window %d per producer, harness took %s.\n\n",
 		e.date.Format("2006-01-02 15:04"), mode, withThousands(fmt.Sprint(f.n)), f.dur, f.rounds, f.window, e.took.Round(time.Second))
 	fmt.Fprintf(&b, "Machine: %d cores (%s/%s), load average (1/5/15 min) at the start %s, before each round and at the end: %s. "+
