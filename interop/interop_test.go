@@ -213,13 +213,18 @@ func TestOffsetsSurviveConsumerRestart(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	require.NoError(t, c1.Shutdown()) // sends UPDATE_CONSUMER_OFFSET for each queue
 
-	// The broker holds the committed offsets, and keeps them over a restart.
-	queues := committedOffsets(t, srv, group, topic, 4)
-	var sum int64
-	for _, off := range queues {
-		sum += off
-	}
-	assert.Equal(t, int64(20), sum, "committed offsets per queue: %v", queues)
+	// The broker holds the committed offsets (the client sends them oneway
+	// as it shuts down, so they land a moment later), and keeps them over
+	// a restart.
+	var queues []int64
+	require.Eventually(t, func() bool {
+		queues = committedOffsets(t, srv, group, topic, 4)
+		var sum int64
+		for _, off := range queues {
+			sum += off
+		}
+		return sum == 20
+	}, 10*time.Second, 50*time.Millisecond, "committed offsets per queue: %v", queues)
 	srv.Restart()
 	assert.Equal(t, queues, committedOffsets(t, srv, group, topic, 4))
 
