@@ -257,7 +257,10 @@ func (s *Service) handlePull(ctx context.Context, p *remoting.Peer, req *remotin
 	if sl == nil {
 		sl = &slaveState{id: id}
 		s.slaves[id] = sl
-		s.log.Info("slave connected", "slave_id", id, "slave_addr", addr, "offset", off)
+	}
+	if time.Since(sl.seen) > s.liveFor() {
+		_, end := s.lr.LogOffsets()
+		s.log.Info("slave connected", "slave_id", id, "slave_addr", addr, "offset", off, "lag_bytes", end-off)
 	}
 	sl.addr, sl.acked, sl.seen = addr, off, time.Now()
 	close(s.wake)

@@ -17,17 +17,17 @@ type params struct {
 	Logger     *slog.Logger
 }
 
+func newFromFx(p params) (*Service, error) {
+	return New(p.Config, p.Broker, p.Transports.Dial, p.Logger)
+}
+
 // Module is replication (compose it with broker.Module): a SLAVE follows
 // its master; a master serves HA_PULL and, as SYNC_MASTER, acknowledges
-// sends once a slave has their bytes.
+// sends once a slave has their bytes. It provides *Service (Lag, for
+// metrics).
 var Module = fx.Module("ha",
-	fx.Provide(NewConfigFrom),
-	fx.Invoke(func(lc fx.Lifecycle, p params) error {
-		s, err := New(p.Config, p.Broker, p.Transports.Dial, p.Logger)
-		if err != nil {
-			return err
-		}
+	fx.Provide(NewConfigFrom, newFromFx),
+	fx.Invoke(func(lc fx.Lifecycle, s *Service) {
 		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
-		return nil
 	}),
 )
