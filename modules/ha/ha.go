@@ -68,6 +68,7 @@ type Service struct {
 	lr   store.LogReader
 
 	client *remoting.Client
+	sign   func(*remoting.Command) // signs outgoing requests (ACL); may be nil
 
 	mu     sync.Mutex
 	slaves map[int64]*slaveState
@@ -123,6 +124,19 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 		}
 	}
 	return s, nil
+}
+
+// SetSigner makes the service sign its requests (to a master, a slave
+// and name servers) with f, e.g. kernel.Guard.Sign when ACL is on. Call it
+// before Start.
+func (s *Service) SetSigner(f func(*remoting.Command)) { s.sign = f }
+
+// invoke signs and sends req to addr.
+func (s *Service) invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
+	if s.sign != nil {
+		s.sign(req)
+	}
+	return s.client.Invoke(ctx, addr, req)
 }
 
 // Start starts the slave's follow and copy loops, or the master's
@@ -404,7 +418,7 @@ func (s *Service) masterAddr() string {
 	bc := s.b.Config()
 	for _, ns := range bc.Namesrv {
 		ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
-		resp, err := s.client.Invoke(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+		resp, err := s.invoke(ctx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
 		cancel()
 		if err != nil || resp.Code != remoting.Success {
 			continue
@@ -450,7 +464,7 @@ func (s *Service) follow() {
 			"slaveAddr":  bc.AdvertiseAddr(),
 		}, nil)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.MaxWait+5*time.Second)
-		resp, err := s.client.Invoke(ctx, master, req)
+		resp, err := s.invoke(ctx, master, req)
 		cancel()
 		if err == nil && resp.Code != remoting.Success {
 			err = fmt.Errorf("code %d: %s", resp.Code, resp.Remark)
@@ -505,7 +519,7 @@ func (s *Service) copyMeta() {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	resp, err := s.client.Invoke(ctx, master, remoting.NewRequest(remoting.GetAllTopicConfig, nil, nil))
+	resp, err := s.invoke(ctx, master, remoting.NewRequest(remoting.GetAllTopicConfig, nil, nil))
 	if err == nil && resp.Code == remoting.Success {
 		var w protocol.TopicConfigWrapper
 		if err = json.Unmarshal(resp.Body, &w); err == nil {
@@ -530,7 +544,7 @@ func (s *Service) copyMeta() {
 func (s *Service) fetchOffsets(addr string) (map[string]map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	resp, err := s.client.Invoke(ctx, addr, remoting.NewRequest(remoting.GetAllConsumerOffset, nil, nil))
+	resp, err := s.invoke(ctx, addr, remoting.NewRequest(remoting.GetAllConsumerOffset, nil, nil))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/modules/broker"
 )
@@ -15,10 +16,18 @@ type params struct {
 	Broker     *broker.Broker
 	Transports *transport.Set
 	Logger     *slog.Logger
+	Guard      *kernel.Guard `optional:"true"`
 }
 
 func newFromFx(p params) (*Service, error) {
-	return New(p.Config, p.Broker, p.Transports.Dial, p.Logger)
+	s, err := New(p.Config, p.Broker, p.Transports.Dial, p.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if p.Guard != nil {
+		s.SetSigner(p.Guard.Sign)
+	}
+	return s, nil
 }
 
 // Module is replication (compose it with broker.Module): a SLAVE follows
