@@ -21,10 +21,12 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
+	"github.com/quivermq/quiver/plugins/storage/pebblestore"
 )
 
 // storeBenchRow is one measured combination.
 type storeBenchRow struct {
+	Engine     string  `json:"engine"`
 	Flush      string  `json:"flush"`
 	Size       int     `json:"size"`
 	Producers  int     `json:"producers"`
@@ -36,17 +38,20 @@ type storeBenchRow struct {
 }
 
 type storeBenchReport struct {
-	Disk           *diskResult     `json:"disk"`
-	Rows           []storeBenchRow `json:"rows"`
-	RecoveryBytes  int64           `json:"recovery_bytes,omitempty"`
-	RecoverySecs   float64         `json:"recovery_seconds,omitempty"`
-	RecoveryMBps   float64         `json:"recovery_mb_per_sec,omitempty"`
-	SegmentSize    int64           `json:"segment_size"`
-	DurationPerRun float64         `json:"duration_per_run_seconds"`
+	Disk           *diskResult        `json:"disk"`
+	Rows           []storeBenchRow    `json:"rows"`
+	StartupMsgs    int64              `json:"startup_messages,omitempty"`
+	StartupSecs    map[string]float64 `json:"startup_seconds,omitempty"`
+	RecoveryBytes  int64              `json:"recovery_bytes,omitempty"`
+	RecoverySecs   float64            `json:"recovery_seconds,omitempty"`
+	RecoveryMBps   float64            `json:"recovery_mb_per_sec,omitempty"`
+	SegmentSize    int64              `json:"segment_size"`
+	DurationPerRun float64            `json:"duration_per_run_seconds"`
 }
 
 func benchStoreCmd() *cobra.Command {
-	var dir, sizes, producers, flushes, output, recovery string
+	var dir, sizes, producers, flushes, output, recovery, engines string
+	var startup int64
 	var dur time.Duration
 	var segment config.ByteSize = 64 << 20
 	cmd := &cobra.Command{
@@ -62,16 +67,29 @@ func benchStoreCmd() *cobra.Command {
 			if rep.Disk, err = benchDisk(dir, 256<<20, 1<<20); err != nil {
 				return err
 			}
-			for _, fl := range splitCSV(flushes) {
-				for _, sz := range atoiCSV(sizes) {
-					for _, pr := range atoiCSV(producers) {
-						row, err := benchStoreRun(cmd.Context(), dir, store.FlushMode(fl), int(segment), sz, pr, dur)
-						if err != nil {
-							return err
+			for _, eng := range splitCSV(engines) {
+				for _, fl := range splitCSV(flushes) {
+					for _, sz := range atoiCSV(sizes) {
+						for _, pr := range atoiCSV(producers) {
+							row, err := benchStoreRun(cmd.Context(), dir, eng, store.FlushMode(fl), int(segment), sz, pr, dur)
+							if err != nil {
+								return err
+							}
+							rep.Rows = append(rep.Rows, *row)
+							fmt.Fprintf(cmd.ErrOrStderr(), "%s %s %dB ×%d: %.0f msg/s\n", eng, fl, sz, pr, row.MsgsPerSec)
 						}
-						rep.Rows = append(rep.Rows, *row)
-						fmt.Fprintf(cmd.ErrOrStderr(), "%s %dB ×%d: %.0f msg/s\n", fl, sz, pr, row.MsgsPerSec)
 					}
+				}
+				if startup > 0 {
+					secs, err := benchStartup(cmd.Context(), dir, eng, int(segment), startup)
+					if err != nil {
+						return err
+					}
+					if rep.StartupSecs == nil {
+						rep.StartupSecs = map[string]float64{}
+					}
+					rep.StartupMsgs = startup
+					rep.StartupSecs[eng] = secs
 				}
 			}
 			if recovery != "" {
@@ -92,6 +110,8 @@ func benchStoreCmd() *cobra.Command {
 	cmd.Flags().StringVar(&sizes, "sizes", "128,1024", "message body sizes")
 	cmd.Flags().StringVar(&producers, "producers", "1,4,16", "concurrent appenders")
 	cmd.Flags().StringVar(&flushes, "flush", "async,sync", "flush modes")
+	cmd.Flags().StringVar(&engines, "engine", "commitlog", "storage engines: commitlog, pebble (comma list)")
+	cmd.Flags().Int64Var(&startup, "startup", 0, "also time opening a store that holds this many 1 KiB messages (clean close)")
 	cmd.Flags().DurationVar(&dur, "duration", 5*time.Second, "time per combination")
 	cmd.Flags().Var(byteSizeFlag{&segment}, "segment-size", "commit-log segment size")
 	cmd.Flags().StringVar(&recovery, "recovery", "", "also measure recovery of this much unflushed data (e.g. 1GiB)")
@@ -143,6 +163,16 @@ func atoiCSV(s string) []int {
 	return out
 }
 
+func openEngine(engine, dir string, mode store.FlushMode, segment int, interval time.Duration) (store.Store, error) {
+	if engine == "pebble" {
+		return pebblestore.Open(pebblestore.NewConfig(), store.Deps{Settings: store.Settings{Dir: dir, Flush: mode, FlushInterval: interval, MaxMessageSize: 4 << 20}})
+	}
+	if engine != "commitlog" {
+		return nil, fmt.Errorf("bench: unknown engine %q (commitlog, pebble)", engine)
+	}
+	return openBenchStore(dir, mode, segment, interval)
+}
+
 func openBenchStore(dir string, mode store.FlushMode, segment int, interval time.Duration) (*commitlog.Store, error) {
 	cfg := commitlog.NewConfig()
 	cfg.SegmentSize = config.ByteSize(segment)
@@ -150,11 +180,11 @@ func openBenchStore(dir string, mode store.FlushMode, segment int, interval time
 	return commitlog.Open(cfg, store.Deps{Settings: store.Settings{Dir: dir, Flush: mode, FlushInterval: interval, MaxMessageSize: 4 << 20}})
 }
 
-func benchStoreRun(ctx context.Context, root string, mode store.FlushMode, segment, size, producers int, dur time.Duration) (*storeBenchRow, error) {
-	dir := filepath.Join(root, fmt.Sprintf("%s-%d-%d", mode, size, producers))
+func benchStoreRun(ctx context.Context, root, engine string, mode store.FlushMode, segment, size, producers int, dur time.Duration) (*storeBenchRow, error) {
+	dir := filepath.Join(root, fmt.Sprintf("%s-%s-%d-%d", engine, mode, size, producers))
 	os.RemoveAll(dir)
 	defer os.RemoveAll(dir)
-	st, err := openBenchStore(dir, mode, segment, 500*time.Millisecond)
+	st, err := openEngine(engine, dir, mode, segment, 500*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
@@ -189,9 +219,43 @@ func benchStoreRun(ctx context.Context, root string, mode store.FlushMode, segme
 		return nil, e
 	}
 	total := n.Load()
-	return &storeBenchRow{Flush: string(mode), Size: size, Producers: producers, Messages: total,
+	return &storeBenchRow{Engine: engine, Flush: string(mode), Size: size, Producers: producers, Messages: total,
 		MsgsPerSec: float64(total) / el.Seconds(), MBPerSec: float64(total*int64(size)) / el.Seconds() / 1e6,
 		P50Micros: float64(lat.quantile(0.5)) / 1e3, P99Micros: float64(lat.quantile(0.99)) / 1e3}, nil
+}
+
+// benchStartup fills a store with n 1 KiB messages over 8 queues, closes it
+// cleanly and times opening it again.
+func benchStartup(ctx context.Context, root, engine string, segment int, n int64) (float64, error) {
+	dir := filepath.Join(root, "startup-"+engine)
+	os.RemoveAll(dir)
+	defer os.RemoveAll(dir)
+	st, err := openEngine(engine, dir, store.FlushAsync, segment, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	body := make([]byte, 1024)
+	batch := make([]store.Message, 64)
+	for written := int64(0); written < n; written += int64(len(batch)) {
+		for i := range batch {
+			batch[i] = store.Message{Ext: &message.Ext{Message: message.Message{Topic: "BenchStartup", Body: body,
+				Properties: message.Properties{"UNIQ_KEY": strconv.FormatInt(written+int64(i), 16)}}, QueueID: int32(written/64) % 8}}
+		}
+		if _, err := st.Append(ctx, batch); err != nil {
+			st.Close()
+			return 0, err
+		}
+	}
+	if err := st.Close(); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	st, err = openEngine(engine, dir, store.FlushAsync, segment, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	el := time.Since(start)
+	return el.Seconds(), st.Close()
 }
 
 // benchRecovery has a child process write n bytes with no checkpoint after
@@ -254,11 +318,14 @@ func printStoreReport(w io.Writer, r *storeBenchReport, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "raw disk: sequential write %.0f MB/s, fdatasync p50 %.0fµs p99 %.0fµs\n\n", r.Disk.SeqWriteMBps, r.Disk.FsyncP50Micros, r.Disk.FsyncP99Micros)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "flush\tsize\tproducers\tmsg/s\tMB/s\tp50 µs\tp99 µs\t")
+	fmt.Fprintln(tw, "engine\tflush\tsize\tproducers\tmsg/s\tMB/s\tp50 µs\tp99 µs\t")
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t\n", row.Flush, row.Size, row.Producers, row.MsgsPerSec, row.MBPerSec, row.P50Micros, row.P99Micros)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t\n", row.Engine, row.Flush, row.Size, row.Producers, row.MsgsPerSec, row.MBPerSec, row.P50Micros, row.P99Micros)
 	}
 	tw.Flush()
+	for eng, secs := range r.StartupSecs {
+		fmt.Fprintf(w, "\nstart-up of %s holding %d messages: %.2fs\n", eng, r.StartupMsgs, secs)
+	}
 	if r.RecoveryBytes > 0 {
 		fmt.Fprintf(w, "\nrecovery of %s unflushed: %.2fs (%.0f MB/s)\n", config.ByteSize(r.RecoveryBytes), r.RecoverySecs, r.RecoveryMBps)
 	}
