@@ -251,6 +251,9 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 				cliUs := float64(r.cliCPU.Microseconds()) / float64(r.msgs)
 				logf("  %-55s %-9s %9.0f msg/s %7.1f MB/s (%d msgs in %.1fs, %d errors; CPU µs/msg server %.1f client %.1f)",
 					name, t.name(), v, v*float64(s.size)/1e6, r.msgs, r.el.Seconds(), r.errs, srvUs, cliUs)
+				if r.firstErr != nil {
+					logf("    first of %d errors: %v", r.errs, r.firstErr)
+				}
 				rep.add(name, "msg/s", false, tgt, t.name(), v)
 				if s.async && s.producers == 8 && s.size == 1024 {
 					rep.add(name+": server CPU per message", "µs", true, 0, t.name(), srvUs)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -64,6 +63,7 @@ type pubResult struct {
 	msgs, errs     int64
 	el             time.Duration
 	srvCPU, cliCPU time.Duration // CPU used during the timed part
+	firstErr       error
 }
 
 // publish runs spec against t: bounded by spec.n and spec.dur; async
@@ -106,7 +106,7 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 					if err := x.send(rctx, body); err != nil {
 						if rctx.Err() == nil {
 							errs.Add(1)
-							firstErr.CompareAndSwap(nil, err)
+							firstErr.CompareAndSwap(nil, errBox{err})
 						}
 						continue
 					}
@@ -122,7 +122,7 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 				err := x.sendAsync(ctx, body, func(err error) {
 					if err != nil {
 						errs.Add(1)
-						firstErr.CompareAndSwap(nil, err)
+						firstErr.CompareAndSwap(nil, errBox{err})
 					} else {
 						acked.Add(1)
 					}
@@ -131,7 +131,7 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 				})
 				if err != nil {
 					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, errBox{err})
 					<-sem
 					inflight.Done()
 				}
@@ -142,9 +142,11 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 	wg.Wait()
 	el := time.Since(start)
 	r := pubResult{msgs: acked.Load(), errs: errs.Load(), el: el, srvCPU: t.serverCPU() - srv0, cliCPU: selfCPU() - cli0}
+	if b, ok := firstErr.Load().(errBox); ok {
+		r.firstErr = b.err
+	}
 	if r.msgs == 0 {
-		err, _ := firstErr.Load().(error)
-		return r, fmt.Errorf("%s: nothing acknowledged (%d errors, first: %v)", t.name(), r.errs, err)
+		return r, fmt.Errorf("%s: nothing acknowledged (%d errors, first: %v)", t.name(), r.errs, r.firstErr)
 	}
 	return r, nil
 }
@@ -329,4 +331,5 @@ func fanout(ctx context.Context, t target, topic string, n int64, size, groups, 
 	return float64(n*int64(groups)) / time.Since(start).Seconds(), nil
 }
 
-var errStopped = errors.New("stopped")
+// errBox gives atomic.Value one concrete type whatever the error's.
+type errBox struct{ err error }
