@@ -272,3 +272,43 @@ func TestSlaveCopiesTopicsAndOffsets(t *testing.T) {
 	m.start()
 	require.Eventually(t, func() bool { return m.b.OffsetTable()["Copied@CG"][0] == 7 }, 10*time.Second, 20*time.Millisecond)
 }
+
+func TestMasterSuggestsSlaveToLaggingConsumers(t *testing.T) {
+	m := startNode(t, t.TempDir(), "127.0.0.1:0", func(_ *broker.Config, h *Config) { h.SlaveReadLagBytes = 4 << 10 })
+	addr := freeAddr(t)
+	s := startNode(t, t.TempDir(), addr, func(c *broker.Config, h *Config) {
+		c.ID, c.Role, c.Advertise = 1, broker.RoleSlave, addr
+		h.MasterAddr = m.addr
+	})
+	c := newClient(t)
+	for i := 0; i < 100; i++ {
+		require.Equal(t, remoting.Success, send(t, c, m.addr, "S", 0, fmt.Sprintf("%0500d", i)).Code)
+	}
+	waitCaughtUp(t, m, s)
+	pull := func(addr string, off int) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := c.Invoke(ctx, addr, remoting.NewRequest(remoting.PullMessage, map[string]string{
+			"consumerGroup": "CG", "topic": "S", "queueId": "0", "queueOffset": strconv.Itoa(off), "maxMsgNums": "4",
+			"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG",
+		}, nil))
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, r.Code, r.Remark)
+		return r.Ext("suggestWhichBrokerId")
+	}
+	tests := []struct {
+		name string
+		addr string
+		off  int
+		want string
+	}{
+		{"far behind: the slave", m.addr, 0, "1"},
+		{"near the end: the master", m.addr, 96, "0"},
+		{"the slave sends consumers back", s.addr, 0, "0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, pull(tt.addr, tt.off))
+		})
+	}
+}
