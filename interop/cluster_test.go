@@ -468,6 +468,10 @@ func TestClusterReplicationSyncMaster(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(slave.logs.tail(400), "following master") }, 20*time.Second, 50*time.Millisecond)
 	time.Sleep(phase)
 
+	// Let the (rate-limited) consumer fall behind before the master dies,
+	// however fast this machine produces right now.
+	require.Eventually(t, func() bool { a, _ := l.counts(); return a-l.total() > 150 }, 30*time.Second, 20*time.Millisecond,
+		"the consumer falls behind the producers")
 	acked, _ := l.counts()
 	consumedBefore := l.total()
 	t.Logf("before the master is killed: %d acknowledged, %d consumed", acked, consumedBefore)
