@@ -285,6 +285,11 @@ func TestMasterSuggestsSlaveToLaggingConsumers(t *testing.T) {
 		require.Equal(t, remoting.Success, send(t, c, m.addr, "S", 0, fmt.Sprintf("%0500d", i)).Code)
 	}
 	waitCaughtUp(t, m, s)
+	// The slave learns the topic's config with its next metadata copy.
+	require.Eventually(t, func() bool {
+		_, ok := s.b.TopicConfigs().TopicConfigTable["S"]
+		return ok
+	}, 10*time.Second, 20*time.Millisecond, "topic copied to the slave")
 	pull := func(addr string, off int) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
