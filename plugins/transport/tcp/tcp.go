@@ -206,6 +206,13 @@ type Conn struct {
 	// responses in flight) frames go out in one write syscall per batch
 	// instead of one per frame. The last writer always flushes.
 	writers atomic.Int32
+	// wctx is the context of the last WriteFrame with its AfterFunc
+	// registration (wstop, wfired), kept while the next writer passes the
+	// same ctx (a server's responses all carry the connection's). Guarded
+	// by wmu.
+	wctx   context.Context
+	wstop  func() bool
+	wfired chan struct{}
 
 	// rerr is a sticky read error: once a frame could not be read whole the
 	// stream has lost its framing. Only the reading goroutine touches it.
@@ -403,8 +410,12 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	c.writers.Add(-1)
 	select {
 	case <-c.closed:
+		c.releaseWriteCtx()
 		return transport.ErrClosed
 	default:
+	}
+	if ctx != c.wctx {
+		c.releaseWriteCtx()
 	}
 	if dl, ok := ctx.Deadline(); ok && (c.cfg.WriteTimeout <= 0 || time.Until(dl) < c.cfg.WriteTimeout) {
 		c.c.SetWriteDeadline(dl)
@@ -414,16 +425,17 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 		c.c.SetWriteDeadline(time.Time{})
 	}
 	if ctx.Done() != nil {
-		fired := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
+		if c.wstop == nil {
+			fired := make(chan struct{})
+			c.wctx, c.wfired = ctx, fired
+			c.wstop = context.AfterFunc(ctx, func() {
+				c.c.SetWriteDeadline(aLongTimeAgo)
+				close(fired)
+			})
+		} else if ctx.Err() != nil {
+			// The registration fired before the deadline above was set.
 			c.c.SetWriteDeadline(aLongTimeAgo)
-			close(fired)
-		})
-		defer func() {
-			if !stop() {
-				<-fired
-			}
-		}()
+		}
 	}
 	var lb [4]byte
 	binary.BigEndian.PutUint32(lb[:], uint32(n))
@@ -438,6 +450,7 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 		return nil
 	}
 	if err := c.w.Flush(); err != nil {
+		c.releaseWriteCtx()
 		c.Close()
 		if ctx.Err() != nil {
 			return fmt.Errorf("tcp: write to %s: %w", c.RemoteAddr(), ctx.Err())
@@ -449,6 +462,19 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 		return fmt.Errorf("tcp: write to %s: %w", c.RemoteAddr(), err)
 	}
 	return nil
+}
+
+// releaseWriteCtx drops the AfterFunc registration of the last write's
+// ctx, waiting for it if it has fired, so its past deadline cannot land on
+// a write under another ctx. Called with wmu held.
+func (c *Conn) releaseWriteCtx() {
+	if c.wstop == nil {
+		return
+	}
+	if !c.wstop() {
+		<-c.wfired
+	}
+	c.wctx, c.wstop, c.wfired = nil, nil, nil
 }
 
 // LocalAddr implements transport.Conn.
