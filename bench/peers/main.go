@@ -116,16 +116,18 @@ func (r *report) add(name, unit string, lowerBetter bool, target float64, sys st
 }
 
 func run(ctx context.Context, f flags) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
 	tmp, err := os.MkdirTemp("", "quiver-peers-")
 	if err != nil {
 		return err
 	}
 	if !f.keep {
 		defer os.RemoveAll(tmp)
+	}
+	var root string
+	if f.mq == "" || f.natsBin == "" {
+		if root, err = repoRoot(); err != nil {
+			return err
+		}
 	}
 	if f.mq == "" {
 		f.mq = filepath.Join(tmp, "mq")
@@ -260,7 +262,7 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 					rep.add(name+": client CPU per message", "µs", true, 0, t.name(), cliUs)
 				}
 				if s.size >= 1024 && s.async && s.producers == 8 && !syncMode {
-					rep.add(name+" (MB/s)", "MB/s", false, 0, t.name(), v*float64(s.size)/1e6)
+					rep.add(name+": bandwidth", "MB/s", false, 0, t.name(), v*float64(s.size)/1e6)
 				}
 				return nil
 			})
@@ -448,7 +450,7 @@ func render(f flags, r *report, e env) string {
 		}
 		fmt.Fprintf(&b, "| %s (%s)%s | %s / **%s** / %s | %s / **%s** / %s | %.2f× | %s | %s |\n", m.name, m.unit, runs,
 			fmtNum(ql), fmtNum(qm), fmtNum(qh), fmtNum(jl), fmtNum(jm), fmtNum(jh), ratio, tgt, met)
-		if strings.HasSuffix(m.name, "(MB/s)") {
+		if strings.HasSuffix(m.name, ": bandwidth") {
 			fmt.Fprintf(&b, "| ↳ as a fraction of loopback TCP (%s MB/s) | %.0f%% | %.0f%% | | ≥ 50%% (Quiver) | %s |\n",
 				fmtNum(e.tcpMBps), 100*qm/e.tcpMBps, 100*jm/e.tcpMBps, yesNo(qm >= e.tcpMBps/2))
 		}
