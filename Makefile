@@ -11,12 +11,13 @@ PEBBLE_INTEROP = TestCrash|TestSendModesAndConsume|TestTwoConsumersSplitQueues|T
 ## test: vet, the whole test suite in short mode (-short shortens the crash
 ## test to 4 SIGKILL rounds and skips only load and soak runs), the race
 ## detector on core, storage, transport and module packages, and a short run
-## of every fuzz target.
+## of every fuzz target. scripts/gotest.sh re-runs a failed package once and
+## reports it as FLAKY if it then passes.
 test:
 	$(GO) vet ./...
-	$(GO) test -short -count=1 -timeout 30m ./...
-	$(GO) test -short -count=1 -race -timeout 30m ./core/... ./plugins/storage/... ./plugins/transport/... ./modules/...
-	QUIVER_STORAGE__ENGINE=pebble $(GO) test -short -count=1 -timeout 15m -run '$(PEBBLE_INTEROP)' ./interop/
+	./scripts/gotest.sh -short -count=1 -timeout 30m ./...
+	./scripts/gotest.sh -short -count=1 -race -timeout 30m ./core/... ./plugins/storage/... ./plugins/transport/... ./modules/...
+	QUIVER_STORAGE__ENGINE=pebble ./scripts/gotest.sh -short -count=1 -timeout 15m -run '$(PEBBLE_INTEROP)' ./interop/
 	./scripts/fuzz-short.sh
 
 race:
