@@ -11,16 +11,17 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/transport"
-	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
 // latencies is a log-linear histogram of durations (HDR-style: 1% relative
@@ -142,12 +143,22 @@ func progress(stop <-chan struct{}, count *atomic.Int64, start time.Time) {
 	}
 }
 
+// benchClient dials by address scheme: tcp:// (or a plain host:port) and
+// quic:// (trusting any server certificate: a load generator, not a
+// client to deploy).
 func benchClient() *remoting.Client {
-	cfg := tcp.NewConfig()
-	return remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {
-		_, hp := transport.SplitScheme(addr)
-		return tcp.Dial(ctx, hp, cfg, 0)
-	}, nil, nil, remoting.PeerOptions{})
+	set := transports.NewSet(transports.WithInsecureQUIC())
+	return remoting.NewClient(set.Dial, nil, nil, remoting.PeerOptions{})
+}
+
+// withScheme gives a broker address from a route the scheme of the name
+// server it came from, so quic:// name servers mean QUIC to brokers too.
+func withScheme(namesrv, addr string) string {
+	if !strings.Contains(namesrv, "://") || strings.Contains(addr, "://") {
+		return addr
+	}
+	scheme, _ := transport.SplitScheme(namesrv)
+	return scheme + "://" + addr
 }
 
 // writeQueues resolves topic on the name server into (broker address,
@@ -180,7 +191,7 @@ func writeQueues(ctx context.Context, c *remoting.Client, namesrv, topic string)
 			}
 			for q := int32(0); q < n; q++ {
 				if a := addrs[qd.BrokerName]; a != "" {
-					out = append(out, benchQueue{addr: a, id: q})
+					out = append(out, benchQueue{addr: withScheme(namesrv, a), id: q})
 				}
 			}
 		}

@@ -87,3 +87,18 @@ func TestBenchDisk(t *testing.T) {
 	assert.Positive(t, r.SeqWriteMBps)
 	assert.Positive(t, r.FsyncP50Micros)
 }
+
+// TestBenchProduceOverQUIC: a quic:// name server makes mq bench reach the
+// broker over QUIC as well.
+func TestBenchProduceOverQUIC(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"transports=tcp,quic"}})
+	r, err := benchProduce(context.Background(), &produceFlags{
+		namesrv: "quic://" + srv.Namesrv, topic: "BenchQUIC", size: 256, concurrency: 2,
+		count: 300, duration: 30 * time.Second, mode: "sync",
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int64(300), r.Messages)
+	assert.Zero(t, r.Errors)
+	assert.Equal(t, "quic://127.0.0.1:1", withScheme("quic://127.0.0.1:9876", "127.0.0.1:1"))
+	assert.Equal(t, "127.0.0.1:1", withScheme("127.0.0.1:9876", "127.0.0.1:1"))
+}
