@@ -158,9 +158,6 @@ func startChromium(t *testing.T) *cdp {
 // key showing the body, and a DLQ resend whose message reaches the retry
 // topic.
 func TestConsoleInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts mq dev and Chromium")
-	}
 	b := startChromium(t)
 	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr}})
@@ -223,4 +220,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.eval(`(() => { const f = document.getElementById("search"); f.id.value = ""; f.key.value = ""; f.topic.value = "%RETRY%` + group + `"; f.requestSubmit(); })()`)
 	b.waitFor(`document.getElementById("messages-table").innerText.includes('{"order":1000,"amount":0}')`, "resent message in the retry topic")
 	require.True(t, strings.Contains(b.eval(`document.getElementById("mode").textContent`).(string), ns))
+
+	// And a consumer of the group takes it: pull the group's retry queue
+	// as the group does.
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer pcancel()
+	pr, err := c.Invoke(pctx, dev.Broker, remoting.NewRequest(remoting.PullMessage, map[string]string{
+		"consumerGroup": group, "topic": "%RETRY%" + group, "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+		"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, pr.Code, pr.Remark)
+	consumed, err := message.DecodeAll(pr.Body)
+	require.NoError(t, err)
+	var bodies []string
+	for _, m := range consumed {
+		bodies = append(bodies, string(m.Body))
+	}
+	require.Contains(t, bodies, `{"order":1000,"amount":0}`, "the group consumes the resent dead letter")
 }
