@@ -11,6 +11,7 @@ import (
 
 	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/plugins/transport/natstransport"
 	"github.com/quivermq/quiver/plugins/transport/quictransport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -21,6 +22,7 @@ type Option func(*options)
 type options struct {
 	tcp      *tcp.Config
 	quic     *quictransport.Config
+	nats     *natstransport.Config
 	maxFrame int
 	log      *slog.Logger
 }
@@ -47,10 +49,14 @@ func WithInsecureQUIC() Option {
 // WithMaxFrameSize bounds frames (default 16 MiB).
 func WithMaxFrameSize(n int) Option { return func(o *options) { o.maxFrame = n } }
 
+// WithNATS enables the NATS transport (nats:// addresses) with cfg.
+func WithNATS(cfg *natstransport.Config) Option { return func(o *options) { o.nats = cfg } }
+
 // WithLogger sets the transports' logger.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// NewSet returns a transport.Set with TCP and QUIC enabled.
+// NewSet returns a transport.Set with TCP and QUIC enabled, and NATS with
+// WithNATS.
 func NewSet(opts ...Option) *transport.Set {
 	o := options{tcp: tcp.NewConfig(), quic: quictransport.NewConfig(), maxFrame: transport.DefaultMaxFrameSize}
 	for _, f := range opts {
@@ -59,11 +65,13 @@ func NewSet(opts ...Option) *transport.Set {
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
 	}
-	return transport.NewSet(
-		[]transport.Provider{tcp.NewProvider(), quictransport.NewProvider()},
-		map[string]any{"tcp": o.tcp, "quic": o.quic},
-		transport.Deps{Logger: o.log, MaxFrameSize: o.maxFrame},
-	)
+	providers := []transport.Provider{tcp.NewProvider(), quictransport.NewProvider()}
+	cfgs := map[string]any{"tcp": o.tcp, "quic": o.quic}
+	if o.nats != nil {
+		providers = append(providers, natstransport.NewProvider())
+		cfgs["nats"] = o.nats
+	}
+	return transport.NewSet(providers, cfgs, transport.Deps{Logger: o.log, MaxFrameSize: o.maxFrame})
 }
 
 // Dialer returns a client.DialFunc over NewSet(opts...).

@@ -22,6 +22,7 @@ import (
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/plugins/transport/natstransport"
 )
 
 // latencies is a log-linear histogram of durations (HDR-style: 1% relative
@@ -147,9 +148,18 @@ func progress(stop <-chan struct{}, count *atomic.Int64, start time.Time) {
 // quic:// (trusting any server certificate: a load generator, not a
 // client to deploy).
 func benchClient() *remoting.Client {
-	set := transports.NewSet(transports.WithInsecureQUIC())
+	opts := []transports.Option{transports.WithInsecureQUIC()}
+	if benchNATSURL != "" {
+		nc := natstransport.NewConfig()
+		nc.URL = benchNATSURL
+		opts = append(opts, transports.WithNATS(nc))
+	}
+	set := transports.NewSet(opts...)
 	return remoting.NewClient(set.Dial, nil, nil, remoting.PeerOptions{})
 }
+
+// benchNATSURL, when set (mq bench --nats-url), enables nats:// addresses.
+var benchNATSURL string
 
 // withScheme gives a broker address from a route the scheme of the name
 // server it came from, so quic:// name servers mean QUIC to brokers too.
@@ -220,6 +230,7 @@ type produceFlags struct {
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Load generators and disk measurements"}
+	cmd.PersistentFlags().StringVar(&benchNATSURL, "nats-url", "", "NATS server for nats:// name-server addresses (e.g. nats://127.0.0.1:4222)")
 	cmd.AddCommand(benchProduceCmd(), benchConsumeCmd(), benchDiskCmd(), benchStoreCmd())
 	return cmd
 }
