@@ -385,6 +385,8 @@ func checkMetrics(t *testing.T, addr, topic, group string) {
 				return m.Gauge.GetValue(), true
 			case m.Histogram != nil:
 				return float64(m.Histogram.GetSampleCount()), true
+			case m.Summary != nil:
+				return float64(m.Summary.GetSampleCount()), true
 			}
 		}
 		return 0, false
@@ -405,6 +407,8 @@ func checkMetrics(t *testing.T, addr, topic, group string) {
 	assert.Equal(t, 3.0, must("quiver_consumer_lag_messages", map[string]string{"group": group, "topic": topic, "queue": "0"}))
 	assert.Equal(t, 4.0, must("quiver_queue_max_offset", map[string]string{"topic": topic, "queue": "0"}))
 	assert.Greater(t, must("quiver_store_size_bytes", nil), 0.0)
+	assert.GreaterOrEqual(t, must("quiver_store_fsync_seconds", nil), 0.0, "fsync rounds are exported")
+	assert.GreaterOrEqual(t, must("quiver_store_fsync_max_seconds", nil), 0.0)
 	assert.Greater(t, must("quiver_disk_free_bytes", nil), 0.0)
 	assert.GreaterOrEqual(t, must("quiver_connections", map[string]string{"transport": "tcp"}), 1.0)
 	assert.Equal(t, 1.0, must("quiver_namesrv_brokers", nil))

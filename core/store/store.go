@@ -173,6 +173,18 @@ type KeyIndexer interface {
 	QueryByKey(ctx context.Context, topic, key string, begin, end int64, max int) ([][]byte, error)
 }
 
+// SyncStats are a store's fsync figures since it opened.
+type SyncStats struct {
+	Syncs int64
+	Total time.Duration
+	Max   time.Duration
+}
+
+// SyncObserver is implemented by stores that time their fsyncs (metrics).
+type SyncObserver interface {
+	SyncStats() SyncStats
+}
+
 // Flusher is implemented by stores that can be flushed on demand.
 type Flusher interface {
 	Flush(ctx context.Context) error

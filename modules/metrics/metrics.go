@@ -196,6 +196,8 @@ type brokerCollector struct{ s *Service }
 var (
 	descLag        = prometheus.NewDesc("quiver_consumer_lag_messages", "Messages stored but not yet committed by the group, per queue.", []string{"group", "topic", "queue"}, nil)
 	descBacklog    = prometheus.NewDesc("quiver_backlog_messages", "Messages waiting in system queues: schedule (not yet due or delivered), retry (not yet re-consumed), dlq (dead letters not consumed).", []string{"kind", "topic"}, nil)
+	descFsync      = prometheus.NewDesc("quiver_store_fsync_seconds", "Time the store spent in commit-log fsync rounds since it opened (a summary: count and sum).", nil, nil)
+	descFsyncMax   = prometheus.NewDesc("quiver_store_fsync_max_seconds", "Longest commit-log fsync round since the store opened.", nil, nil)
 	descStoreSize  = prometheus.NewDesc("quiver_store_size_bytes", "Disk space taken by the files under storage.dir (allocated blocks).", nil, nil)
 	descDiskFree   = prometheus.NewDesc("quiver_disk_free_bytes", "Bytes available on the file system holding storage.dir.", nil, nil)
 	descDiskTotal  = prometheus.NewDesc("quiver_disk_total_bytes", "Size of the file system holding storage.dir.", nil, nil)
@@ -209,7 +211,7 @@ var (
 )
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descBacklog, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax} {
+	for _, d := range []*prometheus.Desc{descLag, descBacklog, descFsync, descFsyncMax, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax} {
 		ch <- d
 	}
 }
@@ -292,6 +294,11 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		}
+	}
+	if so, ok := st.(store.SyncObserver); ok {
+		ss := so.SyncStats()
+		ch <- prometheus.MustNewConstSummary(descFsync, uint64(ss.Syncs), ss.Total.Seconds(), nil)
+		ch <- prometheus.MustNewConstMetric(descFsyncMax, prometheus.GaugeValue, ss.Max.Seconds())
 	}
 	if dir := s.deps.StorageDir; dir != "" {
 		var size int64

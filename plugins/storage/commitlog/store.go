@@ -126,6 +126,7 @@ type Store struct {
 	flushWait chan struct{}
 	kick      chan struct{}
 	syncs     atomic.Int64 // commit-log fsync rounds, for tests
+	syncStats syncTimer
 	writes    atomic.Int64 // group writes, for tests
 
 	ckMu    sync.Mutex
@@ -719,6 +720,7 @@ func (s *Store) syncCommitLog() (int64, error) {
 		}
 	}
 	s.segMu.RUnlock()
+	t0 := time.Now()
 	for _, seg := range segs {
 		if err := fdatasync(seg.f); err != nil {
 			err = fmt.Errorf("commitlog: sync segment %s: %w", seg.name(), err)
@@ -726,6 +728,7 @@ func (s *Store) syncCommitLog() (int64, error) {
 			return from, err
 		}
 	}
+	s.syncStats.observe(time.Since(t0))
 	s.syncs.Add(1)
 	s.flushMu.Lock()
 	if target > s.flushed {
