@@ -112,7 +112,7 @@ func denied(format string, args ...any) error {
 type ACL struct {
 	ak, sk string
 	file   string
-	log  *slog.Logger
+	log    *slog.Logger
 
 	rules atomic.Pointer[rules]
 
