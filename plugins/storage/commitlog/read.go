@@ -11,15 +11,8 @@ import (
 	"github.com/quivermq/quiver/core/store"
 )
 
-// Read defaults (RocketMQ maxTransferCountOnMessageInMemory and
-// maxTransferBytesOnMessageInMemory).
-const (
-	defaultMaxMessages = 32
-	defaultMaxBytes    = 256 << 10
-	minMaxScan         = 800
-	// entryBlock is how many consume-queue entries one read syscall fetches.
-	entryBlock = 256
-)
+// entryBlock is how many consume-queue entries one read syscall fetches.
+const entryBlock = 256
 
 var entryPool = sync.Pool{New: func() any {
 	b := make([]byte, 0, entryBlock*cqEntrySize)
@@ -50,33 +43,10 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 		return nil
 	}
 	mn, mx := cq.offsets()
-	into.MinOffset, into.MaxOffset = mn, mx
-	switch {
-	case mx == 0:
-		into.Status, into.NextOffset = store.NoMessageInQueue, 0
-		return nil
-	case offset < mn:
-		into.Status, into.NextOffset = store.OffsetTooSmall, mn
-		return nil
-	case offset == mx:
-		into.Status, into.NextOffset = store.OffsetOverflowOne, offset
-		return nil
-	case offset > mx:
-		into.Status, into.NextOffset = store.OffsetOverflowBadly, mx
+	if !into.Classify(offset, mn, mx) {
 		return nil
 	}
-	maxMsgs := opts.MaxMessages
-	if maxMsgs <= 0 {
-		maxMsgs = defaultMaxMessages
-	}
-	maxBytes := opts.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = defaultMaxBytes
-	}
-	maxScan := int64(opts.MaxScan)
-	if maxScan <= 0 {
-		maxScan = int64(max(minMaxScan, maxMsgs*20))
-	}
+	maxMsgs, maxBytes, maxScan := opts.Limits()
 	limit := mx
 	if maxScan < limit-offset {
 		limit = offset + maxScan

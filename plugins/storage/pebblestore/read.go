@@ -13,14 +13,8 @@ import (
 	"github.com/quivermq/quiver/core/store"
 )
 
-// Read defaults (RocketMQ maxTransferCountOnMessageInMemory and
-// maxTransferBytesOnMessageInMemory), as in the CommitLog engine.
-const (
-	defaultMaxMessages = 32
-	defaultMaxBytes    = 256 << 10
-	minMaxScan         = 800
-	defaultQueryMax    = 32
-)
+// defaultQueryMax bounds QueryByKey when max is not positive.
+const defaultQueryMax = 32
 
 // Read implements store.Store, following RocketMQ's GetMessageStatus
 // table. It scans the queue's entries with one iterator; the iterator
@@ -43,33 +37,10 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 		return nil
 	}
 	mn, mx := qs.offsets()
-	into.MinOffset, into.MaxOffset = mn, mx
-	switch {
-	case mx == 0:
-		into.Status, into.NextOffset = store.NoMessageInQueue, 0
-		return nil
-	case offset < mn:
-		into.Status, into.NextOffset = store.OffsetTooSmall, mn
-		return nil
-	case offset == mx:
-		into.Status, into.NextOffset = store.OffsetOverflowOne, offset
-		return nil
-	case offset > mx:
-		into.Status, into.NextOffset = store.OffsetOverflowBadly, mx
+	if !into.Classify(offset, mn, mx) {
 		return nil
 	}
-	maxMsgs := opts.MaxMessages
-	if maxMsgs <= 0 {
-		maxMsgs = defaultMaxMessages
-	}
-	maxBytes := opts.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = defaultMaxBytes
-	}
-	maxScan := int64(opts.MaxScan)
-	if maxScan <= 0 {
-		maxScan = int64(max(minMaxScan, maxMsgs*20))
-	}
+	maxMsgs, maxBytes, maxScan := opts.Limits()
 	limit := mx
 	if maxScan < limit-offset {
 		limit = offset + maxScan
