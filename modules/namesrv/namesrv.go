@@ -37,6 +37,7 @@ type Server struct {
 	started bool
 	stopped bool
 	srv     *remoting.Server
+	check   RegisterCheck
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -221,6 +222,18 @@ func (s *Server) registerBroker(_ context.Context, p *remoting.Peer, req *remoti
 	}
 	r.Topics = body.TopicConfigSerializeWrapper
 	r.FilterServers = body.FilterServerList
+	if check := s.registerCheck(); check != nil {
+		epoch, hasEpoch := int64(0), req.Ext(EpochExt) != ""
+		if hasEpoch {
+			if epoch, err = strconv.ParseInt(req.Ext(EpochExt), 10, 64); err != nil {
+				return sysErr(req, "%s: %v", EpochExt, err)
+			}
+		}
+		if err := check(r, epoch, hasEpoch); err != nil {
+			s.log.Warn("register broker refused", "broker", r.BrokerName, "id", r.BrokerID, "addr", r.BrokerAddr, "epoch", epoch, "reason", err)
+			return sysErr(req, "%v", err)
+		}
+	}
 	res := s.routes.RegisterBroker(r)
 	if res.New {
 		s.log.Info("broker registered", "cluster", r.ClusterName, "broker", r.BrokerName, "id", r.BrokerID,
