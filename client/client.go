@@ -230,17 +230,26 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *remoting.Command)
 	return resp, nil
 }
 
-// InvokeAsync sends req and calls cb with the answer from another
-// goroutine. ctx bounds the wait.
+// InvokeAsync sends req and calls cb with the answer from the
+// connection's callback goroutine (see remoting.Peer.InvokeAsync). ctx
+// bounds the wait. When it returns an error, cb is not called.
 func (c *Client) InvokeAsync(ctx context.Context, addr string, req *remoting.Command, cb func(*remoting.Command, error)) error {
+	return c.InvokeAsyncDeadline(ctx, addr, req, time.Time{}, cb)
+}
+
+// InvokeAsyncDeadline is InvokeAsync with the wait also bounded by
+// deadline (when not zero), without a context per call: the connection's
+// sweep fails the call with ErrTimeout once it passes.
+func (c *Client) InvokeAsyncDeadline(ctx context.Context, addr string, req *remoting.Command, deadline time.Time, cb func(*remoting.Command, error)) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
 	c.sign(req)
 	da := c.dialAddr(addr)
-	err := c.rc.InvokeAsync(ctx, da, req, func(resp *remoting.Command, err error) {
+	code := req.Code
+	err := c.rc.InvokeAsyncDeadline(ctx, da, req, deadline, func(resp *remoting.Command, err error) {
 		if err != nil {
-			err = wrapCallErr(addr, req.Code, err)
+			err = wrapCallErr(addr, code, err)
 		}
 		cb(resp, err)
 	})

@@ -163,10 +163,7 @@ func (c *Client) Route(ctx context.Context, topic string) (*TopicRoute, error) {
 // queues per broker, so the broker auto-creates the topic on the first
 // send (spec §10.2).
 func (c *Client) PublishRoute(ctx context.Context, topic string, queues int) (*TopicRoute, error) {
-	c.routeMu.RLock()
-	r := c.routes[topic]
-	c.routeMu.RUnlock()
-	if r != nil && len(r.Publish) > 0 {
+	if r := c.CachedPublishRoute(topic); r != nil {
 		return r, nil
 	}
 	r, err := c.FetchRoute(ctx, topic)
@@ -202,6 +199,18 @@ func (c *Client) ForgetRoute(topic string) {
 	c.routeMu.Lock()
 	delete(c.routes, topic)
 	c.routeMu.Unlock()
+}
+
+// CachedPublishRoute is the cached route of topic when it has writeable
+// queues, else nil; it never fetches.
+func (c *Client) CachedPublishRoute(topic string) *TopicRoute {
+	c.routeMu.RLock()
+	r := c.routes[topic]
+	c.routeMu.RUnlock()
+	if r != nil && len(r.Publish) > 0 {
+		return r
+	}
+	return nil
 }
 
 // BrokerAddr returns the master address of a broker.

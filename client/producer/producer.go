@@ -392,6 +392,15 @@ func (p *Producer) SendWithSelector(ctx context.Context, sel QueueSelector, msgs
 // SendAsync sends in the background and calls cb once with the outcome.
 // The error returned is about the messages themselves (validation) or a
 // closed producer; cb is not called then.
+//
+// No goroutine or context is made per message: the request is queued on
+// the broker connection, cb runs on the connection's callback goroutine
+// when the answer arrives (or the send timeout passes: the connection
+// sweeps for expired calls), and a retriable failure is retried from
+// there, on another broker, while WithRetryTimesWhenSendAsyncFailed and
+// the send timeout allow. A slow cb delays the other callbacks of that
+// broker connection. The first send of a topic fetches its route before
+// SendAsync returns.
 func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *client.SendResult, error), msgs ...*client.Message) error {
 	if err := p.begin(); err != nil {
 		return err
@@ -401,17 +410,135 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *clie
 		p.wg.Done()
 		return err
 	}
-	go func() {
-		defer p.wg.Done()
-		res, err := p.send(ctx, pr, p.o.asyncRetries, p.o.selector)
-		defer func() {
-			if r := recover(); r != nil {
-				p.log.Error("send callback panicked", "panic", r)
-			}
-		}()
-		cb(ctx, res, err)
-	}()
+	s := &asyncSend{p: p, ctx: ctx, cb: cb, pr: pr, sel: p.o.selector, deadline: time.Now().Add(p.o.sendTimeout)}
+	if d, ok := ctx.Deadline(); ok && d.Before(s.deadline) {
+		s.deadline = d
+	}
+	s.next()
 	return nil
+}
+
+// asyncSend is one SendAsync in flight: the attempt loop of send, driven
+// by response callbacks instead of a goroutine.
+type asyncSend struct {
+	p        *Producer
+	ctx      context.Context
+	cb       func(context.Context, *client.SendResult, error)
+	pr       *prepared
+	sel      QueueSelector
+	deadline time.Time
+
+	attempt int
+	last    string // broker of the last failed attempt
+	lastErr error
+	// the attempt in flight
+	q     client.MessageQueue
+	addr  string
+	start time.Time
+}
+
+// over reports whether the send may not try again: ctx ended or the send
+// timeout passed.
+func (s *asyncSend) over() bool {
+	return s.ctx.Err() != nil || !time.Now().Before(s.deadline)
+}
+
+// next starts the next attempt, or finishes when none is left. It returns
+// once an attempt is in flight (its callback continues) or cb was called.
+func (s *asyncSend) next() {
+	p := s.p
+	for ; s.attempt <= p.o.asyncRetries; s.attempt++ {
+		if s.over() && s.lastErr != nil {
+			break
+		}
+		route, err := p.publishRoute(s.ctx, s.pr.topic, s.deadline)
+		if err != nil {
+			s.finish(nil, fmt.Errorf("producer: send to %s: %w", s.pr.topic, err))
+			return
+		}
+		q := s.sel.Select(s.pr.first, route.Publish, s.last, p.available)
+		addr, ok := p.c.BrokerAddr(q.BrokerName)
+		if !ok {
+			s.lastErr = fmt.Errorf("producer: %w: %s", client.ErrBrokerNotFound, q.BrokerName)
+			s.last = q.BrokerName
+			continue
+		}
+		s.q, s.addr, s.start = q, addr, time.Now()
+		err = p.c.InvokeAsyncDeadline(s.ctx, addr, s.pr.request(q), s.deadline, s.done)
+		if err == nil {
+			return // s belongs to the callback now
+		}
+		if !s.failed(err) {
+			break
+		}
+	}
+	s.finish(nil, s.err())
+}
+
+// done is the attempt's callback.
+func (s *asyncSend) done(resp *remoting.Command, err error) {
+	var res *client.SendResult
+	if err == nil {
+		res, err = s.p.result(s.addr, s.pr, s.q, resp)
+		if err == nil {
+			if s.p.o.faultEnabled {
+				s.p.faults.update(s.q.BrokerName, time.Since(s.start), false)
+			}
+			s.finish(res, nil)
+			return
+		}
+	}
+	if !s.failed(err) {
+		s.finish(nil, s.err())
+		return
+	}
+	s.attempt++
+	s.next()
+}
+
+// failed records a failed attempt; true when another may follow.
+func (s *asyncSend) failed(err error) bool {
+	p := s.p
+	if p.o.faultEnabled {
+		p.faults.update(s.q.BrokerName, time.Since(s.start), retriable(err))
+	}
+	s.lastErr = err
+	s.last = s.q.BrokerName
+	p.log.Debug("send attempt failed", "topic", s.pr.topic, "queue", s.q.String(), "attempt", s.attempt+1, "err", err)
+	if client.CodeOf(err) == remoting.TopicNotExist {
+		p.c.ForgetRoute(s.pr.topic)
+	}
+	return retriable(err) && !s.over()
+}
+
+func (s *asyncSend) err() error {
+	timedOut := errors.Is(s.ctx.Err(), context.DeadlineExceeded) || (s.ctx.Err() == nil && !time.Now().Before(s.deadline))
+	if timedOut && !errors.Is(s.lastErr, client.ErrTimeout) {
+		return fmt.Errorf("producer: send to %s: %w: %w", s.pr.topic, client.ErrTimeout, s.lastErr)
+	}
+	return fmt.Errorf("producer: send to %s: %w", s.pr.topic, s.lastErr)
+}
+
+func (s *asyncSend) finish(res *client.SendResult, err error) {
+	p := s.p
+	defer p.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("send callback panicked", "panic", r)
+		}
+	}()
+	s.cb(s.ctx, res, err)
+}
+
+// publishRoute is the topic's route, fetched within deadline when it is
+// not cached.
+func (p *Producer) publishRoute(ctx context.Context, topic string, deadline time.Time) (*client.TopicRoute, error) {
+	if r := p.c.CachedPublishRoute(topic); r != nil {
+		return r, nil
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return p.c.PublishRoute(ctx, topic, p.o.defaultTopicQueue)
 }
 
 // SendOneway writes the message without waiting for the broker; it is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/quivermq/quiver/core/transport"
 )
@@ -124,6 +125,16 @@ func (c *Client) InvokeAsync(ctx context.Context, addr string, req *Command, cb 
 		return err
 	}
 	return p.InvokeAsync(ctx, req, cb)
+}
+
+// InvokeAsyncDeadline is InvokeAsync with the wait also bounded by
+// deadline (Peer.InvokeAsyncDeadline).
+func (c *Client) InvokeAsyncDeadline(ctx context.Context, addr string, req *Command, deadline time.Time, cb func(*Command, error)) error {
+	p, err := c.Peer(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return p.InvokeAsyncDeadline(ctx, req, deadline, cb)
 }
 
 // CloseAddr drops the connection to addr, if any.
