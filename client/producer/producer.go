@@ -92,11 +92,13 @@ func WithMaxMessageSize(n int) Option { return func(o *options) { o.maxMessageSi
 // Producer sends messages for one producer group. It is safe for
 // concurrent use.
 type Producer struct {
-	c      *client.Client
-	group  string
-	o      options
-	log    *slog.Logger
-	faults *faultTable
+	c     *client.Client
+	group string
+	o     options
+	log   *slog.Logger
+	// queueNums is o.defaultTopicQueue in decimal, for every request.
+	queueNums string
+	faults    *faultTable
 
 	mu     sync.Mutex
 	closed bool
@@ -117,7 +119,8 @@ func New(c *client.Client, group string, opts ...Option) (*Producer, error) {
 	if o.selector == nil {
 		o.selector = RoundRobin()
 	}
-	p := &Producer{c: c, group: group, o: o, log: c.Logger().With("producerGroup", group), faults: newFaultTable(o.faultIsolation)}
+	p := &Producer{c: c, group: group, o: o, log: c.Logger().With("producerGroup", group), faults: newFaultTable(o.faultIsolation),
+		queueNums: strconv.Itoa(o.defaultTopicQueue)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if err := c.RegisterProducer(group, p); err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
@@ -205,11 +208,14 @@ func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
 	pr := &prepared{topic: topic, first: msgs[0]}
 	if len(msgs) == 1 {
 		m := msgs[0]
-		props := message.Properties(m.Properties).Clone()
-		if props[message.PropertyUniqKey] == "" {
-			props[message.PropertyUniqKey] = client.NewUniqID()
-		}
+		props := message.Properties(m.Properties)
+		// The message's own map is left alone: a missing UNIQ_KEY is
+		// appended to the encoding, not added to a copy.
 		pr.uniq = props[message.PropertyUniqKey]
+		addUniq := pr.uniq == ""
+		if addUniq {
+			pr.uniq = client.NewUniqID()
+		}
 		body := m.Body
 		if strings.EqualFold(props[message.PropertyTransactionPrepared], "true") {
 			pr.sysFlag |= message.TransactionPrepared
@@ -223,13 +229,22 @@ func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
 			pr.sysFlag |= message.FlagCompressed
 		}
 		pr.body = body
-		pr.ext = map[string]string{
-			"producerGroup": p.group, "topic": topic, "defaultTopic": p.o.createTopicKey,
-			"defaultTopicQueueNums": strconv.Itoa(p.o.defaultTopicQueue),
-			"sysFlag":               strconv.Itoa(int(pr.sysFlag)), "bornTimestamp": now,
-			"flag": strconv.Itoa(int(m.Flag)), "properties": encodeProps(props),
-			"reconsumeTimes": "0", "unitMode": "false", "maxReconsumeTimes": "0", "batch": "false",
-		}
+		// Sized for the request's two queue fields too (request sets them
+		// in place).
+		ext := make(map[string]string, 16)
+		ext["producerGroup"] = p.group
+		ext["topic"] = topic
+		ext["defaultTopic"] = p.o.createTopicKey
+		ext["defaultTopicQueueNums"] = p.queueNums
+		ext["sysFlag"] = strconv.Itoa(int(pr.sysFlag))
+		ext["bornTimestamp"] = now
+		ext["flag"] = strconv.Itoa(int(m.Flag))
+		ext["properties"] = encodeProps(props, addUniq, pr.uniq)
+		ext["reconsumeTimes"] = "0"
+		ext["unitMode"] = "false"
+		ext["maxReconsumeTimes"] = "0"
+		ext["batch"] = "false"
+		pr.ext = ext
 		return pr, nil
 	}
 	pr.batch = true
@@ -249,37 +264,43 @@ func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
 	}
 	pr.body = body
 	pr.ext = map[string]string{
-		"a": p.group, "b": topic, "c": p.o.createTopicKey, "d": strconv.Itoa(p.o.defaultTopicQueue),
+		"a": p.group, "b": topic, "c": p.o.createTopicKey, "d": p.queueNums,
 		"f": "0", "g": now, "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true",
 	}
 	return pr, nil
 }
 
 // encodeProps writes properties as the official Go client does, with a
-// trailing separator.
-func encodeProps(props message.Properties) string {
-	b := props.AppendEncoded(nil)
+// trailing separator; with addUniq, UNIQ_KEY=uniq is appended.
+func encodeProps(props message.Properties, addUniq bool, uniq string) string {
+	var buf [512]byte
+	b := props.AppendEncoded(buf[:0])
 	if len(b) > 0 {
+		b = append(b, message.PropertySeparator)
+	}
+	if addUniq {
+		b = append(b, message.PropertyUniqKey...)
+		b = append(b, message.NameValueSeparator)
+		b = append(b, uniq...)
 		b = append(b, message.PropertySeparator)
 	}
 	return string(b)
 }
 
+// request builds the request of one attempt to q. The queue fields are
+// set in pr.ext itself, which attempts share: an attempt's request is
+// encoded before the next one is built.
 func (pr *prepared) request(q client.MessageQueue) *remoting.Command {
-	ext := make(map[string]string, len(pr.ext)+2)
-	for k, v := range pr.ext {
-		ext[k] = v
-	}
 	code := remoting.SendMessage
 	if pr.batch {
 		code = remoting.SendBatchMessage
-		ext["e"] = strconv.Itoa(q.QueueID)
-		ext["n"] = q.BrokerName
+		pr.ext["e"] = strconv.Itoa(q.QueueID)
+		pr.ext["n"] = q.BrokerName
 	} else {
-		ext["queueId"] = strconv.Itoa(q.QueueID)
-		ext["bname"] = q.BrokerName
+		pr.ext["queueId"] = strconv.Itoa(q.QueueID)
+		pr.ext["bname"] = q.BrokerName
 	}
-	return client.NewRequest(code, ext, pr.body)
+	return client.NewRequest(code, pr.ext, pr.body)
 }
 
 func retriable(err error) bool {
