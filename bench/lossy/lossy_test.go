@@ -5,13 +5,16 @@
 package lossy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,8 +32,14 @@ func TestLossyLink(t *testing.T) {
 		t.Skip("set QUIVER_LOSSY_SECONDS (scripts/lossy-bench.sh runs this inside a lossy network namespace)")
 	}
 	loss := os.Getenv("QUIVER_LOSSY_LOSS")
+	// QUIVER_LOSSY_ORDER picks the transports and their order (the script
+	// alternates it between rounds); default tcp,quic.
+	order := []string{"tcp", "quic"}
+	if o := os.Getenv("QUIVER_LOSSY_ORDER"); o != "" {
+		order = strings.Split(o, ",")
+	}
 	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"transports=tcp,quic", "log.level=warn"}})
-	for _, scheme := range []string{"tcp", "quic"} {
+	for _, scheme := range order {
 		t.Run(scheme, func(t *testing.T) {
 			c, err := client.New(client.WithNameServers(scheme+"://"+srv.Namesrv), transports.WithDialer(transports.WithInsecureQUIC()),
 				client.WithRequestTimeout(30*time.Second))
@@ -50,6 +59,7 @@ func TestLossyLink(t *testing.T) {
 					break
 				}
 			}
+			cli0, srv0 := selfCPU(), procCPU(srv.PID())
 			var mu sync.Mutex
 			var lat []time.Duration
 			var errs atomic.Int64
@@ -76,6 +86,7 @@ func TestLossyLink(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			cliCPU, srvCPU := selfCPU()-cli0, procCPU(srv.PID())-srv0
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			q := func(f float64) time.Duration {
 				if len(lat) == 0 {
@@ -83,8 +94,45 @@ func TestLossyLink(t *testing.T) {
 				}
 				return lat[int(f*float64(len(lat)-1))]
 			}
-			fmt.Printf("LOSSY loss=%s transport=%s msgs_per_sec=%.0f p50=%v p99=%v p999=%v errors=%d\n",
-				loss, scheme, float64(len(lat))/float64(secs), q(.5).Round(time.Microsecond), q(.99).Round(time.Microsecond), q(.999).Round(time.Microsecond), errs.Load())
+			perMsg := func(d time.Duration) float64 {
+				if len(lat) == 0 {
+					return 0
+				}
+				return float64(d.Microseconds()) / float64(len(lat))
+			}
+			fmt.Printf("LOSSY loss=%s transport=%s msgs_per_sec=%.0f p50=%v p99=%v p999=%v errors=%d cpu_us_per_msg_client=%.1f cpu_us_per_msg_server=%.1f\n",
+				loss, scheme, float64(len(lat))/float64(secs), q(.5).Round(time.Microsecond), q(.99).Round(time.Microsecond), q(.999).Round(time.Microsecond), errs.Load(),
+				perMsg(cliCPU), perMsg(srvCPU))
 		})
 	}
 }
+
+// selfCPU is the CPU time (user and system) this process used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the CPU time process pid used so far, from /proc (0 where
+// there is none).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) in parentheses:
+	// utime and stime are the 12th and 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
+const clockTicks = 100

@@ -46,9 +46,10 @@ type Config struct {
 	// KeepAlive is the period of keep-alive packets (at most half of
 	// IdleTimeout is used); 0 sends none.
 	KeepAlive time.Duration `koanf:"keep_alive"`
-	// MaxStreams bounds the frames a peer may have in flight towards us at
-	// once (every frame travels on a unidirectional stream of its own);
-	// further writers of the peer wait for a stream.
+	// MaxStreams bounds the streams a peer may open towards us, and so the
+	// frames it may have in flight towards us at once (a stream carries one
+	// frame at a time; streams are reused, see the package doc); further
+	// writers of the peer wait for one of its streams to become idle.
 	MaxStreams int `koanf:"max_streams"`
 	// HandshakeTimeout aborts a handshake during which nothing arrived for
 	// this long; the whole handshake is bounded to twice this.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -24,15 +25,34 @@ var errWriteTimeout = errors.New("quictransport: write timeout: the peer did not
 const queueFrames = 256
 
 // smallFrame is the size up to which a frame is copied into one buffer and
-// handed to QUIC in one call.
+// queued on its stream in one non-blocking call.
 const smallFrame = 16 << 10
+
+// passAbove is the number of idle streams above which a stream the peer
+// just wrote a frame on is handed back to it at once (with a pass) rather
+// than kept for our next frame: one-way traffic would otherwise leave the
+// writer without streams and the reader with ever more.
+const passAbove = 64
+
+// maxIdleStreams bounds the idle streams an end keeps; a stream coming to a
+// full pool is retired instead (after a burst of concurrent writes, say).
+const maxIdleStreams = 128
+
+// passLength is the length word of a pass: no frame, the stream is the
+// peer's to write on again.
+const passLength = 0xFFFFFFFF
 
 // maxLinger bounds how long Close waits for the peer to take the frames
 // written before it.
 const maxLinger = 5 * time.Second
 
-// Conn is one QUIC connection carrying frames, each on a unidirectional
-// stream of its own.
+// pass is a pass's bytes on the wire.
+var pass = []byte{0xFF, 0xFF, 0xFF, 0xFF}
+
+// Conn is one QUIC connection carrying frames on bidirectional streams,
+// one frame in flight per stream at a time: an end writes on a stream it
+// opened or on which it read the peer's last frame, never on one it wrote
+// the last frame on.
 type Conn struct {
 	qc       *quic.Conn
 	cfg      *Config
@@ -45,9 +65,20 @@ type Conn struct {
 	frames chan []byte
 	budget *budget
 
+	// The pool of idle streams: those we may write our next frame on.
+	poolMu sync.Mutex
+	idle   []*stream
+	// waiters counts writers waiting for a stream; wake is closed and
+	// replaced when a stream comes back or dies while there are any.
+	waiters int
+	wake    chan struct{}
+	// opened counts the streams we opened.
+	opened atomic.Int64
+
 	mu sync.Mutex
-	// writing are the streams of writes in progress, which Close resets.
-	writing map[*quic.SendStream]struct{}
+	// writing are the streams of blocking writes in progress, which Close
+	// resets.
+	writing map[*stream]struct{}
 	// sent counts frames written in full; received counts frames queued.
 	sent, received uint64
 	// goodbye is set once the peer announced its Close and how many
@@ -65,13 +96,30 @@ type Conn struct {
 
 var _ transport.Conn = (*Conn)(nil)
 
+// stream is a bidirectional stream of the connection, opened by either
+// end. Both ends read it all along; they write on it by turns.
+type stream struct {
+	str *quic.Stream
+	// buf holds a small frame with its length while it is queued.
+	buf []byte
+	// dead is set once the stream was reset or retired; it never returns
+	// to the pool.
+	dead atomic.Bool
+
+	// mu orders a blocking write's end against its ctx's cancellation.
+	mu        sync.Mutex
+	inWrite   bool
+	cancelled bool
+}
+
 func newConn(qc *quic.Conn, cfg *Config, maxFrame int, log *slog.Logger, release func()) *Conn {
 	c := &Conn{
 		qc: qc, cfg: cfg, maxFrame: maxFrame, release: release,
 		local: qc.LocalAddr().String(), remote: qc.RemoteAddr().String(),
 		frames:  make(chan []byte, queueFrames),
 		budget:  newBudget(2 * maxFrame),
-		writing: map[*quic.SendStream]struct{}{},
+		wake:    make(chan struct{}),
+		writing: map[*stream]struct{}{},
 		closed:  make(chan struct{}),
 	}
 	c.log = log.With("remote", c.remote)
@@ -92,95 +140,145 @@ func (c *Conn) isClosed() bool {
 	}
 }
 
-// acceptStreams serves every stream the peer opens, each in a goroutine of
-// its own; QUIC's stream limit (max_streams) bounds them.
+// acceptStreams serves every stream the peer opens; QUIC's stream limit
+// (max_streams) bounds them.
 func (c *Conn) acceptStreams() {
 	defer c.wg.Done()
 	for {
-		str, err := c.qc.AcceptUniStream(context.Background())
+		str, err := c.qc.AcceptStream(context.Background())
 		if err != nil {
 			return
 		}
 		c.wg.Add(1)
-		go c.receive(str)
+		go c.receive(&stream{str: str})
 	}
 }
 
-// receive reads one frame, or the peer's goodbye, from str.
-func (c *Conn) receive(str *quic.ReceiveStream) {
+// receive reads what the peer writes on s, for the stream's life: frames,
+// after each of which s is ours to write on; passes, which give s back to
+// us without a frame; the end of the stream at a frame boundary (the peer
+// retired it); or the peer's goodbye. It runs on both ends, for the
+// streams each opened and accepted.
+func (c *Conn) receive(s *stream) {
 	defer c.wg.Done()
+	str := s.str
 	// No deadline here: a frame the peer wrote is never dropped because our
 	// reader is slow (the writer's write_timeout handles a stuck peer, and
 	// a peer that never finishes a frame only blocks its own connection).
 	var lb [4]byte
-	if _, err := io.ReadFull(str, lb[:]); err != nil {
-		// The writer gave up (ctx) or the connection is gone.
-		str.CancelRead(streamCancelled)
-		return
-	}
-	n := int64(int32(binary.BigEndian.Uint32(lb[:])))
-	if n == 0 {
-		c.receiveGoodbye(str)
-		return
-	}
-	if n > int64(c.maxFrame) {
-		str.CancelRead(streamRefused)
-		c.fail(codeFrameTooLarge, fmt.Errorf("%w: peer %s declared %d bytes, limit %d", transport.ErrFrameTooLarge, c.remote, n, c.maxFrame))
-		return
-	}
-	if n < 4 {
-		str.CancelRead(streamRefused)
-		c.fail(codeBadFrame, fmt.Errorf("%w: peer %s declared length %d", transport.ErrBadFrame, c.remote, n))
-		return
-	}
-	if !c.budget.acquire(int(n), c.gone(), time.Time{}) {
-		str.CancelRead(streamClosing)
-		return
-	}
-	buf := make([]byte, n)
-	_, err := io.ReadFull(str, buf)
-	if err == nil {
-		// The frame must end where its length says.
-		var extra [1]byte
-		var m int
-		m, err = str.Read(extra[:])
-		switch {
-		case m > 0:
-			c.budget.release(int(n))
-			str.CancelRead(streamRefused)
-			c.fail(codeBadFrame, fmt.Errorf("%w: peer %s sent more than the declared %d bytes", transport.ErrBadFrame, c.remote, n))
+	for {
+		if m, err := io.ReadFull(str, lb[:]); err != nil {
+			s.dead.Store(true)
+			switch {
+			case m == 0 && errors.Is(err, io.EOF):
+				// The peer retired the stream; so do we.
+				str.Close()
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				c.refuse(str, codeBadFrame, fmt.Errorf("%w: peer %s ended a stream inside a frame length", transport.ErrBadFrame, c.remote))
+			default:
+				// The writer gave up (ctx) or the connection is gone.
+				abandon(str)
+			}
 			return
-		case errors.Is(err, io.EOF):
-			err = nil
+		}
+		u := binary.BigEndian.Uint32(lb[:])
+		if u == passLength {
+			c.own(s, false)
+			continue
+		}
+		n := int64(int32(u))
+		if n == 0 {
+			s.dead.Store(true)
+			c.receiveGoodbye(str)
+			return
+		}
+		if n > int64(c.maxFrame) {
+			s.dead.Store(true)
+			c.refuse(str, codeFrameTooLarge, fmt.Errorf("%w: peer %s declared %d bytes, limit %d", transport.ErrFrameTooLarge, c.remote, n, c.maxFrame))
+			return
+		}
+		if n < 4 {
+			s.dead.Store(true)
+			c.refuse(str, codeBadFrame, fmt.Errorf("%w: peer %s declared length %d", transport.ErrBadFrame, c.remote, n))
+			return
+		}
+		if !c.budget.acquire(int(n), c.gone(), time.Time{}) {
+			s.dead.Store(true)
+			abandon(str)
+			return
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(str, buf); err != nil {
+			c.budget.release(int(n))
+			s.dead.Store(true)
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				c.refuse(str, codeBadFrame, fmt.Errorf("%w: peer %s ended a stream inside a frame", transport.ErrBadFrame, c.remote))
+			} else {
+				abandon(str)
+			}
+			return
+		}
+		// The whole frame is here, so s is free for our next frame (the
+		// answer, usually) as soon as now, before the frame is read.
+		c.own(s, true)
+		select {
+		case c.frames <- buf:
+		case <-c.gone():
+			c.budget.release(int(n))
+			return
+		}
+		c.mu.Lock()
+		c.received++
+		done := c.peerFinished()
+		c.mu.Unlock()
+		if done {
+			c.qc.CloseWithError(codeClosed, "goodbye")
 		}
 	}
-	if err != nil {
-		c.budget.release(int(n))
-		str.CancelRead(streamCancelled)
+}
+
+// own takes s, which the peer just finished writing on (a frame, or a pass
+// when gotFrame is false), into the pool of idle streams; above passAbove
+// idle streams a stream that brought a frame goes back to the peer with a
+// pass, and above maxIdleStreams a stream is retired.
+func (c *Conn) own(s *stream, gotFrame bool) {
+	c.poolMu.Lock()
+	k := len(c.idle)
+	if k < passAbove || (k < maxIdleStreams && !gotFrame) {
+		c.idle = append(c.idle, s)
+		c.signal()
+		c.poolMu.Unlock()
 		return
 	}
-	select {
-	case c.frames <- buf:
-	case <-c.gone():
-		c.budget.release(int(n))
+	c.poolMu.Unlock()
+	if gotFrame && k < maxIdleStreams && s.str.TryWriteAll(pass) == nil {
 		return
 	}
-	c.mu.Lock()
-	c.received++
-	done := c.peerFinished()
-	c.mu.Unlock()
-	if done {
-		c.qc.CloseWithError(codeClosed, "goodbye")
-	}
+	// Retire it: the peer's reader sees the end and ends its side too.
+	s.dead.Store(true)
+	s.str.Close()
+}
+
+// abandon resets both directions of a peer's stream.
+func abandon(str *quic.Stream) {
+	str.CancelRead(streamCancelled)
+	str.CancelWrite(streamCancelled)
+}
+
+// refuse drops a stream that carried a bad frame, and the connection.
+func (c *Conn) refuse(str *quic.Stream, code quic.ApplicationErrorCode, err error) {
+	str.CancelRead(streamRefused)
+	str.CancelWrite(streamRefused)
+	c.fail(code, err)
 }
 
 // receiveGoodbye reads the count of frames the closing peer wrote: once
 // they are all queued we end the connection, and ReadFrame returns io.EOF
 // after them. Should some never come, the peer ends it after its linger.
-func (c *Conn) receiveGoodbye(str *quic.ReceiveStream) {
+func (c *Conn) receiveGoodbye(str *quic.Stream) {
 	var cb [8]byte
 	if _, err := io.ReadFull(str, cb[:]); err != nil {
-		str.CancelRead(streamCancelled)
+		abandon(str)
 		return
 	}
 	c.mu.Lock()
@@ -268,9 +366,9 @@ func (c *Conn) endErr() error {
 }
 
 // ReadFrame returns the next received frame. Frames arrive in the order
-// their streams complete: frames written concurrently, or one after the
-// other by one writer, may be read in another order. Frames the peer wrote
-// before it closed the connection are returned before io.EOF.
+// they complete: frames written concurrently, or one after the other by
+// one writer, may be read in another order. Frames the peer wrote before
+// it closed the connection are returned before io.EOF.
 func (c *Conn) ReadFrame(ctx context.Context) ([]byte, error) {
 	if c.isClosed() {
 		return nil, transport.ErrClosed
@@ -306,11 +404,14 @@ func (c *Conn) take(f []byte) []byte {
 	return f
 }
 
-// WriteFrame sends parts as one frame on a new stream. It returns once QUIC
-// took the whole frame (flow control may make it wait for the peer to
-// read); it does not wait for the peer. When ctx ends first the stream is
-// reset: the frame is not delivered, and the connection stays usable.
-// A refused oversized or undersized frame sends nothing.
+// WriteFrame sends parts as one frame on an idle stream (one on which the
+// peer's last frame or pass arrived in full, so the frame never waits
+// behind another's lost packet), or on a new one. A small frame the flow control lets through is queued
+// at once; otherwise WriteFrame returns once QUIC took the whole frame
+// (flow control may make it wait for the peer to read). It does not wait
+// for the peer. When ctx ends first the stream is reset: the frame is not
+// delivered, and the connection stays usable. A refused oversized or
+// undersized frame sends nothing.
 func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	n := 0
 	for _, p := range parts {
@@ -337,93 +438,203 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	if c.cfg.WriteTimeout > 0 {
 		deadline = time.Now().Add(c.cfg.WriteTimeout)
 	}
-	str, err := c.qc.OpenUniStream()
+	s, err := c.takeStream(ctx, deadline)
 	if err != nil {
-		// At the peer's stream limit: wait for one of ours to complete.
-		if str, err = c.openSync(ctx, deadline); err != nil {
+		return c.writeErr(ctx, err)
+	}
+	if n+4 <= smallFrame {
+		b := binary.BigEndian.AppendUint32(s.buf[:0], uint32(n))
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		s.buf = b
+		c.mu.Lock()
+		if c.isClosed() {
+			c.mu.Unlock()
+			c.kill(s, streamClosing)
+			return transport.ErrClosed
+		}
+		err = s.str.TryWriteAll(b)
+		if err == nil {
+			c.sent++
+		}
+		c.mu.Unlock()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, quic.ErrWouldBlock) {
+			c.kill(s, streamCancelled)
 			return c.writeErr(ctx, err)
 		}
+		// Out of flow-control credit: wait for it below.
 	}
-	if !deadline.IsZero() {
-		str.SetWriteDeadline(deadline)
-	}
+	return c.writeBlocking(ctx, s, deadline, n, parts)
+}
+
+// writeBlocking writes a frame that could not be queued at once, with
+// write_timeout as the stream's deadline and ctx's end resetting it.
+func (c *Conn) writeBlocking(ctx context.Context, s *stream, deadline time.Time, n int, parts [][]byte) error {
+	s.str.SetWriteDeadline(deadline)
 	c.mu.Lock()
 	if c.isClosed() {
 		c.mu.Unlock()
-		str.CancelWrite(streamClosing)
+		c.kill(s, streamClosing)
 		return transport.ErrClosed
 	}
-	c.writing[str] = struct{}{}
+	c.writing[s] = struct{}{}
 	c.mu.Unlock()
+	s.mu.Lock()
+	s.inWrite, s.cancelled = true, false
+	s.mu.Unlock()
 	var stop func() bool
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { str.CancelWrite(streamCancelled) })
+		stop = context.AfterFunc(ctx, func() {
+			s.mu.Lock()
+			if s.inWrite {
+				s.cancelled = true
+				s.dead.Store(true)
+				s.str.CancelWrite(streamCancelled)
+			}
+			s.mu.Unlock()
+		})
 	}
-	err = writeFrame(str, n, parts)
-	if stop != nil && !stop() {
+	err := writeAll(s, n, parts)
+	if stop != nil {
+		stop()
+	}
+	s.mu.Lock()
+	s.inWrite = false
+	cancelled := s.cancelled
+	s.mu.Unlock()
+	if cancelled {
 		// ctx ended: the stream is being reset, whatever Write said.
 		err = ctx.Err()
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		str.CancelWrite(streamCancelled)
 		err = errWriteTimeout
 	}
 	c.mu.Lock()
-	delete(c.writing, str)
+	delete(c.writing, s)
 	if err == nil && c.isClosed() {
 		err = transport.ErrClosed
-		str.CancelWrite(streamClosing)
 	}
 	if err == nil {
-		str.Close()
 		c.sent++
 	}
 	c.mu.Unlock()
 	if err != nil {
+		c.kill(s, streamCancelled)
 		return c.writeErr(ctx, err)
 	}
 	return nil
 }
 
-// openSync waits for a stream until ctx ends or the deadline passes.
-func (c *Conn) openSync(ctx context.Context, deadline time.Time) (*quic.SendStream, error) {
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, deadline, errWriteTimeout)
-		defer cancel()
-	}
-	str, err := c.qc.OpenUniStreamSync(ctx)
-	if err != nil && context.Cause(ctx) == errWriteTimeout {
-		err = errWriteTimeout
-	}
-	return str, err
-}
-
-// writeFrame writes the length and the parts.
-func writeFrame(str *quic.SendStream, n int, parts [][]byte) error {
+// writeAll writes the length and the parts; a small frame is already in
+// s.buf.
+func writeAll(s *stream, n int, parts [][]byte) error {
 	if n+4 <= smallFrame {
-		buf := make([]byte, 4, 4+n)
-		binary.BigEndian.PutUint32(buf, uint32(n))
-		for _, p := range parts {
-			buf = append(buf, p...)
-		}
-		_, err := str.Write(buf)
+		_, err := s.str.Write(s.buf)
 		return err
 	}
 	var lb [4]byte
 	binary.BigEndian.PutUint32(lb[:], uint32(n))
-	if _, err := str.Write(lb[:]); err != nil {
+	if _, err := s.str.Write(lb[:]); err != nil {
 		return err
 	}
 	for _, p := range parts {
 		if len(p) == 0 {
 			continue
 		}
-		if _, err := str.Write(p); err != nil {
+		if _, err := s.str.Write(p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// takeStream returns an idle stream, or opens one, or waits for one to
+// come back (at the peer's stream limit) until ctx ends, the deadline
+// passes or the connection is gone.
+func (c *Conn) takeStream(ctx context.Context, deadline time.Time) (*stream, error) {
+	var expired <-chan time.Time
+	for {
+		c.poolMu.Lock()
+		for k := len(c.idle); k > 0; k-- {
+			s := c.idle[k-1]
+			c.idle[k-1] = nil
+			c.idle = c.idle[:k-1]
+			if !s.dead.Load() {
+				c.poolMu.Unlock()
+				return s, nil
+			}
+		}
+		c.waiters++
+		wake := c.wake
+		c.poolMu.Unlock()
+		str, err := c.qc.OpenStream()
+		if err == nil {
+			c.unwait(wake)
+			c.opened.Add(1)
+			s := &stream{str: str}
+			c.wg.Add(1)
+			go c.receive(s)
+			return s, nil
+		}
+		if !errors.Is(err, &quic.StreamLimitReachedError{}) {
+			c.unwait(wake)
+			return nil, err
+		}
+		if expired == nil && !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
+		// The peer's credit for new streams comes without a signal to us:
+		// look again now and then too.
+		retry := time.NewTimer(10 * time.Millisecond)
+		err = nil
+		select {
+		case <-wake:
+		case <-retry.C:
+		case <-expired:
+			err = errWriteTimeout
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-c.gone():
+			err = context.Cause(c.qc.Context())
+		}
+		retry.Stop()
+		c.unwait(wake)
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// unwait takes back the waiters count of a takeStream that captured wake,
+// unless a signal already cleared it.
+func (c *Conn) unwait(wake chan struct{}) {
+	c.poolMu.Lock()
+	if c.wake == wake {
+		c.waiters--
+	}
+	c.poolMu.Unlock()
+}
+
+// signal wakes waiting writers; c.poolMu is held.
+func (c *Conn) signal() {
+	if c.waiters > 0 {
+		close(c.wake)
+		c.wake = make(chan struct{})
+		c.waiters = 0
+	}
+}
+
+// kill resets s, which never returns to the pool.
+func (c *Conn) kill(s *stream, code quic.StreamErrorCode) {
+	s.dead.Store(true)
+	s.str.CancelWrite(code)
+	s.str.CancelRead(code)
 }
 
 // writeErr explains a failed write: our Close, the end of the caller's
@@ -459,7 +670,7 @@ func (c *Conn) LocalAddr() string { return c.local }
 func (c *Conn) RemoteAddr() string { return c.remote }
 
 // Close closes the connection in both directions. Pending and later reads
-// and writes fail with transport.ErrClosed at once; writes in progress are
+// and writes fail with transport.ErrClosed at once; blocked writes are
 // reset. Frames already written still reach the peer before it sees the
 // end: Close tells the peer how many there were and waits until the peer
 // took them all and ended the connection, for 8 round trips (at least 1 s,
@@ -469,8 +680,9 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		close(c.closed)
-		for str := range c.writing {
-			str.CancelWrite(streamClosing)
+		for s := range c.writing {
+			s.dead.Store(true)
+			s.str.CancelWrite(streamClosing)
 		}
 		sent, peerDone := c.sent, c.peerDone
 		c.mu.Unlock()
@@ -496,20 +708,18 @@ func (c *Conn) Close() error {
 
 // sayGoodbye tells the peer we close after sent frames.
 func (c *Conn) sayGoodbye(sent uint64) bool {
-	str, err := c.qc.OpenUniStream()
+	ctx, cancel := context.WithTimeout(context.Background(), c.lingerFor())
+	defer cancel()
+	s, err := c.takeStream(ctx, time.Time{})
 	if err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.lingerFor())
-		defer cancel()
-		if str, err = c.qc.OpenUniStreamSync(ctx); err != nil {
-			return false
-		}
+		return false
 	}
 	var b [12]byte
 	binary.BigEndian.PutUint64(b[4:], sent)
-	if _, err := str.Write(b[:]); err != nil {
+	s.dead.Store(true)
+	if _, err := s.str.Write(b[:]); err != nil {
 		return false
 	}
-	str.Close()
 	return true
 }
 
@@ -517,9 +727,10 @@ func (c *Conn) sayGoodbye(sent uint64) bool {
 // connection, so max_streams concurrent frames cannot each hold a frame
 // limit's worth of memory. It must hold at least one frame of the limit.
 type budget struct {
-	mu    sync.Mutex
-	avail int
-	wake  chan struct{} // closed and replaced on every release
+	mu      sync.Mutex
+	avail   int
+	waiters int
+	wake    chan struct{} // closed and replaced on a release while waiters > 0
 }
 
 func newBudget(n int) *budget { return &budget{avail: n, wake: make(chan struct{})} }
@@ -535,6 +746,7 @@ func (b *budget) acquire(n int, stop <-chan struct{}, deadline time.Time) bool {
 			b.mu.Unlock()
 			return true
 		}
+		b.waiters++
 		wake := b.wake
 		b.mu.Unlock()
 		if expired == nil && !deadline.IsZero() {
@@ -544,18 +756,26 @@ func (b *budget) acquire(n int, stop <-chan struct{}, deadline time.Time) bool {
 		}
 		select {
 		case <-wake:
+			continue
 		case <-stop:
-			return false
 		case <-expired:
-			return false
 		}
+		b.mu.Lock()
+		if b.wake == wake {
+			b.waiters--
+		}
+		b.mu.Unlock()
+		return false
 	}
 }
 
 func (b *budget) release(n int) {
 	b.mu.Lock()
 	b.avail += n
-	close(b.wake)
-	b.wake = make(chan struct{})
+	if b.waiters > 0 {
+		close(b.wake)
+		b.wake = make(chan struct{})
+		b.waiters = 0
+	}
 	b.mu.Unlock()
 }

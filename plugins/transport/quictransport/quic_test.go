@@ -313,3 +313,80 @@ func TestBudget(t *testing.T) {
 	close(stop)
 	assert.False(t, <-got)
 }
+
+// TestStreamsReused: request/response traffic turns the same streams
+// around, and one-way traffic gets its streams handed back with passes,
+// so neither opens a stream per frame.
+func TestStreamsReused(t *testing.T) {
+	cfg := testConfig()
+	ln := listen(t, cfg, 0)
+	client, server := pair(t, ln, cfg, 0)
+	ctx := ctxFor(t, 60*time.Second)
+	const writers, perWriter = 8, 200
+
+	// Request/response: every answer goes out on a stream a request came
+	// on, and comes back as idle for the next request.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range writers * perWriter {
+			f, err := server.ReadFrame(ctx)
+			if !assert.NoError(t, err) {
+				return
+			}
+			wg.Go(func() { assert.NoError(t, server.WriteFrame(ctx, f)) })
+		}
+	})
+	answers := make([]chan []byte, writers)
+	for w := range answers {
+		answers[w] = make(chan []byte, 1)
+	}
+	wg.Go(func() {
+		for range writers * perWriter {
+			f, err := client.ReadFrame(ctx)
+			if !assert.NoError(t, err) {
+				return
+			}
+			answers[binary.BigEndian.Uint32(f)] <- f
+		}
+	})
+	for w := range writers {
+		wg.Go(func() {
+			for seq := range perWriter {
+				f := frameOf(w, seq, 1024)
+				if !assert.NoError(t, client.WriteFrame(ctx, f)) {
+					return
+				}
+				assert.Equal(t, f, <-answers[w])
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, client.opened.Load(), int64(2*writers), "client streams")
+	assert.LessOrEqual(t, server.opened.Load(), int64(2*writers), "server streams")
+
+	// One way: the reader keeps passAbove streams idle and passes the rest
+	// back, up to maxIdleStreams on either end.
+	wg.Go(func() {
+		for range writers * perWriter {
+			if _, err := server.ReadFrame(ctx); !assert.NoError(t, err) {
+				return
+			}
+		}
+	})
+	for w := range writers {
+		wg.Go(func() {
+			for seq := range perWriter {
+				assert.NoError(t, client.WriteFrame(ctx, frameOf(w, seq, 1024)))
+			}
+		})
+	}
+	wg.Wait()
+	idle := func(c *Conn) int {
+		c.poolMu.Lock()
+		defer c.poolMu.Unlock()
+		return len(c.idle)
+	}
+	assert.Eventually(t, func() bool { return idle(client) > 0 }, 10*time.Second, time.Millisecond, "streams passed back")
+	assert.LessOrEqual(t, idle(server), maxIdleStreams)
+	assert.LessOrEqual(t, idle(client), maxIdleStreams)
+}

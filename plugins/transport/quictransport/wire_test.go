@@ -42,41 +42,56 @@ func rawDial(t *testing.T, ln *Listener) (*quic.Conn, *Conn) {
 func be32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
 // TestWireFormat checks the framing against a bare quic-go peer: a length
-// and the frame on a unidirectional stream; Close announces the number of
-// frames written after a zero length.
+// and the frame on a bidirectional stream; an end writes on a stream on
+// which it read the peer's last frame or pass, or on one it opens; Close
+// announces the number of frames written after a zero length.
 func TestWireFormat(t *testing.T) {
 	ln := listen(t, testConfig(), 1<<20)
 	qc, c := rawDial(t, ln)
 	ctx := ctxFor(t, 10*time.Second)
+	readN := func(str *quic.Stream, n int) []byte {
+		t.Helper()
+		b := make([]byte, n)
+		_, err := io.ReadFull(str, b)
+		require.NoError(t, err)
+		return b
+	}
 
 	// Peer to us.
-	str, err := qc.OpenUniStreamSync(ctx)
+	str, err := qc.OpenStreamSync(ctx)
 	require.NoError(t, err)
 	_, err = str.Write(append(be32(9), "\x00\x00\x00\x02{}abc"...))
 	require.NoError(t, err)
-	require.NoError(t, str.Close())
 	f, err := c.ReadFrame(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "\x00\x00\x00\x02{}abc", string(f))
 
-	// Us to the peer.
-	for range 2 {
-		require.NoError(t, c.WriteFrame(ctx, []byte{0, 0, 0, 0}, []byte("body")))
-		in, err := qc.AcceptUniStream(ctx)
-		require.NoError(t, err)
-		got, err := io.ReadAll(in)
-		require.NoError(t, err)
-		assert.Equal(t, append(be32(8), "\x00\x00\x00\x00body"...), got)
-	}
+	// Us to the peer: first on the stream the peer's frame came on, which
+	// is then the peer's again.
+	require.NoError(t, c.WriteFrame(ctx, []byte{0, 0, 0, 0}, []byte("body")))
+	assert.Equal(t, append(be32(8), "\x00\x00\x00\x00body"...), readN(str, 12))
+	// With no stream of ours idle, on a new one.
+	require.NoError(t, c.WriteFrame(ctx, []byte{0, 0, 0, 0}, []byte("two!")))
+	in, err := qc.AcceptStream(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, append(be32(8), "\x00\x00\x00\x00two!"...), readN(in, 12))
+	// A pass (length 0xFFFFFFFF) gives that one back without a frame.
+	_, err = in.Write(be32(0xFFFFFFFF))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		c.poolMu.Lock()
+		defer c.poolMu.Unlock()
+		return len(c.idle) == 1
+	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, c.WriteFrame(ctx, []byte{0, 0, 0, 0}, []byte("3rd!")))
+	assert.Equal(t, append(be32(8), "\x00\x00\x00\x003rd!"...), readN(in, 12))
 
 	// Close says goodbye with the count and waits for us to end it.
 	done := make(chan error, 1)
 	go func() { done <- c.Close() }()
-	in, err := qc.AcceptUniStream(ctx)
+	bye, err := qc.AcceptStream(ctx)
 	require.NoError(t, err)
-	got, err := io.ReadAll(in)
-	require.NoError(t, err)
-	assert.Equal(t, append(be32(0), 0, 0, 0, 0, 0, 0, 0, 2), got)
+	assert.Equal(t, append(be32(0), 0, 0, 0, 0, 0, 0, 0, 3), readN(bye, 12))
 	select {
 	case err := <-done:
 		t.Fatalf("Close returned %v before the peer ended the connection", err)
@@ -93,7 +108,7 @@ func TestPeerGoodbye(t *testing.T) {
 	qc, c := rawDial(t, ln)
 	ctx := ctxFor(t, 10*time.Second)
 	send := func(b []byte) {
-		str, err := qc.OpenUniStreamSync(ctx)
+		str, err := qc.OpenStreamSync(ctx)
 		require.NoError(t, err)
 		_, err = str.Write(b)
 		require.NoError(t, err)
@@ -128,12 +143,12 @@ func TestPeerResetsFrame(t *testing.T) {
 	ln := listen(t, testConfig(), 1<<20)
 	qc, c := rawDial(t, ln)
 	ctx := ctxFor(t, 10*time.Second)
-	str, err := qc.OpenUniStreamSync(ctx)
+	str, err := qc.OpenStreamSync(ctx)
 	require.NoError(t, err)
 	_, err = str.Write(append(be32(100), "partial"...))
 	require.NoError(t, err)
 	str.CancelWrite(7)
-	str2, err := qc.OpenUniStreamSync(ctx)
+	str2, err := qc.OpenStreamSync(ctx)
 	require.NoError(t, err)
 	_, err = str2.Write(append(be32(4), "next"...))
 	require.NoError(t, err)
@@ -143,8 +158,9 @@ func TestPeerResetsFrame(t *testing.T) {
 	assert.Equal(t, "next", string(f))
 }
 
-// TestPeerBadFrames: a peer declaring more than the limit, too little, or
-// sending more than it declared is refused and dropped, with the reason on
+// TestPeerBadFrames: a peer declaring more than the limit or too little,
+// or ending a stream inside a frame or its length (the bytes after a
+// frame start the next one), is refused and dropped, with the reason on
 // both ends, while the listener keeps serving others.
 func TestPeerBadFrames(t *testing.T) {
 	tests := []struct {
@@ -155,22 +171,28 @@ func TestPeerBadFrames(t *testing.T) {
 	}{
 		{"above limit", be32(1<<20 + 1), codeFrameTooLarge, transport.ErrFrameTooLarge},
 		{"2 GiB", be32(0x7FFFFFFF), codeFrameTooLarge, transport.ErrFrameTooLarge},
-		{"negative", be32(0xFFFFFFFF), codeBadFrame, transport.ErrBadFrame},
+		{"negative", be32(0xFFFFFFFE), codeBadFrame, transport.ErrBadFrame},
 		{"below header word", be32(3), codeBadFrame, transport.ErrBadFrame},
 		{"trailing bytes", append(be32(4), "12345"...), codeBadFrame, transport.ErrBadFrame},
+		{"short body", append(be32(8), "1234"...), codeBadFrame, transport.ErrBadFrame},
 	}
 	ln := listen(t, testConfig(), 1<<20)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			qc, c := rawDial(t, ln)
 			ctx := ctxFor(t, 10*time.Second)
-			str, err := qc.OpenUniStreamSync(ctx)
+			str, err := qc.OpenStreamSync(ctx)
 			require.NoError(t, err)
 			_, err = str.Write(tt.give)
 			require.NoError(t, err)
 			str.Close()
 
 			_, err = c.ReadFrame(ctx)
+			if tt.name == "trailing bytes" {
+				// The frame itself was fine.
+				require.NoError(t, err)
+				_, err = c.ReadFrame(ctx)
+			}
 			require.ErrorIs(t, err, tt.wantErr)
 			assert.ErrorIs(t, err, transport.ErrClosed)
 			_, err = c.ReadFrame(ctx)
@@ -214,11 +236,11 @@ func TestPeerRefusesOurFrame(t *testing.T) {
 	assert.ErrorIs(t, client.WriteFrame(ctx, make([]byte, 20)), transport.ErrFrameTooLarge)
 }
 
-// TestBidiStreamsRefused: the transport uses unidirectional streams only.
-func TestBidiStreamsRefused(t *testing.T) {
+// TestUniStreamsRefused: the transport uses bidirectional streams only.
+func TestUniStreamsRefused(t *testing.T) {
 	ln := listen(t, testConfig(), 1<<20)
 	qc, _ := rawDial(t, ln)
-	_, err := qc.OpenStream()
+	_, err := qc.OpenUniStream()
 	assert.ErrorIs(t, err, &quic.StreamLimitReachedError{})
 }
 
