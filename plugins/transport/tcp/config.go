@@ -10,15 +10,18 @@ import (
 // Config is the transport.tcp section.
 type Config struct {
 	// IdleTimeout closes a connection that received nothing for this long
-	// (RocketMQ closes idle channels after 120 s). 0 disables it.
+	// (RocketMQ closes idle channels after 120 s), or up to an eighth
+	// longer: the deadline is renewed once per eighth, not per frame.
+	// 0 disables it.
 	IdleTimeout time.Duration `koanf:"idle_timeout"`
 	// ReadTimeout bounds how long one frame may take to arrive once its
 	// first bytes have (slow senders are dropped). 0 disables it.
 	ReadTimeout time.Duration `koanf:"read_timeout"`
 	// DialTimeout bounds connection set-up.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
-	// WriteTimeout bounds one frame write; a peer that stops reading is
-	// dropped instead of blocking its writers forever.
+	// WriteTimeout bounds one frame write (or up to an eighth more, as
+	// IdleTimeout); a peer that stops reading is dropped instead of
+	// blocking its writers forever.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
 	// ReadBuffer and WriteBuffer size the per-connection buffers.
 	ReadBuffer  int `koanf:"read_buffer"`

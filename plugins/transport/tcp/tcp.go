@@ -213,6 +213,10 @@ type Conn struct {
 	wctx   context.Context
 	wstop  func() bool
 	wfired chan struct{}
+	// wdl is the write deadline last set (wdlSet: it is known; an
+	// AfterFunc that fired has replaced it). Guarded by wmu.
+	wdl    time.Time
+	wdlSet bool
 
 	// rerr is a sticky read error: once a frame could not be read whole the
 	// stream has lost its framing. Only the reading goroutine touches it.
@@ -224,6 +228,11 @@ type Conn struct {
 	rctx   context.Context
 	rstop  func() bool
 	rfired chan struct{}
+	// rdl is the read deadline last set (rdlSet: it is known; an
+	// AfterFunc that fired has replaced it). Only the reading goroutine
+	// touches them.
+	rdl    time.Time
+	rdlSet bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -267,8 +276,31 @@ func (c *Conn) releaseReadCtx() {
 	}
 	if !c.rstop() {
 		<-c.rfired
+		c.rdlSet = false
 	}
 	c.rctx, c.rstop, c.rfired = nil, nil, nil
+}
+
+// deadlineSlack lets an idle (or write) deadline be renewed only once per
+// eighth of its timeout instead of on every frame: setting a deadline
+// takes the runtime's timer lock. A deadline is set to now + timeout +
+// timeout/8 and kept while at least timeout remains, so it never fires
+// before timeout has passed without a frame, and at most timeout/8 after.
+const deadlineSlack = 8
+
+// setReadDeadline sets the read deadline to t, or, with renew, to at
+// least now+d (d > 0) without touching a deadline that already is.
+func (c *Conn) setReadDeadline(t time.Time) {
+	c.c.SetReadDeadline(t)
+	c.rdl, c.rdlSet = t, true
+}
+
+func (c *Conn) renewReadDeadline(d time.Duration) {
+	now := time.Now()
+	if c.rdlSet && !c.rdl.IsZero() && !c.rdl.Before(now.Add(d)) {
+		return
+	}
+	c.setReadDeadline(now.Add(d + d/deadlineSlack))
 }
 
 func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
@@ -284,9 +316,9 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 	// Set the idle deadline first, so that a ctx that ends meanwhile wins:
 	// its AfterFunc runs after this, or ctx.Err below sees it.
 	if c.cfg.IdleTimeout > 0 {
-		c.c.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
-	} else {
-		c.c.SetReadDeadline(time.Time{})
+		c.renewReadDeadline(c.cfg.IdleTimeout)
+	} else if !c.rdlSet || !c.rdl.IsZero() {
+		c.setReadDeadline(time.Time{})
 	}
 	if ctx.Done() != nil {
 		if c.rstop == nil {
@@ -298,7 +330,7 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 			})
 		} else if ctx.Err() != nil {
 			// The registration fired before the deadline above was set.
-			c.c.SetReadDeadline(aLongTimeAgo)
+			c.setReadDeadline(aLongTimeAgo)
 		}
 	}
 	var lb [4]byte
@@ -322,11 +354,12 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 		return nil, c.rerr
 	}
 	// Once a frame has started it must arrive within the read timeout, so
-	// a slow sender cannot hold a connection's frame open indefinitely.
-	if rt := c.cfg.ReadTimeout; rt > 0 && (c.cfg.IdleTimeout <= 0 || rt < c.cfg.IdleTimeout) {
-		c.c.SetReadDeadline(time.Now().Add(rt))
+	// a slow sender cannot hold a connection's frame open indefinitely. A
+	// frame already whole in the buffer needs no more reading.
+	if rt := c.cfg.ReadTimeout; rt > 0 && (c.cfg.IdleTimeout <= 0 || rt < c.cfg.IdleTimeout) && c.r.Buffered() < int(n) {
+		c.setReadDeadline(time.Now().Add(rt))
 		if ctx.Err() != nil {
-			c.c.SetReadDeadline(aLongTimeAgo)
+			c.setReadDeadline(aLongTimeAgo)
 		}
 	}
 	buf, err := readBody(c.r, int(n))
@@ -473,12 +506,18 @@ func (c *Conn) beginWrite(ctx context.Context) error {
 	if ctx != c.wctx {
 		c.releaseWriteCtx()
 	}
-	if dl, ok := ctx.Deadline(); ok && (c.cfg.WriteTimeout <= 0 || time.Until(dl) < c.cfg.WriteTimeout) {
-		c.c.SetWriteDeadline(dl)
-	} else if c.cfg.WriteTimeout > 0 {
-		c.c.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
-	} else {
-		c.c.SetWriteDeadline(time.Time{})
+	wt := c.cfg.WriteTimeout
+	if dl, ok := ctx.Deadline(); ok && (wt <= 0 || time.Until(dl) < wt) {
+		c.setWriteDeadline(dl)
+	} else if wt > 0 {
+		// Renewed once per eighth of the timeout, not per write (see
+		// deadlineSlack).
+		now := time.Now()
+		if !c.wdlSet || c.wdl.IsZero() || c.wdl.Before(now.Add(wt)) || c.wdl.After(now.Add(wt+wt/deadlineSlack)) {
+			c.setWriteDeadline(now.Add(wt + wt/deadlineSlack))
+		}
+	} else if !c.wdlSet || !c.wdl.IsZero() {
+		c.setWriteDeadline(time.Time{})
 	}
 	if ctx.Done() != nil {
 		if c.wstop == nil {
@@ -490,7 +529,7 @@ func (c *Conn) beginWrite(ctx context.Context) error {
 			})
 		} else if ctx.Err() != nil {
 			// The registration fired before the deadline above was set.
-			c.c.SetWriteDeadline(aLongTimeAgo)
+			c.setWriteDeadline(aLongTimeAgo)
 		}
 	}
 	return nil
@@ -534,8 +573,16 @@ func (c *Conn) releaseWriteCtx() {
 	}
 	if !c.wstop() {
 		<-c.wfired
+		c.wdlSet = false
 	}
 	c.wctx, c.wstop, c.wfired = nil, nil, nil
+}
+
+// setWriteDeadline sets and remembers the write deadline. Called with wmu
+// held.
+func (c *Conn) setWriteDeadline(t time.Time) {
+	c.c.SetWriteDeadline(t)
+	c.wdl, c.wdlSet = t, true
 }
 
 // LocalAddr implements transport.Conn.
