@@ -203,9 +203,12 @@ func (c *Client) sign(req *remoting.Command) {
 	}
 }
 
+// withTimeout bounds ctx by d unless it has a deadline already; then it
+// is used as it is (a derived context per call would cost an allocation
+// and, on the transport, a cancellation registration per write).
 func (c *Client) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
+		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, d)
 }

@@ -50,7 +50,9 @@ func BenchmarkProduceSync(b *testing.B) {
 			p, topic := benchEnv(b, s)
 			b.SetBytes(1024)
 			b.SetParallelism(4)
+			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := startCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if _, err := p.SendSync(context.Background(), client.NewMessage(topic, body1K)); err != nil {
@@ -59,6 +61,8 @@ func BenchmarkProduceSync(b *testing.B) {
 					}
 				}
 			})
+			b.StopTimer()
+			cpu.report(b)
 		})
 	}
 }
@@ -69,7 +73,10 @@ func BenchmarkProduceSyncSerial(b *testing.B) {
 		b.Run(string(s), func(b *testing.B) {
 			p, topic := benchEnv(b, s)
 			b.SetBytes(1024)
+			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := startCPU()
+			defer cpu.report(b)
 			for i := 0; i < b.N; i++ {
 				if _, err := p.SendSync(context.Background(), client.NewMessage(topic, body1K)); err != nil {
 					b.Fatal(err)

@@ -58,12 +58,15 @@ type PeerOptions struct {
 // to its Handler, each in its own goroutine so requests on one connection
 // are served concurrently and answered out of order.
 //
-// Async calls (InvokeAsync) cost no goroutine, channel or timer each: the
-// pending entry holds the callback, the connection's callback goroutine
-// runs it (and sweeps for expired calls), and, on transports that can
-// write several frames at once (tcp), the connection's writer goroutine
-// sends whatever requests are queued with one flush. Both goroutines start
-// on the first async call and end with the connection.
+// Calls cost no goroutine, channel or timer each: a pending call is a
+// pooled entry in a sharded table; a sync call waits on its entry's pooled
+// channel; an async call's entry holds its callback, which the
+// connection's callback goroutine runs (it also sweeps for expired
+// calls). On transports that can write several frames at once (tcp) the
+// requests of Invoke and InvokeAsync are encoded into pooled buffers and
+// the connection's writer goroutine sends whatever is queued with one
+// flush. Both goroutines start on first use and end with the connection.
+// Send (responses, oneway requests) writes from the caller, as before.
 type Peer struct {
 	conn    transport.Conn
 	handler Handler
@@ -350,10 +353,18 @@ func (p *Peer) Invoke(ctx context.Context, req *Command) (*Command, error) {
 		putCall(c)
 		return nil, ErrPeerClosed
 	}
-	// Written from here, not queued for the writer goroutine: measured no
-	// better for sync calls (BenchmarkInvoke, BenchmarkInvokePipelined),
-	// and the transport combines concurrent writers already.
-	if err := p.Send(ctx, req); err != nil {
+	// Queued for the writer goroutine where the transport has one: the
+	// write then needs no cancellation registration for ctx (a sync call's
+	// ctx is new every time), and concurrent callers share a flush. ctx
+	// still ends the wait; the write itself is bounded by the transport's
+	// write timeout.
+	var err error
+	if p.batch != nil {
+		err = p.enqueue(req)
+	} else {
+		err = p.Send(ctx, req)
+	}
+	if err != nil {
 		p.abandon(c)
 		return nil, err
 	}
