@@ -59,7 +59,7 @@ func TestLossyLink(t *testing.T) {
 					break
 				}
 			}
-			cli0, srv0 := selfCPU(), procCPU(srv.PID())
+			cli0, srv0, udp0 := selfCPU(), procCPU(srv.PID()), udpOut()
 			var mu sync.Mutex
 			var lat []time.Duration
 			var errs atomic.Int64
@@ -86,7 +86,7 @@ func TestLossyLink(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			cliCPU, srvCPU := selfCPU()-cli0, procCPU(srv.PID())-srv0
+			cliCPU, srvCPU, udp := selfCPU()-cli0, procCPU(srv.PID())-srv0, udpOut()-udp0
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			q := func(f float64) time.Duration {
 				if len(lat) == 0 {
@@ -100,9 +100,9 @@ func TestLossyLink(t *testing.T) {
 				}
 				return float64(d.Microseconds()) / float64(len(lat))
 			}
-			fmt.Printf("LOSSY loss=%s transport=%s msgs_per_sec=%.0f p50=%v p99=%v p999=%v errors=%d cpu_us_per_msg_client=%.1f cpu_us_per_msg_server=%.1f\n",
+			fmt.Printf("LOSSY loss=%s transport=%s msgs_per_sec=%.0f p50=%v p99=%v p999=%v errors=%d cpu_us_per_msg_client=%.1f cpu_us_per_msg_server=%.1f udp_datagrams_per_msg=%.2f\n",
 				loss, scheme, float64(len(lat))/float64(secs), q(.5).Round(time.Microsecond), q(.99).Round(time.Microsecond), q(.999).Round(time.Microsecond), errs.Load(),
-				perMsg(cliCPU), perMsg(srvCPU))
+				perMsg(cliCPU), perMsg(srvCPU), float64(udp)/max(1, float64(len(lat))))
 		})
 	}
 }
@@ -136,3 +136,30 @@ func procCPU(pid int) time.Duration {
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times (100 on Linux).
 const clockTicks = 100
+
+// udpOut is the namespace's count of UDP datagrams sent (both ends, as
+// both run in it), from /proc/net/snmp; 0 where there is none.
+func udpOut() int64 {
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "OutDatagrams" && i < len(f) {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}

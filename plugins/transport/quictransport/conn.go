@@ -1,6 +1,7 @@
 package quictransport
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -41,6 +42,9 @@ const maxIdleStreams = 128
 // passLength is the length word of a pass: no frame, the stream is the
 // peer's to write on again.
 const passLength = 0xFFFFFFFF
+
+// readAhead is the read buffer of a stream's reader.
+const readAhead = 4 << 10
 
 // maxLinger bounds how long Close waits for the peer to take the frames
 // written before it.
@@ -165,9 +169,13 @@ func (c *Conn) receive(s *stream) {
 	// No deadline here: a frame the peer wrote is never dropped because our
 	// reader is slow (the writer's write_timeout handles a stuck peer, and
 	// a peer that never finishes a frame only blocks its own connection).
+	// Reading ahead takes a small frame's length and body in one Read. It
+	// never waits for more than the peer wrote: after a frame, nothing
+	// follows on the stream until we write on it.
+	r := bufio.NewReaderSize(str, readAhead)
 	var lb [4]byte
 	for {
-		if m, err := io.ReadFull(str, lb[:]); err != nil {
+		if m, err := io.ReadFull(r, lb[:]); err != nil {
 			s.dead.Store(true)
 			switch {
 			case m == 0 && errors.Is(err, io.EOF):
@@ -189,7 +197,7 @@ func (c *Conn) receive(s *stream) {
 		n := int64(int32(u))
 		if n == 0 {
 			s.dead.Store(true)
-			c.receiveGoodbye(str)
+			c.receiveGoodbye(str, r)
 			return
 		}
 		if n > int64(c.maxFrame) {
@@ -208,7 +216,7 @@ func (c *Conn) receive(s *stream) {
 			return
 		}
 		buf := make([]byte, n)
-		if _, err := io.ReadFull(str, buf); err != nil {
+		if _, err := io.ReadFull(r, buf); err != nil {
 			c.budget.release(int(n))
 			s.dead.Store(true)
 			if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -275,9 +283,9 @@ func (c *Conn) refuse(str *quic.Stream, code quic.ApplicationErrorCode, err erro
 // receiveGoodbye reads the count of frames the closing peer wrote: once
 // they are all queued we end the connection, and ReadFrame returns io.EOF
 // after them. Should some never come, the peer ends it after its linger.
-func (c *Conn) receiveGoodbye(str *quic.Stream) {
+func (c *Conn) receiveGoodbye(str *quic.Stream, r io.Reader) {
 	var cb [8]byte
-	if _, err := io.ReadFull(str, cb[:]); err != nil {
+	if _, err := io.ReadFull(r, cb[:]); err != nil {
 		abandon(str)
 		return
 	}
