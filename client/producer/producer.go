@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/client"
@@ -98,6 +99,7 @@ type Producer struct {
 	log   *slog.Logger
 	// queueNums is o.defaultTopicQueue in decimal, for every request.
 	queueNums string
+	born      atomic.Pointer[msString]
 	faults    *faultTable
 
 	mu     sync.Mutex
@@ -183,29 +185,38 @@ type prepared struct {
 }
 
 func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
+	pr := new(prepared)
+	if err := p.prepareInto(pr, msgs); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// prepareInto is prepare into pr (SendAsync's is part of its state).
+func (p *Producer) prepareInto(pr *prepared, msgs []*client.Message) error {
 	if len(msgs) == 0 {
-		return nil, errors.New("producer: no message")
+		return errors.New("producer: no message")
 	}
 	topic := msgs[0].Topic
 	if err := protocol.ValidateTopic(topic); err != nil {
-		return nil, fmt.Errorf("producer: %w", err)
+		return fmt.Errorf("producer: %w", err)
 	}
 	if protocol.IsSystemTopic(topic) {
-		return nil, fmt.Errorf("producer: topic %s is a system topic", topic)
+		return fmt.Errorf("producer: topic %s is a system topic", topic)
 	}
 	for _, m := range msgs {
 		if m.Topic != topic {
-			return nil, fmt.Errorf("producer: a batch must have one topic, got %s and %s", topic, m.Topic)
+			return fmt.Errorf("producer: a batch must have one topic, got %s and %s", topic, m.Topic)
 		}
 		if len(m.Body) == 0 {
-			return nil, errors.New("producer: message body is empty")
+			return errors.New("producer: message body is empty")
 		}
 		if len(m.Body) > p.o.maxMessageSize {
-			return nil, fmt.Errorf("producer: message body of %d bytes is over the limit %d", len(m.Body), p.o.maxMessageSize)
+			return fmt.Errorf("producer: message body of %d bytes is over the limit %d", len(m.Body), p.o.maxMessageSize)
 		}
 	}
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	pr := &prepared{topic: topic, first: msgs[0]}
+	now := p.bornTimestamp()
+	*pr = prepared{topic: topic, first: msgs[0]}
 	if len(msgs) == 1 {
 		m := msgs[0]
 		props := message.Properties(m.Properties)
@@ -223,7 +234,7 @@ func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
 		if p.o.compressOver > 0 && len(body) >= p.o.compressOver {
 			z, err := message.Deflate(body, p.o.compressLevel)
 			if err != nil {
-				return nil, fmt.Errorf("producer: %w", err)
+				return fmt.Errorf("producer: %w", err)
 			}
 			body = z
 			pr.sysFlag |= message.FlagCompressed
@@ -245,16 +256,16 @@ func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
 		ext["maxReconsumeTimes"] = "0"
 		ext["batch"] = "false"
 		pr.ext = ext
-		return pr, nil
+		return nil
 	}
 	pr.batch = true
 	var body []byte
 	for _, m := range msgs {
 		if m.Properties[message.PropertyDelayTimeLevel] != "" {
-			return nil, errors.New("producer: a batch cannot carry delayed messages")
+			return errors.New("producer: a batch cannot carry delayed messages")
 		}
 		if strings.EqualFold(m.Properties[message.PropertyTransactionPrepared], "true") {
-			return nil, errors.New("producer: a batch cannot carry transactional messages")
+			return errors.New("producer: a batch cannot carry transactional messages")
 		}
 		props := message.Properties(m.Properties).Clone()
 		if props[message.PropertyUniqKey] == "" {
@@ -267,7 +278,24 @@ func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
 		"a": p.group, "b": topic, "c": p.o.createTopicKey, "d": p.queueNums,
 		"f": "0", "g": now, "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true",
 	}
-	return pr, nil
+	return nil
+}
+
+// bornTimestamp is the current time in Unix milliseconds, in decimal; the
+// string is shared by the sends of the same millisecond.
+func (p *Producer) bornTimestamp() string {
+	ms := time.Now().UnixMilli()
+	if t := p.born.Load(); t != nil && t.ms == ms {
+		return t.s
+	}
+	t := &msString{ms: ms, s: strconv.FormatInt(ms, 10)}
+	p.born.Store(t)
+	return t.s
+}
+
+type msString struct {
+	ms int64
+	s  string
 }
 
 // encodeProps writes properties as the official Go client does, with a
@@ -426,12 +454,12 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *clie
 	if err := p.begin(); err != nil {
 		return err
 	}
-	pr, err := p.prepare(msgs)
-	if err != nil {
+	s := &asyncSend{p: p, ctx: ctx, cb: cb, sel: p.o.selector}
+	if err := p.prepareInto(&s.prep, msgs); err != nil {
 		p.wg.Done()
 		return err
 	}
-	s := &asyncSend{p: p, ctx: ctx, cb: cb, pr: pr, sel: p.o.selector, deadline: time.Now().Add(p.o.sendTimeout)}
+	s.pr, s.deadline = &s.prep, time.Now().Add(p.o.sendTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(s.deadline) {
 		s.deadline = d
 	}
@@ -445,7 +473,8 @@ type asyncSend struct {
 	p        *Producer
 	ctx      context.Context
 	cb       func(context.Context, *client.SendResult, error)
-	pr       *prepared
+	pr       *prepared // &prep
+	prep     prepared
 	sel      QueueSelector
 	deadline time.Time
 
