@@ -217,14 +217,24 @@ func (c *Client) withTimeout(ctx context.Context, d time.Duration) (context.Cont
 // answer. The error is non-nil only when no answer arrived; check the
 // response code. Without a deadline on ctx the request timeout applies.
 func (c *Client) Invoke(ctx context.Context, addr string, req *remoting.Command) (*remoting.Command, error) {
+	return c.InvokeDeadline(ctx, addr, req, time.Time{})
+}
+
+// InvokeDeadline is Invoke with the wait bounded by deadline (when not
+// zero) instead of the request timeout, without a context per call: the
+// connection's sweep fails the call with ErrTimeout once it passes.
+func (c *Client) InvokeDeadline(ctx context.Context, addr string, req *remoting.Command, deadline time.Time) (*remoting.Command, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	ctx, cancel := c.withTimeout(ctx, c.opts.requestTimeout)
-	defer cancel()
+	if deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = c.withTimeout(ctx, c.opts.requestTimeout)
+		defer cancel()
+	}
 	c.sign(req)
 	da := c.dialAddr(addr)
-	resp, err := c.rc.Invoke(ctx, da, req)
+	resp, err := c.rc.InvokeDeadline(ctx, da, req, deadline)
 	if err != nil {
 		// A timeout leaves the connection to the other requests on it (a
 		// failed write already closed it, and the next call redials).

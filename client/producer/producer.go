@@ -347,13 +347,21 @@ func (p *Producer) sendCtx(ctx context.Context) (context.Context, context.Cancel
 }
 
 // send runs the attempt loop.
+// The send timeout is a deadline on each call (swept by the connection),
+// not a context per send.
 func (p *Producer) send(ctx context.Context, pr *prepared, retries int, sel QueueSelector) (*client.SendResult, error) {
-	ctx, cancel := p.sendCtx(ctx)
-	defer cancel()
+	deadline := time.Now().Add(p.o.sendTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	over := func() bool { return ctx.Err() != nil || !time.Now().Before(deadline) }
 	last := ""
 	var lastErr error
 	for attempt := 0; attempt <= retries; attempt++ {
-		route, err := p.c.PublishRoute(ctx, pr.topic, p.o.defaultTopicQueue)
+		if attempt > 0 && over() {
+			break
+		}
+		route, err := p.publishRoute(ctx, pr.topic, deadline)
 		if err != nil {
 			return nil, fmt.Errorf("producer: send to %s: %w", pr.topic, err)
 		}
@@ -365,7 +373,7 @@ func (p *Producer) send(ctx context.Context, pr *prepared, retries int, sel Queu
 			continue
 		}
 		start := time.Now()
-		resp, err := p.c.Invoke(ctx, addr, pr.request(q))
+		resp, err := p.c.InvokeDeadline(ctx, addr, pr.request(q), deadline)
 		took := time.Since(start)
 		var res *client.SendResult
 		if err == nil {
@@ -383,11 +391,12 @@ func (p *Producer) send(ctx context.Context, pr *prepared, retries int, sel Queu
 		if client.CodeOf(err) == remoting.TopicNotExist {
 			p.c.ForgetRoute(pr.topic)
 		}
-		if !retriable(err) || ctx.Err() != nil {
+		if !retriable(err) || over() {
 			break
 		}
 	}
-	if ctx.Err() != nil && !errors.Is(lastErr, client.ErrTimeout) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || (ctx.Err() == nil && !time.Now().Before(deadline))
+	if timedOut && !errors.Is(lastErr, client.ErrTimeout) {
 		return nil, fmt.Errorf("producer: send to %s: %w: %w", pr.topic, client.ErrTimeout, lastErr)
 	}
 	return nil, fmt.Errorf("producer: send to %s: %w", pr.topic, lastErr)

@@ -109,6 +109,16 @@ func (c *Client) Invoke(ctx context.Context, addr string, req *Command) (*Comman
 	return p.Invoke(ctx, req)
 }
 
+// InvokeDeadline is Invoke with the wait also bounded by deadline
+// (Peer.InvokeDeadline).
+func (c *Client) InvokeDeadline(ctx context.Context, addr string, req *Command, deadline time.Time) (*Command, error) {
+	p, err := c.Peer(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return p.InvokeDeadline(ctx, req, deadline)
+}
+
 // InvokeOneway sends req to addr without waiting.
 func (c *Client) InvokeOneway(ctx context.Context, addr string, req *Command) error {
 	p, err := c.Peer(ctx, addr)

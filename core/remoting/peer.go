@@ -83,7 +83,8 @@ type Peer struct {
 	out   writeQueue
 	batch frameBatcher
 
-	// asyncPending counts async calls in the pending table;
+	// asyncPending counts the swept calls (async ones, and sync ones with
+	// a deadline) in the pending table;
 	// cancellable counts those whose context can end before their
 	// deadline; nextExpiry is the earliest deadline (peer clock) of the
 	// async calls added since the last sweep.
@@ -127,8 +128,11 @@ type call struct {
 	// on the peer clock (0: none).
 	ctx      context.Context
 	deadline int64
-	resp     *Command
-	err      error
+	// swept: counted in asyncPending, watched by the sweep (async calls,
+	// and sync calls with a deadline of their own).
+	swept bool
+	resp  *Command
+	err   error
 }
 
 var callPool = sync.Pool{New: func() any { return &call{ch: make(chan *Command, 1)} }}
@@ -284,13 +288,21 @@ func (p *Peer) take(opaque int32) *call {
 		delete(sh.m, opaque)
 	}
 	sh.mu.Unlock()
-	if ok && c.cb != nil {
-		p.asyncPending.Add(-1)
-		if c.ctx != nil {
-			p.cancellable.Add(-1)
-		}
+	if ok {
+		p.unswept(c)
 	}
 	return c
+}
+
+// unswept uncounts a call leaving the pending table.
+func (p *Peer) unswept(c *call) {
+	if !c.swept {
+		return
+	}
+	p.asyncPending.Add(-1)
+	if c.ctx != nil {
+		p.cancellable.Add(-1)
+	}
 }
 
 func (p *Peer) complete(resp *Command) {
@@ -347,11 +359,34 @@ func (p *Peer) Reply(ctx context.Context, resp *Command) error {
 
 // Invoke sends req and waits for its response or ctx's end.
 func (p *Peer) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	return p.InvokeDeadline(ctx, req, time.Time{})
+}
+
+// InvokeDeadline is Invoke with the wait also bounded by deadline (when
+// not zero) without deriving a context per call: the connection's sweep
+// fails the call once it passes (to within SweepInterval), with an error
+// wrapping context.DeadlineExceeded.
+func (p *Peer) InvokeDeadline(ctx context.Context, req *Command, deadline time.Time) (*Command, error) {
 	c := getCall()
 	c.opaque, c.code = req.Opaque, req.Code
+	if !deadline.IsZero() {
+		if d, ok := ctx.Deadline(); !ok || deadline.Before(d) {
+			if !p.startAsync() {
+				putCall(c)
+				return nil, ErrPeerClosed
+			}
+			c.deadline, c.swept = max(peerClock(deadline), 1), true
+			p.asyncPending.Add(1)
+		}
+	}
 	if !p.add(c) {
+		p.unswept(c)
 		putCall(c)
 		return nil, ErrPeerClosed
+	}
+	if c.swept {
+		p.lowerExpiry(c.deadline)
+		p.async.wakeIfIdle()
 	}
 	// Queued for the writer goroutine where the transport has one: the
 	// write then needs no cancellation registration for ctx (a sync call's
@@ -370,9 +405,13 @@ func (p *Peer) Invoke(ctx context.Context, req *Command) (*Command, error) {
 	}
 	select {
 	case resp := <-c.ch:
+		err := c.err
 		putCall(c)
 		if resp == nil {
-			return nil, p.failure()
+			if err == nil {
+				err = p.failure()
+			}
+			return nil, err
 		}
 		return resp, nil
 	case <-ctx.Done():
@@ -428,7 +467,7 @@ func (p *Peer) InvokeAsyncDeadline(ctx context.Context, req *Command, deadline t
 		return ErrPeerClosed
 	}
 	c := getCall()
-	c.opaque, c.code, c.cb = req.Opaque, req.Code, cb
+	c.opaque, c.code, c.cb, c.swept = req.Opaque, req.Code, cb, true
 	if !deadline.IsZero() {
 		c.deadline = max(peerClock(deadline), 1)
 	}
@@ -442,10 +481,7 @@ func (p *Peer) InvokeAsyncDeadline(ctx context.Context, req *Command, deadline t
 	}
 	deadlineNs := c.deadline
 	if !p.add(c) {
-		p.asyncPending.Add(-1)
-		if c.ctx != nil {
-			p.cancellable.Add(-1)
-		}
+		p.unswept(c)
 		putCall(c)
 		return ErrPeerClosed
 	}
@@ -503,13 +539,10 @@ func (p *Peer) closeWith(cause error) error {
 			sh.mu.Unlock()
 		}
 		for _, c := range failed {
+			p.unswept(c)
 			if c.cb == nil {
 				c.ch <- nil
 				continue
-			}
-			p.asyncPending.Add(-1)
-			if c.ctx != nil {
-				p.cancellable.Add(-1)
 			}
 			c.err = p.failure()
 			p.async.push(p, c)
@@ -686,7 +719,7 @@ func (p *Peer) expire() {
 		sh := &p.pending[i]
 		sh.mu.Lock()
 		for k, c := range sh.m {
-			if c.cb == nil {
+			if !c.swept {
 				continue
 			}
 			var err error
@@ -716,9 +749,10 @@ func (p *Peer) expire() {
 	}
 	p.lowerExpiry(next)
 	for _, c := range expired {
-		p.asyncPending.Add(-1)
-		if c.ctx != nil {
-			p.cancellable.Add(-1)
+		p.unswept(c)
+		if c.cb == nil {
+			c.ch <- nil // c.err says why
+			continue
 		}
 		deliver(c)
 	}

@@ -215,3 +215,24 @@ func TestInvokeAsyncConcurrent(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, bad.Load())
 }
+
+// A sync call's own deadline is kept by the sweep, without a context.
+func TestInvokeDeadline(t *testing.T) {
+	r := newTestRouter(t)
+	_, addr := startServer(t, r, remoting.ServerOptions{})
+	c := newClient(t, nil)
+	start := time.Now()
+	_, err := c.InvokeDeadline(context.Background(), addr, remoting.NewRequest(codeBlock, nil, nil), time.Now().Add(50*time.Millisecond))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	// A ctx ending first still wins.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = c.InvokeDeadline(ctx, addr, remoting.NewRequest(codeBlock, nil, nil), time.Now().Add(time.Hour))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	// Answered in time, with the sweep running for other calls.
+	resp, err := c.InvokeDeadline(context.Background(), addr, remoting.NewRequest(codeEcho, nil, []byte("ok")), time.Now().Add(5*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(resp.Body))
+}
