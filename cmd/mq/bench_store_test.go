@@ -27,3 +27,23 @@ func TestBenchStoreEngines(t *testing.T) {
 	_, err := openEngine("nope", t.TempDir(), store.FlushAsync, 1<<20, time.Second)
 	assert.ErrorContains(t, err, "unknown engine")
 }
+
+func TestBenchConcurrentSync(t *testing.T) {
+	res, err := benchConcurrentSync(t.TempDir(), []int{1, 2}, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	for _, r := range res {
+		assert.Positive(t, r.SyncsPerSec)
+	}
+}
+
+func TestLatenciesMerge(t *testing.T) {
+	a, b := newLatencies(), newLatencies()
+	a.record(10 * time.Microsecond)
+	b.record(1000 * time.Microsecond)
+	b.record(1000 * time.Microsecond)
+	a.merge(b)
+	assert.Equal(t, int64(3), a.n)
+	assert.InDelta(t, 1000, float64(a.quantile(0.5).Microseconds()), 20)
+	assert.Equal(t, 1000*time.Microsecond, a.max)
+}

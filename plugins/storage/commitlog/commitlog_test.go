@@ -411,7 +411,11 @@ func TestWriteFailure(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, s.Flush(bg))
 			// Pull the file out from under the store: the next write fails.
+			// (The writer's map of it goes too, as it would with the file.)
 			require.NoError(t, s.activeSegment().f.Close())
+			s.mu.Lock()
+			s.unmapWriter()
+			s.mu.Unlock()
 			_, err = s.Append(bg, []store.Message{msg(q.Topic, q.ID, "lost")})
 			require.ErrorIs(t, err, store.ErrNotDurable)
 			_, mx, err := s.Offsets(q)

@@ -137,6 +137,7 @@ func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 	if s.closed.Load() {
 		return fmt.Errorf("commitlog: delete topic %s: %w", topic, store.ErrClosed)
 	}
+	s.lastQ = nil // the writer's cached queue may be dropped
 	s.qmu.Lock()
 	var drop []*consumeQueue
 	for q, cq := range s.queues {

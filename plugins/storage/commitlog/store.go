@@ -11,17 +11,19 @@
 //	config/<name>.json                    metadata documents (store.Metadata)
 //
 // Writes are serialized by one mutex; the records of one Append (and of
-// the Append calls queued behind it: group write) are encoded into one
-// buffer and written with one pwrite per touched segment, then dispatched
-// to the consume queues' in-memory tails. A consume-queue entry is
-// published only after its record is written, so readers never see
-// half-written messages.
+// the Append calls queued behind it: group write) are encoded straight
+// into a shared memory map of the active segment (writemap.go; with a
+// pwrite per touched segment where mapping is not possible), then
+// dispatched to the consume queues' in-memory tails. A consume-queue entry
+// is published only after its record is in the page cache, so readers
+// (pread) never see half-written messages.
 //
 // Durability: in async mode a background loop fsyncs every FlushInterval;
-// in sync mode Append returns once an fdatasync covers its bytes, one
-// fsync serving every appender waiting (group commit). Each flush ends
-// with a checkpoint: the commit-log offset below which the log and the
-// consume-queue entries are durable. Open scans from there (or from the
+// in sync mode Append returns once an fdatasync that started after its
+// bytes were written has succeeded, one fdatasync serving every appender
+// below it, several in flight (group commit, groupcommit.go). Each flush
+// ends with a checkpoint: the commit-log offset below which the log and
+// the consume-queue entries are durable. Open scans from there (or from the
 // start of the last segment), verifying records, cutting a torn tail and
 // re-dispatching consume-queue entries.
 //
@@ -39,6 +41,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,25 +85,33 @@ type Store struct {
 	cqDir    string
 	metaDir  string
 	mode     store.FlushMode
+	syncMode bool
 	interval time.Duration
 	maxMsg   int
 	segSize  int64
 	perFile  int64
 
 	// mu serializes appends (and topic deletion). The fields below it are
-	// the writer's scratch state.
+	// the writer's state and scratch.
 	mu      sync.Mutex
-	wbuf    []byte
-	propBuf []byte
+	wmap    writeMap
+	wbuf    []byte // records to pwrite when the segment is not mapped
+	propBuf []byte // encoded properties of a request's messages, one after another
+	propEnd []int  // end of each message's properties in propBuf
+	sizes   []int  // stored size of each message of a request
 	disp    []dispatch
 	touched []*consumeQueue
 	chunks  []chunk
+	created []*segment
 	group   []*appendReq
+	lastQ   *consumeQueue // the queue of the last message (most appends go to one)
 	lastTS  int64
 
-	// pending holds the Append calls waiting for mu (group write).
+	// pending holds the Append calls waiting for mu (group write); npend
+	// is its length.
 	pendMu  sync.Mutex
 	pending []*appendReq
+	npend   atomic.Int32
 
 	// wrote is the end of the written and dispatched commit log: every
 	// byte below it is readable.
@@ -118,13 +130,15 @@ type Store struct {
 	dirtyCQ   map[*cqFile]struct{}
 	dirtyDirs map[string]struct{}
 
-	// syncMu serializes commit-log fsyncs; flushMu guards the fields after it.
-	syncMu    sync.Mutex
+	// flushMu guards the group-commit state after it (groupcommit.go).
 	flushMu   sync.Mutex
 	flushed   int64
-	flushErr  error // sticky: once set, appends fail with ErrNotDurable
-	flushWait chan struct{}
-	kick      chan struct{}
+	flushErr  error        // sticky: once set, appends fail with ErrNotDurable
+	rounds    []*syncRound // started, not settled, in start order
+	gathering *syncRound   // the next round, gathering writers
+	startedTo int64        // target of the last started round
+	lastSync  time.Duration
+	inAppend  atomic.Int32 // sync mode: Append calls encoding or writing
 	syncs     atomic.Int64 // commit-log fsync rounds, for tests
 	syncStats syncTimer
 	writes    atomic.Int64 // group writes, for tests
@@ -189,6 +203,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		cqDir:     filepath.Join(set.Dir, "consumequeue"),
 		metaDir:   filepath.Join(set.Dir, "config"),
 		mode:      mode,
+		syncMode:  mode == store.FlushSync,
 		interval:  set.FlushInterval,
 		maxMsg:    set.MaxMessageSize,
 		segSize:   int64(c.SegmentSize),
@@ -197,8 +212,6 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		dirtyQ:    map[*consumeQueue]struct{}{},
 		dirtyCQ:   map[*cqFile]struct{}{},
 		dirtyDirs: map[string]struct{}{},
-		flushWait: make(chan struct{}),
-		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
 	if s.interval <= 0 {
@@ -228,10 +241,6 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.checkpointLoop()
-	if s.mode == store.FlushSync {
-		s.wg.Add(1)
-		go s.syncLoop()
-	}
 	s.log.Info("commitlog opened", "dir", s.dir, "flush", string(s.mode), "min", s.minPhys.Load(), "max", s.wrote.Load(), "queues", len(s.queues))
 	return s, nil
 }
@@ -240,7 +249,8 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 type appendReq struct {
 	msgs []store.Message
 	pos  []store.Position
-	end  int64 // end of the request's last record
+	one  [1]store.Position // pos of a one-message call (no second allocation)
+	end  int64             // end of the request's last record
 	err  error
 	done bool // guarded by Store.mu
 }
@@ -267,23 +277,36 @@ func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Posit
 		return nil, fmt.Errorf("commitlog: append: %w", err)
 	}
 	req := &appendReq{msgs: msgs}
-	s.pendMu.Lock()
-	s.pending = append(s.pending, req)
-	s.pendMu.Unlock()
-	s.mu.Lock()
-	if !req.done {
-		s.pendMu.Lock()
-		k := min(len(s.pending), maxGroup)
-		group := append(s.group[:0], s.pending[:k]...)
-		n := copy(s.pending, s.pending[k:])
-		clear(s.pending[n:])
-		s.pending = s.pending[:n]
-		s.pendMu.Unlock()
+	if s.syncMode {
+		s.inAppend.Add(1)
+	}
+	if s.mu.TryLock() {
+		// Nobody writing: no queue to go through, but take whoever queued
+		// meanwhile.
+		group := append(s.group[:0], req)
+		if s.npend.Load() > 0 {
+			group = s.takePending(group)
+		}
 		s.writeGroup(group)
 		clear(group)
 		s.group = group[:0]
+	} else {
+		s.pendMu.Lock()
+		s.pending = append(s.pending, req)
+		s.npend.Store(int32(len(s.pending)))
+		s.pendMu.Unlock()
+		s.mu.Lock()
+		if !req.done {
+			group := s.takePending(s.group[:0])
+			s.writeGroup(group)
+			clear(group)
+			s.group = group[:0]
+		}
 	}
 	s.mu.Unlock()
+	if s.syncMode {
+		s.inAppend.Add(-1)
+	}
 	if req.err != nil {
 		return nil, req.err
 	}
@@ -293,6 +316,20 @@ func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Posit
 		}
 	}
 	return req.pos, nil
+}
+
+// takePending moves up to maxGroup queued calls to group. Called with
+// s.mu held.
+func (s *Store) takePending(group []*appendReq) []*appendReq {
+	s.pendMu.Lock()
+	k := min(len(s.pending), maxGroup)
+	group = append(group, s.pending[:k]...)
+	n := copy(s.pending, s.pending[k:])
+	clear(s.pending[n:])
+	s.pending = s.pending[:n]
+	s.npend.Store(int32(n))
+	s.pendMu.Unlock()
+	return group
 }
 
 // writeGroup appends the requests' messages and marks each request done.
@@ -340,18 +377,21 @@ func checkTopic(topic string) error {
 	return nil
 }
 
-// chunk is a run of the write buffer that goes to one segment.
+// chunk is the part of one group write that goes to one segment, from pos
+// up to wpos; where the segment is not mapped, its bytes are
+// wbuf[start:end], to pwrite at pos.
 type chunk struct {
-	seg        *segment // nil until created
+	seg        *segment
 	base       int64
-	pos        int64
+	pos, wpos  int64
 	start, end int
+	mapped     bool
 }
 
 // appendLocked encodes, writes and dispatches the messages of the
 // requests, setting each request's positions or error. A request with a
-// bad message fails alone; a write failure fails them all. Called with
-// s.mu held.
+// bad message fails alone, before any of it is encoded; a write failure
+// fails them all. Called with s.mu held.
 func (s *Store) appendLocked(group []*appendReq) {
 	now := time.Now().UnixMilli()
 	if now < s.lastTS {
@@ -359,89 +399,46 @@ func (s *Store) appendLocked(group []*appendReq) {
 	}
 	start := s.wrote.Load()
 	active := s.activeSegment()
-	chunks := append(s.chunks[:0], chunk{seg: active, base: active.base, pos: start - active.base})
-	ci := 0 // current chunk
-	wpos := chunks[0].pos
-	buf := s.wbuf[:0]
+	s.chunks = append(s.chunks[:0], chunk{seg: active, base: active.base, pos: start - active.base, wpos: start - active.base})
+	s.wbuf = s.wbuf[:0]
 	s.disp = s.disp[:0]
 	s.touched = s.touched[:0]
+	s.created = s.created[:0]
 	defer func() {
 		for _, cq := range s.touched {
 			cq.touched = false
 			cq.pend = cq.pend[:0]
 		}
-		if cap(buf) > maxKeptWriteBuffer {
-			buf = nil
+		if cap(s.wbuf) > maxKeptWriteBuffer {
+			s.wbuf = nil
 		}
-		s.wbuf = buf[:0]
-		clear(chunks)
-		s.chunks = chunks[:0]
+		if cap(s.propBuf) > maxKeptWriteBuffer {
+			s.propBuf = nil
+		}
+		clear(s.chunks)
+		s.chunks = s.chunks[:0]
+		clear(s.created)
+		s.created = s.created[:0]
 	}()
-	live := 0
-	for _, r := range group {
-		// Where this request starts, to take it back alone.
-		snapChunks, snapEnd, snapWpos, snapBuf, snapDisp := len(chunks), chunks[ci].end, wpos, len(buf), len(s.disp)
-		r.pos = make([]store.Position, len(r.msgs))
-		var err error
-		for i := range r.msgs {
-			m := &r.msgs[i]
-			cq := s.queueFor(store.Queue{Topic: m.Topic, ID: m.QueueID})
-			if !cq.touched {
-				cq.touched, cq.saved = true, cq.next
-				s.touched = append(s.touched, cq)
+	live, err := s.encodeGroup(group, now)
+	if err == nil && live > 0 {
+		// Where the segment is not mapped: one pwrite per segment.
+		for i := range s.chunks {
+			ch := &s.chunks[i]
+			if ch.end == ch.start {
+				continue
 			}
-			props := m.Properties.AppendEncoded(s.propBuf[:0])
-			s.propBuf = props[:0]
-			size := message.StoredSize(m.Ext, len(props))
-			if size > s.maxMsg || int64(size) > s.segSize-blankSize {
-				err = fmt.Errorf("commitlog: append: record of %d bytes to %s is over the %d byte limit: %w", size, cq.q, min(int64(s.maxMsg), s.segSize-blankSize), store.ErrTooLarge)
+			if _, werr := ch.seg.f.WriteAt(s.wbuf[ch.start:ch.end], ch.pos); werr != nil {
+				err = fmt.Errorf("commitlog: write segment %s: %w", ch.seg.name(), werr)
 				break
 			}
-			if wpos+int64(size)+blankSize > s.segSize {
-				// Close the segment with an end-of-file blank and roll.
-				buf = be.AppendUint32(buf, uint32(s.segSize-wpos))
-				buf = be.AppendUint32(buf, uint32(blankMagic))
-				chunks[ci].end = len(buf)
-				chunks = append(chunks, chunk{base: chunks[ci].base + s.segSize, start: len(buf), end: len(buf)})
-				ci++
-				wpos = 0
-			}
-			rs := len(buf)
-			buf, err = message.AppendStored(buf, m.Ext, props)
-			if err != nil {
-				buf = buf[:rs]
-				err = fmt.Errorf("commitlog: append to %s: %w: %w", cq.q, store.ErrBadArgument, err)
-				break
-			}
-			phys := chunks[ci].base + wpos
-			message.PatchStored(buf[rs:], cq.next, phys, now)
-			r.pos[i] = store.Position{CommitLogOffset: phys, Size: int32(size), QueueOffset: cq.next, StoreTimestamp: now}
-			s.disp = append(s.disp, dispatch{cq: cq, phys: phys, size: int32(size), tagsCode: m.TagsCode})
-			cq.next++
-			wpos += int64(size)
-			chunks[ci].end = len(buf)
 		}
-		if err != nil {
-			for _, d := range s.disp[snapDisp:] {
-				d.cq.next--
-			}
-			s.disp = s.disp[:snapDisp]
-			clear(chunks[snapChunks:])
-			chunks = chunks[:snapChunks]
-			ci = snapChunks - 1
-			chunks[ci].end, wpos, buf = snapEnd, snapWpos, buf[:snapBuf]
-			r.pos, r.err = nil, err
-			continue
-		}
-		r.end = chunks[ci].base + wpos
-		live++
 	}
-	if live == 0 {
-		return
-	}
-	s.writes.Add(1)
-	end := chunks[ci].base + wpos
-	failAll := func(err error) {
+	if err != nil {
+		// Nothing of the group is published: cut what it wrote so that
+		// recovery cannot bring it back.
+		s.undoWrite(s.chunks, s.created)
+		err = fmt.Errorf("commitlog: append: %w: %w", store.ErrNotDurable, err)
 		for _, cq := range s.touched {
 			cq.next = cq.saved
 		}
@@ -450,32 +447,14 @@ func (s *Store) appendLocked(group []*appendReq) {
 				r.pos, r.err = nil, err
 			}
 		}
+		return
 	}
-
-	// Write: one pwrite per segment touched.
-	var created []*segment
-	var written []chunk
-	for i := range chunks {
-		ch := &chunks[i]
-		if ch.seg == nil {
-			seg, err := s.createSegment(ch.base)
-			if err != nil {
-				s.undoWrite(written, created)
-				failAll(fmt.Errorf("commitlog: append: %w: %w", store.ErrNotDurable, err))
-				return
-			}
-			created = append(created, seg)
-			ch.seg = seg
-		}
-		if ch.end > ch.start {
-			if _, err := ch.seg.f.WriteAt(buf[ch.start:ch.end], ch.pos); err != nil {
-				s.undoWrite(append(written, *ch), created)
-				failAll(fmt.Errorf("commitlog: write segment %s: %w: %w", ch.seg.name(), store.ErrNotDurable, err))
-				return
-			}
-		}
-		written = append(written, *ch)
+	if live == 0 {
+		return
 	}
+	s.writes.Add(1)
+	last := &s.chunks[len(s.chunks)-1]
+	end := last.base + last.wpos
 
 	// Dispatch to the consume queues: the entries go to each queue's
 	// in-memory tail (written out every cqTailFlush bytes and at each
@@ -500,8 +479,8 @@ func (s *Store) appendLocked(group []*appendReq) {
 			flushErr = s.flushTail(cq)
 		}
 	}
-	for _, ch := range written {
-		ch.seg.lastTS.Store(now)
+	for i := range s.chunks {
+		s.chunks[i].seg.lastTS.Store(now)
 	}
 	if s.keys != nil {
 		s.keys.mu.Lock()
@@ -527,6 +506,147 @@ func (s *Store) appendLocked(group []*appendReq) {
 	}
 }
 
+// encodeGroup encodes the requests' records at the end of the log,
+// rolling segments as needed, and assigns their queue offsets. A request
+// that fails its checks fails alone; the error returned (a segment that
+// cannot be created, mapped pages without space, a fault while writing
+// them) fails the group. It returns how many requests were encoded.
+func (s *Store) encodeGroup(group []*appendReq, now int64) (live int, err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			err = faultError(r)
+		}
+	}()
+	for _, r := range group {
+		if err := s.sizeRequest(r); err != nil {
+			r.pos, r.err = nil, err
+			continue
+		}
+		if len(r.msgs) == 1 {
+			r.pos = r.one[:]
+		} else {
+			r.pos = make([]store.Position, len(r.msgs))
+		}
+		for i := range r.msgs {
+			m := &r.msgs[i]
+			size := int64(s.sizes[i])
+			props := s.propBuf[s.propEnd[i]-s.propLen(i) : s.propEnd[i]]
+			cq := s.writerQueue(m.Topic, m.QueueID)
+			if !cq.touched {
+				cq.touched, cq.saved = true, cq.next
+				s.touched = append(s.touched, cq)
+			}
+			if ch := &s.chunks[len(s.chunks)-1]; ch.wpos+size+blankSize > s.segSize {
+				// Close the segment with an end-of-file blank and roll.
+				next, blank := ch.base+s.segSize, uint32(s.segSize-ch.wpos)
+				b, err := s.reserve(blankSize)
+				if err != nil {
+					return live, err
+				}
+				be.PutUint32(b, blank)
+				be.PutUint32(b[4:], uint32(blankMagic))
+				seg, err := s.createSegment(next)
+				if err != nil {
+					return live, err
+				}
+				s.created = append(s.created, seg)
+				s.chunks = append(s.chunks, chunk{seg: seg, base: seg.base, start: len(s.wbuf), end: len(s.wbuf)})
+			}
+			ch := &s.chunks[len(s.chunks)-1]
+			phys := ch.base + ch.wpos
+			b, err := s.reserve(size)
+			if err != nil {
+				return live, err
+			}
+			rec, err := message.AppendStored(b[:0], m.Ext, props)
+			if err != nil || len(rec) != len(b) || &rec[0] != &b[0] {
+				// sizeRequest checked what AppendStored checks.
+				return live, fmt.Errorf("commitlog: encode a record of %d bytes for %s: %d bytes, %v", size, cq.q, len(rec), err)
+			}
+			message.PatchStored(rec, cq.next, phys, now)
+			r.pos[i] = store.Position{CommitLogOffset: phys, Size: int32(size), QueueOffset: cq.next, StoreTimestamp: now}
+			s.disp = append(s.disp, dispatch{cq: cq, phys: phys, size: int32(size), tagsCode: m.TagsCode})
+			cq.next++
+		}
+		ch := &s.chunks[len(s.chunks)-1]
+		r.end = ch.base + ch.wpos
+		live++
+	}
+	return live, nil
+}
+
+// sizeRequest encodes the properties of r's messages into s.propBuf and
+// computes their stored sizes, checking every limit AppendStored and the
+// segment impose. Called with s.mu held.
+func (s *Store) sizeRequest(r *appendReq) error {
+	s.propBuf, s.propEnd, s.sizes = s.propBuf[:0], s.propEnd[:0], s.sizes[:0]
+	limit := min(int64(s.maxMsg), s.segSize-blankSize)
+	for i := range r.msgs {
+		m := &r.msgs[i]
+		k := len(s.propBuf)
+		s.propBuf = appendProps(s.propBuf, m.Properties)
+		pl := len(s.propBuf) - k
+		q := store.Queue{Topic: m.Topic, ID: m.QueueID}
+		if pl > message.MaxPropertiesLength {
+			return fmt.Errorf("commitlog: append to %s: %w: %w: %d bytes", q, store.ErrBadArgument, message.ErrBadProperty, pl)
+		}
+		size := message.StoredSize(m.Ext, pl)
+		if int64(size) > limit {
+			return fmt.Errorf("commitlog: append: record of %d bytes to %s is over the %d byte limit: %w", size, q, limit, store.ErrTooLarge)
+		}
+		s.propEnd = append(s.propEnd, len(s.propBuf))
+		s.sizes = append(s.sizes, size)
+	}
+	return nil
+}
+
+// propLen is the length of message i's properties in s.propBuf.
+func (s *Store) propLen(i int) int {
+	if i == 0 {
+		return s.propEnd[0]
+	}
+	return s.propEnd[i] - s.propEnd[i-1]
+}
+
+// reserve returns the next n bytes of the group's last chunk to encode
+// into: in the mapped segment, or in wbuf to pwrite. Called with s.mu held.
+func (s *Store) reserve(n int64) ([]byte, error) {
+	ch := &s.chunks[len(s.chunks)-1]
+	pos := ch.wpos
+	b, err := s.room(ch.seg, pos, n)
+	if err != nil {
+		return nil, err
+	}
+	if b != nil {
+		ch.mapped = true
+		ch.wpos += n
+		return b, nil
+	}
+	if ch.mapped {
+		// The segment could not be mapped again: the rest is pwritten.
+		s.chunks = append(s.chunks, chunk{seg: ch.seg, base: ch.base, pos: pos, wpos: pos, start: len(s.wbuf), end: len(s.wbuf)})
+		ch = &s.chunks[len(s.chunks)-1]
+	}
+	k := len(s.wbuf)
+	s.wbuf = slices.Grow(s.wbuf, int(n))[:k+int(n)]
+	ch.end = len(s.wbuf)
+	ch.wpos += n
+	return s.wbuf[k : k+int(n) : k+int(n)], nil
+}
+
+// writerQueue is queueFor for the writer, remembering the last queue.
+// Called with s.mu held.
+func (s *Store) writerQueue(topic string, id int32) *consumeQueue {
+	if cq := s.lastQ; cq != nil && cq.q.ID == id && cq.q.Topic == topic {
+		return cq
+	}
+	cq := s.queueFor(store.Queue{Topic: topic, ID: id})
+	s.lastQ = cq
+	return cq
+}
+
 // undoWrite returns the segments written by a failed append to their state
 // before it: the bytes are cut off (which also frees their blocks) and new
 // segments are removed. When that fails too, the store stops accepting
@@ -536,7 +656,9 @@ func (s *Store) undoWrite(written []chunk, created []*segment) {
 		if ch.seg == nil {
 			continue
 		}
-		if err := ch.seg.f.Truncate(ch.pos); err == nil {
+		err := ch.seg.f.Truncate(ch.pos)
+		s.forgetPopulated(ch.seg, ch.pos)
+		if err == nil {
 			err = ch.seg.f.Truncate(s.segSize)
 			if err == nil {
 				continue
@@ -551,6 +673,9 @@ func (s *Store) undoWrite(written []chunk, created []*segment) {
 		s.segs = s.segs[:len(s.segs)-len(created)]
 		s.segMu.Unlock()
 		for _, seg := range created {
+			if s.wmap.seg == seg {
+				s.unmapWriter()
+			}
 			seg.f.Close()
 			if err := os.Remove(seg.path); err != nil {
 				s.setFailure(fmt.Errorf("commitlog: undo segment %s: %w", seg.name(), err))
@@ -624,53 +749,8 @@ func (s *Store) failure() error {
 // acknowledged until the store is reopened and recovered.
 func (s *Store) setFailure(err error) {
 	s.flushMu.Lock()
-	if s.flushErr == nil || errors.Is(s.flushErr, store.ErrClosed) {
-		s.flushErr = err
-		s.log.Error("commitlog: writes disabled until reopen", "err", err)
-	}
-	close(s.flushWait)
-	s.flushWait = make(chan struct{})
+	s.failLocked(err)
 	s.flushMu.Unlock()
-}
-
-// waitDurable blocks until the commit log is synced up to end (group
-// commit: one fsync covers every waiter below the position it synced).
-func (s *Store) waitDurable(ctx context.Context, end int64) error {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-	for {
-		s.flushMu.Lock()
-		flushed, ferr, ch := s.flushed, s.flushErr, s.flushWait
-		s.flushMu.Unlock()
-		if flushed >= end {
-			return nil
-		}
-		if ferr != nil {
-			return fmt.Errorf("commitlog: sync: %w: %w", store.ErrNotDurable, ferr)
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("commitlog: wait for sync: %w: %w", store.ErrNotDurable, ctx.Err())
-		}
-	}
-}
-
-// syncLoop is the group-commit flusher of sync mode.
-func (s *Store) syncLoop() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.kick:
-		}
-		if _, err := s.syncCommitLog(); err != nil {
-			s.log.Error("commitlog: sync", "err", err)
-		}
-	}
 }
 
 // checkpointLoop flushes (async mode) and checkpoints every interval.
@@ -695,49 +775,6 @@ func (s *Store) checkpointLoop() {
 			last = ""
 		}
 	}
-}
-
-// syncCommitLog fsyncs the commit log up to the current write position
-// and wakes the appenders it covers. It returns the synced position.
-func (s *Store) syncCommitLog() (int64, error) {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	target := s.wrote.Load()
-	s.flushMu.Lock()
-	from, ferr := s.flushed, s.flushErr
-	s.flushMu.Unlock()
-	if ferr != nil && !errors.Is(ferr, store.ErrClosed) {
-		return from, ferr
-	}
-	if target <= from {
-		return from, nil
-	}
-	s.segMu.RLock()
-	var segs []*segment
-	for _, seg := range s.segs {
-		if seg.base < target && seg.base+s.segSize > from {
-			segs = append(segs, seg)
-		}
-	}
-	s.segMu.RUnlock()
-	t0 := time.Now()
-	for _, seg := range segs {
-		if err := fdatasync(seg.f); err != nil {
-			err = fmt.Errorf("commitlog: sync segment %s: %w", seg.name(), err)
-			s.setFailure(err)
-			return from, err
-		}
-	}
-	s.syncStats.observe(time.Since(t0))
-	s.syncs.Add(1)
-	s.flushMu.Lock()
-	if target > s.flushed {
-		s.flushed = target
-	}
-	close(s.flushWait)
-	s.flushWait = make(chan struct{})
-	s.flushMu.Unlock()
-	return target, nil
 }
 
 // Flush implements store.Flusher: it syncs the commit log and the consume
@@ -772,8 +809,7 @@ func (s *Store) Close() error {
 	if s.flushErr == nil {
 		s.flushErr = store.ErrClosed
 	}
-	close(s.flushWait)
-	s.flushWait = make(chan struct{})
+	s.wakeGatheringLocked()
 	s.flushMu.Unlock()
 	s.retMu.Lock()
 	s.closeFiles()
@@ -786,6 +822,9 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeFiles() {
+	s.mu.Lock()
+	s.unmapWriter()
+	s.mu.Unlock()
 	s.segMu.Lock()
 	for _, seg := range s.segs {
 		seg.f.Close()

@@ -1,0 +1,118 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// The writer encodes records straight into a shared memory map of the
+// active segment (RocketMQ's MappedFile): an Append costs a copy into the
+// page cache and no syscall, and what it wrote is in the page cache — as
+// durable against a process crash as a pwrite — before it returns. Pages
+// are faulted in ahead of the writer with MADV_POPULATE_WRITE, one
+// populateAhead at a time, so a full disk shows as an error from
+// populate, before anything is written, rather than as SIGBUS on a store;
+// the encoding runs with debug.SetPanicOnFault as a second line (kernels
+// without MADV_POPULATE_WRITE). Readers keep using pread: the map and the
+// file share the page cache. Where mapping fails (or off Linux) the writer
+// falls back to one pwrite per segment per group write.
+const (
+	// mapWindow is how much of a segment is mapped at once.
+	mapWindow = 64 << 20
+	// populateAhead is how far ahead of the writer pages are faulted in;
+	// sync mode uses populateAheadSync so that the populated, still zero,
+	// pages the next fdatasync writes out stay small.
+	populateAhead     = 1 << 20
+	populateAheadSync = 64 << 10
+	pageSize          = 4096
+)
+
+// errNoPageSpace is populate's EFAULT: a store there would raise SIGBUS.
+var errNoPageSpace = errors.New("no space behind the mapped pages (full disk?)")
+
+// writeMap is the writer's window on the active segment. Guarded by
+// Store.mu.
+type writeMap struct {
+	seg   *segment
+	off   int64  // file offset of b[0], page-aligned
+	b     []byte // nil: nothing mapped
+	pop   int64  // file offset below which the window's pages are populated
+	noMap bool   // mapping failed once: use pwrite for good
+	nopo  bool   // no MADV_POPULATE_WRITE: rely on faults
+}
+
+// room returns the n bytes of seg at pos to encode into, mapping and
+// populating as needed. A nil slice and nil error mean: no map, use pwrite.
+func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
+	w := &s.wmap
+	if w.noMap {
+		return nil, nil
+	}
+	if w.seg != seg || w.b == nil || pos < w.off || pos+n > w.off+int64(len(w.b)) {
+		s.unmapWriter()
+		off := pos &^ (pageSize - 1)
+		size := min(s.segSize-off, max(mapWindow, pos+n-off))
+		b, err := mapFile(seg.f, off, int(size))
+		if err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return nil, err
+			}
+			s.log.Warn("commitlog: cannot map the active segment, writing with pwrite", "segment", seg.name(), "err", err)
+			w.noMap = true
+			return nil, nil
+		}
+		w.seg, w.off, w.b, w.pop = seg, off, b, off
+	}
+	if end := pos + n; end > w.pop && !w.nopo {
+		from := max(w.pop, pos&^(pageSize-1))
+		ahead := int64(populateAhead)
+		if s.syncMode {
+			ahead = populateAheadSync
+		}
+		to := min(w.off+int64(len(w.b)), (max(end, from+ahead)+pageSize-1)&^(pageSize-1))
+		if err := populate(w.b[from-w.off : to-w.off]); err != nil {
+			if !errors.Is(err, errPopulateUnsupported) {
+				return nil, fmt.Errorf("commitlog: write segment %s at %d: %w", seg.name(), pos, err)
+			}
+			w.nopo = true
+		} else {
+			w.pop = to
+		}
+	}
+	return w.b[pos-w.off : pos-w.off+n : pos-w.off+n], nil
+}
+
+// unmapWriter drops the writer's window (its pages stay in the page cache).
+func (s *Store) unmapWriter() {
+	w := &s.wmap
+	if w.b != nil {
+		unmapFile(w.b)
+	}
+	w.seg, w.b, w.off, w.pop = nil, nil, 0, 0
+}
+
+// forgetPopulated is called after seg was cut at pos: pages from there on
+// are gone and must be populated again. Called with Store.mu held.
+func (s *Store) forgetPopulated(seg *segment, pos int64) {
+	if w := &s.wmap; w.seg == seg {
+		w.pop = min(w.pop, max(w.off, pos&^(pageSize-1)))
+	}
+}
+
+// errFault is a fault (SIGBUS) while encoding into the map.
+type errFault struct{ addr uintptr }
+
+func (e errFault) Error() string {
+	return fmt.Sprintf("fault at %#x writing the mapped segment (full disk or I/O error)", e.addr)
+}
+
+// faultError turns a recovered fault panic (debug.SetPanicOnFault) into
+// an error and re-panics anything else.
+func faultError(r any) error {
+	fe, ok := r.(interface{ Addr() uintptr })
+	if !ok {
+		panic(r)
+	}
+	return errFault{fe.Addr()}
+}
