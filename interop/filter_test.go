@@ -74,7 +74,9 @@ func TestSQL92Selector(t *testing.T) {
 	// A matching marker sent last proves the consumer caught up.
 	sendSync(t, p, propMsg(topic, "marker", "", "a", "6", "b", "x"))
 	want["marker"] = true
-	require.Eventually(t, func() bool { return col.get("marker") != nil }, 60*time.Second, 50*time.Millisecond)
+	// Every queue must be drained, not just the marker's: wait for all of
+	// want, then check that nothing else came.
+	require.Eventually(t, func() bool { return col.hasAll(want) }, 60*time.Second, 50*time.Millisecond)
 	assert.Equal(t, sortedKeys(want), col.bodies())
 	for _, b := range col.bodies() {
 		m := col.get(b)
@@ -106,7 +108,9 @@ func TestSQL92SelectorOnTags(t *testing.T) {
 		selector: consumer.MessageSelector{Type: consumer.SQL92, Expression: "TAGS IN ('A', 'C') AND prio >= 5"}}, col.handle)
 	sendSync(t, p, propMsg(topic, "marker", "C", "prio", "5"))
 	want["marker"] = true
-	require.Eventually(t, func() bool { return col.get("marker") != nil }, 60*time.Second, 50*time.Millisecond)
+	// Every queue must be drained, not just the marker's: wait for all of
+	// want, then check that nothing else came.
+	require.Eventually(t, func() bool { return col.hasAll(want) }, 60*time.Second, 50*time.Millisecond)
 	assert.Equal(t, sortedKeys(want), col.bodies())
 }
 
@@ -136,7 +140,9 @@ func TestMultiTagSelector(t *testing.T) {
 		selector: consumer.MessageSelector{Type: consumer.TAG, Expression: "A || B || C"}}, col.handle)
 	sendSync(t, p, newMsg(topic, "marker").WithTag("C"))
 	want["marker"] = true
-	require.Eventually(t, func() bool { return col.get("marker") != nil }, 60*time.Second, 50*time.Millisecond)
+	// Every queue must be drained, not just the marker's: wait for all of
+	// want, then check that nothing else came.
+	require.Eventually(t, func() bool { return col.hasAll(want) }, 60*time.Second, 50*time.Millisecond)
 	assert.Equal(t, sortedKeys(want), col.bodies())
 }
 

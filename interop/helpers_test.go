@@ -94,6 +94,18 @@ func (c *collector) bodies() []string {
 	return out
 }
 
+// hasAll reports whether every body in want has arrived.
+func (c *collector) hasAll(want map[string]bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for b := range want {
+		if c.msgs[b] == nil {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *collector) get(body string) *primitive.MessageExt {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -133,6 +133,9 @@ func TestInvokeAsyncEachCallbackOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	checkFor(t, 5*time.Second, func() bool { return r.blocked.Load() == n/2 }, "blocked requests not all received")
+	// The echo answers may still be on their way when the server has all
+	// the blocked requests: close only once the client has read them.
+	checkFor(t, 5*time.Second, func() bool { return answered.Load() == n/2 }, "echo requests not all answered")
 	for _, p := range srv.Peers() {
 		p.Close()
 	}
