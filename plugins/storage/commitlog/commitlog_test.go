@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -783,4 +784,56 @@ func TestUncheckpointedRecordsWithoutProperties(t *testing.T) {
 	_, max, err := s.Offsets(q)
 	require.NoError(t, err)
 	assert.Equal(t, int64(10), max)
+}
+
+// TestGroupWriteOverMaxGroup queues more calls than one writer pass takes
+// (maxGroup): every call still gets its own position, none returns
+// without one (a call behind the first maxGroup used to come back with
+// no position and no error).
+func TestGroupWriteOverMaxGroup(t *testing.T) {
+	s := openStore(t, smallConfig(minSegmentSize), settings(t, store.FlushAsync))
+	defer s.Close()
+	const calls = 3*maxGroup + 5
+	pos := make([][]store.Position, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	s.mu.Lock()
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pos[i], errs[i] = s.Append(bg, []store.Message{msg("Over", 0, fmt.Sprintf("m%03d", i))})
+		}()
+	}
+	for {
+		s.pendMu.Lock()
+		n := len(s.pending)
+		s.pendMu.Unlock()
+		if n == calls {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The calls wait on s.mu in about the order they queued: reverse the
+	// queue so the first one woken is behind the first pass's maxGroup.
+	s.pendMu.Lock()
+	slices.Reverse(s.pending)
+	s.pendMu.Unlock()
+	s.mu.Unlock()
+	wg.Wait()
+	seen := map[int64]bool{}
+	for i := range calls {
+		require.NoError(t, errs[i], "call %d", i)
+		require.Len(t, pos[i], 1, "call %d", i)
+		rec, err := s.Lookup(bg, pos[i][0].CommitLogOffset)
+		require.NoError(t, err)
+		m, _, err := message.DecodeStored(rec)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("m%03d", i), string(m.Body))
+		assert.False(t, seen[pos[i][0].QueueOffset], "queue offset %d twice", pos[i][0].QueueOffset)
+		seen[pos[i][0].QueueOffset] = true
+	}
+	_, mx, err := s.Offsets(store.Queue{Topic: "Over", ID: 0})
+	require.NoError(t, err)
+	assert.Equal(t, int64(calls), mx)
 }

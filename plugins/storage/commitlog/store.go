@@ -296,7 +296,9 @@ func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Posit
 		s.npend.Store(int32(len(s.pending)))
 		s.pendMu.Unlock()
 		s.mu.Lock()
-		if !req.done {
+		// One pass takes at most maxGroup calls: with more queued, req
+		// may be behind them, so keep writing groups until it is done.
+		for !req.done {
 			group := s.takePending(s.group[:0])
 			s.writeGroup(group)
 			clear(group)
