@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 )
 
 // ErrBadMsgID reports an offsetMsgId that cannot be parsed.
@@ -18,8 +17,14 @@ func OffsetMsgID(storeHost netip.AddrPort, commitLogOffset int64) string {
 	var buf [28]byte
 	b := appendHost(buf[:0], storeHost)
 	b = binary.BigEndian.AppendUint64(b, uint64(commitLogOffset))
-	return strings.ToUpper(hex.EncodeToString(b))
+	var out [56]byte
+	for i, c := range b {
+		out[2*i], out[2*i+1] = upperHex[c>>4], upperHex[c&0xF]
+	}
+	return string(out[:2*len(b)])
 }
+
+const upperHex = "0123456789ABCDEF"
 
 // ParseOffsetMsgID returns the store host and commit-log offset in id.
 func ParseOffsetMsgID(id string) (netip.AddrPort, int64, error) {

@@ -1,7 +1,7 @@
 package message
 
 import (
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -50,14 +50,15 @@ func (p Properties) AppendEncoded(b []byte) []byte {
 	if len(p) == 0 {
 		return b
 	}
-	keys := make([]string, 0, len(p))
+	var buf [16]string // a message's properties fit: no allocation
+	keys := buf[:0]
 	for k, v := range p {
 		if k == "" || v == "" {
 			continue
 		}
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	for i, k := range keys {
 		if i > 0 {
 			b = append(b, PropertySeparator)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -127,7 +127,11 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		return nil, fmt.Errorf("%w: extFields length %d", ErrBadHeader, el)
 	}
 	ext := b[p : p+el]
-	c.ExtFields = map[string]string{}
+	if pooledExtCode(c.Code) && c.Flag&FlagResponse == 0 {
+		c.ExtFields, c.pooledExt = getExtMap(), true
+	} else {
+		c.ExtFields = make(map[string]string, countBinaryPairs(ext))
+	}
 	for len(ext) > 0 {
 		if len(ext) < 2 {
 			return nil, fmt.Errorf("%w: truncated extFields key length", ErrBadHeader)
@@ -206,13 +210,24 @@ func appendBody(b []byte, c *Command) []byte {
 	return b
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
+// appendSortedKeys appends m's keys to keys, sorted; callers pass a stack
+// array's slice so a small map's keys need no allocation.
+func appendSortedKeys(keys []string, m map[string]string) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	return keys
+}
+
+// extShadowed reports whether f is hidden by an ExtFields entry (Ext reads
+// the map first, and the header must not carry a key twice).
+func (c *Command) extShadowed(f *ExtField) bool {
+	if len(c.ExtFields) == 0 {
+		return false
+	}
+	_, ok := c.ExtFields[f.Key]
+	return ok
 }
 
 func appendJSONHeader(b []byte, c *Command) []byte {
@@ -223,13 +238,34 @@ func appendJSONHeader(b []byte, c *Command) []byte {
 	b = append(b, `{"code":`...)
 	b = strconv.AppendInt(b, int64(c.Code), 10)
 	b = append(b, `,"extFields":{`...)
-	for i, k := range sortedKeys(c.ExtFields) {
-		if i > 0 {
+	first := true
+	// Fields set without a map go first, in the order set: JSON readers
+	// (the official Go client's encoding/json, Java's fastjson) decode
+	// extFields into a map, so the order is free.
+	for i := range c.ext {
+		f := &c.ext[i]
+		if c.extShadowed(f) {
+			continue
+		}
+		if !first {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, k)
+		first = false
+		b = appendJSONString(b, f.Key)
 		b = append(b, ':')
-		b = appendJSONString(b, c.ExtFields[k])
+		b = appendJSONString(b, f.Value)
+	}
+	if len(c.ExtFields) > 0 {
+		var buf [32]string
+		for _, k := range appendSortedKeys(buf[:0], c.ExtFields) {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, c.ExtFields[k])
+		}
 	}
 	b = append(b, `},"flag":`...)
 	b = strconv.AppendInt(b, int64(c.Flag), 10)
@@ -317,13 +353,48 @@ func appendBinaryHeader(b []byte, c *Command) []byte {
 	b = append(b, c.Remark...)
 	lenPos := len(b)
 	b = append(b, 0, 0, 0, 0)
-	for _, k := range sortedKeys(c.ExtFields) {
-		v := c.ExtFields[k]
-		b = be.AppendUint16(b, uint16(len(k)))
-		b = append(b, k...)
-		b = be.AppendUint32(b, uint32(len(v)))
-		b = append(b, v...)
+	// Java's RocketMQSerializable and the Go client read these pairs into
+	// a map: the order is free.
+	for i := range c.ext {
+		f := &c.ext[i]
+		if c.extShadowed(f) {
+			continue
+		}
+		b = appendBinaryPair(b, f.Key, f.Value)
+	}
+	if len(c.ExtFields) > 0 {
+		var buf [32]string
+		for _, k := range appendSortedKeys(buf[:0], c.ExtFields) {
+			b = appendBinaryPair(b, k, c.ExtFields[k])
+		}
 	}
 	be.PutUint32(b[lenPos:], uint32(len(b)-lenPos-4))
 	return b
+}
+
+func appendBinaryPair(b []byte, k, v string) []byte {
+	be := binary.BigEndian
+	b = be.AppendUint16(b, uint16(len(k)))
+	b = append(b, k...)
+	b = be.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+// countBinaryPairs counts the well-formed pairs at the start of a binary
+// extFields block, to size its map once.
+func countBinaryPairs(ext []byte) int {
+	n := 0
+	for len(ext) >= 2 {
+		kl := int(binary.BigEndian.Uint16(ext))
+		if len(ext) < 2+kl+4 {
+			break
+		}
+		vl := int(int32(binary.BigEndian.Uint32(ext[2+kl:])))
+		if vl < 0 || vl > len(ext)-2-kl-4 {
+			break
+		}
+		ext = ext[2+kl+4+vl:]
+		n++
+	}
+	return n
 }

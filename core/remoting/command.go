@@ -57,7 +57,18 @@ type Command struct {
 	// SerializeType is the header encoding the command arrived in, and the
 	// one its answer is written in.
 	SerializeType byte
+
+	// ext holds the fields SetExt set on a command without an ExtFields
+	// map (responses from NewResponse), in the order they were set; the
+	// header encoders write them in that order, with no map and no sort.
+	ext []ExtField
+	// pooledExt reports that ExtFields came from the decoder's pool; a
+	// handler registered with Router.RegisterScoped gives it back.
+	pooledExt bool
 }
+
+// ExtField is one extFields entry.
+type ExtField struct{ Key, Value string }
 
 var opaqueSeq atomic.Int32
 
@@ -72,13 +83,26 @@ func NewRequest(code int32, ext map[string]string, body []byte) *Command {
 	return &Command{Code: code, Language: ServerLanguage, Version: ServerVersion, Opaque: NextOpaque(), ExtFields: ext, Body: body}
 }
 
+// responseBlock allocates a response together with room for the fields a
+// send or pull answer sets, so building one is a single allocation.
+type responseBlock struct {
+	c  Command
+	kv [6]ExtField
+}
+
 // NewResponse builds the response to req with the given code and remark.
+// Its ExtFields map is nil: SetExt records fields in order without one
+// (Ext, ExtMap and the encoders see them); code that wants a map calls
+// ExtMap.
 func NewResponse(req *Command, code int32, remark string) *Command {
-	return &Command{
+	blk := &responseBlock{}
+	blk.c = Command{
 		Code: code, Language: ServerLanguage, Version: ServerVersion,
 		Opaque: req.Opaque, Flag: FlagResponse, Remark: remark,
-		ExtFields: map[string]string{}, SerializeType: req.SerializeType,
+		SerializeType: req.SerializeType,
 	}
+	blk.c.ext = blk.kv[:0:len(blk.kv)]
+	return &blk.c
 }
 
 // Errorf builds an error response.
@@ -93,14 +117,57 @@ func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 
 // Ext returns an extFields value.
-func (c *Command) Ext(k string) string { return c.ExtFields[k] }
+func (c *Command) Ext(k string) string {
+	v, _ := c.lookupExt(k)
+	return v
+}
 
-// SetExt sets an extFields value, allocating the map if needed.
-func (c *Command) SetExt(k, v string) {
-	if c.ExtFields == nil {
-		c.ExtFields = map[string]string{}
+// lookupExt finds k in ExtFields, then among the fields SetExt recorded
+// without a map.
+func (c *Command) lookupExt(k string) (string, bool) {
+	if c.ExtFields != nil {
+		if v, ok := c.ExtFields[k]; ok {
+			return v, true
+		}
 	}
-	c.ExtFields[k] = v
+	for i := range c.ext {
+		if c.ext[i].Key == k {
+			return c.ext[i].Value, true
+		}
+	}
+	return "", false
+}
+
+// SetExt sets an extFields value: in ExtFields when c has that map (decoded
+// commands, NewRequest), else in c's ordered field list.
+func (c *Command) SetExt(k, v string) {
+	if c.ExtFields != nil {
+		c.ExtFields[k] = v
+		return
+	}
+	for i := range c.ext {
+		if c.ext[i].Key == k {
+			c.ext[i].Value = v
+			return
+		}
+	}
+	c.ext = append(c.ext, ExtField{k, v})
+}
+
+// ExtMap returns all of c's extFields as its ExtFields map, first moving
+// the fields SetExt recorded without one into it (a map entry wins). Use
+// it where a map is needed (signing, copying); Ext and SetExt need none.
+func (c *Command) ExtMap() map[string]string {
+	if c.ExtFields == nil {
+		c.ExtFields = make(map[string]string, len(c.ext))
+	}
+	for _, f := range c.ext {
+		if _, ok := c.ExtFields[f.Key]; !ok {
+			c.ExtFields[f.Key] = f.Value
+		}
+	}
+	c.ext = nil
+	return c.ExtFields
 }
 
 // SetExtInt sets a decimal extFields value.

@@ -23,12 +23,14 @@ func (e *HeaderError) Error() string {
 
 // Ext reads typed extFields, keeping the first error.
 type Ext struct {
-	m   map[string]string
+	c   *Command
 	Err error
 }
 
 // ReadExt starts reading c's extFields.
-func ReadExt(c *Command) *Ext { return &Ext{m: c.ExtFields} }
+func ReadExt(c *Command) *Ext { return &Ext{c: c} }
+
+func (e *Ext) get(k string) (string, bool) { return e.c.lookupExt(k) }
 
 func (e *Ext) fail(err *HeaderError) {
 	if e.Err == nil {
@@ -38,7 +40,7 @@ func (e *Ext) fail(err *HeaderError) {
 
 // String returns a required string field.
 func (e *Ext) String(k string) string {
-	v, ok := e.m[k]
+	v, ok := e.get(k)
 	if !ok {
 		e.fail(&HeaderError{Field: k, Reason: "missing"})
 	}
@@ -46,11 +48,11 @@ func (e *Ext) String(k string) string {
 }
 
 // OptString returns an optional string field.
-func (e *Ext) OptString(k string) string { return e.m[k] }
+func (e *Ext) OptString(k string) string { v, _ := e.get(k); return v }
 
 // Int64 returns a required integer field.
 func (e *Ext) Int64(k string) int64 {
-	v, ok := e.m[k]
+	v, ok := e.get(k)
 	if !ok {
 		e.fail(&HeaderError{Field: k, Reason: "missing"})
 		return 0
@@ -64,7 +66,7 @@ func (e *Ext) Int64(k string) int64 {
 
 // OptInt64 returns an optional integer field, def when absent or empty.
 func (e *Ext) OptInt64(k string, def int64) int64 {
-	v, ok := e.m[k]
+	v, ok := e.get(k)
 	if !ok || v == "" {
 		return def
 	}
@@ -77,7 +79,7 @@ func (e *Ext) OptInt64(k string, def int64) int64 {
 
 // Int32 returns a required 32-bit integer field.
 func (e *Ext) Int32(k string) int32 {
-	v, ok := e.m[k]
+	v, ok := e.get(k)
 	if !ok {
 		e.fail(&HeaderError{Field: k, Reason: "missing"})
 		return 0
@@ -91,7 +93,7 @@ func (e *Ext) Int32(k string) int32 {
 
 // OptInt32 returns an optional 32-bit integer field.
 func (e *Ext) OptInt32(k string, def int32) int32 {
-	v, ok := e.m[k]
+	v, ok := e.get(k)
 	if !ok || v == "" {
 		return def
 	}
@@ -103,4 +105,7 @@ func (e *Ext) OptInt32(k string, def int32) int32 {
 }
 
 // Bool returns an optional boolean field ("true" is true, as Java parses).
-func (e *Ext) Bool(k string) bool { return strings.EqualFold(strings.TrimSpace(e.m[k]), "true") }
+func (e *Ext) Bool(k string) bool {
+	v, _ := e.get(k)
+	return strings.EqualFold(strings.TrimSpace(v), "true")
+}

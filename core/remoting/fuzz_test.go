@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/quivermq/quiver/core/remoting"
 )
@@ -76,6 +77,58 @@ func FuzzDecode(f *testing.F) {
 		// Encoding is deterministic and stable from here on.
 		if enc2 := remoting.Encode(c2); !bytes.Equal(remoting.Encode(&want), enc2) {
 			t.Fatalf("encoding not stable:\n%q\n%q", remoting.Encode(&want), enc2)
+		}
+	})
+}
+
+// FuzzResponseExt sets fields on a response (no map: SetExt's ordered
+// list), sometimes with a map assigned on top, and checks that both
+// headers carry exactly what Ext reads, each key once.
+func FuzzResponseExt(f *testing.F) {
+	f.Add([]byte("msgId\x00ID\x00queueId\x001\x00queueId\x002"), false, "")
+	f.Add([]byte("a\x00\x00\x00b"), true, "a")
+	f.Add([]byte("\"\\\x01\x00\xff\xfe\x00k\x00\u2028"), false, "k")
+	f.Fuzz(func(t *testing.T, pairs []byte, withMap bool, mapKey string) {
+		resp := remoting.NewResponse(&remoting.Command{Opaque: 1}, remoting.Success, "")
+		want := map[string]string{}
+		parts := bytes.Split(pairs, []byte{0})
+		for i := 0; i+1 < len(parts); i += 2 {
+			k, v := string(parts[i]), string(parts[i+1])
+			resp.SetExt(k, v)
+			want[k] = v
+		}
+		if withMap {
+			resp.ExtFields = map[string]string{mapKey: "m"}
+			want[mapKey] = "m"
+		}
+		for k, v := range want {
+			if got := resp.Ext(k); got != v {
+				t.Fatalf("Ext(%q) = %q, want %q", k, got, v)
+			}
+		}
+		for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+			resp.SerializeType = st
+			c, err := remoting.Decode(remoting.Encode(resp))
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if st == remoting.SerializeJSON {
+				// JSON carries valid UTF-8 only: compare after the encoder's
+				// replacement of invalid bytes.
+				for k, v := range want {
+					if !utf8.ValidString(k) || !utf8.ValidString(v) {
+						return
+					}
+				}
+			}
+			if len(c.ExtFields) != len(want) {
+				t.Fatalf("serialize type %d: %d fields decoded, want %d: %q vs %q", st, len(c.ExtFields), len(want), c.ExtFields, want)
+			}
+			for k, v := range want {
+				if c.ExtFields[k] != v {
+					t.Fatalf("serialize type %d: [%q] = %q, want %q", st, k, c.ExtFields[k], v)
+				}
+			}
 		}
 	})
 }

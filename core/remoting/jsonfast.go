@@ -50,7 +50,9 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 					c.Remark, ok = p.str()
 				}
 			case "extFields":
-				c.ExtFields, ok = p.extFields()
+				pool := pooledExtCode(c.Code) && c.Flag&FlagResponse == 0 && !c.pooledExt
+				c.ExtFields, ok = p.extFields(pool)
+				c.pooledExt = pool && ok && c.ExtFields != nil
 			case "serializeTypeCurrentRPC":
 				ok = p.skipValue(0)
 			default:
@@ -60,6 +62,9 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 				ok = p.skipValue(0)
 			}
 			if !ok {
+				if c.pooledExt {
+					c.releaseExt()
+				}
 				return nil, false
 			}
 			p.ws()
@@ -75,7 +80,11 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 	}
 	p.ws()
 	if p.i != len(p.b) {
+		c.releaseExt()
 		return nil, false
+	}
+	if c.IsResponse() {
+		c.pooledExt = false // flag came after extFields: the map stays with this response
 	}
 	if c.ExtFields == nil {
 		c.ExtFields = map[string]string{}
@@ -298,29 +307,46 @@ func (p *jsonParser) int32() (int32, bool) {
 	return int32(v), true
 }
 
-func (p *jsonParser) extFields() (map[string]string, bool) {
+// extFields parses the extFields object into a new map, or into one from
+// the pool when pooled (given back here if parsing fails).
+func (p *jsonParser) extFields(pooled bool) (map[string]string, bool) {
 	if p.null() {
 		return nil, true
 	}
 	if !p.consume('{') {
 		return nil, false
 	}
-	m := make(map[string]string, 16)
+	var m map[string]string
+	if pooled {
+		m = getExtMap()
+	} else {
+		m = make(map[string]string, 8) // one group: responses carry a few fields
+	}
+	if ok := p.extFieldsInto(m); !ok {
+		if pooled {
+			putExtMap(m)
+		}
+		return nil, false
+	}
+	return m, true
+}
+
+func (p *jsonParser) extFieldsInto(m map[string]string) bool {
 	if p.peek() == '}' {
 		p.i++
-		return m, true
+		return true
 	}
 	for {
 		k, ok := p.str()
 		if !ok || !p.consume(':') {
-			return nil, false
+			return false
 		}
 		if p.null() {
 			delete(m, k) // encoding/json stores a nil pointer, which decodes to "absent"
 		} else {
 			v, ok := p.str()
 			if !ok {
-				return nil, false
+				return false
 			}
 			m[k] = v
 		}
@@ -329,10 +355,7 @@ func (p *jsonParser) extFields() (map[string]string, bool) {
 			p.i++
 			continue
 		}
-		if !p.consume('}') {
-			return nil, false
-		}
-		return m, true
+		return p.consume('}')
 	}
 }
 

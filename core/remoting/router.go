@@ -16,23 +16,40 @@ type Interceptor func(ctx context.Context, p *Peer, req *Command) *Command
 // Unknown codes answer REQUEST_CODE_NOT_SUPPORTED.
 type Router struct {
 	mu           sync.RWMutex
-	handlers     map[int32]Handler
+	handlers     map[int32]route
 	interceptors []Interceptor
 	observers    []func(code int32, d time.Duration, respCode int32)
 }
 
 // NewRouter returns an empty router.
-func NewRouter() *Router { return &Router{handlers: map[int32]Handler{}} }
+func NewRouter() *Router { return &Router{handlers: map[int32]route{}} }
+
+type route struct {
+	h      Handler
+	scoped bool
+}
 
 // Register binds code to h. Registering a code twice is a programmer error
 // and panics, naming the code.
-func (r *Router) Register(code int32, h Handler) {
+func (r *Router) Register(code int32, h Handler) { r.register(code, route{h: h}) }
+
+// RegisterScoped binds code to h like Register, for a handler that keeps
+// no reference to req.ExtFields once it returns (it may keep req and the
+// strings it read from the map). When it returns, the router hands a
+// pooled header map (SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE,
+// PULL_MESSAGE requests) back to the decoder and sets req.ExtFields to
+// nil. Interceptors must not keep the map either.
+func (r *Router) RegisterScoped(code int32, h Handler) {
+	r.register(code, route{h: h, scoped: true})
+}
+
+func (r *Router) register(code int32, rt route) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.handlers[code]; dup {
 		panic(fmt.Sprintf("remoting: request code %d registered twice", code))
 	}
-	r.handlers[code] = h
+	r.handlers[code] = rt
 }
 
 // RegisterFunc binds code to f.
@@ -72,9 +89,12 @@ func (r *Router) Codes() []int32 {
 // Handle implements Handler.
 func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 	r.mu.RLock()
-	h, ok := r.handlers[req.Code]
+	rt, ok := r.handlers[req.Code]
 	ics, obs := r.interceptors, r.observers
 	r.mu.RUnlock()
+	if rt.scoped {
+		defer req.releaseExt()
+	}
 	for _, ic := range ics {
 		if resp := ic(ctx, p, req); resp != nil {
 			return resp
@@ -84,10 +104,10 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 		return NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
 	}
 	if len(obs) == 0 {
-		return h.Handle(ctx, p, req)
+		return rt.h.Handle(ctx, p, req)
 	}
 	t0 := time.Now()
-	resp := h.Handle(ctx, p, req)
+	resp := rt.h.Handle(ctx, p, req)
 	d, rc := time.Since(t0), int32(-1)
 	if resp != nil {
 		rc = resp.Code

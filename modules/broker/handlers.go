@@ -14,10 +14,13 @@ import (
 
 func (b *Broker) registerProcessors() {
 	r := b.router
-	r.RegisterFunc(remoting.SendMessage, b.handleSend)
-	r.RegisterFunc(remoting.SendMessageV2, b.handleSend)
-	r.RegisterFunc(remoting.SendBatchMessage, b.handleSendBatch)
-	r.RegisterFunc(remoting.PullMessage, b.handlePull)
+	// Scoped: these handlers keep nothing of req.ExtFields once they
+	// return (a held pull keeps req for its opaque, not the map), so the
+	// router recycles the request's header map.
+	r.RegisterScoped(remoting.SendMessage, remoting.HandlerFunc(b.handleSend))
+	r.RegisterScoped(remoting.SendMessageV2, remoting.HandlerFunc(b.handleSend))
+	r.RegisterScoped(remoting.SendBatchMessage, remoting.HandlerFunc(b.handleSendBatch))
+	r.RegisterScoped(remoting.PullMessage, remoting.HandlerFunc(b.handlePull))
 	r.RegisterFunc(remoting.HeartBeat, b.handleHeartbeat)
 	r.RegisterFunc(remoting.UnregisterClient, b.handleUnregisterClient)
 	r.RegisterFunc(remoting.GetConsumerListByGroup, b.handleConsumerList)

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -225,16 +224,21 @@ func (b *Broker) commitAfterPull(pr *pullRequest) {
 type holdTable struct {
 	b  *Broker
 	mu sync.Mutex
-	q  map[string][]*pullRequest
+	q  map[holdKey][]*pullRequest
 }
 
-func newHoldTable(b *Broker) *holdTable { return &holdTable{b: b, q: map[string][]*pullRequest{}} }
+func newHoldTable(b *Broker) *holdTable { return &holdTable{b: b, q: map[holdKey][]*pullRequest{}} }
 
-func holdKey(topic string, queue int32) string { return topic + "@" + strconv.Itoa(int(queue)) }
+// holdKey names a queue; a struct, so notify (once per stored batch)
+// looks it up without building a string.
+type holdKey struct {
+	topic string
+	queue int32
+}
 
 func (h *holdTable) hold(pr *pullRequest) {
 	h.mu.Lock()
-	k := holdKey(pr.topic, pr.queueID)
+	k := holdKey{pr.topic, pr.queueID}
 	h.q[k] = append(h.q[k], pr)
 	h.mu.Unlock()
 	// A message may have landed between the read and the park.
@@ -245,7 +249,7 @@ func (h *holdTable) hold(pr *pullRequest) {
 
 // notify wakes requests on (topic, queue) whose offset is below max.
 func (h *holdTable) notify(topic string, queue int32, max int64) {
-	k := holdKey(topic, queue)
+	k := holdKey{topic, queue}
 	h.mu.Lock()
 	list := h.q[k]
 	if len(list) == 0 {

@@ -35,15 +35,20 @@ func (b *Broker) AddStoredListener(l StoredListener) {
 // queues. Every module that writes messages (send, schedule, retry,
 // transactions) goes through it.
 func (b *Broker) Put(ctx context.Context, msgs []*message.Ext) ([]store.Position, error) {
+	return b.put(ctx, msgs, nil)
+}
+
+// put is Put with scratch for the store batch (the caller's, allocated
+// with the message: the batch escapes into the store's interface call).
+func (b *Broker) put(ctx context.Context, msgs []*message.Ext, scratch []store.Message) ([]store.Position, error) {
 	if err := b.slavePut(); err != nil {
 		return nil, err // a slave's log holds only the master's records (replica.go)
 	}
 	b.hooksMu.RLock()
 	hooks, listeners := b.putHooks, b.storedListeners
 	b.hooksMu.RUnlock()
-	var one [1]store.Message
-	batch := one[:0]
-	if len(msgs) > 1 {
+	batch := scratch[:0]
+	if cap(batch) < len(msgs) {
 		batch = make([]store.Message, 0, len(msgs))
 	}
 	for _, m := range msgs {
@@ -63,6 +68,10 @@ func (b *Broker) Put(ctx context.Context, msgs []*message.Ext) ([]store.Position
 	pos, err := b.store.Append(ctx, batch)
 	if err != nil {
 		return nil, fmt.Errorf("broker: store: %w", err)
+	}
+	if len(pos) != len(batch) {
+		// A store bug, not the client's: never acknowledge what has no position.
+		return nil, fmt.Errorf("broker: store: %d positions for %d messages", len(pos), len(batch))
 	}
 	for i, m := range msgs {
 		m.QueueOffset = pos[i].QueueOffset

@@ -12,6 +12,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
 )
 
 // sendHeader is SEND_MESSAGE's custom header, read from the long (10) or
@@ -34,13 +35,15 @@ type sendHeader struct {
 var longKeys = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"}
 var shortKeys = [...]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
 
-func parseSendHeader(req *remoting.Command) (*sendHeader, error) {
+// parseSendHeader reads h from req's extFields. h is the caller's (on its
+// stack: no allocation per send).
+func parseSendHeader(req *remoting.Command, h *sendHeader) error {
 	keys := longKeys
 	if req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage {
 		keys = shortKeys
 	}
 	e := remoting.ReadExt(req)
-	h := &sendHeader{
+	*h = sendHeader{
 		producerGroup:         e.String(keys[0]),
 		topic:                 e.String(keys[1]),
 		defaultTopic:          e.OptString(keys[2]),
@@ -54,24 +57,29 @@ func parseSendHeader(req *remoting.Command) (*sendHeader, error) {
 		maxReconsumeTimes:     e.OptInt32(keys[11], 16),
 		batch:                 e.Bool(keys[12]),
 	}
-	if e.Err != nil {
-		return nil, e.Err
-	}
-	return h, nil
+	return e.Err
+}
+
+// sendAlloc is what one SEND_MESSAGE stores, allocated at once: the
+// message and the one-element batch handed to Put.
+type sendAlloc struct {
+	m     message.Ext
+	msgs  [1]*message.Ext
+	batch [1]store.Message
 }
 
 func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
-	h, err := parseSendHeader(req)
-	if err != nil {
+	var hdr sendHeader
+	if err := parseSendHeader(req, &hdr); err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
+	h := &hdr
 	release, busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body))
 	if busy != nil {
 		return busy
 	}
 	defer release()
-	tc, resp := b.checkSend(ctx, req, h)
-	if resp != nil {
+	if resp := b.checkSend(ctx, req, h); resp != nil {
 		return resp
 	}
 	if len(req.Body) > int(b.cfg.MaxMessageSize) {
@@ -103,20 +111,21 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	}
 	delete(props, message.PropertyWaitStoreMsgOK)
 	props[message.PropertyCluster] = b.cfg.Cluster
-	m := &message.Ext{
+	sa := &sendAlloc{m: message.Ext{
 		Message: message.Message{Topic: topic, Flag: h.flag, Properties: props, Body: req.Body},
 		QueueID: queueID, SysFlag: h.sysFlag, BornTimestamp: h.bornTimestamp,
-		BornHost: parseHost(p.RemoteAddr()), ReconsumeTimes: reconsume,
-	}
+		BornHost: bornHost(p), ReconsumeTimes: reconsume,
+	}}
+	m := &sa.m
+	sa.msgs[0] = m
 	if m.BornTimestamp == 0 {
 		m.BornTimestamp = time.Now().UnixMilli()
 	}
-	_ = tc
-	pos, err := b.Put(ctx, []*message.Ext{m})
+	pos, err := b.put(ctx, sa.msgs[:], sa.batch[:])
 	if err != nil {
 		return b.storeErrorResponse(req, err)
 	}
-	resp = remoting.NewResponse(req, remoting.Success, "")
+	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.SetExt("msgId", message.OffsetMsgID(b.storeHost, pos[0].CommitLogOffset))
 	// The queue asked for, as Java answers, even when a put hook parked
 	// the message elsewhere (half message, delay).
@@ -132,16 +141,17 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 }
 
 func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
-	h, err := parseSendHeader(req)
-	if err != nil {
+	var hdr sendHeader
+	if err := parseSendHeader(req, &hdr); err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
+	h := &hdr
 	release, busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body))
 	if busy != nil {
 		return busy
 	}
 	defer release()
-	if _, resp := b.checkSend(ctx, req, h); resp != nil {
+	if resp := b.checkSend(ctx, req, h); resp != nil {
 		return resp
 	}
 	items, err := message.DecodeBatch(req.Body)
@@ -152,7 +162,7 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 		return remoting.Errorf(req, remoting.MessageIllegal, "empty batch")
 	}
 	outer := message.ParseProperties(h.properties)
-	born := parseHost(p.RemoteAddr())
+	born := bornHost(p)
 	msgs := make([]*message.Ext, 0, len(items))
 	for _, it := range items {
 		if len(it.Body) > int(b.cfg.MaxMessageSize) {
@@ -194,30 +204,30 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 }
 
 // checkSend validates the topic, creates it when allowed and fixes the
-// queue id; it returns the topic config or the error answer.
-func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHeader) (*protocol.TopicConfig, *remoting.Command) {
+// queue id; it returns the error answer, or nil.
+func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHeader) *remoting.Command {
 	if resp := b.slaveRefusal(req); resp != nil {
-		return nil, resp
+		return resp
 	}
 	if err := protocol.ValidateTopic(h.topic); err != nil {
-		return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
 	if protocol.IsSystemTopic(h.topic) || brokerOnlyTopic(h.topic) {
-		return nil, remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("sending message to topic[%s] is forbidden", h.topic))
+		return remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("sending message to topic[%s] is forbidden", h.topic))
 	}
 	tc, ok := b.topics.get(h.topic)
 	if !ok {
 		var err error
 		tc, err = b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultTopicQueueNums)
 		if err != nil {
-			return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
+			return remoting.Errorf(req, remoting.SystemError, err.Error())
 		}
 		if tc == nil {
-			return nil, remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.topic))
+			return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.topic))
 		}
 	}
 	if tc.Perm&protocol.PermWrite == 0 {
-		return nil, remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden", h.topic))
+		return remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden", h.topic))
 	}
 	maxQ := tc.WriteQueueNums
 	if tc.ReadQueueNums > maxQ {
@@ -227,9 +237,9 @@ func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHe
 		h.queueID = rand.Int32N(tc.WriteQueueNums)
 	}
 	if h.queueID >= maxQ {
-		return nil, remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("request queueId[%d] is illegal, %s producer", h.queueID, h.topic))
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("request queueId[%d] is illegal, %s producer", h.queueID, h.topic))
 	}
-	return tc, nil
+	return nil
 }
 
 // autoCreateTopic creates topic from the template defaultTopic when it
@@ -287,6 +297,22 @@ func (b *Broker) storeErrorResponse(req *remoting.Command, err error) *remoting.
 	}
 	b.log.Warn("store append", "err", err)
 	return remoting.Errorf(req, remoting.SystemError, err.Error())
+}
+
+type bornHostKey struct{}
+
+// bornHost is p's remote address, parsed once per connection (the
+// transport formats the address string anew on every call).
+func bornHost(p *remoting.Peer) netip.AddrPort {
+	if p == nil {
+		return parseHost("")
+	}
+	if v, ok := p.Value(bornHostKey{}); ok {
+		return v.(netip.AddrPort)
+	}
+	ap := parseHost(p.RemoteAddr())
+	p.SetValue(bornHostKey{}, ap)
+	return ap
 }
 
 func parseHost(addr string) netip.AddrPort {

@@ -1,0 +1,15 @@
+package remoting
+
+// ForgetPool clears c's pooled-map mark so tests can compare decoded
+// commands with literals; it returns c.
+func ForgetPool(c *Command) *Command {
+	c.pooledExt = false
+	return c
+}
+
+// PooledExt reports whether c's ExtFields came from the decoder's pool.
+func PooledExt(c *Command) bool { return c.pooledExt }
+
+// Release gives c's pooled map back, as the router does after a scoped
+// handler.
+func Release(c *Command) { c.releaseExt() }
