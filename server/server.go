@@ -15,6 +15,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/controller"
 	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/namesrv"
@@ -113,29 +115,55 @@ func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
 	}
 	switch r {
 	case Namesrv:
-		opts = append(opts, namesrv.Module, metrics.Module)
+		opts = append(opts, namesrv.Module, controller.Module, metrics.Module)
 	case Broker:
-		opts = append(opts, kernel.StorageModule, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
+		opts = append(opts, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
 	case Dev:
-		opts = append(opts, namesrv.Module, kernel.StorageModule, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
+		opts = append(opts, namesrv.Module, controller.Module, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
 	}
 	return fx.Options(append(opts, extra...)...)
 }
 
 // Run starts the app opts describes, waits for ctx (cancel it on SIGINT
-// and SIGTERM) and stops it.
+// and SIGTERM) and stops it. An app that shuts itself down with
+// ha.RestartExitCode (automatic failover: its commit log must be
+// truncated, which happens before the store opens) is stopped and started
+// again; another shutdown from inside stops Run.
 func Run(ctx context.Context, opts fx.Option) error {
+	for {
+		restart, err := runOnce(ctx, opts)
+		if err != nil || !restart || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func runOnce(ctx context.Context, opts fx.Option) (restart bool, err error) {
 	app := fx.New(opts)
 	if err := app.Err(); err != nil {
-		return err
+		return false, err
 	}
 	startCtx, cancel := context.WithTimeout(ctx, app.StartTimeout())
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
-		return err
+		return false, err
 	}
-	<-ctx.Done()
+	var code int
+	select {
+	case <-ctx.Done():
+	case sig := <-app.Wait():
+		code = sig.ExitCode
+	}
 	stopCtx, cancel2 := context.WithTimeout(context.Background(), app.StopTimeout())
 	defer cancel2()
-	return app.Stop(stopCtx)
+	if err := app.Stop(stopCtx); err != nil {
+		return false, err
+	}
+	switch {
+	case ctx.Err() != nil, code == 0:
+		return false, nil
+	case code == ha.RestartExitCode:
+		return true, nil
+	}
+	return false, fmt.Errorf("server: the app shut down with code %d", code)
 }

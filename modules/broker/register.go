@@ -28,7 +28,8 @@ func (b *Broker) registerLoop(ctx context.Context) {
 
 // registerAll registers with every configured name server.
 func (b *Broker) registerAll(ctx context.Context) {
-	if len(b.cfg.Namesrv) == 0 {
+	role := b.Role()
+	if len(b.cfg.Namesrv) == 0 || role.Hidden {
 		return
 	}
 	body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
@@ -37,16 +38,23 @@ func (b *Broker) registerAll(ctx context.Context) {
 		b.log.Error("encode registration", "err", err)
 		return
 	}
+	refused := false
 	for _, ns := range b.cfg.Namesrv {
-		req := remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+		ext := map[string]string{
 			"brokerName":   b.cfg.Name,
 			"brokerAddr":   b.cfg.AdvertiseAddr(),
 			"clusterName":  b.cfg.Cluster,
 			"haServerAddr": b.cfg.AdvertiseAddr(),
-			"brokerId":     strconv.FormatInt(b.cfg.ID, 10),
+			"brokerId":     strconv.FormatInt(role.ID, 10),
 			"compressed":   "false",
 			"bodyCrc32":    strconv.FormatInt(int64(int32(crc32.ChecksumIEEE(raw))), 10),
-		}, raw)
+		}
+		if role.Epoch > 0 {
+			// Automatic failover: name servers check a master's epoch
+			// (modules/namesrv EpochExt).
+			ext[epochExt] = strconv.FormatInt(role.Epoch, 10)
+		}
+		req := remoting.NewRequest(remoting.RegisterBroker, ext, raw)
 		if b.deps.Sign != nil {
 			b.deps.Sign(req)
 		}
@@ -59,11 +67,34 @@ func (b *Broker) registerAll(ctx context.Context) {
 				b.log.Warn("register with name server", "namesrv", ns, "err", err)
 			}
 		case resp.Code != remoting.Success:
+			refused = true
 			b.log.Warn("register with name server refused", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 		default:
 			b.log.Debug("registered with name server", "namesrv", ns)
 		}
 	}
+	if refused && role.Epoch > 0 {
+		// A name server that has not applied the epoch yet refuses a new
+		// master: try again soon rather than at the next interval.
+		b.retryRegister()
+	}
+}
+
+// epochExt is namesrv.EpochExt (the broker does not import the name
+// server).
+const epochExt = "quiverEpoch"
+
+// retryRegister registers again in a second.
+func (b *Broker) retryRegister() {
+	t := time.NewTimer(time.Second)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C:
+			b.triggerRegister()
+		case <-b.ctx.Done():
+		}
+	}()
 }
 
 func (b *Broker) unregisterAll(ctx context.Context) {
@@ -72,7 +103,7 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 			"brokerName":  b.cfg.Name,
 			"brokerAddr":  b.cfg.AdvertiseAddr(),
 			"clusterName": b.cfg.Cluster,
-			"brokerId":    strconv.FormatInt(b.cfg.ID, 10),
+			"brokerId":    strconv.FormatInt(b.ID(), 10),
 		}, nil)
 		if b.deps.Sign != nil {
 			b.deps.Sign(req)

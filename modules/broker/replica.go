@@ -26,14 +26,80 @@ const (
 var ErrNotReplica = errors.New("broker: the store cannot append replicated records")
 
 // replicaHooks are what the replication module (modules/ha) plugs into the
-// send and pull paths. Both are optional.
+// send and pull paths. All are optional.
 type replicaHooks struct {
 	ackWaiter atomic.Pointer[func(ctx context.Context, physEnd int64) int32]
 	suggester atomic.Pointer[func(res *store.ReadResult) int64]
+	// state is the runtime role set by automatic failover (nil: the
+	// configured broker.role and broker.id).
+	state atomic.Pointer[RoleState]
 }
 
-// IsSlave reports whether this broker is a slave (broker.role SLAVE).
-func (b *Broker) IsSlave() bool { return b.cfg.Role == RoleSlave }
+// RoleState is a broker's role at run time. Without automatic failover it
+// is the configured broker.role and broker.id; with it (modules/ha,
+// ha.failover) the controller's committed epoch decides.
+type RoleState struct {
+	// Role is RoleAsyncMaster, RoleSyncMaster or RoleSlave.
+	Role string
+	// ID is the brokerId registered with the name servers (0: master).
+	ID int64
+	// Epoch is the failover epoch the broker serves or follows (0: none);
+	// registrations carry it (namesrv.EpochExt) when positive.
+	Epoch int64
+	// Writable: sends and local puts are accepted (a master whose epoch
+	// is committed). A master that is not writable is fenced: it refuses
+	// writes as a slave does.
+	Writable bool
+	// Hidden: do not register with the name servers (a fenced broker
+	// waiting for its group's committed state).
+	Hidden bool
+}
+
+// Role returns the runtime role.
+func (b *Broker) Role() RoleState {
+	if p := b.replica.state.Load(); p != nil {
+		return *p
+	}
+	return RoleState{Role: b.cfg.Role, ID: b.cfg.ID, Writable: b.cfg.Role != RoleSlave}
+}
+
+// SetRole changes the runtime role (automatic failover) and registers
+// again at once when what the name servers see changed.
+func (b *Broker) SetRole(r RoleState) {
+	old := b.Role()
+	b.replica.state.Store(&r)
+	if old != r {
+		b.log.Info("broker role", "role", r.Role, "id", r.ID, "epoch", r.Epoch, "writable", r.Writable, "hidden", r.Hidden)
+	}
+	if old.ID != r.ID || old.Epoch != r.Epoch || old.Hidden != r.Hidden || old.Role != r.Role {
+		b.triggerRegister()
+	}
+}
+
+// IsSlave reports whether this broker is a slave now (broker.role SLAVE,
+// or demoted by failover).
+func (b *Broker) IsSlave() bool {
+	if p := b.replica.state.Load(); p != nil {
+		return p.Role == RoleSlave
+	}
+	return b.cfg.Role == RoleSlave
+}
+
+// writable reports whether sends and local puts are accepted now.
+func (b *Broker) writable() bool {
+	if p := b.replica.state.Load(); p != nil {
+		return p.Writable
+	}
+	return b.cfg.Role != RoleSlave
+}
+
+// ID is the brokerId this broker registers with now.
+func (b *Broker) ID() int64 {
+	if p := b.replica.state.Load(); p != nil {
+		return p.ID
+	}
+	return b.cfg.ID
+}
 
 // SetAckWaiter makes the send path wait, after each successful store
 // write, until f returns: the write's bytes end at physEnd. A code other
@@ -80,21 +146,28 @@ func (b *Broker) suggestBroker(res *store.ReadResult) string {
 // slaveRefusal answers client sends on a slave as Java's store does
 // (PutMessageStatus.SERVICE_NOT_AVAILABLE → SERVICE_NOT_AVAILABLE).
 func (b *Broker) slaveRefusal(req *remoting.Command) *remoting.Command {
-	if !b.IsSlave() {
+	if b.writable() {
 		return nil
 	}
 	return remoting.Errorf(req, remoting.ServiceNotAvailable,
-		fmt.Sprintf("service not available now: broker %s id %d is a slave; messages are put to the master", b.cfg.Name, b.cfg.ID))
+		fmt.Sprintf("service not available now: broker %s id %d is %s; messages are put to the master", b.cfg.Name, b.ID(), b.notMaster()))
+}
+
+func (b *Broker) notMaster() string {
+	if b.IsSlave() {
+		return "a slave"
+	}
+	return "a master waiting for the failover controller (fenced)"
 }
 
 // slavePut refuses local writes on a slave: its commit log must hold the
 // master's records only, at the master's offsets (schedule, retry and
 // transaction deliveries are the master's job).
 func (b *Broker) slavePut() error {
-	if !b.IsSlave() {
+	if b.writable() {
 		return nil
 	}
-	return &RejectError{Code: remoting.ServiceNotAvailable, Reason: fmt.Sprintf("broker %s id %d is a slave: messages are put to the master", b.cfg.Name, b.cfg.ID)}
+	return &RejectError{Code: remoting.ServiceNotAvailable, Reason: fmt.Sprintf("broker %s id %d is %s: messages are put to the master", b.cfg.Name, b.ID(), b.notMaster())}
 }
 
 // AppendReplica appends records copied from the master's commit log

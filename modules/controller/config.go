@@ -1,87 +1,26 @@
 package controller
 
 import (
-	"net"
-	"time"
-
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/modules/namesrv"
 )
 
-// Section is the configuration section this module owns.
-const Section = "controller"
-
-// Config is the controller section (read by name servers).
-type Config struct {
-	// Enabled runs the failover controller in this name server.
-	Enabled bool `koanf:"enabled"`
-	// Listen is the raft TCP address (host:port, an IP the other
-	// controllers can reach); it is also this controller's raft id.
-	Listen string `koanf:"listen"`
-	// Peers lists every controller's listen address, this one included;
-	// they bootstrap the raft cluster the first time (empty: this one
-	// alone).
-	Peers []string `koanf:"peers"`
-	// DataDir holds the raft log, stable store and snapshots.
-	DataDir string `koanf:"data_dir"`
-	// RaftTimeout is raft's heartbeat and election timeout (leader lease:
-	// half of it).
-	RaftTimeout time.Duration `koanf:"raft_timeout"`
-	// CheckInterval is how often the leader looks for lapsed masters.
-	CheckInterval time.Duration `koanf:"check_interval"`
-	// DefaultFailoverTimeout applies to groups whose brokers reported none.
-	DefaultFailoverTimeout time.Duration `koanf:"default_failover_timeout"`
-}
+// Config is the namesrv.controller section (namesrv.ControllerConfig:
+// it lives in the name server's section, whose role runs the controller).
+type Config = namesrv.ControllerConfig
 
 // NewConfig returns the defaults.
 func NewConfig() *Config {
-	return &Config{
-		Listen: "127.0.0.1:9880", DataDir: "./controller", RaftTimeout: time.Second,
-		CheckInterval: 200 * time.Millisecond, DefaultFailoverTimeout: 6 * time.Second,
-	}
+	c := namesrv.NewControllerConfig()
+	return &c
 }
 
-// Validate reports every problem with its key.
-func (c *Config) Validate() error {
-	var errs config.Errors
-	if !c.Enabled {
-		return nil
-	}
-	if _, err := net.ResolveTCPAddr("tcp", c.Listen); err != nil {
-		errs.Add(Section+".listen", "%q is not host:port: %v", c.Listen, err)
-	} else if h, _, _ := net.SplitHostPort(c.Listen); h == "" || net.ParseIP(h).IsUnspecified() {
-		errs.Add(Section+".listen", "%q must name the IP other controllers reach (it is the raft id)", c.Listen)
-	}
-	for _, p := range c.Peers {
-		if _, err := net.ResolveTCPAddr("tcp", p); err != nil {
-			errs.Add(Section+".peers", "%q is not host:port: %v", p, err)
-		}
-	}
-	if len(c.Peers) > 0 {
-		self := false
-		for _, p := range c.Peers {
-			self = self || p == c.Listen
-		}
-		if !self {
-			errs.Add(Section+".peers", "must include this controller's listen address %s", c.Listen)
-		}
-	}
-	if c.DataDir == "" {
-		errs.Add(Section+".data_dir", "must be set")
-	}
-	if c.RaftTimeout < 50*time.Millisecond || c.RaftTimeout > time.Minute {
-		errs.Add(Section+".raft_timeout", "%s is outside 50ms..1m", c.RaftTimeout)
-	}
-	if c.CheckInterval <= 0 || c.DefaultFailoverTimeout <= 0 {
-		errs.Add(Section, "check_interval and default_failover_timeout must be positive")
-	}
-	return errs.Err()
-}
-
-// NewConfigFrom decodes the controller section strictly.
+// NewConfigFrom decodes the namesrv section strictly and returns its
+// controller part.
 func NewConfigFrom(cfg *config.Config) (*Config, error) {
-	c := NewConfig()
-	if err := cfg.Decode(Section, c); err != nil {
+	nc, err := namesrv.NewConfigFrom(cfg)
+	if err != nil {
 		return nil, err
 	}
-	return c, c.Validate()
+	return &nc.Controller, nil
 }

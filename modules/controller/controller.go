@@ -1,5 +1,5 @@
 // Package controller is automatic failover for broker groups (issue 12):
-// a small controller that runs in the name servers (controller.enabled)
+// a small controller that runs in the name servers (namesrv.controller.enabled)
 // and replicates, with hashicorp/raft, per broker name the committed
 // {epoch, master, in-sync set, epoch start offsets} (FSM). Brokers under
 // failover (ha.failover) send it a heartbeat every ha.heartbeat_interval

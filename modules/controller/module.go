@@ -12,16 +12,17 @@ import (
 type params struct {
 	fx.In
 	Lifecycle fx.Lifecycle
-	Config    *Config
+	Namesrv   *namesrv.Config
 	Server    *namesrv.Server
 	Logger    *slog.Logger
 }
 
 func register(p params) error {
-	if !p.Config.Enabled {
+	cfg := &p.Namesrv.Controller
+	if !cfg.Enabled {
 		return nil
 	}
-	c, err := New(p.Config, p.Logger, DropOnChange(p.Server.Routes, p.Logger.With("component", "controller")))
+	c, err := New(cfg, p.Logger, DropOnChange(p.Server.Routes, p.Logger.With("component", "controller")))
 	if err != nil {
 		return err
 	}
@@ -31,8 +32,7 @@ func register(p params) error {
 }
 
 // Module is the failover controller (compose it with namesrv.Module);
-// it does nothing unless controller.enabled.
+// it does nothing unless namesrv.controller.enabled.
 var Module = fx.Module("controller",
-	fx.Provide(NewConfigFrom),
 	fx.Invoke(register),
 )

@@ -34,6 +34,21 @@ type Config struct {
 	MetaInterval time.Duration `koanf:"meta_interval"`
 	// LagLogInterval is how often a slave logs its replication lag.
 	LagLogInterval time.Duration `koanf:"lag_log_interval"`
+	// Failover puts the broker under automatic failover: the controllers
+	// in the name servers (controller.enabled) decide who is master of
+	// broker.name; broker.role and broker.id are the initial role and the
+	// member's identity. Needs the commitlog engine.
+	Failover bool `koanf:"failover"`
+	// FailoverTimeout: the master's heartbeats lapsing this long elect an
+	// in-sync slave; a master without a controller leader's answer this
+	// long fences itself.
+	FailoverTimeout time.Duration `koanf:"failover_timeout"`
+	// HeartbeatInterval is how often a failover broker reports to the
+	// controllers.
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
+	// SlaveID is the brokerId registered while serving as a slave under
+	// failover. Default (0): broker.id, or 100 for broker.id 0.
+	SlaveID int64 `koanf:"slave_id"`
 }
 
 // NewConfig returns the defaults.
@@ -41,6 +56,7 @@ func NewConfig() *Config {
 	return &Config{
 		SyncTimeout: 3 * time.Second, SlaveFallBehindMax: 256 << 20, SlaveReadLagBytes: 1 << 30,
 		BatchBytes: 1 << 20, MaxWait: time.Second, MetaInterval: 10 * time.Second, LagLogInterval: 10 * time.Second,
+		FailoverTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
 	}
 }
 
@@ -61,6 +77,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MetaInterval <= 0 || c.LagLogInterval <= 0 {
 		errs.Add("ha", "meta_interval and lag_log_interval must be positive")
+	}
+	if c.FailoverTimeout < 500*time.Millisecond || c.FailoverTimeout > 5*time.Minute {
+		errs.Add("ha.failover_timeout", "%s is outside 500ms..5m", c.FailoverTimeout)
+	}
+	if c.HeartbeatInterval <= 0 || c.HeartbeatInterval*2 > c.FailoverTimeout {
+		errs.Add("ha.heartbeat_interval", "%s must be positive and at most half of ha.failover_timeout", c.HeartbeatInterval)
+	}
+	if c.SlaveID < 0 {
+		errs.Add("ha.slave_id", "must not be negative")
 	}
 	return errs.Err()
 }

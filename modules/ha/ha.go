@@ -53,10 +53,11 @@ var ErrCannotReplicate = errors.New("ha: the storage engine cannot replicate (co
 
 // slaveState is what a master knows of one slave.
 type slaveState struct {
-	id    int64
-	addr  string
-	acked int64
-	seen  time.Time
+	id     int64 // registered brokerId
+	member int64 // configured broker.id (failover identity)
+	addr   string
+	acked  int64
+	seen   time.Time
 }
 
 // Service runs replication for one broker.
@@ -81,6 +82,9 @@ type Service struct {
 	lag       atomic.Int64
 	following atomic.Bool
 
+	// fo is automatic failover (ha.failover); nil without it.
+	fo *failover
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -104,6 +108,8 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 	lr, okR := b.Store().(store.LogReader)
 	_, okW := b.Store().(store.Replicator)
 	switch {
+	case cfg.Failover && !(okR && okW):
+		return nil, fmt.Errorf("%w: ha.failover", ErrCannotReplicate)
 	case s.role == broker.RoleSlave && !(okR && okW), s.role == broker.RoleSyncMaster && !okR:
 		return nil, fmt.Errorf("%w: broker.role %s", ErrCannotReplicate, s.role)
 	case !okR:
@@ -113,6 +119,13 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 	s.lr = lr
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.client = remoting.NewClient(dial, nil, s.log, remoting.PeerOptions{})
+	if cfg.Failover {
+		// Any member may become master: serve HA_PULL (refused unless
+		// master now); the role's hooks are set on each change.
+		b.Router().RegisterFunc(HAPull, s.handlePull)
+		b.AddStoredListener(func([]*message.Ext, []store.Position) { s.broadcast() })
+		return s, nil
+	}
 	if s.role != broker.RoleSlave {
 		b.Router().RegisterFunc(HAPull, s.handlePull)
 		b.AddStoredListener(func([]*message.Ext, []store.Position) { s.broadcast() })
@@ -124,6 +137,24 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 		}
 	}
 	return s, nil
+}
+
+// EnableFailover starts automatic failover state from dir (the ha
+// directory of the store: epoch and truncation files); restart, called
+// at most once, must stop the process's app and start it again (the
+// commit log is then truncated before the store opens, see
+// WrapStorage). Call it before Start, with ha.failover on.
+func (s *Service) EnableFailover(dir string, restart func()) error {
+	if !s.cfg.Failover || s.lr == nil {
+		return nil
+	}
+	f, err := newFailover(s, dir)
+	if err != nil {
+		return err
+	}
+	f.restart = restart
+	s.fo = f
+	return nil
 }
 
 // SetSigner makes the service sign its requests (to a master, a slave
@@ -145,7 +176,16 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.lr == nil {
 		return nil
 	}
-	if s.role == broker.RoleSlave {
+	if s.cfg.Failover && s.fo == nil {
+		return errors.New("ha: ha.failover is on but EnableFailover was not called")
+	}
+	if s.fo != nil {
+		s.run(s.fo.loop)
+		s.run(s.follow)
+		s.run(func() { s.every(s.cfg.MetaInterval, s.copyMeta) })
+		s.run(func() { s.every(s.cfg.LagLogInterval, s.logLag) })
+		s.run(func() { s.every(s.cfg.MetaInterval, s.takeBackOffsets) })
+	} else if s.role == broker.RoleSlave {
 		s.run(s.follow)
 		s.run(func() { s.every(s.cfg.MetaInterval, s.copyMeta) })
 		s.run(func() { s.every(s.cfg.LagLogInterval, s.logLag) })
@@ -210,7 +250,7 @@ func (s *Service) Lag() int64 {
 	if s.lr == nil {
 		return 0
 	}
-	if s.role == broker.RoleSlave {
+	if s.b.IsSlave() {
 		return s.lag.Load()
 	}
 	_, end := s.lr.LogOffsets()
@@ -263,8 +303,19 @@ func (s *Service) handlePull(ctx context.Context, p *remoting.Peer, req *remotin
 	if e.Err != nil {
 		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
 	}
+	member := e.OptInt64("memberId", id)
+	epoch := e.OptInt64("epoch", 0)
 	if name := e.OptString("brokerName"); name != "" && name != s.b.Config().Name {
 		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("this is broker %s, not %s", s.b.Config().Name, name))
+	}
+	if s.fo != nil {
+		r := s.b.Role()
+		switch {
+		case !r.Writable:
+			return remoting.Errorf(req, remoting.ServiceNotAvailable, fmt.Sprintf("broker %s at %s is not the master now (epoch %d)", s.b.Config().Name, s.b.Config().AdvertiseAddr(), r.Epoch))
+		case epoch != r.Epoch:
+			return remoting.Errorf(req, remoting.ServiceNotAvailable, fmt.Sprintf("epoch %d asked, this master serves epoch %d", epoch, r.Epoch))
+		}
 	}
 	s.mu.Lock()
 	sl := s.slaves[id]
@@ -276,7 +327,7 @@ func (s *Service) handlePull(ctx context.Context, p *remoting.Peer, req *remotin
 		_, end := s.lr.LogOffsets()
 		s.log.Info("slave connected", "slave_id", id, "slave_addr", addr, "offset", off, "lag_bytes", end-off)
 	}
-	sl.addr, sl.acked, sl.seen = addr, off, time.Now()
+	sl.addr, sl.member, sl.acked, sl.seen = addr, member, off, time.Now()
 	close(s.wake)
 	s.wake = make(chan struct{})
 	wake := s.wake
@@ -380,6 +431,9 @@ func (s *Service) suggest(res *store.ReadResult) int64 {
 // clients that commit to a slave while the master is away) into the
 // master's, keeping the higher of each.
 func (s *Service) takeBackOffsets() {
+	if s.b.IsSlave() || !s.b.Role().Writable {
+		return
+	}
 	s.mu.Lock()
 	var addrs []string
 	now := time.Now()
@@ -406,6 +460,9 @@ func (s *Service) takeBackOffsets() {
 // masterAddr is ha.master_addr or the master (id 0) of broker.name in
 // the name servers' cluster info.
 func (s *Service) masterAddr() string {
+	if s.fo != nil {
+		return s.fo.master()
+	}
 	if s.cfg.MasterAddr != "" {
 		return s.cfg.MasterAddr
 	}
@@ -449,20 +506,39 @@ func (s *Service) follow() {
 	bc := s.b.Config()
 	failures := 0
 	for s.ctx.Err() == nil {
-		master := s.masterAddr()
-		if master == "" {
-			s.following.Store(false)
-			s.sleep(time.Second)
+		if s.fo != nil && !s.b.IsSlave() {
+			if s.following.Swap(false) {
+				s.log.Info("stopped following: not a slave now")
+			}
+			s.sleep(100 * time.Millisecond)
 			continue
 		}
+		master := s.masterAddr()
+		if master == "" {
+			if s.following.Swap(false) && s.fo != nil {
+				s.log.Warn("lost the master", "reason", "no committed master to follow")
+			}
+			if s.fo != nil {
+				s.sleep(100 * time.Millisecond)
+			} else {
+				s.sleep(time.Second)
+			}
+			continue
+		}
+		role := s.b.Role()
 		_, from := s.lr.LogOffsets()
-		req := remoting.NewRequest(HAPull, map[string]string{
+		ext := map[string]string{
 			"offset":     strconv.FormatInt(from, 10),
 			"maxBytes":   strconv.FormatInt(int64(s.cfg.BatchBytes), 10),
 			"brokerName": bc.Name,
-			"brokerId":   strconv.FormatInt(bc.ID, 10),
+			"brokerId":   strconv.FormatInt(role.ID, 10),
 			"slaveAddr":  bc.AdvertiseAddr(),
-		}, nil)
+		}
+		if s.fo != nil {
+			ext["memberId"] = strconv.FormatInt(bc.ID, 10)
+			ext["epoch"] = strconv.FormatInt(role.Epoch, 10)
+		}
+		req := remoting.NewRequest(HAPull, ext, nil)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.MaxWait+5*time.Second)
 		resp, err := s.invoke(ctx, master, req)
 		cancel()
@@ -474,7 +550,7 @@ func (s *Service) follow() {
 			recs, err = splitRecords(resp.Body)
 		}
 		if err == nil && len(recs) > 0 {
-			err = s.b.AppendReplica(s.ctx, recs)
+			err = s.appendReplica(recs, master, role.Epoch)
 		}
 		if err != nil {
 			if s.ctx.Err() != nil {
@@ -503,6 +579,23 @@ func (s *Service) follow() {
 	}
 }
 
+// appendReplica appends records from master; under failover only while
+// this broker still follows master in epoch (a promotion stops it).
+func (s *Service) appendReplica(recs [][]byte, master string, epoch int64) error {
+	if s.fo == nil {
+		return s.b.AppendReplica(s.ctx, recs)
+	}
+	s.fo.mu.Lock()
+	defer s.fo.mu.Unlock()
+	if !s.b.IsSlave() || s.b.Role().Epoch != epoch || s.fo.master() != master {
+		return errStopped
+	}
+	return s.b.AppendReplica(s.ctx, recs)
+}
+
+// errStopped: the role changed while a replication answer was on its way.
+var errStopped = errors.New("ha: no longer following that master")
+
 func (s *Service) logLag() {
 	if !s.following.Load() {
 		return
@@ -513,6 +606,9 @@ func (s *Service) logLag() {
 
 // copyMeta copies the master's topic config and consumer offsets.
 func (s *Service) copyMeta() {
+	if !s.b.IsSlave() {
+		return
+	}
 	master := s.masterAddr()
 	if master == "" {
 		return

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/modules/broker"
@@ -16,6 +17,8 @@ type params struct {
 	Broker     *broker.Broker
 	Transports *transport.Set
 	Logger     *slog.Logger
+	Root       *config.Config
+	Shutdowner fx.Shutdowner
 	Guard      *kernel.Guard `optional:"true"`
 }
 
@@ -27,16 +30,35 @@ func newFromFx(p params) (*Service, error) {
 	if p.Guard != nil {
 		s.SetSigner(p.Guard.Sign)
 	}
+	if p.Config.Failover {
+		dir, err := StorageDir(p.Root)
+		if err != nil {
+			return nil, err
+		}
+		restart := func() {
+			if err := p.Shutdowner.Shutdown(fx.ExitCode(RestartExitCode)); err != nil {
+				p.Logger.Error("ha: request restart", "err", err)
+			}
+		}
+		if err := s.EnableFailover(Dir(dir), restart); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 // Module is replication (compose it with broker.Module): a SLAVE follows
 // its master; a master serves HA_PULL and, as SYNC_MASTER, acknowledges
-// sends once a slave has their bytes. It provides *Service (Lag, for
-// metrics).
+// sends once a slave has their bytes; with ha.failover the controllers
+// decide the role. It provides *Service (Lag, for metrics). Compose
+// StorageDecorator too, so that a truncation failover records is applied.
 var Module = fx.Module("ha",
 	fx.Provide(NewConfigFrom, newFromFx),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) {
 		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
 	}),
 )
+
+// StorageDecorator applies WrapStorage to the process's storage registry;
+// it belongs at the root of the app (next to kernel.StorageModule).
+var StorageDecorator = fx.Decorate(WrapStorage)

@@ -21,11 +21,14 @@ type Config struct {
 	// BrokerTimeout drops a broker that has not registered for this long.
 	// Default 120s.
 	BrokerTimeout time.Duration `koanf:"broker_timeout"`
+	// Controller is the automatic-failover controller run in this name
+	// server (off by default).
+	Controller ControllerConfig `koanf:"controller"`
 }
 
 // NewConfig returns the defaults.
 func NewConfig() *Config {
-	return &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 120 * time.Second}
+	return &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 120 * time.Second, Controller: NewControllerConfig()}
 }
 
 // Validate reports every bad value with its key path.
@@ -41,6 +44,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BrokerTimeout <= 0 {
 		errs.Add(Section+".broker_timeout", "must be positive, got %s", c.BrokerTimeout)
+	}
+	if err := c.Controller.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs.Err()
 }

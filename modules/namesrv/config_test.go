@@ -20,12 +20,21 @@ func TestNewConfigFrom(t *testing.T) {
 		{
 			name: "yaml-like values",
 			give: map[string]any{"namesrv": map[string]any{"listen": "0.0.0.0:19876", "scan_interval": "5s", "broker_timeout": "1m"}},
-			want: &Config{Listen: "0.0.0.0:19876", ScanInterval: 5 * time.Second, BrokerTimeout: time.Minute},
+			want: &Config{Listen: "0.0.0.0:19876", ScanInterval: 5 * time.Second, BrokerTimeout: time.Minute, Controller: NewControllerConfig()},
 		},
 		{
 			name: "partial section",
 			give: map[string]any{"namesrv.broker_timeout": "30s"},
-			want: &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 30 * time.Second},
+			want: &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 30 * time.Second, Controller: NewControllerConfig()},
+		},
+		{
+			name: "controller",
+			give: map[string]any{"namesrv.controller": map[string]any{"enabled": true, "listen": "127.0.0.1:19880", "peers": []any{"127.0.0.1:19880", "127.0.0.1:19881"}, "raft_timeout": "500ms"}},
+			want: func() *Config {
+				c := NewConfig()
+				c.Controller.Enabled, c.Controller.Listen, c.Controller.Peers, c.Controller.RaftTimeout = true, "127.0.0.1:19880", []string{"127.0.0.1:19880", "127.0.0.1:19881"}, 500*time.Millisecond
+				return c
+			}(),
 		},
 	}
 	for _, tt := range tests {
@@ -49,6 +58,11 @@ func TestNewConfigFromErrors(t *testing.T) {
 			name: "every invalid value reported",
 			give: map[string]any{"namesrv": map[string]any{"listen": "nocolon", "scan_interval": "0s", "broker_timeout": "-1s"}},
 			want: []string{"namesrv.listen", "namesrv.scan_interval", "namesrv.broker_timeout"},
+		},
+		{
+			name: "controller",
+			give: map[string]any{"namesrv.controller": map[string]any{"enabled": true, "listen": "0.0.0.0:9880", "peers": []any{"127.0.0.1:1"}, "raft_timeout": "1ms"}},
+			want: []string{"namesrv.controller.listen", "namesrv.controller.peers", "namesrv.controller.raft_timeout"},
 		},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,434 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/controller"
+)
+
+// RestartExitCode is the fx exit code with which the service asks the
+// process (server.Run) to stop and start its app again: its commit log
+// must be truncated, which happens before the store opens.
+const RestartExitCode = 75
+
+// Files in <storage.dir>/ha.
+const (
+	epochFile    = "epoch.json"
+	truncateFile = "truncate.json"
+)
+
+// failover is the broker side of automatic failover (ha.failover): it
+// heartbeats the controllers and applies the committed state of its group
+// to the broker's runtime role.
+type failover struct {
+	s        *Service
+	dir      string // <storage.dir>/ha
+	memberID int64
+	slaveID  int64
+	founder  bool
+
+	// mu serializes role changes against the slave's appends: once a
+	// promoted slave stopped following, no record is appended after the
+	// end it reports.
+	mu    sync.Mutex
+	epoch int64 // persisted: the last epoch served or followed
+	ready bool  // elected and reported its start; waiting for the commit
+	sync  bool  // the group's masters are SYNC_MASTERs
+	// lastLeader is when a raft leader last answered.
+	lastLeader time.Time
+	warned     string
+
+	masterAddr atomic.Pointer[string]
+	kick       chan struct{}
+	restart    func()
+}
+
+func newFailover(s *Service, dir string) (*failover, error) {
+	bc := s.b.Config()
+	f := &failover{
+		s: s, dir: dir, memberID: bc.ID, slaveID: s.cfg.SlaveID, founder: bc.ID == 0,
+		sync: bc.Role == broker.RoleSyncMaster, kick: make(chan struct{}, 1),
+	}
+	if f.slaveID == 0 {
+		f.slaveID = bc.ID
+		if bc.ID == 0 {
+			f.slaveID = defaultDemotedID
+		}
+	}
+	e, err := loadEpoch(dir)
+	if err != nil {
+		return nil, err
+	}
+	f.epoch = e
+	f.lastLeader = time.Now()
+	// Until the controllers answer, a configured master is fenced and
+	// unregistered, a slave follows no one.
+	if f.founder {
+		s.b.SetRole(broker.RoleState{Role: bc.Role, ID: 0, Epoch: e, Hidden: true})
+	} else {
+		s.b.SetRole(broker.RoleState{Role: broker.RoleSlave, ID: f.slaveID, Epoch: e, Hidden: true})
+	}
+	return f, nil
+}
+
+// defaultDemotedID is the brokerId a configured master (broker.id 0)
+// registers with while it serves as a slave, unless ha.slave_id says.
+const defaultDemotedID = 100
+
+func (f *failover) master() string {
+	if p := f.masterAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (f *failover) setMaster(addr string) { f.masterAddr.Store(&addr) }
+
+// loop heartbeats every heartbeat_interval, and at once after a change.
+func (f *failover) loop() {
+	t := time.NewTicker(f.s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for f.s.ctx.Err() == nil {
+		f.beat()
+		select {
+		case <-f.s.ctx.Done():
+			return
+		case <-t.C:
+		case <-f.kick:
+		}
+	}
+}
+
+func (f *failover) kickNow() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *failover) heartbeat() controller.HeartbeatBody {
+	bc := f.s.b.Config()
+	r := f.s.b.Role()
+	_, end := f.s.lr.LogOffsets()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hb := controller.HeartbeatBody{
+		Cluster: bc.Cluster, Name: bc.Name, MemberID: f.memberID, Addr: bc.AdvertiseAddr(),
+		Epoch: f.epoch, Master: r.Writable, Founder: f.founder, Ready: f.ready, Offset: end,
+		Sync: f.sync, FailoverTimeout: f.s.cfg.FailoverTimeout,
+	}
+	if r.Writable {
+		hb.InSync = f.s.inSync()
+	}
+	return hb
+}
+
+// beat sends a heartbeat to every name server and acts on the answers.
+func (f *failover) beat() {
+	hb := f.heartbeat()
+	body, err := json.Marshal(hb)
+	if err != nil {
+		return
+	}
+	nss := f.s.b.Config().Namesrv
+	views := make([]*controller.View, len(nss))
+	var wg sync.WaitGroup
+	for i, ns := range nss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(f.s.ctx, min(2*time.Second, max(500*time.Millisecond, 2*f.s.cfg.HeartbeatInterval)))
+			defer cancel()
+			resp, err := f.s.invoke(ctx, ns, remoting.NewRequest(controller.Heartbeat, nil, body))
+			if err != nil || resp.Code != remoting.Success {
+				return
+			}
+			var v controller.View
+			if json.Unmarshal(resp.Body, &v) == nil {
+				views[i] = &v
+			}
+		}()
+	}
+	wg.Wait()
+	f.act(views)
+}
+
+// best picks the committed state to act on: the highest epoch, started
+// before not started; leader reports whether a raft leader answered.
+func best(views []*controller.View) (g *controller.Group, leader bool) {
+	for _, v := range views {
+		if v == nil {
+			continue
+		}
+		leader = leader || v.Leader
+		if v.Group == nil {
+			continue
+		}
+		if g == nil || v.Group.Epoch > g.Epoch || (v.Group.Epoch == g.Epoch && v.Group.Ready() && !g.Ready()) {
+			g = v.Group
+		}
+	}
+	return g, leader
+}
+
+func (f *failover) warn(msg string, args ...any) {
+	if key := fmt.Sprint(msg, args); key != f.warned {
+		f.warned = key
+		f.s.log.Warn(msg, args...)
+	}
+}
+
+// act applies the committed state g of the group to the broker.
+func (f *failover) act(views []*controller.View) {
+	g, leader := best(views)
+	bc := f.s.b.Config()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if leader {
+		f.lastLeader = now
+	}
+	r := f.s.b.Role()
+	if g == nil {
+		if r.Writable && now.Sub(f.lastLeader) > f.s.cfg.FailoverTimeout {
+			f.fenceLocked("no controller leader answered within ha.failover_timeout")
+		}
+		return
+	}
+	me := g.MasterID == f.memberID && g.MasterAddr == bc.AdvertiseAddr()
+	switch {
+	case me && g.Ready():
+		if f.epoch != g.Epoch && !(f.epoch == 0 && g.Epoch == 1) {
+			f.warn("the controllers name this broker master of an epoch it did not start; staying fenced", "epoch", g.Epoch, "local_epoch", f.epoch)
+			return
+		}
+		if r.Writable && r.Epoch == g.Epoch {
+			if now.Sub(f.lastLeader) > f.s.cfg.FailoverTimeout {
+				f.fenceLocked("no controller leader answered within ha.failover_timeout")
+			}
+			return
+		}
+		if !leader && now.Sub(f.lastLeader) > f.s.cfg.FailoverTimeout {
+			return
+		}
+		if err := f.setEpochLocked(g.Epoch); err != nil {
+			f.warn("persist epoch", "err", err)
+			return
+		}
+		f.ready = false
+		f.sync = g.Sync
+		f.becomeMasterLocked(g)
+	case me:
+		// Elected, not started: stop following and report the end.
+		if f.ready && f.epoch == g.Epoch {
+			return
+		}
+		f.setMaster("")
+		f.s.b.SetRole(broker.RoleState{Role: masterRole(g.Sync), ID: r.ID, Epoch: g.Epoch})
+		if err := f.setEpochLocked(g.Epoch); err != nil {
+			f.warn("persist epoch", "err", err)
+			return
+		}
+		f.ready = true
+		_, end := f.s.lr.LogOffsets()
+		f.s.log.Warn("elected master: stopped following; reporting the start offset", "epoch", g.Epoch, "offset", end)
+		f.kickNow()
+	default:
+		f.ready = false
+		if r.Role != broker.RoleSlave || r.Writable {
+			f.s.b.SetAckWaiter(nil)
+			f.s.b.SetPullSuggester(nil)
+			if r.Writable || r.Role != broker.RoleSlave {
+				f.s.log.Warn("no longer master: demoted to slave", "epoch", g.Epoch, "master", g.MasterAddr)
+			}
+		}
+		if !g.Ready() {
+			// The new master has not started: follow no one yet (keep the
+			// epoch, the cut point is not known).
+			f.setMaster("")
+			f.s.b.SetRole(broker.RoleState{Role: broker.RoleSlave, ID: f.slaveID, Epoch: f.epoch})
+			return
+		}
+		if f.epoch > g.Epoch {
+			f.warn("this broker has served a later epoch than the controllers know; staying fenced", "epoch", g.Epoch, "local_epoch", f.epoch)
+			f.setMaster("")
+			f.s.b.SetRole(broker.RoleState{Role: broker.RoleSlave, ID: f.slaveID, Epoch: f.epoch, Hidden: true})
+			return
+		}
+		if f.epoch > 0 && f.epoch < g.Epoch {
+			_, end := f.s.lr.LogOffsets()
+			if cut, ok := g.CutAfter(f.epoch); ok && end > cut {
+				f.setMaster("")
+				f.s.b.SetRole(broker.RoleState{Role: broker.RoleSlave, ID: f.slaveID, Epoch: f.epoch, Hidden: true})
+				f.requestTruncateLocked(cut, g.Epoch, end)
+				return
+			}
+		}
+		if f.epoch != g.Epoch {
+			if err := f.setEpochLocked(g.Epoch); err != nil {
+				f.warn("persist epoch", "err", err)
+				return
+			}
+		}
+		f.sync = g.Sync
+		f.s.b.SetRole(broker.RoleState{Role: broker.RoleSlave, ID: f.slaveID, Epoch: g.Epoch})
+		if f.master() != g.MasterAddr {
+			f.s.log.Info("following the committed master", "epoch", g.Epoch, "master", g.MasterAddr, "master_id", g.MasterID)
+			f.setMaster(g.MasterAddr)
+		}
+	}
+}
+
+func masterRole(sync bool) string {
+	if sync {
+		return broker.RoleSyncMaster
+	}
+	return broker.RoleAsyncMaster
+}
+
+func (f *failover) becomeMasterLocked(g *controller.Group) {
+	f.setMaster("")
+	s := f.s
+	s.mu.Lock()
+	s.slaves = map[int64]*slaveState{}
+	s.mu.Unlock()
+	if g.Sync {
+		s.b.SetAckWaiter(s.waitAck)
+	} else {
+		s.b.SetAckWaiter(nil)
+	}
+	if s.cfg.SlaveReadLagBytes > 0 {
+		s.b.SetPullSuggester(s.suggest)
+	}
+	s.b.SetRole(broker.RoleState{Role: masterRole(g.Sync), ID: 0, Epoch: g.Epoch, Writable: true})
+	s.log.Warn("serving as master", "epoch", g.Epoch, "start", g.Start(g.Epoch), "sync", g.Sync)
+}
+
+func (f *failover) fenceLocked(why string) {
+	r := f.s.b.Role()
+	r.Writable = false
+	f.s.b.SetRole(r)
+	f.s.log.Warn("fenced: refusing writes", "reason", why, "epoch", r.Epoch)
+}
+
+// requestTruncateLocked records the cut and asks the process to restart:
+// the store is truncated before it opens again (see WrapStorage).
+func (f *failover) requestTruncateLocked(cut, epoch, end int64) {
+	if f.restart == nil {
+		f.warn("the commit log must be truncated but no restart hook is set; staying fenced", "cut", cut, "end", end)
+		return
+	}
+	if err := writeJSON(f.dir, truncateFile, truncation{Offset: cut, Epoch: epoch}); err != nil {
+		f.warn("record truncation", "err", err)
+		return
+	}
+	f.s.log.Warn("this broker holds records the new master lacks: truncating its commit log (restarting the broker in process)",
+		"cut", cut, "end", end, "drop_bytes", end-cut, "local_epoch", f.epoch, "epoch", epoch)
+	f.restart()
+	f.restart = nil
+}
+
+func (f *failover) setEpochLocked(e int64) error {
+	if f.epoch == e {
+		return nil
+	}
+	if err := writeJSON(f.dir, epochFile, epochState{Epoch: e}); err != nil {
+		return err
+	}
+	f.epoch = e
+	return nil
+}
+
+// inSync lists the member ids of the slaves heard from recently and
+// within slave_fall_behind_max of the end.
+func (s *Service) inSync() []int64 {
+	_, end := s.lr.LogOffsets()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	out := []int64{}
+	for _, sl := range s.slaves {
+		if now.Sub(sl.seen) <= s.liveFor() && end-sl.acked <= int64(s.cfg.SlaveFallBehindMax) {
+			out = append(out, sl.member)
+		}
+	}
+	return out
+}
+
+type epochState struct {
+	Epoch int64 `json:"epoch"`
+}
+
+type truncation struct {
+	Offset int64 `json:"offset"`
+	Epoch  int64 `json:"epoch"`
+}
+
+func loadEpoch(dir string) (int64, error) {
+	var e epochState
+	ok, err := readJSON(dir, epochFile, &e)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return e.Epoch, nil
+}
+
+func readJSON(dir, name string, v any) (bool, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ha: read %s: %w", name, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("ha: decode %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// writeJSON writes dir/name durably (temporary file, fsync, rename).
+func writeJSON(dir, name string, v any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("ha: %w", err)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, name+".tmp")
+	fh, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("ha: write %s: %w", name, err)
+	}
+	_, err = fh.Write(data)
+	if err == nil {
+		err = fh.Sync()
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err == nil {
+		if d, derr := os.Open(dir); derr == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ha: write %s: %w", name, err)
+	}
+	return nil
+}

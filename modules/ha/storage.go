@@ -1,0 +1,84 @@
+package ha
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+)
+
+// Dir is the failover state directory of a store: <storage.dir>/ha (the
+// epoch served last and a pending truncation).
+func Dir(storageDir string) string { return filepath.Join(storageDir, "ha") }
+
+// StorageDir is the absolute storage.dir of cfg, as the kernel opens it.
+func StorageDir(cfg *config.Config) (string, error) {
+	dir := kernel.DefaultStorageConfig().Dir
+	if cfg.Exists("storage.dir") {
+		dir = cfg.String("storage.dir")
+	}
+	return filepath.Abs(dir)
+}
+
+// WrapStorage decorates the storage registry (fx.Decorate) so that every
+// engine applies a truncation the failover service recorded before its
+// store opens: the cut needs the store closed, so the service records it
+// and restarts the app (RestartExitCode), and the next open cuts.
+func WrapStorage(reg *kernel.StorageRegistry, log *slog.Logger) (*kernel.StorageRegistry, error) {
+	var ps []store.Provider
+	for _, id := range reg.IDs() {
+		p, err := reg.Get(id)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, truncatingProvider{Provider: p, log: log.With("component", "ha")})
+	}
+	return kernel.NewRegistry("storage engine", ps, store.Provider.ID)
+}
+
+type truncatingProvider struct {
+	store.Provider
+	log *slog.Logger
+}
+
+func (p truncatingProvider) Open(ctx context.Context, cfg any, deps store.Deps) (store.Store, error) {
+	if err := ApplyTruncation(ctx, p.Provider, cfg, deps, p.log); err != nil {
+		return nil, err
+	}
+	return p.Provider.Open(ctx, cfg, deps)
+}
+
+// ApplyTruncation cuts the closed store as recorded in its ha directory
+// (if anything is recorded), then records the epoch the cut was for and
+// forgets the truncation.
+func ApplyTruncation(ctx context.Context, p store.Provider, cfg any, deps store.Deps, log *slog.Logger) error {
+	dir := Dir(deps.Settings.Dir)
+	var tr truncation
+	ok, err := readJSON(dir, truncateFile, &tr)
+	if err != nil || !ok {
+		return err
+	}
+	t, can := p.(store.Truncater)
+	if !can {
+		return fmt.Errorf("ha: storage engine %s cannot truncate its log (a truncation to %d is pending in %s)", p.ID(), tr.Offset, dir)
+	}
+	cut, err := t.TruncateLog(ctx, cfg, deps, tr.Offset)
+	if err != nil {
+		return fmt.Errorf("ha: truncate the commit log to %d: %w", tr.Offset, err)
+	}
+	if err := writeJSON(dir, epochFile, epochState{Epoch: tr.Epoch}); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, truncateFile)); err != nil {
+		return fmt.Errorf("ha: %w", err)
+	}
+	if log != nil {
+		log.Warn("truncated the commit log to the new master's start", "offset", tr.Offset, "cut", cut, "epoch", tr.Epoch)
+	}
+	return nil
+}
