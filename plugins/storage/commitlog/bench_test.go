@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -12,48 +13,48 @@ import (
 	"github.com/quivermq/quiver/core/store/storetest"
 )
 
-// BenchmarkAppend appends 1 KiB messages, one per call, from parallel
-// goroutines (GOMAXPROCS × parallelism) spread over 8 queues.
+// BenchmarkAppend appends one message per call from 1, 4 or 16
+// goroutines (spread over 8 queues), async and sync, 128 B and 1 KiB.
 func BenchmarkAppend(b *testing.B) {
-	for _, tt := range []struct {
-		mode        store.FlushMode
-		parallelism int
-	}{
-		{store.FlushAsync, 1},
-		{store.FlushAsync, 16},
-		{store.FlushSync, 1},
-		{store.FlushSync, 16},
-		{store.FlushSync, 64},
-	} {
-		mode := tt.mode
-		b.Run(fmt.Sprintf("%s/p%d", mode, tt.parallelism), func(b *testing.B) {
-			b.SetParallelism(tt.parallelism)
-			set := storetest.DefaultSettings(b.TempDir())
-			set.Flush = mode
-			set.FlushInterval = 0
-			s, err := Open(NewConfig(), store.Deps{Logger: slog.New(slog.DiscardHandler), Settings: set})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			body := string(make([]byte, 1024))
-			var next atomic.Int32
-			b.SetBytes(1024)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				m := []store.Message{storetest.Msg("Bench", next.Add(1)%8, body, map[string]string{"TAGS": "t", "UNIQ_KEY": "C0A8000100002A9F0000000000000000"})}
-				for pb.Next() {
-					if _, err := s.Append(bg, m); err != nil {
-						b.Error(err)
-						return
+	for _, mode := range []store.FlushMode{store.FlushAsync, store.FlushSync} {
+		for _, size := range []int{128, 1024} {
+			for _, goroutines := range []int{1, 4, 16} {
+				b.Run(fmt.Sprintf("%s/%dB/g%d", mode, size, goroutines), func(b *testing.B) {
+					set := storetest.DefaultSettings(b.TempDir())
+					set.Flush = mode
+					set.FlushInterval = 0
+					s, err := Open(NewConfig(), store.Deps{Logger: slog.New(slog.DiscardHandler), Settings: set})
+					if err != nil {
+						b.Fatal(err)
 					}
-				}
-			})
-			b.StopTimer()
-			b.ReportMetric(float64(s.syncs.Load())/float64(b.N), "fsyncs/op")
-			b.ReportMetric(float64(s.writes.Load())/float64(b.N), "writes/op")
-		})
+					defer s.Close()
+					body := string(make([]byte, size))
+					var left atomic.Int64
+					left.Store(int64(b.N))
+					b.SetBytes(int64(size))
+					b.ReportAllocs()
+					b.ResetTimer()
+					var wg sync.WaitGroup
+					for g := 0; g < goroutines; g++ {
+						wg.Add(1)
+						go func(g int) {
+							defer wg.Done()
+							m := []store.Message{storetest.Msg("Bench", int32(g%8), body, map[string]string{"TAGS": "t", "UNIQ_KEY": "C0A8000100002A9F0000000000000000"})}
+							for left.Add(-1) >= 0 {
+								if _, err := s.Append(bg, m); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						}(g)
+					}
+					wg.Wait()
+					b.StopTimer()
+					b.ReportMetric(float64(s.syncs.Load())/float64(b.N), "fsyncs/op")
+					b.ReportMetric(float64(s.writes.Load())/float64(b.N), "writes/op")
+				})
+			}
+		}
 	}
 }
 
