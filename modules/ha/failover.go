@@ -44,9 +44,12 @@ type failover struct {
 	epoch int64 // persisted: the last epoch served or followed
 	ready bool  // elected and reported its start; waiting for the commit
 	sync  bool  // the group's masters are SYNC_MASTERs
-	// lastLeader is when a raft leader last answered.
+	// lastLeader is when the last heartbeat a raft leader answered was
+	// sent: the master's lease runs from there (see lease).
 	lastLeader time.Time
-	warned     string
+	// fence fires when the lease ends and fences a writable master.
+	fence  *time.Timer
+	warned string
 
 	masterAddr atomic.Pointer[string]
 	kick       chan struct{}
@@ -94,10 +97,57 @@ func (f *failover) master() string {
 
 func (f *failover) setMaster(addr string) { f.masterAddr.Store(&addr) }
 
+// lease is how long a master stays writable after sending a heartbeat
+// that a raft leader answered: ha.failover_timeout less one
+// heartbeat_interval. The leader elects another master only when it has
+// received no heartbeat for failover_timeout (it received that one after
+// it was sent), so the old master stops accepting writes before any
+// election, with a heartbeat interval to spare for timer and scheduling
+// delays. (A raft leader cut off from its peers steps down after raft's
+// leader lease, raft_timeout/2, before another can be elected.)
+func (f *failover) lease() time.Duration {
+	return f.s.cfg.FailoverTimeout - f.s.cfg.HeartbeatInterval
+}
+
+// armFenceLocked (re)starts the lease timer from lastLeader.
+func (f *failover) armFenceLocked() {
+	d := time.Until(f.lastLeader.Add(f.lease()))
+	if f.fence == nil {
+		f.fence = time.AfterFunc(d, f.leaseExpired)
+		return
+	}
+	f.fence.Reset(d)
+}
+
+// leaseExpired fences a writable master whose lease ran out, whether or
+// not a heartbeat is still waiting for its answers.
+func (f *failover) leaseExpired() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.s.ctx.Err() != nil {
+		return
+	}
+	if d := time.Until(f.lastLeader.Add(f.lease())); d > 0 {
+		f.fence.Reset(d)
+		return
+	}
+	if f.s.b.Role().Writable {
+		f.fenceLocked("no controller leader answered a heartbeat within the lease (ha.failover_timeout less ha.heartbeat_interval)")
+	}
+}
+
 // loop heartbeats every heartbeat_interval, and at once after a change.
 func (f *failover) loop() {
 	t := time.NewTicker(f.s.cfg.HeartbeatInterval)
 	defer t.Stop()
+	f.mu.Lock()
+	f.armFenceLocked()
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.fence.Stop()
+		f.mu.Unlock()
+	}()
 	for f.s.ctx.Err() == nil {
 		f.beat()
 		select {
@@ -136,6 +186,7 @@ func (f *failover) heartbeat() controller.HeartbeatBody {
 // beat sends a heartbeat to every name server and acts on the answers.
 func (f *failover) beat() {
 	hb := f.heartbeat()
+	sent := time.Now()
 	body, err := json.Marshal(hb)
 	if err != nil {
 		return
@@ -160,7 +211,7 @@ func (f *failover) beat() {
 		}()
 	}
 	wg.Wait()
-	f.act(views)
+	f.act(views, sent)
 }
 
 // best picks the committed state to act on: the highest epoch, started
@@ -188,20 +239,23 @@ func (f *failover) warn(msg string, args ...any) {
 	}
 }
 
-// act applies the committed state g of the group to the broker.
-func (f *failover) act(views []*controller.View) {
+// act applies the committed state of the group in views (answers to a
+// heartbeat sent at sent) to the broker.
+func (f *failover) act(views []*controller.View, sent time.Time) {
 	g, leader := best(views)
 	bc := f.s.b.Config()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
-	if leader {
-		f.lastLeader = now
+	if leader && sent.After(f.lastLeader) {
+		f.lastLeader = sent
+		f.armFenceLocked()
 	}
+	expired := now.Sub(f.lastLeader) >= f.lease()
 	r := f.s.b.Role()
 	if g == nil {
-		if r.Writable && now.Sub(f.lastLeader) > f.s.cfg.FailoverTimeout {
-			f.fenceLocked("no controller leader answered within ha.failover_timeout")
+		if r.Writable && expired {
+			f.fenceLocked("no controller leader answered within the lease")
 		}
 		return
 	}
@@ -213,12 +267,12 @@ func (f *failover) act(views []*controller.View) {
 			return
 		}
 		if r.Writable && r.Epoch == g.Epoch {
-			if now.Sub(f.lastLeader) > f.s.cfg.FailoverTimeout {
-				f.fenceLocked("no controller leader answered within ha.failover_timeout")
+			if expired {
+				f.fenceLocked("no controller leader answered within the lease")
 			}
 			return
 		}
-		if !leader && now.Sub(f.lastLeader) > f.s.cfg.FailoverTimeout {
+		if expired {
 			return
 		}
 		if err := f.setEpochLocked(g.Epoch); err != nil {

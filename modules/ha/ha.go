@@ -85,6 +85,11 @@ type Service struct {
 	// fo is automatic failover (ha.failover); nil without it.
 	fo *failover
 
+	// masterTopics are the topic names of the master's table at the last
+	// copy, from masterTopicsFrom (copyMeta's goroutine only).
+	masterTopics     map[string]bool
+	masterTopicsFrom string
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -381,6 +386,11 @@ func (s *Service) waitAck(ctx context.Context, physEnd int64) int32 {
 			if t != nil {
 				t.Stop()
 			}
+			if s.fo != nil && !s.b.Role().Writable {
+				// Fenced or deposed while waiting: the write may be cut
+				// when this broker rejoins, so it is not acknowledged.
+				return remoting.FlushSlaveTimeout
+			}
 			return remoting.Success
 		}
 		if first {
@@ -623,6 +633,9 @@ func (s *Service) copyMeta() {
 			if n, err = s.b.ApplyTopicConfigs(w); err == nil && n > 0 {
 				s.log.Info("copied topic config from master", "changed", n)
 			}
+			if err == nil {
+				err = s.deleteGoneTopics(ctx, master, w)
+			}
 		}
 	}
 	if err != nil {
@@ -635,6 +648,39 @@ func (s *Service) copyMeta() {
 		return
 	}
 	s.b.MergeConsumerOffsets(table)
+}
+
+// deleteGoneTopics deletes on this slave the topics that master's table
+// held at the previous copy and no longer holds (deleted on the master).
+// Only topics seen on the master are candidates: after a restart or a
+// change of master the first copy deletes nothing, so a topic deleted on
+// the master while this slave was away stays here.
+func (s *Service) deleteGoneTopics(ctx context.Context, master string, w protocol.TopicConfigWrapper) error {
+	now := make(map[string]bool, len(w.TopicConfigTable))
+	for name, tc := range w.TopicConfigTable {
+		if tc != nil && tc.TopicName != "" {
+			name = tc.TopicName
+		}
+		now[name] = true
+	}
+	prev, prevMaster := s.masterTopics, s.masterTopicsFrom
+	s.masterTopics, s.masterTopicsFrom = now, master
+	if prevMaster != master {
+		return nil
+	}
+	for name := range prev {
+		if now[name] {
+			continue
+		}
+		removed, err := s.b.DeleteReplicaTopic(ctx, name)
+		if err != nil {
+			return err
+		}
+		if removed {
+			s.log.Info("deleted topic the master deleted", "topic", name)
+		}
+	}
+	return nil
 }
 
 func (s *Service) fetchOffsets(addr string) (map[string]map[int32]int64, error) {

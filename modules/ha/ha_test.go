@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,6 +40,8 @@ type node struct {
 	b    *broker.Broker
 	ha   *Service
 	addr string
+	// restarts counts the failover service's restart requests.
+	restarts atomic.Int32
 }
 
 func startNode(t testing.TB, dir string, listen string, mod func(*broker.Config, *Config)) *node {
@@ -75,6 +78,9 @@ func (n *node) start() {
 	require.NoError(t, err)
 	h, err := New(n.hcfg, b, transports().Dial, nil)
 	require.NoError(t, err)
+	if n.hcfg.Failover {
+		require.NoError(t, h.EnableFailover(Dir(n.dir), func() { n.restarts.Add(1) }))
+	}
 	require.NoError(t, b.Start(context.Background()))
 	require.NoError(t, h.Start(context.Background()))
 	n.st, n.b, n.ha, n.addr = st, b, h, b.Addrs()[0]
@@ -264,6 +270,17 @@ func TestSlaveCopiesTopicsAndOffsets(t *testing.T) {
 	assert.Equal(t, int64(1), s.b.OffsetTable()["Copied@CG"][0])
 	_, ok := s.b.TopicConfigs().TopicConfigTable["Copied"]
 	assert.True(t, ok, "topic copied to the slave")
+
+	// A topic deleted on the master is deleted on the slave.
+	require.Equal(t, remoting.Success, send(t, c, m.addr, "Deleted", 0, "y").Code)
+	require.Eventually(t, func() bool { _, ok := s.b.TopicConfig("Deleted"); return ok }, 10*time.Second, 20*time.Millisecond)
+	resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.DeleteTopicInBroker, map[string]string{"topic": "Deleted"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Eventually(t, func() bool { _, ok := s.b.TopicConfig("Deleted"); return !ok }, 10*time.Second, 20*time.Millisecond,
+		"the deletion reaches the slave")
+	_, ok = s.b.TopicConfig("Copied")
+	assert.True(t, ok, "the other topics stay")
 
 	// A commit made to the slave is taken back by the master.
 	m.stop()
