@@ -235,9 +235,9 @@ func recordQueue(rec []byte) (topic string, queue int32, queueOffset int64, ok b
 func (b *Broker) TopicConfigs() protocol.TopicConfigWrapper { return b.topics.snapshot() }
 
 // ApplyTopicConfigs makes the topic table hold every topic of w (a
-// master's table copied to a slave). Topics w lacks are kept (deleting a
-// topic on the master does not delete it on its slaves yet). It reports
-// how many topics changed.
+// master's table copied to a slave). Topics w lacks are kept; the caller
+// deletes those the master deleted (DeleteReplicaTopic). It reports how
+// many topics changed.
 func (b *Broker) ApplyTopicConfigs(w protocol.TopicConfigWrapper) (int, error) {
 	changed := 0
 	for _, tc := range w.TopicConfigTable {
@@ -301,4 +301,27 @@ func (b *Broker) MergeConsumerOffsets(table map[string]map[int32]int64) int {
 	}
 	o.mu.Unlock()
 	return moved
+}
+
+// DeleteReplicaTopic deletes topic on a slave as DELETE_TOPIC_IN_BROKER
+// would (config, consumer offsets, the store's queues): the master deleted
+// it. System topics are kept. It reports whether the topic was known.
+func (b *Broker) DeleteReplicaTopic(ctx context.Context, topic string) (bool, error) {
+	if protocol.IsSystemTopic(topic) || topic == protocol.AutoCreateTopic {
+		return false, nil
+	}
+	removed, err := b.topics.remove(topic)
+	if err != nil {
+		return false, err
+	}
+	b.offsets.removeTopic(topic)
+	if d, ok := b.store.(store.TopicDeleter); ok {
+		if err := d.DeleteTopic(ctx, topic); err != nil {
+			return removed, err
+		}
+	}
+	if removed {
+		b.triggerRegister()
+	}
+	return removed, nil
 }
