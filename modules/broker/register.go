@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"hash/crc32"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/core/protocol"
@@ -38,55 +40,72 @@ func (b *Broker) registerAll(ctx context.Context) {
 		b.log.Error("encode registration", "err", err)
 		return
 	}
-	refused := false
+	// In parallel, as Java's registerBrokerAll does: a name server that
+	// is slow to answer (one whose failover controller waits to apply a
+	// new epoch) does not hold back the others.
+	var refused atomic.Bool
+	var wg sync.WaitGroup
 	for _, ns := range b.cfg.Namesrv {
-		ext := map[string]string{
-			"brokerName":   b.cfg.Name,
-			"brokerAddr":   b.cfg.AdvertiseAddr(),
-			"clusterName":  b.cfg.Cluster,
-			"haServerAddr": b.cfg.AdvertiseAddr(),
-			"brokerId":     strconv.FormatInt(role.ID, 10),
-			"compressed":   "false",
-			"bodyCrc32":    strconv.FormatInt(int64(int32(crc32.ChecksumIEEE(raw))), 10),
-		}
-		if role.Epoch > 0 {
-			// Automatic failover: name servers check a master's epoch
-			// (modules/namesrv EpochExt).
-			ext[epochExt] = strconv.FormatInt(role.Epoch, 10)
-		}
-		req := remoting.NewRequest(remoting.RegisterBroker, ext, raw)
-		if b.deps.Sign != nil {
-			b.deps.Sign(req)
-		}
-		rctx, cancel := context.WithTimeout(ctx, 6*time.Second)
-		resp, err := b.nsrv.Invoke(rctx, ns, req)
-		cancel()
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				b.log.Warn("register with name server", "namesrv", ns, "err", err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if b.registerOne(ctx, ns, role, raw) {
+				refused.Store(true)
 			}
-		case resp.Code != remoting.Success:
-			refused = true
-			b.log.Warn("register with name server refused", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
-		default:
-			b.log.Debug("registered with name server", "namesrv", ns)
-		}
+		}()
 	}
-	if refused && role.Epoch > 0 {
+	wg.Wait()
+	if refused.Load() && role.Writable && role.Epoch > 0 {
 		// A name server that has not applied the epoch yet refuses a new
 		// master: try again soon rather than at the next interval.
 		b.retryRegister()
 	}
 }
 
+// registerOne registers with ns; it reports whether ns refused.
+func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw []byte) (refused bool) {
+	ext := map[string]string{
+		"brokerName":   b.cfg.Name,
+		"brokerAddr":   b.cfg.AdvertiseAddr(),
+		"clusterName":  b.cfg.Cluster,
+		"haServerAddr": b.cfg.AdvertiseAddr(),
+		"brokerId":     strconv.FormatInt(role.ID, 10),
+		"compressed":   "false",
+		"bodyCrc32":    strconv.FormatInt(int64(int32(crc32.ChecksumIEEE(raw))), 10),
+	}
+	if role.Epoch > 0 {
+		// Automatic failover: name servers check a master's epoch
+		// (modules/namesrv EpochExt).
+		ext[epochExt] = strconv.FormatInt(role.Epoch, 10)
+	}
+	req := remoting.NewRequest(remoting.RegisterBroker, ext, raw)
+	if b.deps.Sign != nil {
+		b.deps.Sign(req)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+	resp, err := b.nsrv.Invoke(rctx, ns, req)
+	cancel()
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			b.log.Warn("register with name server", "namesrv", ns, "err", err)
+		}
+	case resp.Code != remoting.Success:
+		refused = true
+		b.log.Warn("register with name server refused", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
+	default:
+		b.log.Debug("registered with name server", "namesrv", ns)
+	}
+	return refused
+}
+
 // epochExt is namesrv.EpochExt (the broker does not import the name
 // server).
 const epochExt = "quiverEpoch"
 
-// retryRegister registers again in a second.
+// retryRegister registers again in a moment.
 func (b *Broker) retryRegister() {
-	t := time.NewTimer(time.Second)
+	t := time.NewTimer(250 * time.Millisecond)
 	go func() {
 		defer t.Stop()
 		select {

@@ -400,30 +400,63 @@ func decide(g *Group, beats map[int64]beat, since, now time.Time, def time.Durat
 	return Command{Op: opInSync, Name: g.Name, Epoch: g.Epoch, InSync: in, Sync: b.hb.Sync, FailoverTimeout: b.hb.FailoverTimeout}, true
 }
 
+// registerWait bounds how long CheckRegistration waits for this
+// controller to apply the epoch a registration names.
+const registerWait = time.Second
+
 // CheckRegistration is the name server's RegisterCheck: a master (id 0)
 // registration of a broker name the controllers know must carry the
 // committed epoch and come from the committed master, once it started;
 // one of a name they do not know is refused when it carries an epoch
 // (a failover broker waits for its group to be founded) and accepted
-// otherwise (brokers without failover).
+// otherwise (brokers without failover). A registration this controller
+// may just not have caught up with (a newer epoch, or the current one
+// not started yet) waits up to registerWait for raft to apply it, so
+// that a new master appears on every name server at about the same time.
 func (c *Controller) CheckRegistration(r namesrv.BrokerRegistration, epoch int64, hasEpoch bool) error {
 	if r.BrokerID != protocol.MasterID {
 		return nil
 	}
+	var timeout <-chan time.Time
+	for {
+		changed := c.fsm.Changed()
+		later, err := c.checkRegistration(r, epoch, hasEpoch)
+		if err == nil || !later {
+			return err
+		}
+		if timeout == nil {
+			t := time.NewTimer(registerWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			return err
+		}
+	}
+}
+
+// checkRegistration is one check of a master registration; later reports
+// whether a refusal may turn into an acceptance once this controller
+// applies more entries.
+func (c *Controller) checkRegistration(r namesrv.BrokerRegistration, epoch int64, hasEpoch bool) (later bool, err error) {
 	g := c.fsm.Group(r.BrokerName)
 	switch {
 	case g == nil && !hasEpoch:
-		return nil
+		return false, nil
 	case g == nil:
-		return fmt.Errorf("no master of %s is committed yet (epoch %d)", r.BrokerName, epoch)
+		return true, fmt.Errorf("no master of %s is committed yet (epoch %d)", r.BrokerName, epoch)
 	case !hasEpoch:
-		return fmt.Errorf("broker %s is under failover control (master %s, epoch %d): a broker without ha.failover cannot register as its master", r.BrokerName, g.MasterAddr, g.Epoch)
+		return false, fmt.Errorf("broker %s is under failover control (master %s, epoch %d): a broker without ha.failover cannot register as its master", r.BrokerName, g.MasterAddr, g.Epoch)
+	case epoch > g.Epoch:
+		return true, fmt.Errorf("epoch %d of %s is not applied here yet (at %d)", epoch, r.BrokerName, g.Epoch)
 	case epoch != g.Epoch || r.BrokerAddr != g.MasterAddr:
-		return fmt.Errorf("not the master of %s: the committed master is %s at epoch %d (this one: %s at epoch %d)", r.BrokerName, g.MasterAddr, g.Epoch, r.BrokerAddr, epoch)
+		return false, fmt.Errorf("not the master of %s: the committed master is %s at epoch %d (this one: %s at epoch %d)", r.BrokerName, g.MasterAddr, g.Epoch, r.BrokerAddr, epoch)
 	case !g.Ready():
-		return fmt.Errorf("the master of %s at epoch %d has not started yet", r.BrokerName, g.Epoch)
+		return true, fmt.Errorf("the master of %s at epoch %d has not started yet", r.BrokerName, g.Epoch)
 	}
-	return nil
+	return false, nil
 }
 
 // handle is the Heartbeat request handler.

@@ -150,3 +150,43 @@ func TestControllerFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRegistrationWaitsForApply: a master registration this
+// controller has not caught up with waits (up to registerWait) for the
+// entry that makes it valid; a plain refusal answers at once.
+func TestCheckRegistrationWaitsForApply(t *testing.T) {
+	c, err := New(NewConfig(), nil, nil)
+	require.NoError(t, err)
+	_, err = c.fsm.apply(Command{Op: opElect, Name: "b", Epoch: 0, MasterID: 0, MasterAddr: "127.0.0.1:1", Start: 0, Ready: true})
+	require.NoError(t, err)
+	_, err = c.fsm.apply(Command{Op: opElect, Name: "b", Epoch: 1, MasterID: 1, MasterAddr: "127.0.0.1:2"})
+	require.NoError(t, err)
+	reg := func(addr string) namesrv.BrokerRegistration {
+		return namesrv.BrokerRegistration{BrokerName: "b", BrokerAddr: addr, BrokerID: 0}
+	}
+
+	start := time.Now()
+	assert.ErrorContains(t, c.CheckRegistration(reg("127.0.0.1:1"), 1, true), "not the master")
+	assert.Less(t, time.Since(start), registerWait/2, "a deposed master is refused at once")
+
+	done := make(chan error, 1)
+	go func() { done <- c.CheckRegistration(reg("127.0.0.1:2"), 2, true) }()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("answered before the start was applied: %v", err)
+	default:
+	}
+	_, err = c.fsm.apply(Command{Op: opStart, Name: "b", Epoch: 2, Start: 100})
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "accepted once the start is applied")
+	case <-time.After(registerWait):
+		t.Fatal("still waiting after the start was applied")
+	}
+
+	start = time.Now()
+	assert.ErrorContains(t, c.CheckRegistration(reg("127.0.0.1:3"), 3, true), "not applied here yet")
+	assert.GreaterOrEqual(t, time.Since(start), registerWait, "an epoch never applied is refused after the wait")
+}

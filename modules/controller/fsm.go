@@ -119,11 +119,26 @@ type FSM struct {
 	// onChange, when set, sees each group after an entry changed it
 	// (outside mu).
 	onChange func(*Group)
+	// changed is closed and replaced whenever an entry or a snapshot
+	// changed the state (under mu).
+	changed chan struct{}
 }
 
 // NewFSM returns an empty state; onChange may be nil.
 func NewFSM(onChange func(*Group)) *FSM {
-	return &FSM{groups: map[string]*Group{}, onChange: onChange}
+	return &FSM{groups: map[string]*Group{}, onChange: onChange, changed: make(chan struct{})}
+}
+
+// Changed returns a channel closed at the next change of the state.
+func (f *FSM) Changed() <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.changed
+}
+
+func (f *FSM) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -227,6 +242,7 @@ func (f *FSM) apply(c Command) (*Group, error) {
 	default:
 		return nil, fmt.Errorf("controller: unknown op %q", c.Op)
 	}
+	f.notifyLocked()
 	return g.clone(), nil
 }
 
@@ -250,6 +266,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.groups = groups
+	f.notifyLocked()
 	f.mu.Unlock()
 	if f.onChange != nil {
 		for _, g := range f.Groups() {
