@@ -40,8 +40,9 @@ type Config struct {
 	// member's identity. Needs the commitlog engine.
 	Failover bool `koanf:"failover"`
 	// FailoverTimeout: the master's heartbeats lapsing this long elect an
-	// in-sync slave; a master without a controller leader's answer this
-	// long fences itself.
+	// in-sync slave; a master fences itself FailoverTimeout less
+	// HeartbeatInterval after it sent the last heartbeat a controller
+	// leader answered (its lease), before any election.
 	FailoverTimeout time.Duration `koanf:"failover_timeout"`
 	// HeartbeatInterval is how often a failover broker reports to the
 	// controllers.
