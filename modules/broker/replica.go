@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/quivermq/quiver/core/message"
@@ -33,6 +34,39 @@ type replicaHooks struct {
 	// state is the runtime role set by automatic failover (nil: the
 	// configured broker.role and broker.id).
 	state atomic.Pointer[RoleState]
+	// metas are the documents a slave copies from its master besides
+	// topic config and consumer offsets (delay progress).
+	metaMu sync.Mutex
+	metas  []ReplicaMeta
+}
+
+// ReplicaMeta is a metadata document a slave copies from its master: the
+// replication module asks the master with a request of Code (no header,
+// no body) every ha.meta_interval and hands the answer's body to Apply
+// on the slave. The modules that own the documents register them
+// (modules/schedule: GET_ALL_DELAY_OFFSET, as RocketMQ's
+// SlaveSynchronize.syncDelayOffset).
+type ReplicaMeta struct {
+	// Name names the document in logs.
+	Name string
+	// Code is the request code the master answers with the document.
+	Code int32
+	// Apply takes the master's document. It runs on the slave only.
+	Apply func(body []byte) error
+}
+
+// AddReplicaMeta registers a document for slaves to copy.
+func (b *Broker) AddReplicaMeta(m ReplicaMeta) {
+	b.replica.metaMu.Lock()
+	defer b.replica.metaMu.Unlock()
+	b.replica.metas = append(b.replica.metas, m)
+}
+
+// ReplicaMetas returns the registered documents.
+func (b *Broker) ReplicaMetas() []ReplicaMeta {
+	b.replica.metaMu.Lock()
+	defer b.replica.metaMu.Unlock()
+	return append([]ReplicaMeta(nil), b.replica.metas...)
 }
 
 // RoleState is a broker's role at run time. Without automatic failover it

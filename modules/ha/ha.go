@@ -89,6 +89,10 @@ type Service struct {
 	// copy, from masterTopicsFrom (copyMeta's goroutine only).
 	masterTopics     map[string]bool
 	masterTopicsFrom string
+	// pendingMeta are copied documents (broker.ReplicaMeta) waiting for
+	// this slave's log to reach the master's log end at the time they were
+	// read (copyMeta's goroutine only), oldest first.
+	pendingMeta []pendingDoc
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -614,7 +618,8 @@ func (s *Service) logLag() {
 	s.log.Info("replication lag", "lag_bytes", s.lag.Load(), "slave_max", end, "master_max", s.masterMax.Load())
 }
 
-// copyMeta copies the master's topic config and consumer offsets.
+// copyMeta copies the master's topic config, consumer offsets and the
+// documents other modules registered (broker.ReplicaMeta: delay progress).
 func (s *Service) copyMeta() {
 	if !s.b.IsSlave() {
 		return
@@ -648,6 +653,119 @@ func (s *Service) copyMeta() {
 		return
 	}
 	s.b.MergeConsumerOffsets(table)
+	s.copyDocs(ctx, master)
+}
+
+// pendingDoc is a master's document and the master's log end read after
+// it: what the document counts (a delivered delayed message) is in the
+// master's log below need.
+type pendingDoc struct {
+	meta broker.ReplicaMeta
+	body []byte
+	need int64
+	from string
+}
+
+// maxPendingDocs bounds the documents kept per slave while it lags.
+const maxPendingDocs = 16
+
+// copyDocs fetches the documents other modules registered
+// (broker.ReplicaMeta) and applies each once this slave's log holds
+// everything the master's log held when the document was read: delay
+// progress that counts a delivery this slave has not replicated yet would
+// make a promoted slave skip it. A lagging slave keeps the documents
+// (bounded) and applies the newest one it has caught up with.
+func (s *Service) copyDocs(ctx context.Context, master string) {
+	metas := s.b.ReplicaMetas()
+	if len(metas) == 0 {
+		return
+	}
+	if s.pendingMeta != nil && (len(s.pendingMeta) == 0 || s.pendingMeta[0].from != master) {
+		s.pendingMeta = s.pendingMeta[:0] // another master: its offsets are another log's
+	}
+	var got []pendingDoc
+	for _, m := range metas {
+		resp, err := s.invoke(ctx, master, remoting.NewRequest(m.Code, nil, nil))
+		switch {
+		case err != nil:
+			s.log.Debug("copy from master", "document", m.Name, "err", err)
+			continue
+		case resp.Code != remoting.Success:
+			s.log.Debug("copy from master refused", "document", m.Name, "code", resp.Code, "remark", resp.Remark)
+			continue
+		}
+		got = append(got, pendingDoc{meta: m, body: resp.Body, from: master})
+	}
+	if len(got) > 0 {
+		need, err := s.masterLogEnd(ctx, master)
+		if err != nil {
+			s.log.Debug("master's log end for copied documents", "err", err)
+			got = nil
+		}
+		for i := range got {
+			got[i].need = need
+		}
+	}
+	s.pendingMeta = append(s.pendingMeta, got...)
+	if n := len(s.pendingMeta) - maxPendingDocs; n > 0 {
+		s.pendingMeta = append(s.pendingMeta[:0], s.pendingMeta[n:]...)
+	}
+	_, end := s.lr.LogOffsets()
+	var apply []pendingDoc
+	apply, s.pendingMeta = readyDocs(s.pendingMeta, end)
+	for _, d := range apply {
+		if err := d.meta.Apply(d.body); err != nil {
+			s.log.Warn("apply the master's document", "document", d.meta.Name, "err", err)
+		}
+	}
+}
+
+// readyDocs splits pending (oldest first) into the documents to apply
+// with the slave's log ending at end — per request code, the newest copy
+// whose need end has reached — and those to keep: the copies newer than
+// it, which still wait. Older copies of an applied document are dropped.
+func readyDocs(pending []pendingDoc, end int64) (apply, keep []pendingDoc) {
+	latest := map[int32]int{}
+	for i, d := range pending {
+		if d.need <= end {
+			latest[d.meta.Code] = i
+		}
+	}
+	for i, d := range pending {
+		j, ok := latest[d.meta.Code]
+		switch {
+		case ok && i == j:
+			apply = append(apply, d)
+		case ok && i < j:
+			// superseded by a newer copy that applies
+		default:
+			keep = append(keep, d)
+		}
+	}
+	return apply, keep
+}
+
+// masterLogEnd asks master for its commit log's end
+// (GET_BROKER_RUNTIME_INFO commitLogMaxOffset).
+func (s *Service) masterLogEnd(ctx context.Context, master string) (int64, error) {
+	resp, err := s.invoke(ctx, master, remoting.NewRequest(remoting.GetBrokerRuntimeInfo, nil, nil))
+	if err != nil {
+		return 0, err
+	}
+	if resp.Code != remoting.Success {
+		return 0, fmt.Errorf("ha: GET_BROKER_RUNTIME_INFO: code %d: %s", resp.Code, resp.Remark)
+	}
+	var doc struct {
+		Table map[string]string `json:"table"`
+	}
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
+		return 0, fmt.Errorf("ha: GET_BROKER_RUNTIME_INFO: %w", err)
+	}
+	v, ok := doc.Table["commitLogMaxOffset"]
+	if !ok {
+		return 0, errors.New("ha: GET_BROKER_RUNTIME_INFO: no commitLogMaxOffset")
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // deleteGoneTopics deletes on this slave the topics that master's table

@@ -97,7 +97,46 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	b.AddPutHook(s.hook)
 	b.AddStoredListener(s.stored)
 	b.Router().RegisterFunc(remoting.GetAllDelayOffset, s.handleDelayOffsets)
+	b.AddReplicaMeta(broker.ReplicaMeta{Name: "delay offsets", Code: remoting.GetAllDelayOffset, Apply: s.applyMasterProgress})
 	return s, nil
+}
+
+// applyMasterProgress takes the master's delay progress on a slave
+// (GET_ALL_DELAY_OFFSET, copied by modules/ha), so that a slave promoted
+// by failover does not deliver again what the master delivered. Each
+// level's offset is capped at what this slave's schedule queue holds: an
+// asynchronous slave may lack the master's last schedule records, and
+// progress past its own end would skip the records the new master writes
+// there.
+func (s *Service) applyMasterProgress(body []byte) error {
+	if !s.b.IsSlave() {
+		return nil // promoted meanwhile: this broker's own progress rules
+	}
+	var doc levelDoc
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return fmt.Errorf("schedule: master's delay offsets: %w", err)
+	}
+	changed := false
+	for _, l := range s.lv {
+		off, ok := doc.OffsetTable[strconv.Itoa(l.n)]
+		if !ok || off < 0 {
+			continue
+		}
+		_, max, err := s.b.Store().Offsets(store.Queue{Topic: protocol.ScheduleTopic, ID: int32(l.n - 1)})
+		if err != nil {
+			max = 0 // this slave holds none of the level's records yet
+		}
+		off = min(off, max)
+		l.mu.Lock()
+		if l.offset != off {
+			l.offset, changed = off, true
+		}
+		l.mu.Unlock()
+	}
+	if !changed {
+		return nil
+	}
+	return s.saveLevels()
 }
 
 // Start runs one goroutine per delay level and the timer wheel.
@@ -292,6 +331,11 @@ func (s *Service) runLevel(ctx context.Context, l *level) {
 // it returns how long to wait before trying again (0: go on at once) and
 // whether the queue is drained (a put should wake the level).
 func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadResult) (time.Duration, bool) {
+	if s.b.IsSlave() {
+		// The master delivers; a slave copies its progress
+		// (applyMasterProgress) and delivers once promoted.
+		return time.Second, true
+	}
 	q := store.Queue{Topic: protocol.ScheduleTopic, ID: int32(l.n - 1)}
 	l.mu.Lock()
 	off := l.offset

@@ -1,0 +1,106 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/schedule"
+)
+
+// startSchedule runs the delay service on n's broker until the test ends.
+func startSchedule(t *testing.T, n *node) *schedule.Service {
+	t.Helper()
+	cfg := schedule.NewConfig()
+	cfg.DelayLevels = "100ms 1h"
+	svc, err := schedule.New(cfg, n.b)
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
+	return svc
+}
+
+// TestSlaveCopiesDelayProgress: a slave takes its master's delay progress
+// (GET_ALL_DELAY_OFFSET) and delivers nothing itself; progress the master
+// reports beyond what the slave's schedule queue holds is capped there.
+func TestSlaveCopiesDelayProgress(t *testing.T) {
+	m, s := masterSlave(t, broker.RoleAsyncMaster)
+	msvc, ssvc := startSchedule(t, m), startSchedule(t, s)
+	c := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.SendMessage, map[string]string{
+			"producerGroup": "PG", "topic": "Delayed", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+			"queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
+			"properties":     message.Properties{"UNIQ_KEY": "d" + strconv.Itoa(i), message.PropertyDelayTimeLevel: "1"}.Encode(),
+			"reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+		}, []byte("delayed")))
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+	require.Eventually(t, func() bool { return msvc.Progress()[1] == 3 }, 10*time.Second, 20*time.Millisecond,
+		"the master delivers the level-1 messages")
+	require.Eventually(t, func() bool { return ssvc.Progress()[1] == 3 }, 10*time.Second, 20*time.Millisecond,
+		"the slave takes the master's progress")
+	assert.Equal(t, int64(0), ssvc.Progress()[2])
+	// The slave delivered nothing: its copy of the topic holds what the
+	// master delivered, once (replicated), not a second time.
+	waitCaughtUp(t, m, s)
+	sameLogs(t, m, s)
+
+	// Progress past the slave's own schedule queue is capped at its end.
+	var apply func([]byte) error
+	for _, rm := range s.b.ReplicaMetas() {
+		if rm.Code == remoting.GetAllDelayOffset {
+			apply = rm.Apply
+		}
+	}
+	require.NotNil(t, apply, "schedule registers its delay offsets for slaves")
+	body, err := json.Marshal(map[string]map[string]int64{"offsetTable": {"1": 50, "2": 9}})
+	require.NoError(t, err)
+	require.NoError(t, apply(body))
+	assert.Equal(t, int64(3), ssvc.Progress()[1], "capped at the 3 records the slave holds")
+	assert.Equal(t, int64(0), ssvc.Progress()[2], "a level the slave holds nothing of stays at 0")
+	assert.Error(t, apply([]byte("{not json")), "a malformed document is an error, progress kept")
+	assert.Equal(t, int64(3), ssvc.Progress()[1])
+}
+
+// TestReadyDocs: a copied document applies only once the slave's log has
+// reached the master's log end read with it; the newest such copy wins,
+// newer ones wait, and documents of different codes are independent.
+func TestReadyDocs(t *testing.T) {
+	delay := broker.ReplicaMeta{Name: "delay", Code: remoting.GetAllDelayOffset}
+	other := broker.ReplicaMeta{Name: "other", Code: 9999}
+	doc := func(m broker.ReplicaMeta, body string, need int64) pendingDoc {
+		return pendingDoc{meta: m, body: []byte(body), need: need}
+	}
+	bodies := func(ds []pendingDoc) []string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, string(d.body))
+		}
+		return out
+	}
+	pending := []pendingDoc{doc(delay, "d1", 100), doc(other, "o1", 150), doc(delay, "d2", 200), doc(delay, "d3", 300)}
+
+	apply, keep := readyDocs(pending, 99)
+	assert.Empty(t, apply, "behind every copy: nothing applies")
+	assert.Equal(t, []string{"d1", "o1", "d2", "d3"}, bodies(keep))
+
+	apply, keep = readyDocs(pending, 250)
+	assert.Equal(t, []string{"o1", "d2"}, bodies(apply), "the newest copy caught up with, per document")
+	assert.Equal(t, []string{"d3"}, bodies(keep), "d1 superseded, d3 still ahead of the log")
+
+	apply, keep = readyDocs(keep, 300)
+	assert.Equal(t, []string{"d3"}, bodies(apply))
+	assert.Empty(t, keep)
+}
