@@ -24,10 +24,10 @@ import (
 // together, share the next one instead of splitting into a small round
 // that starts at once and a big one that waits for it (the old ×16
 // latency: two fdatasyncs). Where nobody else is running, the yield costs
-// nothing and the round starts at once. Up to maxSyncRounds run at once,
-// so a writer that arrives while an fdatasync is in flight does not wait
-// for it to end before its own starts; when a round ends, one writer of
-// the gathering round is handed the start (lead). Each round has one
+// nothing and the round starts at once. Up to maxSyncRounds run at once
+// (1 by default: writers that arrive while an fdatasync is in flight
+// gather for the next one); when a round ends, one writer of the
+// gathering round is handed the start (lead). Each round has one
 // channel, closed when the round is settled: writers are not woken one by
 // one, nor by rounds that do not cover them.
 //
@@ -39,11 +39,17 @@ import (
 
 // maxSyncRounds bounds the fdatasyncs in flight. Two overlapping
 // fdatasyncs on one file give about 1.5× the syncs per second of one on
-// the disks measured (docs/BENCHMARKS.md); the later ones mostly queue.
-const maxSyncRounds = 2
+// the disks measured, but with the writer on pwrite one round at a time
+// gathers more writers per fdatasync and wins: 16 writers of 1 KiB made
+// 57–61k msg/s with 1 round against 43–53k with 2, 128 B 62–64k against
+// 57–58k, and a flush=sync broker was as fast or faster
+// (docs/BENCHMARKS.md). The machinery for overlapping rounds stays (the
+// settle order and sticky failure), so this is a tuning knob.
+const maxSyncRounds = 1
 
-// maxGather bounds how long a leader waits for other writers to join.
-const maxGather = 200 * time.Microsecond
+// maxGather bounds how long a leader waits for other writers to join
+// (also at most half the last fdatasync).
+const maxGather = 400 * time.Microsecond
 
 // syncRound is one fdatasync pass over the commit log.
 type syncRound struct {
