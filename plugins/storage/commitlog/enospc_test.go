@@ -32,8 +32,16 @@ func smallDisk(t *testing.T, size string) string {
 // wrapping ErrNotDurable (never a success), what was stored stays
 // readable, and appends resume once space returns.
 func TestFullDisk(t *testing.T) {
+	// sync writes with pwrite; async through the map, with the populator
+	// running ahead of the writer.
+	for _, mode := range []store.FlushMode{store.FlushSync, store.FlushAsync} {
+		t.Run(string(mode), func(t *testing.T) { testFullDisk(t, mode) })
+	}
+}
+
+func testFullDisk(t *testing.T, mode store.FlushMode) {
 	disk := smallDisk(t, "3m")
-	set := settings(t, store.FlushSync)
+	set := settings(t, mode)
 	set.Dir = filepath.Join(disk, "store")
 	s := openStore(t, smallConfig(1<<20), set)
 	defer s.Close()

@@ -95,10 +95,11 @@ type Store struct {
 	// the writer's state and scratch.
 	mu      sync.Mutex
 	wmap    writeMap
-	wbuf    []byte // records to pwrite when the segment is not mapped
-	propBuf []byte // encoded properties of a request's messages, one after another
-	propEnd []int  // end of each message's properties in propBuf
-	sizes   []int  // stored size of each message of a request
+	pop     *populator // async mode: pages faulted in ahead (populator.go)
+	wbuf    []byte     // records to pwrite when the segment is not mapped
+	propBuf []byte     // encoded properties of a request's messages, one after another
+	propEnd []int      // end of each message's properties in propBuf
+	sizes   []int      // stored size of each message of a request
 	disp    []dispatch
 	touched []*consumeQueue
 	chunks  []chunk
@@ -241,6 +242,14 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.checkpointLoop()
+	if !s.syncMode {
+		s.pop = newPopulator()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.pop.run(s.stop)
+		}()
+	}
 	s.log.Info("commitlog opened", "dir", s.dir, "flush", string(s.mode), "min", s.minPhys.Load(), "max", s.wrote.Load(), "queues", len(s.queues))
 	return s, nil
 }

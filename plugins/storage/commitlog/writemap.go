@@ -25,7 +25,10 @@ const (
 	// pages the next fdatasync writes out stay small.
 	populateAhead     = 1 << 20
 	populateAheadSync = 64 << 10
-	pageSize          = 4096
+	// populateAheadOwn is what the writer populates itself when the
+	// populator (async mode) has not got there yet.
+	populateAheadOwn = 64 << 10
+	pageSize         = 4096
 )
 
 // errNoPageSpace is populate's EFAULT: a store there would raise SIGBUS.
@@ -40,6 +43,8 @@ type writeMap struct {
 	pop   int64  // file offset below which the window's pages are populated
 	noMap bool   // mapping failed once: use pwrite for good
 	nopo  bool   // no MADV_POPULATE_WRITE: rely on faults
+	gen   int64  // the window's populator generation
+	asked int64  // file offset up to which the populator was asked
 }
 
 // room returns the n bytes of seg at pos to encode into, mapping and
@@ -69,15 +74,20 @@ func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 			w.noMap = true
 			return nil, nil
 		}
-		w.seg, w.off, w.b, w.pop = seg, off, b, off
+		w.seg, w.off, w.b, w.pop, w.asked = seg, off, b, off, off
 	}
-	if end := pos + n; end > w.pop && !w.nopo {
+	winEnd := w.off + int64(len(w.b))
+	end := pos + n
+	if end > w.pop && !w.nopo && s.pop != nil {
+		w.pop = max(w.pop, min(s.pop.populated(w.gen), winEnd))
+	}
+	if end > w.pop && !w.nopo {
 		from := max(w.pop, pos&^(pageSize-1))
 		ahead := int64(populateAhead)
-		if s.syncMode {
-			ahead = populateAheadSync
+		if s.pop != nil {
+			ahead = populateAheadOwn // the populator brings the rest
 		}
-		to := min(w.off+int64(len(w.b)), (max(end, from+ahead)+pageSize-1)&^(pageSize-1))
+		to := min(winEnd, (max(end, from+ahead)+pageSize-1)&^(pageSize-1))
 		if err := populate(w.b[from-w.off : to-w.off]); err != nil {
 			if !errors.Is(err, errPopulateUnsupported) {
 				return nil, fmt.Errorf("commitlog: write segment %s at %d: %w", seg.name(), pos, err)
@@ -87,16 +97,26 @@ func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 			w.pop = to
 		}
 	}
+	if s.pop != nil && !w.nopo && w.pop < winEnd && w.pop-end < populateAhead/2 && w.asked < w.pop+populateAhead/2 {
+		from := max(w.pop, w.asked)
+		to := min(winEnd, from+populateAhead)
+		if s.pop.ask(popJob{b: w.b, off: w.off, from: from, to: to, gen: w.gen}) {
+			w.asked = to
+		}
+	}
 	return w.b[pos-w.off : pos-w.off+n : pos-w.off+n], nil
 }
 
 // unmapWriter drops the writer's window (its pages stay in the page cache).
 func (s *Store) unmapWriter() {
 	w := &s.wmap
+	if s.pop != nil {
+		w.gen = s.pop.invalidate() // waits for a job on this window
+	}
 	if w.b != nil {
 		unmapFile(w.b)
 	}
-	w.seg, w.b, w.off, w.pop = nil, nil, 0, 0
+	w.seg, w.b, w.off, w.pop, w.asked = nil, nil, 0, 0, 0
 }
 
 // forgetPopulated is called after seg was cut at pos: pages from there on
@@ -104,6 +124,10 @@ func (s *Store) unmapWriter() {
 func (s *Store) forgetPopulated(seg *segment, pos int64) {
 	if w := &s.wmap; w.seg == seg {
 		w.pop = min(w.pop, max(w.off, pos&^(pageSize-1)))
+		if s.pop != nil {
+			w.gen = s.pop.invalidate()
+		}
+		w.asked = w.pop
 	}
 }
 
