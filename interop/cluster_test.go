@@ -285,6 +285,24 @@ func produceLoop(t *testing.T, p rocketmq.Producer, topic, prefix string, l *led
 	}()
 }
 
+// startLedgerConsumer starts an official push consumer of a new group on
+// topic (clustering, from the first offset, all tags) that records into
+// l, with extra options after those; it shuts down when the test ends.
+func startLedgerConsumer(t *testing.T, nss []*node, topic string, l *ledger, extra ...consumer.Option) {
+	t.Helper()
+	opts := append([]consumer.Option{
+		consumer.WithNameServer(nsAddrs(nss...)),
+		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
+		consumer.WithConsumerModel(consumer.Clustering),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	}, extra...)
+	c, err := rocketmq.NewPushConsumer(opts...)
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { c.Shutdown() })
+}
+
 func waitConsumed(t *testing.T, l *ledger, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -326,15 +344,7 @@ func TestClusterTwoNameServers(t *testing.T) {
 
 	l := newLedger()
 	l.ack("warmup")
-	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNameServer(nsAddrs(ns1, ns2)),
-		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
-		consumer.WithConsumerModel(consumer.Clustering),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	require.NoError(t, err)
-	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
-	require.NoError(t, c.Start())
-	t.Cleanup(func() { c.Shutdown() })
+	startLedgerConsumer(t, []*node{ns1, ns2}, topic, l)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -428,16 +438,8 @@ func TestClusterReplicationSyncMaster(t *testing.T) {
 	l := newLedger()
 	l.ack("warmup")
 	tps := int32(150)
-	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNameServer(nsAddrs(nss...)),
-		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
-		consumer.WithConsumerModel(consumer.Clustering),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	startLedgerConsumer(t, nss, topic, l,
 		consumer.WithConsumeTPS(tps), consumer.WithPullThresholdForQueue(64), consumer.WithPullBatchSize(16))
-	require.NoError(t, err)
-	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
-	require.NoError(t, c.Start())
-	t.Cleanup(func() { c.Shutdown() })
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -623,15 +625,7 @@ func TestClusterReplicationAsyncMaster(t *testing.T) {
 		l.ack(b)
 	}
 	mu.Unlock()
-	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNameServer(nsAddrs(nss...)),
-		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
-		consumer.WithConsumerModel(consumer.Clustering),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	require.NoError(t, err)
-	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
-	require.NoError(t, c.Start())
-	t.Cleanup(func() { c.Shutdown() })
+	startLedgerConsumer(t, nss, topic, l)
 	waitConsumed(t, l, 90*time.Second)
 	require.Eventually(t, func() bool {
 		a, b := maxOffsets(t, master.addr, topic, 4), maxOffsets(t, slave.addr, topic, 4)

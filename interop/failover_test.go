@@ -14,7 +14,6 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/stretchr/testify/assert"
@@ -364,15 +363,7 @@ func TestFailover(t *testing.T) {
 		return fmt.Sprint(a) == fmt.Sprint(b)
 	}, 30*time.Second, 100*time.Millisecond, "the old master catches up with the new one")
 
-	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNameServer(nsAddrs(nss...)),
-		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
-		consumer.WithConsumerModel(consumer.Clustering),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	require.NoError(t, err)
-	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
-	require.NoError(t, c.Start())
-	t.Cleanup(func() { c.Shutdown() })
+	startLedgerConsumer(t, nss, topic, l)
 	waitConsumed(t, l, 60*time.Second)
 
 	watch.close()
