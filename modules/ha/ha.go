@@ -680,8 +680,8 @@ func (s *Service) copyDocs(ctx context.Context, master string) {
 	if len(metas) == 0 {
 		return
 	}
-	if s.pendingMeta != nil && (len(s.pendingMeta) == 0 || s.pendingMeta[0].from != master) {
-		s.pendingMeta = s.pendingMeta[:0] // another master: its offsets are another log's
+	if len(s.pendingMeta) > 0 && s.pendingMeta[0].from != master {
+		s.pendingMeta = nil // another master: its offsets are another log's
 	}
 	var got []pendingDoc
 	for _, m := range metas {

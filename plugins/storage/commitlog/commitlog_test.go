@@ -664,15 +664,7 @@ func TestGroupWrite(t *testing.T) {
 			results[i] = result{good: good, body: body, pos: pos, err: err}
 		}(i)
 	}
-	for {
-		s.pendMu.Lock()
-		n := len(s.pending)
-		s.pendMu.Unlock()
-		if n == calls {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitPending(s, calls)
 	before := s.writes.Load()
 	s.mu.Unlock()
 	wg.Wait()
@@ -805,15 +797,7 @@ func TestGroupWriteOverMaxGroup(t *testing.T) {
 			pos[i], errs[i] = s.Append(bg, []store.Message{msg("Over", 0, fmt.Sprintf("m%03d", i))})
 		}()
 	}
-	for {
-		s.pendMu.Lock()
-		n := len(s.pending)
-		s.pendMu.Unlock()
-		if n == calls {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitPending(s, calls)
 	// The calls wait on s.mu in about the order they queued: reverse the
 	// queue so the first one woken is behind the first pass's maxGroup.
 	s.pendMu.Lock()
@@ -836,4 +820,18 @@ func TestGroupWriteOverMaxGroup(t *testing.T) {
 	_, mx, err := s.Offsets(store.Queue{Topic: "Over", ID: 0})
 	require.NoError(t, err)
 	assert.Equal(t, int64(calls), mx)
+}
+
+// waitPending waits until n Append calls are queued behind s.mu (which the
+// test holds).
+func waitPending(s *Store, n int) {
+	for {
+		s.pendMu.Lock()
+		k := len(s.pending)
+		s.pendMu.Unlock()
+		if k == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -95,7 +95,7 @@ type Store struct {
 	// the writer's state and scratch.
 	mu      sync.Mutex
 	wmap    writeMap
-	pop     *populator // async mode: pages faulted in ahead (populator.go)
+	pop     *populator // async mode only, where the writer maps segments (populator.go)
 	wbuf    []byte     // records to pwrite when the segment is not mapped
 	propBuf []byte     // encoded properties of a request's messages, one after another
 	propEnd []int      // end of each message's properties in propBuf
@@ -215,6 +215,9 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		dirtyDirs: map[string]struct{}{},
 		stop:      make(chan struct{}),
 	}
+	if !s.syncMode {
+		s.pop = newPopulator() // the writer maps segments (writemap.go)
+	}
 	if s.interval <= 0 {
 		s.interval = defaultFlushInterval
 	}
@@ -242,8 +245,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.checkpointLoop()
-	if !s.syncMode {
-		s.pop = newPopulator()
+	if s.pop != nil {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

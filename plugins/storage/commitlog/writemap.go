@@ -20,13 +20,11 @@ import (
 const (
 	// mapWindow is how much of a segment is mapped at once.
 	mapWindow = 64 << 20
-	// populateAhead is how far ahead of the writer pages are faulted in;
-	// sync mode uses populateAheadSync so that the populated, still zero,
-	// pages the next fdatasync writes out stay small.
-	populateAhead     = 1 << 20
-	populateAheadSync = 64 << 10
+	// populateAhead is how far ahead of the writer the populator faults
+	// pages in (populator.go).
+	populateAhead = 1 << 20
 	// populateAheadOwn is what the writer populates itself when the
-	// populator (async mode) has not got there yet.
+	// populator has not got there yet.
 	populateAheadOwn = 64 << 10
 	pageSize         = 4096
 )
@@ -51,13 +49,13 @@ type writeMap struct {
 // populating as needed. A nil slice and nil error mean: no map, use pwrite.
 func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 	w := &s.wmap
-	if w.noMap || s.syncMode {
-		// Sync mode writes with pwrite: fdatasync after stores through
+	if w.noMap || s.pop == nil {
+		// Sync mode (no populator) writes with pwrite: fdatasync after stores through
 		// the map slows down once the writer has moved through a large
 		// part of the segment (a broker with flush=sync sent 1 KiB
 		// one at a time at 3.3k msg/s fresh and 1.2k msg/s after an
 		// 80 MB burst, against 3.4k with pwrite throughout;
-		// docs/PERFORMANCE.md), and the copy the map saves is small
+		// docs/BENCHMARKS.md), and the copy the map saves is small
 		// next to an fdatasync.
 		return nil, nil
 	}
@@ -78,16 +76,12 @@ func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 	}
 	winEnd := w.off + int64(len(w.b))
 	end := pos + n
-	if end > w.pop && !w.nopo && s.pop != nil {
+	if end > w.pop && !w.nopo {
 		w.pop = max(w.pop, min(s.pop.populated(w.gen), winEnd))
 	}
 	if end > w.pop && !w.nopo {
 		from := max(w.pop, pos&^(pageSize-1))
-		ahead := int64(populateAhead)
-		if s.pop != nil {
-			ahead = populateAheadOwn // the populator brings the rest
-		}
-		to := min(winEnd, (max(end, from+ahead)+pageSize-1)&^(pageSize-1))
+		to := min(winEnd, (max(end, from+populateAheadOwn)+pageSize-1)&^(pageSize-1))
 		if err := populate(w.b[from-w.off : to-w.off]); err != nil {
 			if !errors.Is(err, errPopulateUnsupported) {
 				return nil, fmt.Errorf("commitlog: write segment %s at %d: %w", seg.name(), pos, err)
@@ -97,7 +91,7 @@ func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 			w.pop = to
 		}
 	}
-	if s.pop != nil && !w.nopo && w.pop < winEnd && w.pop-end < populateAhead/2 && w.asked < w.pop+populateAhead/2 {
+	if !w.nopo && w.pop < winEnd && w.pop-end < populateAhead/2 && w.asked < w.pop+populateAhead/2 {
 		from := max(w.pop, w.asked)
 		to := min(winEnd, from+populateAhead)
 		if s.pop.ask(popJob{b: w.b, off: w.off, from: from, to: to, gen: w.gen}) {
