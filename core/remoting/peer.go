@@ -203,28 +203,53 @@ func (p *Peer) Run(ctx context.Context) error {
 		p.handlers.Wait()
 		p.bg.Wait()
 	}()
+	if d, ok := p.conn.(transport.FrameDeliverer); ok && !readOnly {
+		// The transport's readers call dispatch, which runs handlers
+		// right there: no hand-off to a new goroutine either.
+		return d.DeliverFrames(ctx, func(frame []byte) error { return p.dispatch(ctx, frame, true) })
+	}
 	for {
 		frame, err := p.conn.ReadFrame(ctx)
 		if err != nil {
 			return err
 		}
-		cmd, err := Decode(frame)
-		if err != nil {
-			p.log.Warn("closing connection: undecodable frame", "err", err, "bytes", len(frame))
+		if err := p.dispatch(ctx, frame, false); err != nil {
 			return err
 		}
-		if cmd.IsResponse() {
-			p.complete(cmd)
-			continue
-		}
-		select {
-		case p.sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		p.handlers.Add(1)
+	}
+}
+
+// readOnly makes Run read with ReadFrame even where the transport
+// delivers frames itself; a test switch, for measuring one against the
+// other.
+var readOnly = false
+
+// dispatch decodes a received frame and completes the call it answers or
+// runs its handler (on this goroutine when inline, otherwise on a new one),
+// waiting while MaxInFlight handlers run. It may run on several goroutines
+// at once (transport.FrameDeliverer).
+func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
+	cmd, err := Decode(frame)
+	if err != nil {
+		p.log.Warn("closing connection: undecodable frame", "err", err, "bytes", len(frame))
+		return err
+	}
+	if cmd.IsResponse() {
+		p.complete(cmd)
+		return nil
+	}
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.handlers.Add(1)
+	if inline {
+		p.serve(ctx, cmd)
+	} else {
 		go p.serve(ctx, cmd)
 	}
+	return nil
 }
 
 func (p *Peer) serve(ctx context.Context, req *Command) {

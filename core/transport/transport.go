@@ -46,6 +46,23 @@ type Conn interface {
 	Close() error
 }
 
+// FrameDeliverer is a Conn that can hand each received frame straight to a
+// function, on the goroutine that read it, instead of queueing it for
+// ReadFrame: a transport with a reader per stream (QUIC) saves a goroutine
+// hand-off per frame that way. Remoting uses it where a Conn has it.
+type FrameDeliverer interface {
+	// DeliverFrames calls deliver with every frame received, those queued
+	// before the call first, until the connection ends or ctx does. deliver
+	// may run on several goroutines at once and owns the frame. It may
+	// take its time (remoting runs a request's handler in it): a
+	// FrameDeliverer holds up no other frame while one call runs. When it
+	// returns an error the connection is closed and DeliverFrames returns
+	// that error; otherwise it returns what ReadFrame would. It returns only
+	// once no call of deliver is running, and none starts after. Call it
+	// instead of ReadFrame, once.
+	DeliverFrames(ctx context.Context, deliver func(frame []byte) error) error
+}
+
 // Listener accepts frame connections.
 type Listener interface {
 	Accept(ctx context.Context) (Conn, error)

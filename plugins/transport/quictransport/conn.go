@@ -93,12 +93,24 @@ type Conn struct {
 	// the peer, a write timeout); ReadFrame and WriteFrame report it.
 	failErr error
 
+	// deliver is DeliverFrames' function while it runs (guarded by dmu):
+	// stream readers call it themselves instead of queueing frames, and
+	// delivering counts those calls. deliverErr is the first error it
+	// returned (guarded by mu).
+	dmu        sync.RWMutex
+	deliver    func([]byte) error
+	delivering sync.WaitGroup
+	deliverErr error
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
 }
 
-var _ transport.Conn = (*Conn)(nil)
+var (
+	_ transport.Conn           = (*Conn)(nil)
+	_ transport.FrameDeliverer = (*Conn)(nil)
+)
 
 // stream is a bidirectional stream of the connection, opened by either
 // end. Both ends read it all along; they write on it by turns.
@@ -164,7 +176,14 @@ func (c *Conn) acceptStreams() {
 // retired it); or the peer's goodbye. It runs on both ends, for the
 // streams each opened and accepted.
 func (c *Conn) receive(s *stream) {
-	defer c.wg.Done()
+	// counted is whether c.wg counts this goroutine: not while a delivery
+	// runs, nor after one that ended during Close (see handOver).
+	counted := true
+	defer func() {
+		if counted {
+			c.wg.Done()
+		}
+	}()
 	str := s.str
 	// No deadline here: a frame the peer wrote is never dropped because our
 	// reader is slow (the writer's write_timeout handles a stuck peer, and
@@ -226,13 +245,8 @@ func (c *Conn) receive(s *stream) {
 			}
 			return
 		}
-		// The whole frame is here, so s is free for our next frame (the
-		// answer, usually) as soon as now, before the frame is read.
-		c.own(s, true)
-		select {
-		case c.frames <- buf:
-		case <-c.gone():
-			c.budget.release(int(n))
+		var ok bool
+		if ok, counted = c.handOver(s, buf); !ok {
 			return
 		}
 		c.mu.Lock()
@@ -243,6 +257,108 @@ func (c *Conn) receive(s *stream) {
 			c.qc.CloseWithError(codeClosed, "goodbye")
 		}
 	}
+}
+
+// handOver gives a whole frame that came on s to DeliverFrames' function,
+// when one is set, or queues it for ReadFrame; ok is false when the
+// connection is gone or the function refused the frame. s is ours to write
+// on from then: when the function handles the frame, only once it
+// returned, so a handler may take its time (remoting runs request handlers
+// there) without another frame waiting behind it, since the peer writes on
+// s only after we did.
+//
+// The calling reader is not counted in c.wg while the function runs: a
+// handler may close the connection, and Close waits for c.wg. DeliverFrames
+// waits for deliveries instead. counted reports whether the reader counts
+// again: not when Close began meanwhile, and then it must only return.
+func (c *Conn) handOver(s *stream, buf []byte) (ok, counted bool) {
+	c.dmu.RLock()
+	d := c.deliver
+	if d != nil {
+		c.delivering.Add(1)
+	}
+	c.dmu.RUnlock()
+	if d != nil {
+		defer c.delivering.Done()
+		c.budget.release(len(buf))
+		c.wg.Done()
+		err := d(buf)
+		c.mu.Lock()
+		counted = !c.isClosed()
+		if counted {
+			c.wg.Add(1)
+		}
+		c.mu.Unlock()
+		if !counted {
+			return false, false
+		}
+		c.own(s, true)
+		if err != nil {
+			c.deliveryFailed(err)
+			return false, true
+		}
+		return true, true
+	}
+	// The whole frame is here, so s is free for our next frame (the
+	// answer, usually) as soon as now, before the frame is read.
+	c.own(s, true)
+	select {
+	case c.frames <- buf:
+		return true, true
+	case <-c.gone():
+		c.budget.release(len(buf))
+		return false, true
+	}
+}
+
+// DeliverFrames implements transport.FrameDeliverer: each stream's reader
+// calls deliver with the frame it read, so a frame reaches remoting
+// without a hand-off through ReadFrame's queue. Frames queued before the
+// call are delivered from this goroutine.
+func (c *Conn) DeliverFrames(ctx context.Context, deliver func(frame []byte) error) error {
+	c.dmu.Lock()
+	c.deliver = deliver
+	c.dmu.Unlock()
+	err := c.drainTo(ctx, deliver)
+	// No delivery starts after this; later frames go to the queue nobody
+	// reads any more.
+	c.dmu.Lock()
+	c.deliver = nil
+	c.dmu.Unlock()
+	c.delivering.Wait()
+	c.mu.Lock()
+	derr := c.deliverErr
+	c.mu.Unlock()
+	if derr != nil {
+		return derr
+	}
+	return err
+}
+
+// drainTo delivers queued frames until ReadFrame fails: at the end of the
+// connection or of ctx, or when deliver refused a frame.
+func (c *Conn) drainTo(ctx context.Context, deliver func([]byte) error) error {
+	for {
+		f, err := c.ReadFrame(ctx)
+		if err != nil {
+			return err
+		}
+		if err := deliver(f); err != nil {
+			c.deliveryFailed(err)
+			return err
+		}
+	}
+}
+
+// deliveryFailed closes the connection because DeliverFrames' function
+// refused a frame with err.
+func (c *Conn) deliveryFailed(err error) {
+	c.mu.Lock()
+	if c.deliverErr == nil {
+		c.deliverErr = err
+	}
+	c.mu.Unlock()
+	c.fail(codeBadFrame, err)
 }
 
 // own takes s, which the peer just finished writing on (a frame, or a pass
