@@ -40,14 +40,14 @@ func (b *fakeBroker) handle(ctx context.Context, p *remoting.Peer, req *remoting
 	off := b.offset
 	b.mu.Unlock()
 	switch req.Code {
-	case remoting.SendMessage, remoting.SendBatchMessage:
+	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		if b.hang {
 			return nil
 		}
 		resp := remoting.NewResponse(req, b.code, "")
 		if b.code == remoting.Success {
 			resp.SetExt("msgId", message.OffsetMsgID(parseAddr(b.addr), off*100))
-			resp.SetExt("queueId", req.Ext("queueId"))
+			resp.SetExt("queueId", req.Ext("e"))
 			resp.SetExt("queueOffset", strconv.FormatInt(off, 10))
 		} else {
 			resp.Remark = "[TIMEOUT_CLEAN_QUEUE]broker busy"

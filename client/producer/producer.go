@@ -240,21 +240,23 @@ func (p *Producer) prepareInto(pr *prepared, msgs []*client.Message) error {
 			pr.sysFlag |= message.FlagCompressed
 		}
 		pr.body = body
-		// Sized for the request's two queue fields too (request sets them
-		// in place).
+		// SEND_MESSAGE_V2's one-letter keys, as the Java client sends
+		// (sendSmartMsg): 127 bytes fewer than SEND_MESSAGE's, so a 1 KiB
+		// message and its header fit one QUIC packet. Sized for the
+		// request's two queue fields too (request sets them in place).
 		ext := make(map[string]string, 16)
-		ext["producerGroup"] = p.group
-		ext["topic"] = topic
-		ext["defaultTopic"] = p.o.createTopicKey
-		ext["defaultTopicQueueNums"] = p.queueNums
-		ext["sysFlag"] = strconv.Itoa(int(pr.sysFlag))
-		ext["bornTimestamp"] = now
-		ext["flag"] = strconv.Itoa(int(m.Flag))
-		ext["properties"] = encodeProps(props, addUniq, pr.uniq)
-		ext["reconsumeTimes"] = "0"
-		ext["unitMode"] = "false"
-		ext["maxReconsumeTimes"] = "0"
-		ext["batch"] = "false"
+		ext["a"] = p.group
+		ext["b"] = topic
+		ext["c"] = p.o.createTopicKey
+		ext["d"] = p.queueNums
+		ext["f"] = strconv.Itoa(int(pr.sysFlag))
+		ext["g"] = now
+		ext["h"] = strconv.Itoa(int(m.Flag))
+		ext["i"] = encodeProps(props, addUniq, pr.uniq)
+		ext["j"] = "0"
+		ext["k"] = "false"
+		ext["l"] = "0"
+		ext["m"] = "false"
 		pr.ext = ext
 		return nil
 	}
@@ -319,15 +321,12 @@ func encodeProps(props message.Properties, addUniq bool, uniq string) string {
 // set in pr.ext itself, which attempts share: an attempt's request is
 // encoded before the next one is built.
 func (pr *prepared) request(q client.MessageQueue) *remoting.Command {
-	code := remoting.SendMessage
+	code := remoting.SendMessageV2
 	if pr.batch {
 		code = remoting.SendBatchMessage
-		pr.ext["e"] = strconv.Itoa(q.QueueID)
-		pr.ext["n"] = q.BrokerName
-	} else {
-		pr.ext["queueId"] = strconv.Itoa(q.QueueID)
-		pr.ext["bname"] = q.BrokerName
 	}
+	pr.ext["e"] = strconv.Itoa(q.QueueID)
+	pr.ext["n"] = q.BrokerName
 	return client.NewRequest(code, pr.ext, pr.body)
 }
 

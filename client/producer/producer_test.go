@@ -60,8 +60,8 @@ func TestRetryOnAnotherBrokerWhenBusy(t *testing.T) {
 		}, client.NewMessage("T", []byte("y"))))
 	}
 	wg.Wait()
-	assert.LessOrEqual(t, len(busy.requests(remoting.SendMessage)), 1, "busy broker kept in rotation")
-	assert.Len(t, ok.requests(remoting.SendMessage), 30)
+	assert.LessOrEqual(t, len(busy.requests(remoting.SendMessageV2)), 1, "busy broker kept in rotation")
+	assert.Len(t, ok.requests(remoting.SendMessageV2), 30)
 }
 
 // TestBusyWithoutRetry: with no retries and no fault avoidance the busy
@@ -75,7 +75,7 @@ func TestBusyWithoutRetry(t *testing.T) {
 	assert.Equal(t, remoting.SystemBusy, client.CodeOf(err))
 	var be *client.BrokerError
 	assert.True(t, errors.As(err, &be))
-	assert.Len(t, busy.requests(remoting.SendMessage), 1)
+	assert.Len(t, busy.requests(remoting.SendMessageV2), 1)
 }
 
 // TestRetriesStayWithinBudget: the busy-only cluster gets 1+2 attempts.
@@ -86,11 +86,13 @@ func TestRetriesStayWithinBudget(t *testing.T) {
 	p := newProducer(t, newClient(t, fc.ns))
 	_, err := p.SendSync(context.Background(), client.NewMessage("T", []byte("x")))
 	require.Error(t, err)
-	assert.Equal(t, 3, len(a.requests(remoting.SendMessage))+len(b.requests(remoting.SendMessage)))
+	assert.Equal(t, 3, len(a.requests(remoting.SendMessageV2))+len(b.requests(remoting.SendMessageV2)))
 	require.NoError(t, p.SendOneway(context.Background(), client.NewMessage("T", []byte("x"))))
-	waitUntil(t, func() bool { return len(a.requests(remoting.SendMessage))+len(b.requests(remoting.SendMessage)) == 4 })
+	waitUntil(t, func() bool {
+		return len(a.requests(remoting.SendMessageV2))+len(b.requests(remoting.SendMessageV2)) == 4
+	})
 	time.Sleep(100 * time.Millisecond)
-	assert.Equal(t, 4, len(a.requests(remoting.SendMessage))+len(b.requests(remoting.SendMessage)), "oneway retried")
+	assert.Equal(t, 4, len(a.requests(remoting.SendMessageV2))+len(b.requests(remoting.SendMessageV2)), "oneway retried")
 }
 
 // TestSendTimeout: a broker that never answers fails the send with
@@ -107,9 +109,9 @@ func TestSendTimeout(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Second)
 }
 
-// TestWireFormat checks the send request: long keys, trailing property
+// TestWireFormat checks the send request: SEND_MESSAGE_V2 short keys, trailing property
 // separator, UNIQ_KEY, compression flag, GO language and version 317,
-// and batches with short keys.
+// and batches (short keys too).
 func TestWireFormat(t *testing.T) {
 	b := &fakeBroker{name: "broker-a", code: remoting.Success}
 	fc := newCluster(t, b)
@@ -120,17 +122,23 @@ func TestWireFormat(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.SendSync(ctx, client.NewMessage("T", []byte("a")), client.NewMessage("T", []byte("b")))
 	require.NoError(t, err)
-	sends := b.requests(remoting.SendMessage)
+	// SEND_MESSAGE_V2, with its one-letter keys, as the Java client sends.
+	sends := b.requests(remoting.SendMessageV2)
 	require.Len(t, sends, 1)
 	r := sends[0]
+	assert.Equal(t, "PG", r.Ext("a"))
+	assert.Equal(t, "T", r.Ext("b"))
+	assert.NotEmpty(t, r.Ext("e"))
+	assert.NotEmpty(t, r.Ext("n"))
+	assert.Empty(t, r.Ext("producerGroup"))
 	assert.Equal(t, "GO", r.Language)
 	assert.EqualValues(t, 317, r.Version)
 	assert.Zero(t, r.Flag)
-	assert.Equal(t, "TBW102", r.Ext("defaultTopic"))
-	assert.Equal(t, "4", r.Ext("defaultTopicQueueNums"))
-	assert.Equal(t, "1", r.Ext("sysFlag"))
-	assert.Equal(t, "false", r.Ext("batch"))
-	props := r.Ext("properties")
+	assert.Equal(t, "TBW102", r.Ext("c"))
+	assert.Equal(t, "4", r.Ext("d"))
+	assert.Equal(t, "1", r.Ext("f"))
+	assert.Equal(t, "false", r.Ext("m"))
+	props := r.Ext("i")
 	assert.Equal(t, byte(message.PropertySeparator), props[len(props)-1])
 	pm := message.ParseProperties(props)
 	assert.Len(t, pm[message.PropertyUniqKey], 32)
@@ -187,9 +195,9 @@ func TestTransactionWire(t *testing.T) {
 	res, err := tp.SendMessageInTransaction(context.Background(), client.NewMessage("T", []byte("half")))
 	require.NoError(t, err)
 	assert.Equal(t, producer.Unknown, res.State)
-	send := b.requests(remoting.SendMessage)[0]
-	assert.Equal(t, "4", send.Ext("sysFlag"))
-	pm := message.ParseProperties(send.Ext("properties"))
+	send := b.requests(remoting.SendMessageV2)[0]
+	assert.Equal(t, "4", send.Ext("f"))
+	pm := message.ParseProperties(send.Ext("i"))
 	assert.Equal(t, "true", pm[message.PropertyTransactionPrepared])
 	assert.Equal(t, "TPG", pm[message.PropertyProducerGroup])
 	waitUntil(t, func() bool { return len(b.requests(remoting.EndTransaction)) == 1 })
