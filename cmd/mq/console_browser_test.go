@@ -108,9 +108,16 @@ func startChromium(t *testing.T) *cdp {
 	if bin == "" {
 		t.Skip("no Chromium installed (apt-get install chromium)")
 	}
+	// Not t.TempDir: Chromium's helper processes may still write to the
+	// profile for a moment after the browser was killed, which fails
+	// TempDir's cleanup; this one is removed with retries after the kill
+	// (cleanups run last registered first).
+	profile, err := os.MkdirTemp("", "quiver-chromium-")
+	require.NoError(t, err)
+	t.Cleanup(func() { removeAllRetry(t, profile, 10*time.Second) })
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--remote-debugging-port=0", "--remote-allow-origins=*", "--user-data-dir="+t.TempDir(), "--window-size=1280,900", "about:blank")
+		"--remote-debugging-port=0", "--remote-allow-origins=*", "--user-data-dir="+profile, "--window-size=1280,900", "about:blank")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -151,6 +158,23 @@ func startChromium(t *testing.T) *cdp {
 	c.call("Page.enable", nil)
 	c.call("Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false})
 	return c
+}
+
+// removeAllRetry removes dir, trying again while files still appear in it
+// (processes that are exiting), for up to d; what is left is only logged.
+func removeAllRetry(t *testing.T, dir string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		err := os.RemoveAll(dir)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("chromium profile %s not removed: %v", dir, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestConsoleInBrowser opens the console of a live mq dev with traffic in
