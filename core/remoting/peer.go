@@ -203,7 +203,7 @@ func (p *Peer) Run(ctx context.Context) error {
 		p.handlers.Wait()
 		p.bg.Wait()
 	}()
-	if d, ok := p.conn.(transport.FrameDeliverer); ok && !readOnly {
+	if d, ok := p.conn.(transport.FrameDeliverer); ok {
 		// The transport's readers call dispatch, which runs handlers
 		// right there: no hand-off to a new goroutine either.
 		return d.DeliverFrames(ctx, func(frame []byte) error { return p.dispatch(ctx, frame, true) })
@@ -218,11 +218,6 @@ func (p *Peer) Run(ctx context.Context) error {
 		}
 	}
 }
-
-// readOnly makes Run read with ReadFrame even where the transport
-// delivers frames itself; a test switch, for measuring one against the
-// other.
-var readOnly = false
 
 // dispatch decodes a received frame and completes the call it answers or
 // runs its handler (on this goroutine when inline, otherwise on a new one),

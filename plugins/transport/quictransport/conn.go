@@ -249,13 +249,6 @@ func (c *Conn) receive(s *stream) {
 		if ok, counted = c.handOver(s, buf); !ok {
 			return
 		}
-		c.mu.Lock()
-		c.received++
-		done := c.peerFinished()
-		c.mu.Unlock()
-		if done {
-			c.qc.CloseWithError(codeClosed, "goodbye")
-		}
 	}
 }
 
@@ -285,8 +278,10 @@ func (c *Conn) handOver(s *stream, buf []byte) (ok, counted bool) {
 		err := d(buf)
 		c.mu.Lock()
 		counted = !c.isClosed()
+		var done bool
 		if counted {
 			c.wg.Add(1)
+			done = c.receivedLocked()
 		}
 		c.mu.Unlock()
 		if !counted {
@@ -297,6 +292,7 @@ func (c *Conn) handOver(s *stream, buf []byte) (ok, counted bool) {
 			c.deliveryFailed(err)
 			return false, true
 		}
+		c.endIfDone(done)
 		return true, true
 	}
 	// The whole frame is here, so s is free for our next frame (the
@@ -304,10 +300,28 @@ func (c *Conn) handOver(s *stream, buf []byte) (ok, counted bool) {
 	c.own(s, true)
 	select {
 	case c.frames <- buf:
-		return true, true
 	case <-c.gone():
 		c.budget.release(len(buf))
 		return false, true
+	}
+	c.mu.Lock()
+	done := c.receivedLocked()
+	c.mu.Unlock()
+	c.endIfDone(done)
+	return true, true
+}
+
+// receivedLocked counts a frame handed over and reports, once, that a
+// closing peer's frames are all in. c.mu is held.
+func (c *Conn) receivedLocked() bool {
+	c.received++
+	return c.peerFinished()
+}
+
+// endIfDone ends the connection once a closing peer's frames are all in.
+func (c *Conn) endIfDone(done bool) {
+	if done {
+		c.qc.CloseWithError(codeClosed, "goodbye")
 	}
 }
 
@@ -417,9 +431,7 @@ func (c *Conn) receiveGoodbye(str *quic.Stream, r io.Reader) {
 		done = c.peerFinished()
 	}
 	c.mu.Unlock()
-	if done {
-		c.qc.CloseWithError(codeClosed, "goodbye")
-	}
+	c.endIfDone(done)
 }
 
 // peerFinished reports, once, that a closing peer's frames are all queued.
