@@ -91,3 +91,61 @@ func TestSendModes(t *testing.T) {
 		assert.NotZero(t, got.SysFlag&message.FlagCompressed, "a 10000-byte body is sent compressed")
 	})
 }
+
+// TestAsyncBatching: 3,000 pipelined async sends against a real broker go
+// out mostly as automatic batches; every callback's MsgID, OffsetMsgID,
+// queue and queue offset are those of the message a consumer then reads
+// there, and every message is stored once.
+func TestAsyncBatching(t *testing.T) {
+	forSchemes(t, func(t *testing.T, s scheme) {
+		e := startEnv(t, s)
+		topic := uniq("AutoBatch")
+		e.createTopic(t, topic, 4)
+		p := e.producer(t)
+		const n = 3000
+		var mu sync.Mutex
+		results := map[string]*client.SendResult{}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 256)
+		for i := 0; i < n; i++ {
+			sem <- struct{}{}
+			wg.Add(1)
+			body := fmt.Sprintf("auto-%d", i)
+			require.NoError(t, p.SendAsync(context.Background(), func(_ context.Context, r *client.SendResult, err error) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if assert.NoError(t, err, body) {
+					mu.Lock()
+					results[body] = r
+					mu.Unlock()
+				}
+			}, msg(topic, body).SetKeys("key-"+body)))
+		}
+		wg.Wait()
+		require.Len(t, results, n)
+
+		col := newCollector()
+		e.push(t, topic, pushOpts{group: uniq("CG")}, col.handle)
+		col.wait(t, n, 30*time.Second)
+		for body, r := range results {
+			got := col.get(body)
+			require.NotNil(t, got, body)
+			assert.Equal(t, r.MsgID, got.MsgID, body)
+			assert.Equal(t, r.OffsetMsgID, got.OffsetMsgID, body)
+			assert.Equal(t, r.Queue.QueueID, got.Queue.QueueID, body)
+			assert.Equal(t, r.QueueOffset, got.QueueOffset, body)
+			assert.Equal(t, []string{"key-" + body}, got.Keys())
+		}
+		consecutive := 0
+		for i := 0; i+1 < n; i++ {
+			r, nr := results[fmt.Sprintf("auto-%d", i)], results[fmt.Sprintf("auto-%d", i+1)]
+			if nr.Queue == r.Queue && nr.QueueOffset == r.QueueOffset+1 {
+				consecutive++
+			}
+		}
+		// Round robin puts lone sends on the queues in turn; a batch puts
+		// its messages one after the other on one queue.
+		assert.Greater(t, consecutive, n/2, "most messages were sent in batches")
+		assert.Equal(t, n, col.count(), "each message stored once")
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -23,6 +24,8 @@ type fakeBroker struct {
 	srv  *remoting.Server
 	code int32 // answer to sends
 	hang bool  // never answer sends
+	// gate, when set, holds every send until a value arrives on it
+	gate chan struct{}
 
 	mu     sync.Mutex
 	reqs   []*remoting.Command
@@ -36,17 +39,40 @@ func (b *fakeBroker) handle(ctx context.Context, p *remoting.Peer, req *remoting
 	if req.Code == remoting.HeartBeat {
 		b.peers = append(b.peers, p)
 	}
-	b.offset++
-	off := b.offset
+	n := int64(1)
+	if req.Code == remoting.SendBatchMessage {
+		items, err := message.DecodeBatch(req.Body)
+		if err != nil {
+			b.mu.Unlock()
+			return remoting.NewResponse(req, remoting.MessageIllegal, err.Error())
+		}
+		n = int64(len(items))
+	}
+	off := b.offset + 1
+	b.offset += n
+	gate := b.gate
 	b.mu.Unlock()
 	switch req.Code {
 	case remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage:
 		if b.hang {
 			return nil
 		}
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil
+			}
+		}
 		resp := remoting.NewResponse(req, b.code, "")
 		if b.code == remoting.Success {
-			resp.SetExt("msgId", message.OffsetMsgID(parseAddr(b.addr), off*100))
+			// as a broker answers: one offset message id per message
+			// (comma-separated for a batch), the first queue offset
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = message.OffsetMsgID(parseAddr(b.addr), (off+int64(i))*100)
+			}
+			resp.SetExt("msgId", strings.Join(ids, ","))
 			resp.SetExt("queueId", req.Ext("e"))
 			resp.SetExt("queueOffset", strconv.FormatInt(off, 10))
 		} else {
@@ -67,6 +93,18 @@ func (b *fakeBroker) requests(code int32) []*remoting.Command {
 		}
 	}
 	return out
+}
+
+// sentMessages counts the messages of the send requests: one per
+// SEND_MESSAGE(_V2), the items of a SEND_BATCH_MESSAGE.
+func (b *fakeBroker) sentMessages(t *testing.T) int {
+	n := len(b.requests(remoting.SendMessageV2)) + len(b.requests(remoting.SendMessage))
+	for _, r := range b.requests(remoting.SendBatchMessage) {
+		items, err := message.DecodeBatch(r.Body)
+		require.NoError(t, err)
+		n += len(items)
+	}
+	return n
 }
 
 func (b *fakeBroker) peer() *remoting.Peer {

@@ -37,6 +37,8 @@ type options struct {
 	defaultTopicQueue int
 	maxMessageSize    int
 	checker           TransactionListener
+	autoBatch         bool
+	batch             BatchOptions
 }
 
 func defaults() options {
@@ -46,6 +48,7 @@ func defaults() options {
 		faultEnabled: true, faultIsolation: 30 * time.Second,
 		createTopicKey: protocol.AutoCreateTopic, defaultTopicQueue: protocol.DefaultTopicQueueNum,
 		maxMessageSize: message.DefaultMaxMessageSize,
+		autoBatch:      true, batch: BatchOptions{}.norm(),
 	}
 }
 
@@ -69,7 +72,8 @@ func WithCompression(over, level int) Option {
 	return func(o *options) { o.compressOver, o.compressLevel = over, level }
 }
 
-// WithQueueSelector sets the queue selector (default RoundRobin).
+// WithQueueSelector sets the queue selector (default RoundRobin). With
+// any other selector, automatic batching leaves every message alone.
 func WithQueueSelector(s QueueSelector) Option { return func(o *options) { o.selector = s } }
 
 // WithLatencyFaultAvoidance turns latency-fault avoidance on or off
@@ -101,6 +105,10 @@ type Producer struct {
 	queueNums string
 	born      atomic.Pointer[msString]
 	faults    *faultTable
+	// batcher gathers SendAsync calls (nil: automatic batching off);
+	// defaultSelector: o.selector is the built-in round robin.
+	batcher         *batcher
+	defaultSelector bool
 
 	mu     sync.Mutex
 	closed bool
@@ -123,6 +131,10 @@ func New(c *client.Client, group string, opts ...Option) (*Producer, error) {
 	}
 	p := &Producer{c: c, group: group, o: o, log: c.Logger().With("producerGroup", group), faults: newFaultTable(o.faultIsolation),
 		queueNums: strconv.Itoa(o.defaultTopicQueue)}
+	_, p.defaultSelector = o.selector.(*roundRobin)
+	if o.autoBatch {
+		p.batcher = newBatcher(p, o.batch)
+	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if err := c.RegisterProducer(group, p); err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
@@ -194,6 +206,14 @@ func (p *Producer) prepare(msgs []*client.Message) (*prepared, error) {
 
 // prepareInto is prepare into pr (SendAsync's is part of its state).
 func (p *Producer) prepareInto(pr *prepared, msgs []*client.Message) error {
+	if err := p.validate(msgs); err != nil {
+		return err
+	}
+	return p.encode(pr, msgs)
+}
+
+// validate checks what prepare checks before encoding.
+func (p *Producer) validate(msgs []*client.Message) error {
 	if len(msgs) == 0 {
 		return errors.New("producer: no message")
 	}
@@ -215,6 +235,12 @@ func (p *Producer) prepareInto(pr *prepared, msgs []*client.Message) error {
 			return fmt.Errorf("producer: message body of %d bytes is over the limit %d", len(m.Body), p.o.maxMessageSize)
 		}
 	}
+	return nil
+}
+
+// encode is prepareInto after validation.
+func (p *Producer) encode(pr *prepared, msgs []*client.Message) error {
+	topic := msgs[0].Topic
 	now := p.bornTimestamp()
 	*pr = prepared{topic: topic, first: msgs[0]}
 	if len(msgs) == 1 {
@@ -462,8 +488,16 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *clie
 	if err := p.begin(); err != nil {
 		return err
 	}
+	if err := p.validate(msgs); err != nil {
+		p.wg.Done()
+		return err
+	}
+	if len(msgs) == 1 && p.batchable(msgs[0]) {
+		p.sendBatched(ctx, cb, msgs[0])
+		return nil
+	}
 	s := &asyncSend{p: p, ctx: ctx, cb: cb, sel: p.o.selector}
-	if err := p.prepareInto(&s.prep, msgs); err != nil {
+	if err := p.encode(&s.prep, msgs); err != nil {
 		p.wg.Done()
 		return err
 	}

@@ -165,7 +165,7 @@ func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 	}
 	s.markDirty(nil, s.cqDir)
 	if s.keys != nil {
-		s.keys.dropTopic(topic)
+		s.keys.dropTopic(topic, s.wrote.Load())
 	}
 	if err := s.checkpoint(); err != nil {
 		return fmt.Errorf("commitlog: delete topic %s: %w", topic, err)

@@ -1,0 +1,341 @@
+package producer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/core/message"
+)
+
+// BatchOptions tune automatic batching of SendAsync (see WithAutoBatch).
+type BatchOptions struct {
+	// MaxMessages bounds the messages of one batch request (default 256).
+	MaxMessages int
+	// MaxBytes bounds the encoded messages of one batch request (default
+	// 256 KiB).
+	MaxBytes int
+	// MaxInFlight is how many requests of one topic may be in flight
+	// before further messages gather into the next batch (default 2).
+	// Below it a message is sent at once, so batching adds no delay when
+	// the producer is not busy.
+	MaxInFlight int
+}
+
+func (b BatchOptions) norm() BatchOptions {
+	if b.MaxMessages <= 0 {
+		b.MaxMessages = 256
+	}
+	if b.MaxBytes <= 0 {
+		b.MaxBytes = 256 << 10
+	}
+	if b.MaxInFlight <= 0 {
+		b.MaxInFlight = 2
+	}
+	return b
+}
+
+// WithAutoBatch turns automatic batching of SendAsync on or off (default
+// on). With it, async sends of one topic that arrive while MaxInFlight
+// requests of that topic are already in flight are gathered into one
+// SEND_BATCH_MESSAGE (as RocketMQ 5's autoBatch producer does): the
+// broker stores them as separate messages, one after the other in one
+// queue, and each SendAsync still gets its own callback with its own
+// MsgID, OffsetMsgID and QueueOffset. Messages that cannot share a batch
+// go alone as before: delayed, timed and transactional ones, those with a
+// SHARDING_KEY (their queue is chosen by key), bodies large enough to be
+// compressed, and every message when the producer has a queue selector
+// other than the default. A batch is retried as a whole. A message's ctx
+// and deadline are checked until its batch is written, not after.
+func WithAutoBatch(on bool) Option { return func(o *options) { o.autoBatch = on } }
+
+// WithAutoBatchOptions turns automatic batching on with these limits;
+// zero fields keep their defaults.
+func WithAutoBatchOptions(b BatchOptions) Option {
+	return func(o *options) { o.autoBatch, o.batch = true, b.norm() }
+}
+
+// batchEntry is one SendAsync waiting in, or sent with, a batch.
+type batchEntry struct {
+	ctx      context.Context
+	cb       func(context.Context, *client.SendResult, error)
+	msg      *client.Message
+	uniq     string // set when its batch is encoded
+	addUniq  bool   // uniq is not in msg's properties: encoded after them
+	deadline time.Time
+	size     int // encoded size, estimated
+}
+
+// topicBatches gathers one topic's batchable async sends.
+type topicBatches struct {
+	topic    string
+	inflight int
+	waiting  []*batchEntry // FIFO; waiting[head:] are pending
+	head     int
+	pumping  bool // a goroutine is sending for this topic
+}
+
+// batcher is a producer's automatic batching.
+type batcher struct {
+	p      *Producer
+	o      BatchOptions
+	mu     sync.Mutex
+	topics map[string]*topicBatches
+}
+
+func newBatcher(p *Producer, o BatchOptions) *batcher {
+	return &batcher{p: p, o: o.norm(), topics: map[string]*topicBatches{}}
+}
+
+// batchable reports whether m may share a batch with other messages of
+// its topic. The caller has validated m.
+func (p *Producer) batchable(m *client.Message) bool {
+	if p.batcher == nil || !p.defaultSelector {
+		return false
+	}
+	if p.o.compressOver > 0 && len(m.Body) >= p.o.compressOver {
+		return false
+	}
+	for k, v := range m.Properties {
+		switch k {
+		case message.PropertyDelayTimeLevel:
+			if v != "" && v != "0" {
+				return false
+			}
+		case message.PropertyShardingKey, message.PropertyStartDeliverTime, message.PropertyTimerDeliverMS,
+			message.PropertyTimerDelayMS:
+			if v != "" {
+				return false
+			}
+		case message.PropertyTransactionPrepared:
+			if strings.EqualFold(v, "true") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// add queues e and sends what may be sent now.
+func (b *batcher) add(e *batchEntry) {
+	b.mu.Lock()
+	tb := b.topics[e.msg.Topic]
+	if tb == nil {
+		tb = &topicBatches{topic: e.msg.Topic}
+		b.topics[e.msg.Topic] = tb
+	}
+	tb.waiting = append(tb.waiting, e)
+	b.pumpLocked(tb)
+}
+
+// pumpLocked sends batches of tb while fewer than MaxInFlight are in
+// flight, and unlocks b.mu. One goroutine at a time pumps a topic; others
+// leave their work to it, which it finds when it takes the lock again (no
+// recursion when sends fail at once).
+func (b *batcher) pumpLocked(tb *topicBatches) {
+	if tb.pumping {
+		b.mu.Unlock()
+		return
+	}
+	tb.pumping = true
+	for {
+		var groups [][]*batchEntry
+		var expired []*batchEntry
+		now := time.Now()
+		for tb.inflight < b.o.MaxInFlight && tb.head < len(tb.waiting) {
+			g, x := b.takeLocked(tb, now)
+			expired = append(expired, x...)
+			if len(g) > 0 {
+				tb.inflight++
+				groups = append(groups, g)
+			}
+		}
+		if tb.head == len(tb.waiting) {
+			clear(tb.waiting)
+			tb.waiting, tb.head = tb.waiting[:0], 0
+		}
+		if len(groups) == 0 && len(expired) == 0 {
+			tb.pumping = false
+			if tb.inflight == 0 && len(tb.waiting) == 0 {
+				delete(b.topics, tb.topic)
+			}
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		for _, e := range expired {
+			b.p.finishEntry(e, nil, b.expiredErr(e))
+		}
+		for _, g := range groups {
+			b.send(tb, g)
+		}
+		b.mu.Lock()
+	}
+}
+
+func (b *batcher) expiredErr(e *batchEntry) error {
+	if err := e.ctx.Err(); err != nil {
+		return fmt.Errorf("producer: send to %s: %w", e.msg.Topic, err)
+	}
+	return fmt.Errorf("producer: send to %s: %w: waited for a batch past the send timeout", e.msg.Topic, client.ErrTimeout)
+}
+
+// takeLocked removes the next batch from tb's waiting entries, within
+// the batch limits, and the entries whose ctx or deadline has ended.
+func (b *batcher) takeLocked(tb *topicBatches, now time.Time) (group, expired []*batchEntry) {
+	bytes := 0
+	for tb.head < len(tb.waiting) && len(group) < b.o.MaxMessages {
+		e := tb.waiting[tb.head]
+		if e.ctx.Err() != nil || !now.Before(e.deadline) {
+			expired = append(expired, e)
+			tb.waiting[tb.head] = nil
+			tb.head++
+			continue
+		}
+		if len(group) > 0 && bytes+e.size > b.o.MaxBytes {
+			break
+		}
+		bytes += e.size
+		group = append(group, e)
+		tb.waiting[tb.head] = nil
+		tb.head++
+	}
+	return group, expired
+}
+
+// done ends one request of tb: the next batch goes out before the
+// callbacks of this one run.
+func (b *batcher) done(tb *topicBatches) {
+	b.mu.Lock()
+	tb.inflight--
+	b.pumpLocked(tb)
+}
+
+// send sends one group: a lone message as an ordinary send, several as a
+// SEND_BATCH_MESSAGE whose answer is split among them.
+func (b *batcher) send(tb *topicBatches, g []*batchEntry) {
+	p := b.p
+	p.wg.Add(1) // the request's own count; every entry holds one too
+	if len(g) == 1 {
+		e := g[0]
+		s := &asyncSend{p: p, ctx: e.ctx, sel: p.o.selector, deadline: e.deadline}
+		s.cb = func(ctx context.Context, res *client.SendResult, err error) {
+			b.done(tb)
+			p.finishEntry(e, res, err)
+		}
+		if err := p.encode(&s.prep, []*client.Message{e.msg}); err != nil {
+			// validated in SendAsync; a message changed since fails alone
+			b.done(tb)
+			p.wg.Done()
+			p.finishEntry(e, nil, err)
+			return
+		}
+		s.pr = &s.prep
+		s.next()
+		return
+	}
+	s := &asyncSend{p: p, ctx: p.ctx, sel: p.o.selector, deadline: g[0].deadline}
+	for _, e := range g[1:] {
+		if e.deadline.Before(s.deadline) {
+			s.deadline = e.deadline
+		}
+	}
+	p.prepareBatch(&s.prep, g)
+	s.pr = &s.prep
+	s.cb = func(ctx context.Context, res *client.SendResult, err error) {
+		b.done(tb)
+		if err != nil {
+			for _, e := range g {
+				p.finishEntry(e, nil, err)
+			}
+			return
+		}
+		ids := res.OffsetMsgID
+		for i, e := range g {
+			r := *res
+			r.MsgID = e.uniq
+			r.QueueOffset = res.QueueOffset + int64(i)
+			var id string
+			id, ids, _ = strings.Cut(ids, ",")
+			r.OffsetMsgID = id
+			p.finishEntry(e, &r, nil)
+		}
+	}
+	s.next()
+}
+
+// finishEntry calls e's callback and releases its count.
+func (p *Producer) finishEntry(e *batchEntry, res *client.SendResult, err error) {
+	defer p.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("send callback panicked", "panic", r)
+		}
+	}()
+	e.cb(e.ctx, res, err)
+}
+
+// prepareBatch encodes g as one SEND_BATCH_MESSAGE, each message with its
+// UNIQ_KEY (the caller's map is left alone).
+func (p *Producer) prepareBatch(pr *prepared, g []*batchEntry) {
+	size := 0
+	for _, e := range g {
+		size += e.size
+	}
+	body := make([]byte, 0, size)
+	be := binary.BigEndian
+	for _, e := range g {
+		m := e.msg
+		if e.uniq = m.Properties[message.PropertyUniqKey]; e.uniq == "" {
+			e.uniq, e.addUniq = client.NewUniqID(), true
+		}
+		start := len(body)
+		body = be.AppendUint32(body, 0) // total size, set below
+		body = be.AppendUint32(body, 0) // magic
+		body = be.AppendUint32(body, 0) // body CRC
+		body = be.AppendUint32(body, uint32(m.Flag))
+		body = be.AppendUint32(body, uint32(len(m.Body)))
+		body = append(body, m.Body...)
+		pl := len(body)
+		body = be.AppendUint16(body, 0)
+		body = message.Properties(m.Properties).AppendEncoded(body)
+		if e.addUniq {
+			if len(body) > pl+2 {
+				body = append(body, message.PropertySeparator)
+			}
+			body = append(body, message.PropertyUniqKey...)
+			body = append(body, message.NameValueSeparator)
+			body = append(body, e.uniq...)
+		}
+		be.PutUint16(body[pl:], uint16(len(body)-pl-2))
+		be.PutUint32(body[start:], uint32(len(body)-start))
+	}
+	*pr = prepared{topic: g[0].msg.Topic, first: g[0].msg, batch: true, body: body}
+	pr.ext = map[string]string{
+		"a": p.group, "b": pr.topic, "c": p.o.createTopicKey, "d": p.queueNums,
+		"f": "0", "g": p.bornTimestamp(), "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true",
+	}
+}
+
+// entrySize estimates m's encoded batch item: fixed fields, body,
+// properties and the UNIQ_KEY.
+func entrySize(m *client.Message) int {
+	n := 22 + len(m.Body) + len(message.PropertyUniqKey) + 40
+	for k, v := range m.Properties {
+		n += len(k) + len(v) + 2
+	}
+	return n
+}
+
+// sendBatched queues one validated, batchable message.
+func (p *Producer) sendBatched(ctx context.Context, cb func(context.Context, *client.SendResult, error), m *client.Message) {
+	e := &batchEntry{ctx: ctx, cb: cb, msg: m, deadline: time.Now().Add(p.o.sendTimeout), size: entrySize(m)}
+	if d, ok := ctx.Deadline(); ok && d.Before(e.deadline) {
+		e.deadline = d
+	}
+	p.batcher.add(e)
+}
