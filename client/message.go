@@ -1,7 +1,9 @@
 package client
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -121,21 +123,67 @@ type MessageExt struct {
 
 // DecodeMessages decodes a pull (or check) body. Compressed bodies are
 // inflated; a retry-topic message gets its original topic back from
-// RETRY_TOPIC, as the official client does.
+// RETRY_TOPIC, as the official client does. Bodies alias body. The
+// messages of one call share one allocation, their topic string and the
+// strings of repeated hosts.
 func DecodeMessages(body []byte, brokerName string) ([]*MessageExt, error) {
-	exts, err := message.DecodeAll(body)
-	if err != nil {
-		return nil, fmt.Errorf("client: decode messages: %w", err)
+	n := 0
+	for b := body; len(b) >= 4; n++ {
+		sz := int(binary.BigEndian.Uint32(b))
+		if sz <= 0 || sz > len(b) {
+			n++
+			break
+		}
+		b = b[sz:]
 	}
-	out := make([]*MessageExt, 0, len(exts))
-	for _, e := range exts {
-		out = append(out, FromExt(e, brokerName))
+	all := make([]MessageExt, n)
+	out := make([]*MessageExt, 0, n)
+	var d extDecoder
+	var e message.Ext
+	for len(body) > 0 {
+		k, err := message.DecodeStoredInto(body, &e, d.topic)
+		if err != nil {
+			return nil, fmt.Errorf("client: decode messages: %w", err)
+		}
+		body = body[k:]
+		d.topic = e.Topic
+		var m *MessageExt
+		if len(out) < len(all) {
+			m = &all[len(out)]
+		} else {
+			m = new(MessageExt)
+		}
+		d.fill(m, &e, brokerName)
+		out = append(out, m)
 	}
 	return out, nil
 }
 
+// extDecoder keeps the strings the records of one pull repeat.
+type extDecoder struct {
+	topic               string
+	born, store         netip.AddrPort
+	bornS, storeS       string
+	haveBorn, haveStore bool
+}
+
+func (d *extDecoder) host(ap netip.AddrPort, last *netip.AddrPort, s *string, have *bool) string {
+	if !*have || ap != *last {
+		*last, *s, *have = ap, ap.String(), true
+	}
+	return *s
+}
+
 // FromExt converts a decoded record.
 func FromExt(e *message.Ext, brokerName string) *MessageExt {
+	var d extDecoder
+	m := new(MessageExt)
+	d.fill(m, e, brokerName)
+	return m
+}
+
+// fill sets m from the decoded record e.
+func (d *extDecoder) fill(m *MessageExt, e *message.Ext, brokerName string) {
 	b, err := e.UncompressedBody()
 	if err != nil {
 		b = e.Body
@@ -144,7 +192,7 @@ func FromExt(e *message.Ext, brokerName string) *MessageExt {
 	if props == nil {
 		props = map[string]string{}
 	}
-	m := &MessageExt{
+	*m = MessageExt{
 		Message:         Message{Topic: e.Topic, Body: b, Flag: e.Flag, Properties: props},
 		OffsetMsgID:     e.MsgID(),
 		Queue:           MessageQueue{Topic: e.Topic, BrokerName: brokerName, QueueID: int(e.QueueID)},
@@ -154,8 +202,8 @@ func FromExt(e *message.Ext, brokerName string) *MessageExt {
 		ReconsumeTimes:  e.ReconsumeTimes,
 		BornTimestamp:   time.UnixMilli(e.BornTimestamp),
 		StoreTimestamp:  time.UnixMilli(e.StoreTimestamp),
-		BornHost:        e.BornHost.String(),
-		StoreHost:       e.StoreHost.String(),
+		BornHost:        d.host(e.BornHost, &d.born, &d.bornS, &d.haveBorn),
+		StoreHost:       d.host(e.StoreHost, &d.store, &d.storeS, &d.haveStore),
 		StoreSize:       e.StoreSize,
 	}
 	m.MsgID = props[message.PropertyUniqKey]
@@ -165,7 +213,6 @@ func FromExt(e *message.Ext, brokerName string) *MessageExt {
 	if rt := props[message.PropertyRetryTopic]; rt != "" && protocol.IsRetryTopic(e.Topic) {
 		m.Topic = rt
 	}
-	return m
 }
 
 // SendStatus is the outcome of a successful send.

@@ -18,6 +18,11 @@ import (
 
 const quiverQueues = 8
 
+// quiverPullBatch is what each pull asks for: as many as the broker gives
+// (broker.pull_batch_max, bounded by pull_bytes_max), like the 1,000 the
+// JetStream consumer asks for.
+const quiverPullBatch = 1024
+
 // quiverTarget is `mq dev` in a child process, driven by Quiver's own
 // client library (client/producer, client/consumer).
 type quiverTarget struct {
@@ -199,7 +204,7 @@ func (q *quiverTarget) consume(ctx context.Context, topic, group string, consume
 				var off int64
 				for cctx.Err() == nil {
 					pctx, pcancel := context.WithTimeout(cctx, 5*time.Second)
-					r, err := pc.Pull(pctx, mq, consumer.All(), off, 32)
+					r, err := pc.Pull(pctx, mq, consumer.All(), off, quiverPullBatch)
 					pcancel()
 					if err != nil {
 						if cctx.Err() == nil {

@@ -212,15 +212,27 @@ func (r *reader) host(v6 bool) netip.AddrPort {
 // number of bytes it used. The body is returned as stored (possibly
 // compressed); see Ext.UncompressedBody. Slices alias b.
 func DecodeStored(b []byte) (*Ext, int, error) {
-	r := reader{b: b}
 	m := &Ext{}
+	n, err := DecodeStoredInto(b, m, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, n, nil
+}
+
+// DecodeStoredInto is DecodeStored into m. When the record's topic is
+// topic, m.Topic is that string rather than a new one (the records of a
+// pull share their topic).
+func DecodeStoredInto(b []byte, m *Ext, topic string) (int, error) {
+	r := reader{b: b}
+	*m = Ext{}
 	m.StoreSize = int32(r.u32())
 	magic := int32(r.u32())
 	if r.err == nil && magic != MagicCode {
-		return nil, 0, fmt.Errorf("%w: magic %#x", ErrMalformed, uint32(magic))
+		return 0, fmt.Errorf("%w: magic %#x", ErrMalformed, uint32(magic))
 	}
 	if r.err == nil && (m.StoreSize < 91 || int(m.StoreSize) > len(b)) {
-		return nil, 0, fmt.Errorf("%w: total size %d with %d bytes available", ErrMalformed, m.StoreSize, len(b))
+		return 0, fmt.Errorf("%w: total size %d with %d bytes available", ErrMalformed, m.StoreSize, len(b))
 	}
 	m.BodyCRC = r.u32()
 	m.QueueID = int32(r.u32())
@@ -236,15 +248,19 @@ func DecodeStored(b []byte) (*Ext, int, error) {
 	m.PreparedTransactionOffset = int64(r.u64())
 	bodyLen := int32(r.u32())
 	if r.err == nil && (bodyLen < 0 || int(bodyLen) > len(b)) {
-		return nil, 0, fmt.Errorf("%w: body length %d", ErrMalformed, bodyLen)
+		return 0, fmt.Errorf("%w: body length %d", ErrMalformed, bodyLen)
 	}
 	m.Body = r.bytes(int(bodyLen))
 	if !r.need(1) {
-		return nil, 0, r.err
+		return 0, r.err
 	}
 	tl := int(r.b[r.p])
 	r.p++
-	m.Topic = string(r.bytes(tl))
+	if tb := r.bytes(tl); string(tb) == topic && topic != "" {
+		m.Topic = topic
+	} else {
+		m.Topic = string(tb)
+	}
 	pl := int16(r.u16())
 	if pl > 0 {
 		m.Properties = ParseProperties(string(r.bytes(int(pl))))
@@ -252,12 +268,12 @@ func DecodeStored(b []byte) (*Ext, int, error) {
 		m.Properties = Properties{}
 	}
 	if r.err != nil {
-		return nil, 0, r.err
+		return 0, r.err
 	}
 	if r.p != int(m.StoreSize) {
-		return nil, 0, fmt.Errorf("%w: fields take %d bytes but total size says %d", ErrMalformed, r.p, m.StoreSize)
+		return 0, fmt.Errorf("%w: fields take %d bytes but total size says %d", ErrMalformed, r.p, m.StoreSize)
 	}
-	return m, r.p, nil
+	return r.p, nil
 }
 
 // DecodeAll decodes concatenated records, as in a pull response body.

@@ -54,6 +54,11 @@ type Command struct {
 	// BodyParts, when set on an outgoing command, is sent as the body
 	// instead of Body, without concatenating (pull responses).
 	BodyParts [][]byte
+	// Sent, when set on an outgoing command, is called once Peer.Send has
+	// written it or failed to: the transport holds nothing of Body or
+	// BodyParts from then on, so their buffer may be reused. A command
+	// that is never sent (its peer closed first) never calls it.
+	Sent func()
 	// SerializeType is the header encoding the command arrived in, and the
 	// one its answer is written in.
 	SerializeType byte

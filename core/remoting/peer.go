@@ -361,6 +361,9 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 	}
 	*hb = h
 	headerPool.Put(hb)
+	if c.Sent != nil {
+		c.Sent()
+	}
 	if err != nil {
 		p.Close()
 		return fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)

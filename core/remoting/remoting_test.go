@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,6 +233,34 @@ func TestBodyPartsResponse(t *testing.T) {
 	resp, err := c.Invoke(ctxFor(t, 5*time.Second), addr, remoting.NewRequest(remoting.PullMessage, nil, nil))
 	require.NoError(t, err)
 	assert.Equal(t, "record-1;record-2;"+string(bytes.Repeat([]byte("z"), 100000)), string(resp.Body))
+}
+
+// TestSentAfterWrite: a response's Sent runs once it is written, after
+// which its parts may be reused: the answer read is what was sent even
+// though the handler's buffer is overwritten in Sent.
+func TestSentAfterWrite(t *testing.T) {
+	var sent atomic.Int32
+	r := remoting.NewRouter()
+	r.RegisterFunc(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		buf := bytes.Repeat([]byte("a"), 200000)
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp.BodyParts = [][]byte{buf[:100000], buf[100000:]}
+		resp.Sent = func() {
+			for i := range buf {
+				buf[i] = 'X'
+			}
+			sent.Add(1)
+		}
+		return resp
+	})
+	_, addr := startServer(t, r, remoting.ServerOptions{})
+	c := newClient(t, nil)
+	for i := 0; i < 3; i++ {
+		resp, err := c.Invoke(ctxFor(t, 5*time.Second), addr, remoting.NewRequest(remoting.PullMessage, nil, nil))
+		require.NoError(t, err)
+		assert.Equal(t, strings.Repeat("a", 200000), string(resp.Body))
+	}
+	require.Eventually(t, func() bool { return sent.Load() == 3 }, 5*time.Second, time.Millisecond)
 }
 
 func TestInvokeBinaryHeader(t *testing.T) {

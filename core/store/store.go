@@ -110,8 +110,13 @@ type ReadOptions struct {
 // ReadResult is filled by Read. Records are complete stored records; they
 // stay valid until the next Read into the same result.
 type ReadResult struct {
-	Status       ReadStatus
-	Records      [][]byte
+	Status  ReadStatus
+	Records [][]byte
+	// Runs, when an engine sets it, holds Records' bytes as few contiguous
+	// slices, in order (their concatenation is Records'): a pull answer
+	// writes them instead of one part per record. Engines that do not
+	// know leave it empty.
+	Runs         [][]byte
 	QueueOffsets []int64
 	NextOffset   int64
 	MinOffset    int64
@@ -125,6 +130,7 @@ type ReadResult struct {
 func (r *ReadResult) Reset() {
 	r.Status = Found
 	r.Records = r.Records[:0]
+	r.Runs = r.Runs[:0]
 	r.QueueOffsets = r.QueueOffsets[:0]
 	r.NextOffset, r.MinOffset, r.MaxOffset, r.Bytes = 0, 0, 0, 0
 	r.buf = r.buf[:0]

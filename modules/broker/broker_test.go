@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -387,4 +389,55 @@ func TestUnknownCodeAndAdminTopic(t *testing.T) {
 	_, ok = h.b.topics.get("Admin1")
 	assert.False(t, ok)
 	assert.Equal(t, remoting.SystemError, h.invoke(remoting.UpdateAndCreateTopic, map[string]string{"topic": protocol.AutoCreateTopic}, nil).Code)
+}
+
+// TestConcurrentPullsKeepTheirRecords: pull answers reuse read buffers once
+// written; many pulls in flight at once on one connection and on several
+// each get exactly their own records (body names queue and offset).
+func TestConcurrentPullsKeepTheirRecords(t *testing.T) {
+	h := startBroker(t, t.TempDir(), func(c *Config) { c.PullBatchMax = 64 })
+	const queues, perQueue = 4, 300
+	for q := 0; q < queues; q++ {
+		for i := 0; i < perQueue; i++ {
+			require.Equal(t, remoting.Success, h.send("Pool", q, fmt.Sprintf("q%d-o%d-%s", q, i, strings.Repeat("x", i%97)), nil).Code)
+		}
+	}
+	clients := []*remoting.Client{h.client}
+	for i := 0; i < 2; i++ {
+		c := remoting.NewClient(transports().Dial, nil, nil, remoting.PeerOptions{})
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+	}
+	var wg sync.WaitGroup
+	for r := 0; r < 12; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[r%len(clients)]
+			for round := 0; round < 10; round++ {
+				q := (r + round) % queues
+				off := int64((r*37 + round*11) % perQueue)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ext := pullExt("G", "Pool", q, off, pullSubscription, 0)
+				ext["maxMsgNums"] = "64"
+				resp, err := c.Invoke(ctx, h.addr, remoting.NewRequest(remoting.PullMessage, ext, nil))
+				cancel()
+				if !assert.NoError(t, err) || !assert.Equal(t, remoting.Success, resp.Code, resp.Remark) {
+					return
+				}
+				msgs, err := message.DecodeAll(resp.Body)
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Equal(t, min(64, perQueue-int(off)), len(msgs))
+				for i, m := range msgs {
+					want := fmt.Sprintf("q%d-o%d-%s", q, off+int64(i), strings.Repeat("x", int(off+int64(i))%97))
+					assert.Equal(t, want, string(m.Body))
+					assert.Equal(t, off+int64(i), m.QueueOffset)
+					assert.True(t, m.VerifyCRC())
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -45,7 +45,9 @@ type Config struct {
 	OffsetFlushInterval time.Duration `koanf:"offset_flush_interval"`
 	// MaxMessageSize bounds one message body.
 	MaxMessageSize config.ByteSize `koanf:"max_message_size"`
-	// PullBatchMax bounds messages per pull (RocketMQ: 32).
+	// PullBatchMax bounds messages per pull (default 1024; RocketMQ's
+	// maxTransferCountOnMessageInMemory is 32). Clients ask for what they
+	// want (the official clients 32); PullBytesMax bounds the bytes.
 	PullBatchMax int `koanf:"pull_batch_max"`
 	// PullBytesMax bounds bytes per pull (RocketMQ: 256 KiB).
 	PullBytesMax config.ByteSize `koanf:"pull_bytes_max"`
@@ -69,7 +71,7 @@ func NewConfig() *Config {
 		LongPolling: true, MaxSuspend: 20 * time.Second, ShortPolling: time.Second,
 		ClientExpiry: 120 * time.Second, ScanInterval: 10 * time.Second,
 		OffsetFlushInterval: 5 * time.Second, MaxMessageSize: 4 << 20,
-		PullBatchMax: 32, PullBytesMax: 256 << 10, RebalanceLockMaxLiveTime: 60 * time.Second,
+		PullBatchMax: 1024, PullBytesMax: 256 << 10, RebalanceLockMaxLiveTime: 60 * time.Second,
 		BusyTimeout: 200 * time.Millisecond, SendQueueCapacity: 10000,
 	}
 }

@@ -105,9 +105,24 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 	return b.pull(ctx, pr, allowSuspend)
 }
 
+// readResults recycles pull reads: a result (and the buffer its records
+// live in) goes back once the answer carrying them has been written.
+var readResults = sync.Pool{New: func() any { return new(store.ReadResult) }}
+
+// maxPooledRead bounds the buffer a pooled result keeps.
+const maxPooledRead = 4 << 20
+
+func putReadResult(res *store.ReadResult) {
+	if cap(res.Buffer(0)) <= maxPooledRead {
+		clear(res.Records[:cap(res.Records)])
+		clear(res.Runs[:cap(res.Runs)])
+		readResults.Put(res)
+	}
+}
+
 // pull runs one read; with allowSuspend an empty answer parks the request.
 func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *remoting.Command {
-	res := new(store.ReadResult)
+	res := readResults.Get().(*store.ReadResult)
 	opts := store.ReadOptions{MaxMessages: pr.maxMsgs, MaxBytes: int(b.cfg.PullBytesMax)}
 	var m filter.Matcher
 	if pr.matcher != nil && !matchesAll(pr.matcher) {
@@ -130,6 +145,7 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 	}
 	q := store.Queue{Topic: pr.topic, ID: pr.queueID}
 	if err := b.store.Read(ctx, q, pr.offset, opts, res); err != nil {
+		putReadResult(res)
 		return remoting.Errorf(pr.req, remoting.SystemError, fmt.Sprintf("read %s: %v", q, err))
 	}
 	code := remoting.Success
@@ -156,6 +172,7 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 			wait = b.cfg.MaxSuspend
 		}
 		if wait > 0 {
+			putReadResult(res)
 			pr.deadline = time.Now().Add(wait)
 			b.holds.hold(pr)
 			b.commitAfterPull(pr)
@@ -168,9 +185,16 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 	resp.SetExtInt("maxOffset", res.MaxOffset)
 	resp.SetExt("suggestWhichBrokerId", b.suggestBroker(res))
 	if code == remoting.Success {
-		// Written as a vector: the records are not copied again.
+		// Written as a vector, contiguous records as one part: they are
+		// not copied again. The buffer is reused once the answer is out.
 		resp.BodyParts = res.Records
+		if len(res.Runs) > 0 {
+			resp.BodyParts = res.Runs
+		}
 		b.observePulled(pr.topic, res.Records)
+		resp.Sent = func() { putReadResult(res) }
+	} else {
+		putReadResult(res)
 	}
 	if allowSuspend || pr.sysFlag&pullSuspend == 0 {
 		b.commitAfterPull(pr)

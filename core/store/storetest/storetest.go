@@ -169,7 +169,26 @@ func (h *Harness) Read(q store.Queue, offset int64, opts store.ReadOptions) *sto
 	var r store.ReadResult
 	require.NoError(h.T, h.S.Read(bg, q, offset, opts, &r))
 	require.Len(h.T, r.QueueOffsets, len(r.Records))
+	checkRuns(h.T, &r)
 	return &r
+}
+
+// checkRuns: when an engine fills Runs, they hold exactly the bytes of
+// Records, in order.
+func checkRuns(t testing.TB, r *store.ReadResult) {
+	t.Helper()
+	if len(r.Runs) == 0 {
+		return
+	}
+	var recs, runs []byte
+	for _, rec := range r.Records {
+		recs = append(recs, rec...)
+	}
+	for _, run := range r.Runs {
+		runs = append(runs, run...)
+	}
+	require.Equal(t, recs, runs, "Runs are Records' bytes")
+	require.LessOrEqual(t, len(r.Runs), len(r.Records))
 }
 
 // ReadAll reads q from offset to its max, copying the records.
@@ -180,6 +199,7 @@ func (h *Harness) ReadAll(q store.Queue, offset int64) ([][]byte, []int64) {
 	var r store.ReadResult
 	for i := 0; i < 100000; i++ {
 		require.NoError(h.T, h.S.Read(bg, q, offset, store.ReadOptions{}, &r))
+		checkRuns(h.T, &r)
 		if r.Status != store.Found {
 			require.Contains(h.T, []store.ReadStatus{store.OffsetOverflowOne, store.NoMessageInQueue}, r.Status, "reading %s at %d", q, offset)
 			return recs, offs

@@ -57,6 +57,9 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 	defer entryPool.Put(ebp)
 	var candArr [64]candidate
 	cands := candArr[:0]
+	// runEnd is where the last accepted record ended in buf (-1: none, or
+	// buf moved since): the next one starting there extends the last run.
+	runEnd, runStart := -1, 0
 	cur := offset
 	full := false
 	for cur < limit && !full {
@@ -106,6 +109,9 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 				j++
 			}
 			start := len(buf)
+			if cap(buf)-start < run {
+				runEnd = -1 // the records so far stay in the old array
+			}
 			buf = slices.Grow(buf, run)[:start+run]
 			if err := s.readAt(cands[i].phys, buf[start:]); err != nil {
 				buf = buf[:start]
@@ -137,6 +143,13 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 				into.Records = append(into.Records, rec)
 				into.QueueOffsets = append(into.QueueOffsets, cands[k].off)
 				into.Bytes += sz
+				if at := p - sz; at == runEnd {
+					into.Runs[len(into.Runs)-1] = buf[runStart:p:p]
+				} else {
+					into.Runs = append(into.Runs, rec)
+					runStart = at
+				}
+				runEnd = p
 			}
 			i = j
 		}

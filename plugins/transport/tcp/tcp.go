@@ -188,7 +188,13 @@ func Dial(ctx context.Context, addr string, cfg *Config, maxFrame int) (*Conn, e
 	if err != nil {
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
-	return NewConn(c, cfg, maxOr(maxFrame)), nil
+	conn := NewConn(c, cfg, maxOr(maxFrame))
+	// A dialled connection reads from a server it chose: its frames
+	// (pull responses of up to a few hundred KiB) are allocated whole at
+	// once rather than grown as they arrive, which costs a copy and a
+	// cleared allocation per doubling.
+	conn.eager = conn.maxFrame
+	return conn, nil
 }
 
 // Conn frames a net.Conn.
@@ -197,6 +203,7 @@ type Conn struct {
 	r        *bufio.Reader
 	cfg      *Config
 	maxFrame int
+	eager    int // frames up to this size are allocated at once (readBody)
 
 	wmu sync.Mutex
 	w   *bufio.Writer
@@ -248,7 +255,7 @@ func NewConn(c net.Conn, cfg *Config, maxFrame int) *Conn {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(cfg.NoDelay)
 	}
-	return &Conn{c: c, r: bufio.NewReaderSize(c, cfg.ReadBuffer), w: bufio.NewWriterSize(c, cfg.WriteBuffer),
+	return &Conn{c: c, r: bufio.NewReaderSize(c, cfg.ReadBuffer), w: bufio.NewWriterSize(c, cfg.WriteBuffer), eager: eagerAlloc,
 		cfg: cfg, maxFrame: maxOr(maxFrame), closed: make(chan struct{})}
 }
 
@@ -362,7 +369,7 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 			c.setReadDeadline(aLongTimeAgo)
 		}
 	}
-	buf, err := readBody(c.r, int(n))
+	buf, err := readBody(c.r, int(n), c.eager)
 	if err != nil {
 		c.Close()
 		if errors.Is(err, io.EOF) {
@@ -373,13 +380,13 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 	return buf, nil
 }
 
-// eagerAlloc is the frame size up to which the buffer is allocated at once;
-// larger frames grow as their bytes actually arrive, so a peer that only
-// declares a large length costs no memory.
+// eagerAlloc is the frame size up to which an accepted connection's
+// buffer is allocated at once; larger frames grow as their bytes actually
+// arrive, so a peer that only declares a large length costs no memory.
 const eagerAlloc = 64 << 10
 
-func readBody(r io.Reader, n int) ([]byte, error) {
-	if n <= eagerAlloc {
+func readBody(r io.Reader, n, eager int) ([]byte, error) {
+	if n <= max(eager, eagerAlloc) {
 		buf := make([]byte, n)
 		_, err := io.ReadFull(r, buf)
 		return buf, err

@@ -414,9 +414,34 @@ func TestAcceptCancelThenAccept(t *testing.T) {
 func TestLyingLengthCostsNoMemory(t *testing.T) {
 	var r lyingReader
 	r.data = make([]byte, 100)
-	_, err := readBody(&r, 16<<20)
+	_, err := readBody(&r, 16<<20, eagerAlloc)
 	require.Error(t, err)
 	assert.LessOrEqual(t, r.maxAsked, eagerAlloc, "the buffer grows only as bytes arrive")
+}
+
+// TestDialledConnReadsFramesWhole: a dialled connection (a client reading
+// its server's answers) allocates a large frame at once; an accepted one
+// grows it as bytes arrive.
+func TestDialledConnReadsFramesWhole(t *testing.T) {
+	ctx := context.Background()
+	ln, err := Listen(ctx, "127.0.0.1:0", NewConfig(), 0)
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := Dial(ctx, ln.Addr(), NewConfig(), 0)
+	require.NoError(t, err)
+	defer c.Close()
+	sc, err := ln.Accept(ctx)
+	require.NoError(t, err)
+	defer sc.Close()
+	assert.Equal(t, c.MaxFrameSize(), c.eager)
+	assert.Equal(t, eagerAlloc, sc.(*Conn).eager)
+
+	var r lyingReader
+	r.data = make([]byte, 300<<10)
+	got, err := readBody(&r, 300<<10, c.eager)
+	require.NoError(t, err)
+	assert.Len(t, got, 300<<10)
+	assert.Equal(t, 300<<10, r.maxAsked, "one read into the whole frame")
 }
 
 type lyingReader struct {
@@ -441,7 +466,7 @@ func TestReadBodyLargeFrame(t *testing.T) {
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	got, err := readBody(bytes.NewReader(want), len(want))
+	got, err := readBody(bytes.NewReader(want), len(want), eagerAlloc)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 }
