@@ -196,7 +196,13 @@ func (c *Client) sign(req *remoting.Command) {
 	for _, k := range keys {
 		mac.Write([]byte(req.ExtFields[k]))
 	}
-	mac.Write(req.Body)
+	if len(req.BodyParts) > 0 {
+		for _, b := range req.BodyParts {
+			mac.Write(b)
+		}
+	} else {
+		mac.Write(req.Body)
+	}
 	req.ExtFields["Signature"] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
 	if c.opts.securityToken != "" {
 		req.ExtFields["SecurityToken"] = c.opts.securityToken

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/internal/testserver"
+	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
 func forSchemes(t *testing.T, f func(t *testing.T, s scheme)) {
@@ -148,4 +154,50 @@ func TestAsyncBatching(t *testing.T) {
 		assert.Greater(t, consecutive, n/2, "most messages were sent in batches")
 		assert.Equal(t, n, col.count(), "each message stored once")
 	})
+}
+
+// TestAsyncBatchingWithACL: with ACL on, automatic batches (whose body is
+// sent as a vector) carry a signature the broker accepts, and a wrong
+// secret is refused for every message of a batch.
+func TestAsyncBatchingWithACL(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain_acl.yml")
+	require.NoError(t, os.WriteFile(file, []byte(`accounts:
+  - accessKey: batchKey
+    secretKey: batchSecret
+    admin: true
+`), 0o600))
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"acl.enabled=true", "acl.file=" + file,
+		"acl.access_key=batchKey", "acl.secret_key=batchSecret"},
+		Sign: func(ext map[string]string, body []byte) { acl.Sign(ext, body, "batchKey", "batchSecret", "") }})
+	e := &env{srv: srv, ns: srv.Namesrv}
+	topic := uniq("AclBatch")
+	for _, tc := range []struct {
+		secret string
+		ok     bool
+	}{{"batchSecret", true}, {"wrong", false}} {
+		p, err := producer.New(e.client(t, client.WithCredentials("batchKey", tc.secret, "")), uniq("PG"))
+		require.NoError(t, err)
+		const n = 400
+		var okN, failN atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			require.NoError(t, p.SendAsync(context.Background(), func(_ context.Context, _ *client.SendResult, err error) {
+				defer wg.Done()
+				if err == nil {
+					okN.Add(1)
+				} else {
+					failN.Add(1)
+				}
+			}, msg(topic, fmt.Sprintf("acl-%d", i))))
+		}
+		wg.Wait()
+		require.NoError(t, p.Shutdown(context.Background()))
+		if tc.ok {
+			assert.EqualValues(t, n, okN.Load(), "accepted with the right secret")
+		} else {
+			assert.EqualValues(t, n, failN.Load(), "refused with a wrong secret")
+		}
+	}
 }

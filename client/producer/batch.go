@@ -77,6 +77,7 @@ type topicBatches struct {
 	waiting  []*batchEntry // FIFO; waiting[head:] are pending
 	head     int
 	pumping  bool // a goroutine is sending for this topic
+	due      bool // in batcher.due
 }
 
 // batcher is a producer's automatic batching.
@@ -85,6 +86,9 @@ type batcher struct {
 	o      BatchOptions
 	mu     sync.Mutex
 	topics map[string]*topicBatches
+	// due lists topics whose next batch flushDue sends (flushing: it runs)
+	due      []*topicBatches
+	flushing bool
 }
 
 func newBatcher(p *Producer, o BatchOptions) *batcher {
@@ -129,7 +133,39 @@ func (b *batcher) add(e *batchEntry) {
 		b.topics[e.msg.Topic] = tb
 	}
 	tb.waiting = append(tb.waiting, e)
-	b.pumpLocked(tb)
+	if tb.inflight == 0 || tb.pumping {
+		// Idle topic: the message goes at once, on the caller's goroutine.
+		b.pumpLocked(tb)
+		return
+	}
+	if tb.inflight < b.o.MaxInFlight && !tb.due {
+		// A request is in flight but another may start: leave it to a
+		// goroutine of its own, which runs once the caller yields, so the
+		// sends the caller makes meanwhile (a burst) go in one batch.
+		tb.due = true
+		b.due = append(b.due, tb)
+		if !b.flushing {
+			b.flushing = true
+			go b.flushDue()
+		}
+	}
+	b.mu.Unlock()
+}
+
+// flushDue pumps the topics add left to it.
+func (b *batcher) flushDue() {
+	b.mu.Lock()
+	for len(b.due) > 0 {
+		tb := b.due[0]
+		b.due[0] = nil
+		b.due = b.due[1:]
+		tb.due = false
+		b.pumpLocked(tb) // unlocks
+		b.mu.Lock()
+	}
+	b.due = b.due[:0:0]
+	b.flushing = false
+	b.mu.Unlock()
 }
 
 // pumpLocked sends batches of tb while fewer than MaxInFlight are in
@@ -280,41 +316,53 @@ func (p *Producer) finishEntry(e *batchEntry, res *client.SendResult, err error)
 }
 
 // prepareBatch encodes g as one SEND_BATCH_MESSAGE, each message with its
-// UNIQ_KEY (the caller's map is left alone).
+// UNIQ_KEY (the caller's map is left alone). The body is a vector: each
+// message's fixed fields and properties are encoded into one shared
+// buffer and its body is referenced where the caller has it, not copied.
 func (p *Producer) prepareBatch(pr *prepared, g []*batchEntry) {
 	size := 0
 	for _, e := range g {
-		size += e.size
+		size += e.size - len(e.msg.Body)
 	}
-	body := make([]byte, 0, size)
+	meta := make([]byte, 0, size)
+	// offsets into meta: where each message's head and tail end
+	cuts := make([]int, 0, 2*len(g))
 	be := binary.BigEndian
 	for _, e := range g {
 		m := e.msg
 		if e.uniq = m.Properties[message.PropertyUniqKey]; e.uniq == "" {
 			e.uniq, e.addUniq = client.NewUniqID(), true
 		}
-		start := len(body)
-		body = be.AppendUint32(body, 0) // total size, set below
-		body = be.AppendUint32(body, 0) // magic
-		body = be.AppendUint32(body, 0) // body CRC
-		body = be.AppendUint32(body, uint32(m.Flag))
-		body = be.AppendUint32(body, uint32(len(m.Body)))
-		body = append(body, m.Body...)
-		pl := len(body)
-		body = be.AppendUint16(body, 0)
-		body = message.Properties(m.Properties).AppendEncoded(body)
+		start := len(meta)
+		meta = be.AppendUint32(meta, 0) // total size, set below
+		meta = be.AppendUint32(meta, 0) // magic
+		meta = be.AppendUint32(meta, 0) // body CRC
+		meta = be.AppendUint32(meta, uint32(m.Flag))
+		meta = be.AppendUint32(meta, uint32(len(m.Body)))
+		cuts = append(cuts, len(meta))
+		pl := len(meta)
+		meta = be.AppendUint16(meta, 0)
+		meta = message.Properties(m.Properties).AppendEncoded(meta)
 		if e.addUniq {
-			if len(body) > pl+2 {
-				body = append(body, message.PropertySeparator)
+			if len(meta) > pl+2 {
+				meta = append(meta, message.PropertySeparator)
 			}
-			body = append(body, message.PropertyUniqKey...)
-			body = append(body, message.NameValueSeparator)
-			body = append(body, e.uniq...)
+			meta = append(meta, message.PropertyUniqKey...)
+			meta = append(meta, message.NameValueSeparator)
+			meta = append(meta, e.uniq...)
 		}
-		be.PutUint16(body[pl:], uint16(len(body)-pl-2))
-		be.PutUint32(body[start:], uint32(len(body)-start))
+		be.PutUint16(meta[pl:], uint16(len(meta)-pl-2))
+		be.PutUint32(meta[start:], uint32(len(meta)-start+len(m.Body)))
+		cuts = append(cuts, len(meta))
 	}
-	*pr = prepared{topic: g[0].msg.Topic, first: g[0].msg, batch: true, body: body}
+	parts := make([][]byte, 0, 3*len(g))
+	at := 0
+	for i, e := range g {
+		head, tail := cuts[2*i], cuts[2*i+1]
+		parts = append(parts, meta[at:head:head], e.msg.Body, meta[head:tail:tail])
+		at = tail
+	}
+	*pr = prepared{topic: g[0].msg.Topic, first: g[0].msg, batch: true, parts: parts}
 	pr.ext = map[string]string{
 		"a": p.group, "b": pr.topic, "c": p.o.createTopicKey, "d": p.queueNums,
 		"f": "0", "g": p.bornTimestamp(), "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true",

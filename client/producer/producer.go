@@ -193,6 +193,7 @@ type prepared struct {
 	first   *client.Message
 	ext     map[string]string
 	body    []byte
+	parts   [][]byte // the body as a vector, when set (automatic batches)
 	sysFlag int32
 }
 
@@ -353,7 +354,9 @@ func (pr *prepared) request(q client.MessageQueue) *remoting.Command {
 	}
 	pr.ext["e"] = strconv.Itoa(q.QueueID)
 	pr.ext["n"] = q.BrokerName
-	return client.NewRequest(code, pr.ext, pr.body)
+	req := client.NewRequest(code, pr.ext, pr.body)
+	req.BodyParts = pr.parts
+	return req
 }
 
 func retriable(err error) bool {
