@@ -292,3 +292,27 @@ func TestAutoBatchOff(t *testing.T) {
 	assert.Len(t, b.requests(remoting.SendMessageV2), 200)
 	assert.Empty(t, b.requests(remoting.SendBatchMessage))
 }
+
+// TestAutoBatchBurstBehindOneRequest: with the default two requests in
+// flight, sends that follow a first one still in flight are batched by the
+// goroutine the caller leaves them to; every one is answered once.
+func TestAutoBatchBurstBehindOneRequest(t *testing.T) {
+	b := &fakeBroker{name: "broker-a", code: remoting.Success, gate: make(chan struct{}, 1000)}
+	fc := newCluster(t, b)
+	p := newProducer(t, newClient(t, fc.ns))
+	ar := newAsyncResults()
+	ar.send(t, p, client.NewMessage("T", []byte("lead")))
+	waitUntil(t, func() bool { return len(b.requests(remoting.SendMessageV2)) == 1 })
+	for i := 0; i < 60; i++ {
+		ar.send(t, p, client.NewMessage("T", []byte(fmt.Sprint("burst", i))))
+	}
+	for i := 0; i < 1000; i++ {
+		b.gate <- struct{}{}
+	}
+	ar.wait(t)
+	assert.Equal(t, 61, b.sentMessages(t), "each message sent once")
+	assert.NotEmpty(t, b.requests(remoting.SendBatchMessage), "the burst went in batches")
+	for body, err := range ar.errs {
+		assert.NoError(t, err, body)
+	}
+}

@@ -803,6 +803,7 @@ type writeQueue struct {
 	q       []outFrame
 	spare   []outFrame
 	stopped bool
+	writing int // the writer goroutine and callers writing directly
 }
 
 type outFrame struct {
@@ -822,14 +823,24 @@ func (f *outFrame) nparts() int {
 	return 1
 }
 
-// enqueue encodes req and queues it for the writer goroutine.
+// directWriteMax is the largest frame enqueue writes from the caller's
+// goroutine: one that fits a socket buffer, so the caller does not wait
+// for the peer to read.
+const directWriteMax = 64 << 10
+
+// enqueue encodes req and queues it for the writer goroutine. A small
+// frame that finds the queue empty and nobody writing is written by the
+// caller at once: on an idle connection that saves waking the writer
+// goroutine (a scheduler hand-off per request); under load frames queue
+// and go out together.
 func (p *Peer) enqueue(req *Command) error {
 	if !p.startWriter() {
 		return ErrPeerClosed
 	}
 	hb := headerPool.Get().(*[]byte)
 	*hb = AppendHeader((*hb)[:0], req)
-	if n, max := len(*hb)+bodyLen(req), p.batch.MaxFrameSize(); n > max {
+	n, max := len(*hb)+bodyLen(req), p.batch.MaxFrameSize()
+	if n > max {
 		headerPool.Put(hb)
 		return fmt.Errorf("remoting: write to %s: %w: %d bytes exceeds %d", p.RemoteAddr(), transport.ErrFrameTooLarge, n, max)
 	}
@@ -839,6 +850,16 @@ func (p *Peer) enqueue(req *Command) error {
 		w.mu.Unlock()
 		headerPool.Put(hb)
 		return ErrPeerClosed
+	}
+	if len(w.q) == 0 && w.writing == 0 && n <= directWriteMax {
+		w.writing++
+		w.mu.Unlock()
+		err := p.writeDirect(*hb, req)
+		headerPool.Put(hb)
+		w.mu.Lock()
+		w.writing--
+		w.mu.Unlock()
+		return err
 	}
 	first := len(w.q) == 0
 	w.q = append(w.q, outFrame{hdr: hb, body: req.Body, parts: req.BodyParts})
@@ -850,6 +871,29 @@ func (p *Peer) enqueue(req *Command) error {
 		}
 	}
 	return nil
+}
+
+// writeDirect writes one request frame from the caller's goroutine, with
+// the transport's write timeout (no cancellation registration per call);
+// a failed write closes the peer, as the writer goroutine's does.
+func (p *Peer) writeDirect(hdr []byte, req *Command) error {
+	var err error
+	switch {
+	case len(req.BodyParts) > 0:
+		parts := make([][]byte, 0, len(req.BodyParts)+1)
+		parts = append(parts, hdr)
+		parts = append(parts, req.BodyParts...)
+		err = p.conn.WriteFrame(context.Background(), parts...)
+	case len(req.Body) > 0:
+		err = p.conn.WriteFrame(context.Background(), hdr, req.Body)
+	default:
+		err = p.conn.WriteFrame(context.Background(), hdr)
+	}
+	if err != nil {
+		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
+		p.closeWith(err)
+	}
+	return err
 }
 
 // startWriter starts the writer goroutine on first use; false when the
@@ -906,6 +950,7 @@ func (p *Peer) writeLoop() {
 				break
 			}
 			w.q, w.spare = w.spare[:0], nil
+			w.writing++
 			w.mu.Unlock()
 			for i := range q {
 				f := &q[i]
@@ -932,6 +977,7 @@ func (p *Peer) writeLoop() {
 			parts, frames = parts[:0], frames[:0]
 			w.mu.Lock()
 			w.spare = q[:0]
+			w.writing--
 			w.mu.Unlock()
 			if err != nil {
 				p.closeWith(fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err))
