@@ -70,6 +70,11 @@ type Command struct {
 	// pooledExt reports that ExtFields came from the decoder's pool; a
 	// handler registered with Router.RegisterScoped gives it back.
 	pooledExt bool
+	// frame is the received frame Body aliases and recycle the
+	// transport's taker of it (transport.FrameRecycler): a handler
+	// registered with Router.RegisterScoped gives it back too.
+	frame   []byte
+	recycle func([]byte)
 }
 
 // ExtField is one extFields entry.

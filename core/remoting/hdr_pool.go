@@ -47,3 +47,14 @@ func (c *Command) releaseExt() {
 		putExtMap(m)
 	}
 }
+
+// releaseFrame hands the frame Body aliases back to the transport and
+// drops Body.
+func (c *Command) releaseFrame() {
+	if c.recycle == nil {
+		return
+	}
+	f, r := c.frame, c.recycle
+	c.frame, c.recycle, c.Body = nil, nil, nil
+	r(f)
+}

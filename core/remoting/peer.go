@@ -82,6 +82,9 @@ type Peer struct {
 	// the transport cannot write several frames at once).
 	out   writeQueue
 	batch frameBatcher
+	// recycler takes back request frames after scoped handlers (nil when
+	// the transport does not reuse them).
+	recycler transport.FrameRecycler
 
 	// asyncPending counts the swept calls (async ones, and sync ones with
 	// a deadline) in the pending table;
@@ -174,6 +177,9 @@ func NewPeer(conn transport.Conn, h Handler, log *slog.Logger, opts PeerOptions)
 	if b, ok := conn.(frameBatcher); ok {
 		p.batch = b
 	}
+	if r, ok := conn.(transport.FrameRecycler); ok {
+		p.recycler = r
+	}
 	return p
 }
 
@@ -232,6 +238,9 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 	if cmd.IsResponse() {
 		p.complete(cmd)
 		return nil
+	}
+	if p.recycler != nil {
+		cmd.frame, cmd.recycle = frame, p.recycler.RecycleFrame
 	}
 	select {
 	case p.sem <- struct{}{}:

@@ -34,11 +34,13 @@ type route struct {
 func (r *Router) Register(code int32, h Handler) { r.register(code, route{h: h}) }
 
 // RegisterScoped binds code to h like Register, for a handler that keeps
-// no reference to req.ExtFields once it returns (it may keep req and the
-// strings it read from the map). When it returns, the router hands a
-// pooled header map (SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE,
-// PULL_MESSAGE requests) back to the decoder and sets req.ExtFields to
-// nil. Interceptors must not keep the map either.
+// no reference to req.ExtFields or req.Body once it returns (it may keep
+// req and the strings it read from the map). When it returns, the router
+// hands a pooled header map (SEND_MESSAGE, SEND_MESSAGE_V2,
+// SEND_BATCH_MESSAGE, PULL_MESSAGE requests) back to the decoder and the
+// request's frame back to the transport (transport.FrameRecycler), and
+// sets req.ExtFields and req.Body to nil. Interceptors must not keep the
+// map or the body either.
 func (r *Router) RegisterScoped(code int32, h Handler) {
 	r.register(code, route{h: h, scoped: true})
 }
@@ -93,6 +95,7 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 	ics, obs := r.interceptors, r.observers
 	r.mu.RUnlock()
 	if rt.scoped {
+		defer req.releaseFrame()
 		defer req.releaseExt()
 	}
 	for _, ic := range ics {

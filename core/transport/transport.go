@@ -63,6 +63,15 @@ type FrameDeliverer interface {
 	DeliverFrames(ctx context.Context, deliver func(frame []byte) error) error
 }
 
+// FrameRecycler is a Conn whose ReadFrame buffers can be used again:
+// RecycleFrame takes back a frame ReadFrame returned once nothing refers
+// to it (remoting does so after a handler that keeps nothing of its
+// request). Frames it does not recognise are left to the garbage
+// collector.
+type FrameRecycler interface {
+	RecycleFrame(frame []byte)
+}
+
 // Listener accepts frame connections.
 type Listener interface {
 	Accept(ctx context.Context) (Conn, error)

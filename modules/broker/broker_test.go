@@ -441,3 +441,76 @@ func TestConcurrentPullsKeepTheirRecords(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestConcurrentSendsStoreTheirBodies: request frames go back to the
+// transport's pool once a send's handler returns; sends and batches of
+// many sizes from several connections at once are each stored with their
+// own bytes (a frame reused too early would show as another body).
+func TestConcurrentSendsStoreTheirBodies(t *testing.T) {
+	h := startBroker(t, t.TempDir(), nil)
+	const workers, rounds = 9, 40
+	_, err := h.b.createTopic(&protocol.TopicConfig{TopicName: "Recycle", ReadQueueNums: workers, WriteQueueNums: workers, Perm: protocol.PermRead | protocol.PermWrite})
+	require.NoError(t, err)
+	clients := []*remoting.Client{h.client}
+	for i := 0; i < 2; i++ {
+		c := remoting.NewClient(transports().Dial, nil, nil, remoting.PeerOptions{})
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+	}
+	body := func(w, r, i int) string {
+		return fmt.Sprintf("w%d-r%d-i%d-%s", w, r, i, strings.Repeat(string(rune('a'+(w+r+i)%26)), (w*997+r*131+i*17)%20000))
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[w%len(clients)]
+			for r := 0; r < rounds; r++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				var req *remoting.Command
+				if r%2 == 0 {
+					req = remoting.NewRequest(remoting.SendMessage, sendExt("Recycle", w, message.Properties{}), []byte(body(w, r, 0)))
+				} else {
+					var b []byte
+					for i := 0; i < 5; i++ {
+						b = message.AppendBatchItem(b, message.BatchItem{Body: []byte(body(w, r, i))})
+					}
+					ext := map[string]string{"a": "PG", "b": "Recycle", "c": protocol.AutoCreateTopic, "d": "16", "e": strconv.Itoa(w), "f": "0", "g": "1", "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true"}
+					req = remoting.NewRequest(remoting.SendBatchMessage, ext, b)
+				}
+				resp, err := c.Invoke(ctx, h.addr, req)
+				cancel()
+				if !assert.NoError(t, err) || !assert.Equal(t, remoting.Success, resp.Code, resp.Remark) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for w := 0; w < workers; w++ {
+		var want []string
+		for r := 0; r < rounds; r++ {
+			n := 1
+			if r%2 == 1 {
+				n = 5
+			}
+			for i := 0; i < n; i++ {
+				want = append(want, body(w, r, i))
+			}
+		}
+		var got []string
+		for off := int64(0); off < int64(len(want)); {
+			pr := h.invoke(remoting.PullMessage, pullExt("G", "Recycle", w, off, pullSubscription, 0), nil)
+			require.Equal(t, remoting.Success, pr.Code, pr.Remark)
+			msgs, err := message.DecodeAll(pr.Body)
+			require.NoError(t, err)
+			for _, m := range msgs {
+				assert.True(t, m.VerifyCRC(), "queue %d offset %d", w, m.QueueOffset)
+				got = append(got, string(m.Body))
+			}
+			off += int64(len(msgs))
+		}
+		assert.Equal(t, want, got, "queue %d", w)
+	}
+}

@@ -142,6 +142,7 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 			// finish it in time is dropped.
 			tc := tls.Server(c, l.tls)
 			conn := NewConn(tc, l.cfg, l.maxFrame)
+			conn.pooled = true
 			go func() {
 				hctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
 				defer cancel()
@@ -151,7 +152,9 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 			}()
 			return conn, nil
 		}
-		return NewConn(c, l.cfg, l.maxFrame), nil
+		conn := NewConn(c, l.cfg, l.maxFrame)
+		conn.pooled = true
+		return conn, nil
 	}
 }
 
@@ -204,6 +207,9 @@ type Conn struct {
 	cfg      *Config
 	maxFrame int
 	eager    int // frames up to this size are allocated at once (readBody)
+	// pooled: frames come from the frame pools and RecycleFrame takes
+	// them back (accepted connections: a server recycles requests).
+	pooled bool
 
 	wmu sync.Mutex
 	w   *bufio.Writer
@@ -369,7 +375,7 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 			c.setReadDeadline(aLongTimeAgo)
 		}
 	}
-	buf, err := readBody(c.r, int(n), c.eager)
+	buf, err := readBody(c.r, int(n), c.eager, c.pooled)
 	if err != nil {
 		c.Close()
 		if errors.Is(err, io.EOF) {
@@ -385,26 +391,44 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 // arrive, so a peer that only declares a large length costs no memory.
 const eagerAlloc = 64 << 10
 
-func readBody(r io.Reader, n, eager int) ([]byte, error) {
-	if n <= max(eager, eagerAlloc) {
-		buf := make([]byte, n)
-		_, err := io.ReadFull(r, buf)
-		return buf, err
+func readBody(r io.Reader, n, eager int, pooled bool) ([]byte, error) {
+	alloc, drop := func(n, c int) []byte { return make([]byte, n, c) }, func([]byte) {}
+	if pooled {
+		alloc = func(n, c int) []byte { return getFrame(c)[:n] }
+		drop = putFrame
 	}
-	buf := make([]byte, 0, eagerAlloc)
+	if n <= max(eager, eagerAlloc) {
+		buf := alloc(n, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			drop(buf)
+			return nil, err
+		}
+		return buf, nil
+	}
+	buf := alloc(0, eagerAlloc)
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(2*cap(buf), n))
+			grown := alloc(len(buf), min(2*cap(buf), n))
 			copy(grown, buf)
+			drop(buf)
 			buf = grown
 		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]
 		if err != nil && len(buf) < n {
+			drop(buf)
 			return nil, err
 		}
 	}
 	return buf, nil
+}
+
+// RecycleFrame implements transport.FrameRecycler: a frame ReadFrame
+// returned goes back to the frame pools once the caller is done with it.
+func (c *Conn) RecycleFrame(frame []byte) {
+	if c.pooled {
+		putFrame(frame)
+	}
 }
 
 // readErr reports err, or the reason behind it: our own Close or ctx.

@@ -412,11 +412,13 @@ func TestAcceptCancelThenAccept(t *testing.T) {
 // TestLyingLengthCostsNoMemory: a peer that declares a 16 MiB frame and
 // sends a few bytes makes the reader hold only what arrived.
 func TestLyingLengthCostsNoMemory(t *testing.T) {
-	var r lyingReader
-	r.data = make([]byte, 100)
-	_, err := readBody(&r, 16<<20, eagerAlloc)
-	require.Error(t, err)
-	assert.LessOrEqual(t, r.maxAsked, eagerAlloc, "the buffer grows only as bytes arrive")
+	for _, pooled := range []bool{false, true} {
+		var r lyingReader
+		r.data = make([]byte, 100)
+		_, err := readBody(&r, 16<<20, eagerAlloc, pooled)
+		require.Error(t, err)
+		assert.LessOrEqual(t, r.maxAsked, eagerAlloc, "the buffer grows only as bytes arrive (pooled %v)", pooled)
+	}
 }
 
 // TestDialledConnReadsFramesWhole: a dialled connection (a client reading
@@ -438,7 +440,7 @@ func TestDialledConnReadsFramesWhole(t *testing.T) {
 
 	var r lyingReader
 	r.data = make([]byte, 300<<10)
-	got, err := readBody(&r, 300<<10, c.eager)
+	got, err := readBody(&r, 300<<10, c.eager, false)
 	require.NoError(t, err)
 	assert.Len(t, got, 300<<10)
 	assert.Equal(t, 300<<10, r.maxAsked, "one read into the whole frame")
@@ -466,7 +468,7 @@ func TestReadBodyLargeFrame(t *testing.T) {
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	got, err := readBody(bytes.NewReader(want), len(want), eagerAlloc)
+	got, err := readBody(bytes.NewReader(want), len(want), eagerAlloc, true)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 }
@@ -493,4 +495,57 @@ func TestSlowSenderDropped(t *testing.T) {
 	_, err = c.ReadFrame(ctx)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 4*time.Second)
+}
+
+func TestFramePoolClasses(t *testing.T) {
+	for _, tc := range []struct{ n, class int }{{1, 12}, {4096, 12}, {4097, 13}, {64 << 10, 16}, {(64 << 10) + 1, 17}, {4 << 20, 22}, {(4 << 20) + 1, -1}} {
+		assert.Equal(t, tc.class, frameClass(tc.n), "n=%d", tc.n)
+	}
+	b := getFrame(5000)
+	assert.Len(t, b, 5000)
+	assert.Equal(t, 8192, cap(b))
+	// Only buffers of a class's exact size are kept.
+	putFrame(make([]byte, 5000))
+	putFrame(b)
+	for i := 0; i < 10; i++ {
+		c := getFrame(6000)
+		assert.Equal(t, 8192, cap(c))
+		assert.Len(t, c, 6000)
+	}
+	big := getFrame(5 << 20)
+	assert.Equal(t, 5<<20, cap(big), "beyond the largest class: allocated to size")
+}
+
+// TestRecycledFramesCarryOnlyTheirBytes: an accepted connection reads
+// frames into pooled buffers; frames recycled at once and read again of
+// other sizes (both the eager and the growing path) hold exactly what was
+// sent, never bytes of an earlier frame.
+func TestRecycledFramesCarryOnlyTheirBytes(t *testing.T) {
+	ctx := context.Background()
+	ln, err := Listen(ctx, "127.0.0.1:0", NewConfig(), 0)
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := Dial(ctx, ln.Addr(), NewConfig(), 0)
+	require.NoError(t, err)
+	defer c.Close()
+	ac, err := ln.Accept(ctx)
+	require.NoError(t, err)
+	defer ac.Close()
+	sc := ac.(*Conn)
+	sizes := []int{10, 70000, 5, 200000, 4096, 300 << 10, 17, 65536, 65537}
+	go func() {
+		for i, n := range sizes {
+			c.WriteFrame(ctx, bytes.Repeat([]byte{byte('A' + i)}, n))
+		}
+	}()
+	for i, n := range sizes {
+		f, err := sc.ReadFrame(ctx)
+		require.NoError(t, err)
+		require.Len(t, f, n)
+		assert.Equal(t, bytes.Repeat([]byte{byte('A' + i)}, n), f, "frame %d", i)
+		for j := range f {
+			f[j] = 'x' // scribble: the next frame must not see it
+		}
+		sc.RecycleFrame(f)
+	}
 }
