@@ -142,9 +142,9 @@ func pullOnce(ctx context.Context, c *client.Client, a pullArgs) (*PullResult, e
 	if a.sysFlag&flagSubscription != 0 {
 		req.ExtFields["expressionType"] = string(a.sel.Type)
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	resp, err := c.Invoke(cctx, addr, req)
+	// The timeout is a deadline the connection sweeps, not a derived
+	// context (a timer per pull).
+	resp, err := c.InvokeDeadline(ctx, addr, req, time.Now().Add(a.timeout))
 	if err != nil {
 		return nil, fmt.Errorf("consumer: pull %s: %w", a.mq, err)
 	}

@@ -371,13 +371,30 @@ func TestFlowControl(t *testing.T) {
 					}
 				}
 			}()
-			var peak int64
-			waitFor(t, 60*time.Second, func() bool {
-				for _, st := range pc.Stats() {
-					peak = max(peak, tt.cap(st))
+			// The cache is sampled every millisecond (a coarser look can
+			// miss the moment it is full).
+			var peakV atomic.Int64
+			stop := make(chan struct{})
+			sampled := make(chan struct{})
+			go func() {
+				defer close(sampled)
+				for {
+					for _, st := range pc.Stats() {
+						if v := tt.cap(st); v > peakV.Load() {
+							peakV.Store(v)
+						}
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
 				}
-				return col.count() >= n
-			}, "%d messages", n)
+			}()
+			waitFor(t, 60*time.Second, func() bool { return col.count() >= n }, "%d messages", n)
+			close(stop)
+			<-sampled
+			peak := peakV.Load()
 			require.NoError(t, <-errs)
 			assert.LessOrEqual(t, peak, tt.max, "cache exceeded threshold + one pull batch")
 			assert.GreaterOrEqual(t, peak, tt.min, "the consumer never fell behind: flow control untested")
