@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quivermq/quiver/core/message"
@@ -158,6 +159,43 @@ func DecodeMessages(body []byte, brokerName string) ([]*MessageExt, error) {
 	}
 	return out, nil
 }
+
+// DecodeEach calls fn with each message of a pull body, in order, without
+// keeping any: the *MessageExt passed, its Properties map and its Body
+// (which aliases body) are reused or recycled once fn returns, so fn must
+// copy what it keeps. It is DecodeMessages for a caller that handles a
+// message at once (consumer.PullEach), without an allocation per message
+// beyond its properties and ids. fn returning false stops the walk.
+func DecodeEach(body []byte, brokerName string, fn func(*MessageExt) bool) error {
+	s := eachScratch.Get().(*eachState)
+	defer eachScratch.Put(s)
+	s.d = extDecoder{}
+	for len(body) > 0 {
+		k, err := message.DecodeStoredReusing(body, &s.e, s.d.topic, s.props)
+		if err != nil {
+			return fmt.Errorf("client: decode messages: %w", err)
+		}
+		body = body[k:]
+		s.d.topic = s.e.Topic
+		s.d.fill(&s.m, &s.e, brokerName)
+		if !fn(&s.m) {
+			break
+		}
+	}
+	s.e, s.m = message.Ext{}, MessageExt{}
+	clear(s.props)
+	return nil
+}
+
+// eachState is DecodeEach's reusable message.
+type eachState struct {
+	d     extDecoder
+	e     message.Ext
+	m     MessageExt
+	props message.Properties
+}
+
+var eachScratch = sync.Pool{New: func() any { return &eachState{props: message.Properties{}} }}
 
 // extDecoder keeps the strings the records of one pull repeat.
 type extDecoder struct {

@@ -146,13 +146,15 @@ func (q *quiverTarget) newSender(ctx context.Context, topic string, i int) (send
 	return &quiverSender{c: c, p: p, topic: topic}, nil
 }
 
+// Messages carry no properties map (the producer adds UNIQ_KEY to the
+// encoding, not to the map).
 func (s *quiverSender) send(ctx context.Context, body []byte) error {
-	_, err := s.p.SendSync(ctx, client.NewMessage(s.topic, body))
+	_, err := s.p.SendSync(ctx, &client.Message{Topic: s.topic, Body: body})
 	return err
 }
 
 func (s *quiverSender) sendAsync(ctx context.Context, body []byte, done func(error)) error {
-	return s.p.SendAsync(ctx, func(_ context.Context, _ *client.SendResult, err error) { done(err) }, client.NewMessage(s.topic, body))
+	return s.p.SendAsync(ctx, func(_ context.Context, _ *client.SendResult, err error) { done(err) }, &client.Message{Topic: s.topic, Body: body})
 }
 
 func (s *quiverSender) close() {
@@ -164,7 +166,8 @@ func (s *quiverSender) close() {
 
 // consume runs consumers pull consumers of group; consumer i pulls the
 // queues i, i+consumers, ... from offset 0, one long-polling goroutine per
-// queue (what the push consumer does, without its rebalance delay).
+// queue (what the push consumer does, without its rebalance delay), with
+// PullEach (fn keeps nothing of a body).
 func (q *quiverTarget) consume(ctx context.Context, topic, group string, consumers int, fn func([]byte)) (func(), error) {
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -204,16 +207,14 @@ func (q *quiverTarget) consume(ctx context.Context, topic, group string, consume
 				var off int64
 				for cctx.Err() == nil {
 					pctx, pcancel := context.WithTimeout(cctx, 5*time.Second)
-					r, err := pc.Pull(pctx, mq, consumer.All(), off, quiverPullBatch)
+					// fn keeps nothing of a body: PullEach reuses the memory.
+					r, err := pc.PullEach(pctx, mq, consumer.All(), off, quiverPullBatch, func(m *client.MessageExt) { fn(m.Body) })
 					pcancel()
 					if err != nil {
 						if cctx.Err() == nil {
 							time.Sleep(10 * time.Millisecond)
 						}
 						continue
-					}
-					for _, m := range r.Messages {
-						fn(m.Body)
 					}
 					if r.NextBeginOffset > off {
 						off = r.NextBeginOffset

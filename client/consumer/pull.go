@@ -108,6 +108,9 @@ type pullArgs struct {
 	timeout      time.Duration
 	sel          Selector
 	brokerID     int64
+	// each, when set, gets the messages one by one instead of the result
+	// (PullEach); the answer's frame is recycled afterwards.
+	each func(*client.MessageExt)
 }
 
 // pullOnce sends one PULL_MESSAGE.
@@ -156,6 +159,24 @@ func pullOnce(ctx context.Context, c *client.Client, a pullArgs) (*PullResult, e
 	switch resp.Code {
 	case remoting.Success:
 		r.Status = Found
+		if a.each != nil {
+			keep := a.sel.tagFilter()
+			minOff, maxOff := resp.Ext("minOffset"), resp.Ext("maxOffset")
+			err := client.DecodeEach(resp.Body, a.mq.BrokerName, func(m *client.MessageExt) bool {
+				m.Queue = a.mq
+				if keep == nil || keep(m) {
+					m.Properties["MIN_OFFSET"] = minOff
+					m.Properties["MAX_OFFSET"] = maxOff
+					a.each(m)
+				}
+				return true
+			})
+			resp.Release()
+			if err != nil {
+				return nil, fmt.Errorf("consumer: pull %s: %w", a.mq, err)
+			}
+			break
+		}
 		msgs, err := client.DecodeMessages(resp.Body, a.mq.BrokerName)
 		if err != nil {
 			return nil, fmt.Errorf("consumer: pull %s: %w", a.mq, err)

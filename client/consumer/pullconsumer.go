@@ -167,6 +167,23 @@ func (p *PullConsumer) Queues(ctx context.Context, topic string) ([]client.Messa
 // polling, at most 20 s and leaving a margin before the deadline);
 // without one it answers at once.
 func (p *PullConsumer) Pull(ctx context.Context, mq client.MessageQueue, sel Selector, offset int64, max int) (*PullResult, error) {
+	return p.pull(ctx, mq, sel, offset, max, nil)
+}
+
+// PullEach is Pull handing each message to fn, in order, instead of
+// returning them (the result has no Messages): the message, its body and
+// its properties are valid only until fn returns, after which their
+// memory serves the next message and the next pull. A consumer that
+// handles messages as they come and copies what it keeps avoids an
+// allocation per message that way.
+func (p *PullConsumer) PullEach(ctx context.Context, mq client.MessageQueue, sel Selector, offset int64, max int, fn func(*client.MessageExt)) (*PullResult, error) {
+	if fn == nil {
+		return nil, errors.New("consumer: PullEach needs a function")
+	}
+	return p.pull(ctx, mq, sel, offset, max, fn)
+}
+
+func (p *PullConsumer) pull(ctx context.Context, mq client.MessageQueue, sel Selector, offset int64, max int, each func(*client.MessageExt)) (*PullResult, error) {
 	sel = sel.norm()
 	flag := flagSubscription
 	var suspend time.Duration
@@ -182,7 +199,7 @@ func (p *PullConsumer) Pull(ctx context.Context, mq client.MessageQueue, sel Sel
 		max = p.o.pullBatchSize
 	}
 	return pullOnce(ctx, p.c, pullArgs{group: p.group, mq: mq, offset: offset, max: max, sysFlag: flag,
-		suspend: suspend, timeout: timeout, sel: sel})
+		suspend: suspend, timeout: timeout, sel: sel, each: each})
 }
 
 // CommittedOffset returns the group's committed offset of mq, -1 if none.

@@ -316,3 +316,24 @@ func TestAutoBatchBurstBehindOneRequest(t *testing.T) {
 		assert.NoError(t, err, body)
 	}
 }
+
+// TestMessageWithoutProperties: a Message literal with no properties map
+// is sent alone and in batches, with a UNIQ_KEY.
+func TestMessageWithoutProperties(t *testing.T) {
+	b := &fakeBroker{name: "broker-a", code: remoting.Success}
+	fc := newCluster(t, b)
+	p := newProducer(t, newClient(t, fc.ns))
+	res, err := p.SendSync(context.Background(), &client.Message{Topic: "T", Body: []byte("plain")})
+	require.NoError(t, err)
+	assert.Len(t, res.MsgID, 32)
+	ar := newAsyncResults()
+	for i := 0; i < 100; i++ {
+		ar.send(t, p, &client.Message{Topic: "T", Body: []byte(fmt.Sprint("p", i))})
+	}
+	ar.wait(t)
+	for body, err := range ar.errs {
+		require.NoError(t, err, body)
+		assert.Len(t, ar.res[body].MsgID, 32)
+	}
+	assert.Equal(t, 101, b.sentMessages(t))
+}

@@ -224,6 +224,12 @@ func DecodeStored(b []byte) (*Ext, int, error) {
 // topic, m.Topic is that string rather than a new one (the records of a
 // pull share their topic).
 func DecodeStoredInto(b []byte, m *Ext, topic string) (int, error) {
+	return DecodeStoredReusing(b, m, topic, nil)
+}
+
+// DecodeStoredReusing is DecodeStoredInto with the properties parsed into
+// props (emptied first) when it is not nil, instead of a new map.
+func DecodeStoredReusing(b []byte, m *Ext, topic string, props Properties) (int, error) {
 	r := reader{b: b}
 	*m = Ext{}
 	m.StoreSize = int32(r.u32())
@@ -262,9 +268,16 @@ func DecodeStoredInto(b []byte, m *Ext, topic string) (int, error) {
 		m.Topic = string(tb)
 	}
 	pl := int16(r.u16())
-	if pl > 0 {
+	switch {
+	case props != nil:
+		clear(props)
+		if pl > 0 {
+			parsePropertiesInto(props, string(r.bytes(int(pl))))
+		}
+		m.Properties = props
+	case pl > 0:
 		m.Properties = ParseProperties(string(r.bytes(int(pl))))
-	} else {
+	default:
 		m.Properties = Properties{}
 	}
 	if r.err != nil {

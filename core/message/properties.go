@@ -19,6 +19,11 @@ type Properties map[string]string
 // pairs with an empty key or value, as Java does.
 func ParseProperties(s string) Properties {
 	p := make(Properties, 8)
+	parsePropertiesInto(p, s)
+	return p
+}
+
+func parsePropertiesInto(p Properties, s string) {
 	for len(s) > 0 {
 		i := strings.IndexByte(s, PropertySeparator)
 		var item string
@@ -33,7 +38,6 @@ func ParseProperties(s string) Properties {
 		}
 		p[item[:j]] = item[j+1:]
 	}
-	return p
 }
 
 // Encode returns the properties string in the Java form, keys sorted so the

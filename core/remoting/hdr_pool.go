@@ -48,9 +48,14 @@ func (c *Command) releaseExt() {
 	}
 }
 
-// releaseFrame hands the frame Body aliases back to the transport and
-// drops Body.
-func (c *Command) releaseFrame() {
+// Release hands the frame a received command was read into back to its
+// transport for reuse (transport.FrameRecycler) and drops Body: the
+// caller must keep nothing of Body afterwards. It does nothing for a
+// command built locally or read by a transport that does not recycle
+// frames; a second call does nothing. Handlers registered with
+// Router.RegisterScoped have their request released for them; a caller
+// done with a response's body may release it (consumer.PullEach does).
+func (c *Command) Release() {
 	if c.recycle == nil {
 		return
 	}

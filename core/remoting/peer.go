@@ -235,12 +235,12 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 		p.log.Warn("closing connection: undecodable frame", "err", err, "bytes", len(frame))
 		return err
 	}
+	if p.recycler != nil {
+		cmd.frame, cmd.recycle = frame, p.recycler.RecycleFrame
+	}
 	if cmd.IsResponse() {
 		p.complete(cmd)
 		return nil
-	}
-	if p.recycler != nil {
-		cmd.frame, cmd.recycle = frame, p.recycler.RecycleFrame
 	}
 	select {
 	case p.sem <- struct{}{}:

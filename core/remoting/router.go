@@ -95,7 +95,7 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 	ics, obs := r.interceptors, r.observers
 	r.mu.RUnlock()
 	if rt.scoped {
-		defer req.releaseFrame()
+		defer req.Release()
 		defer req.releaseExt()
 	}
 	for _, ic := range ics {

@@ -5,19 +5,24 @@ import (
 	"sync"
 )
 
-// Frame buffers of accepted connections come from pools of power-of-two
-// sizes and go back through Conn.RecycleFrame once remoting is done with
-// a request (transport.FrameRecycler): a broker under load then reads
-// every send into memory it has used before instead of allocating (and
-// the garbage collector clearing) a new buffer per request.
+// Frame buffers come from pools of power-of-two classes and go back
+// through Conn.RecycleFrame once their reader is done with them
+// (transport.FrameRecycler): a broker under load reads every send into
+// memory it has used before instead of allocating (and the garbage
+// collector clearing) a new buffer per request, and a client handing pull
+// answers back does the same. A buffer is allocated to its exact size
+// when its class has none spare, so a frame nobody gives back costs what
+// it did before; a recycled buffer joins the class its capacity fills
+// and serves frames up to that size.
 const (
-	minFrameClass = 12 // 4 KiB
+	minFrameClass = 9  // 512 B
 	maxFrameClass = 22 // 4 MiB; larger frames are allocated and dropped
 )
 
 var framePools [maxFrameClass - minFrameClass + 1]sync.Pool
 
-// frameClass is the smallest class holding n bytes, or -1.
+// frameClass is the smallest class whose buffers hold n bytes (those of
+// class c have a capacity of at least 1<<c), or -1 beyond the largest.
 func frameClass(n int) int {
 	c := bits.Len(uint(n - 1))
 	if n <= 1<<minFrameClass {
@@ -29,25 +34,24 @@ func frameClass(n int) int {
 	return c
 }
 
-// getFrame returns a buffer of length n, from a pool where n fits one.
+// getFrame returns a buffer of length n: a recycled one when its class has
+// one, otherwise a new one of exactly n bytes.
 func getFrame(n int) []byte {
-	c := frameClass(n)
-	if c < 0 {
-		return make([]byte, n)
+	if c := frameClass(n); c >= 0 {
+		if v := framePools[c-minFrameClass].Get(); v != nil {
+			return (*(v.(*[]byte)))[:n]
+		}
 	}
-	if v := framePools[c-minFrameClass].Get(); v != nil {
-		return (*(v.(*[]byte)))[:n]
-	}
-	return make([]byte, n, 1<<c)
+	return make([]byte, n)
 }
 
-// putFrame keeps b for reuse when its capacity is exactly a class size
-// (so it came from getFrame).
+// putFrame keeps b for frames of up to the class its capacity fills.
 func putFrame(b []byte) {
-	c := bits.Len(uint(cap(b))) - 1
-	if c < minFrameClass || c > maxFrameClass || cap(b) != 1<<c {
+	c := bits.Len(uint(cap(b))) - 1 // 1<<c <= cap(b)
+	if c < minFrameClass {
 		return
 	}
+	c = min(c, maxFrameClass)
 	b = b[:0]
 	framePools[c-minFrameClass].Put(&b)
 }

@@ -142,7 +142,6 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 			// finish it in time is dropped.
 			tc := tls.Server(c, l.tls)
 			conn := NewConn(tc, l.cfg, l.maxFrame)
-			conn.pooled = true
 			go func() {
 				hctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
 				defer cancel()
@@ -152,9 +151,7 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 			}()
 			return conn, nil
 		}
-		conn := NewConn(c, l.cfg, l.maxFrame)
-		conn.pooled = true
-		return conn, nil
+		return NewConn(c, l.cfg, l.maxFrame), nil
 	}
 }
 
@@ -207,9 +204,6 @@ type Conn struct {
 	cfg      *Config
 	maxFrame int
 	eager    int // frames up to this size are allocated at once (readBody)
-	// pooled: frames come from the frame pools and RecycleFrame takes
-	// them back (accepted connections: a server recycles requests).
-	pooled bool
 
 	wmu sync.Mutex
 	w   *bufio.Writer
@@ -375,7 +369,7 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 			c.setReadDeadline(aLongTimeAgo)
 		}
 	}
-	buf, err := readBody(c.r, int(n), c.eager, c.pooled)
+	buf, err := readBody(c.r, int(n), c.eager)
 	if err != nil {
 		c.Close()
 		if errors.Is(err, io.EOF) {
@@ -391,32 +385,29 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 // arrive, so a peer that only declares a large length costs no memory.
 const eagerAlloc = 64 << 10
 
-func readBody(r io.Reader, n, eager int, pooled bool) ([]byte, error) {
-	alloc, drop := func(n, c int) []byte { return make([]byte, n, c) }, func([]byte) {}
-	if pooled {
-		alloc = func(n, c int) []byte { return getFrame(c)[:n] }
-		drop = putFrame
-	}
+// readBody reads an n-byte frame into a buffer from the frame pools
+// (framepool.go).
+func readBody(r io.Reader, n, eager int) ([]byte, error) {
 	if n <= max(eager, eagerAlloc) {
-		buf := alloc(n, n)
+		buf := getFrame(n)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			drop(buf)
+			putFrame(buf)
 			return nil, err
 		}
 		return buf, nil
 	}
-	buf := alloc(0, eagerAlloc)
+	buf := getFrame(eagerAlloc)[:0]
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			grown := alloc(len(buf), min(2*cap(buf), n))
+			grown := getFrame(min(2*cap(buf), n))[:len(buf)]
 			copy(grown, buf)
-			drop(buf)
+			putFrame(buf)
 			buf = grown
 		}
 		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]
 		if err != nil && len(buf) < n {
-			drop(buf)
+			putFrame(buf)
 			return nil, err
 		}
 	}
@@ -425,11 +416,7 @@ func readBody(r io.Reader, n, eager int, pooled bool) ([]byte, error) {
 
 // RecycleFrame implements transport.FrameRecycler: a frame ReadFrame
 // returned goes back to the frame pools once the caller is done with it.
-func (c *Conn) RecycleFrame(frame []byte) {
-	if c.pooled {
-		putFrame(frame)
-	}
-}
+func (c *Conn) RecycleFrame(frame []byte) { putFrame(frame) }
 
 // readErr reports err, or the reason behind it: our own Close or ctx.
 func (c *Conn) readErr(ctx context.Context, err error) error {
