@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quivermq/quiver/client"
@@ -113,6 +114,9 @@ type pullArgs struct {
 	each func(*client.MessageExt)
 }
 
+// pullMaps recycles PULL_MESSAGE header maps.
+var pullMaps = sync.Pool{New: func() any { return make(map[string]string, 16) }}
+
 // pullOnce sends one PULL_MESSAGE.
 func pullOnce(ctx context.Context, c *client.Client, a pullArgs) (*PullResult, error) {
 	addr, ok := c.BrokerAddrFor(a.mq.BrokerName, a.brokerID)
@@ -128,23 +132,26 @@ func pullOnce(ctx context.Context, c *client.Client, a pullArgs) (*PullResult, e
 	if a.sysFlag&flagSubscription != 0 {
 		sub = a.sel.Expression
 	}
-	req := client.NewRequest(remoting.PullMessage, map[string]string{
-		"consumerGroup":        a.group,
-		"topic":                a.mq.Topic,
-		"queueId":              strconv.Itoa(a.mq.QueueID),
-		"queueOffset":          strconv.FormatInt(a.offset, 10),
-		"maxMsgNums":           strconv.Itoa(a.max),
-		"sysFlag":              strconv.Itoa(a.sysFlag),
-		"commitOffset":         strconv.FormatInt(a.commitOffset, 10),
-		"suspendTimeoutMillis": strconv.FormatInt(a.suspend.Milliseconds(), 10),
-		"subscription":         sub,
-		"subVersion":           "0",
-		"expressionType":       string(TAG),
-		"bname":                a.mq.BrokerName,
-	}, nil)
+	// The header map is reused: the request is encoded before Invoke
+	// returns and nothing keeps the map.
+	ext := pullMaps.Get().(map[string]string)
+	defer func() { clear(ext); pullMaps.Put(ext) }()
+	ext["consumerGroup"] = a.group
+	ext["topic"] = a.mq.Topic
+	ext["queueId"] = strconv.Itoa(a.mq.QueueID)
+	ext["queueOffset"] = strconv.FormatInt(a.offset, 10)
+	ext["maxMsgNums"] = strconv.Itoa(a.max)
+	ext["sysFlag"] = strconv.Itoa(a.sysFlag)
+	ext["commitOffset"] = strconv.FormatInt(a.commitOffset, 10)
+	ext["suspendTimeoutMillis"] = strconv.FormatInt(a.suspend.Milliseconds(), 10)
+	ext["subscription"] = sub
+	ext["subVersion"] = "0"
+	ext["expressionType"] = string(TAG)
+	ext["bname"] = a.mq.BrokerName
 	if a.sysFlag&flagSubscription != 0 {
-		req.ExtFields["expressionType"] = string(a.sel.Type)
+		ext["expressionType"] = string(a.sel.Type)
 	}
+	req := client.NewRequest(remoting.PullMessage, ext, nil)
 	// The timeout is a deadline the connection sweeps, not a derived
 	// context (a timer per pull).
 	resp, err := c.InvokeDeadline(ctx, addr, req, time.Now().Add(a.timeout))

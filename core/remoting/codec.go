@@ -127,7 +127,7 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		return nil, fmt.Errorf("%w: extFields length %d", ErrBadHeader, el)
 	}
 	ext := b[p : p+el]
-	if pooledExtCode(c.Code) && c.Flag&FlagResponse == 0 {
+	if pooledExt(c) {
 		c.ExtFields, c.pooledExt = getExtMap(), true
 	} else {
 		c.ExtFields = make(map[string]string, countBinaryPairs(ext))

@@ -12,4 +12,4 @@ func PooledExt(c *Command) bool { return c.pooledExt }
 
 // Release gives c's pooled map back, as the router does after a scoped
 // handler.
-func Release(c *Command) { c.releaseExt() }
+func Release(c *Command) { c.Release() }

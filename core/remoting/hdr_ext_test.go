@@ -70,7 +70,7 @@ func countSubstr(s, sub string) int {
 	return n
 }
 
-func TestDecodePoolsSendAndPullRequestMaps(t *testing.T) {
+func TestDecodePoolsSendAndPullRequestAndResponseMaps(t *testing.T) {
 	tests := []struct {
 		name string
 		give *remoting.Command
@@ -81,7 +81,8 @@ func TestDecodePoolsSendAndPullRequestMaps(t *testing.T) {
 		{"batch", &remoting.Command{Code: remoting.SendBatchMessage}, true},
 		{"pull", &remoting.Command{Code: remoting.PullMessage}, true},
 		{"other request", &remoting.Command{Code: remoting.HeartBeat}, false},
-		{"response with code 10", &remoting.Command{Code: 10, Flag: remoting.FlagResponse}, false},
+		{"response with code 10", &remoting.Command{Code: 10, Flag: remoting.FlagResponse}, true},
+		{"response with code 0", &remoting.Command{Code: 0, Flag: remoting.FlagResponse}, true},
 	}
 	for _, tt := range tests {
 		for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {

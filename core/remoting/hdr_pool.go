@@ -3,16 +3,16 @@ package remoting
 import "sync"
 
 // The extFields maps of SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE and
-// PULL_MESSAGE requests are recycled: they are a quarter of a broker's
-// allocations under a publish load, and every request fills one of about
-// the same size. The ownership rule: Decode takes the map from the pool
-// for a request with one of these codes (Command.pooledExt); only the
-// Router gives it back, after a handler registered with RegisterScoped
-// returned, i.e. one that promises to keep no reference to the map. A
-// pooled map that never reaches such a handler (a client's decode, any
-// other handler) is simply collected.
+// PULL_MESSAGE requests, and of responses, are recycled: they are a
+// quarter of a broker's allocations under a publish load, and every
+// request fills one of about the same size. The ownership rule: Decode
+// takes the map from the pool for such a command (Command.pooledExt);
+// only Release gives it back: the Router's, after a handler registered
+// with RegisterScoped returned (one that promises to keep no reference to
+// the map), or a caller's done with a response (consumer.PullEach). A
+// pooled map that is never released is simply collected.
 
-// pooledExtCodes are the request codes whose header maps are pooled.
+// pooledExtCode reports the request codes whose header maps are pooled.
 func pooledExtCode(code int32) bool {
 	switch code {
 	case SendMessage, SendMessageV2, SendBatchMessage, PullMessage:
@@ -21,10 +21,19 @@ func pooledExtCode(code int32) bool {
 	return false
 }
 
-// extMapSize covers SEND_MESSAGE_V2's a..n and PULL_MESSAGE's fields.
+// pooledExt reports whether c's decoded header map may go back to the
+// pool (its code and flag known).
+func pooledExt(c *Command) bool {
+	return c.Flag&FlagResponse != 0 || pooledExtCode(c.Code)
+}
+
+// extMapSize is about the fields of SEND_MESSAGE_V2 (a..n) and PULL_MESSAGE.
 const extMapSize = 16
 
-var extMapPool = sync.Pool{New: func() any { return make(map[string]string, extMapSize) }}
+// A new map starts small and grows to what its command needs (most
+// responses are not given back, and carry a few fields); one that comes
+// back keeps its size.
+var extMapPool = sync.Pool{New: func() any { return make(map[string]string) }}
 
 func getExtMap() map[string]string { return extMapPool.Get().(map[string]string) }
 
@@ -48,14 +57,15 @@ func (c *Command) releaseExt() {
 	}
 }
 
-// Release hands the frame a received command was read into back to its
-// transport for reuse (transport.FrameRecycler) and drops Body: the
-// caller must keep nothing of Body afterwards. It does nothing for a
-// command built locally or read by a transport that does not recycle
-// frames; a second call does nothing. Handlers registered with
-// Router.RegisterScoped have their request released for them; a caller
-// done with a response's body may release it (consumer.PullEach does).
+// Release hands the decoded header map back to the pool and the frame the
+// command was read into back to its transport (transport.FrameRecycler),
+// and drops ExtFields and Body: the caller must keep nothing of either
+// afterwards (strings read from them stay valid). It does nothing for a
+// command built locally; a second call does nothing. Handlers registered
+// with Router.RegisterScoped have their request released for them; a
+// caller done with a response may release it (consumer.PullEach does).
 func (c *Command) Release() {
+	c.releaseExt()
 	if c.recycle == nil {
 		return
 	}

@@ -50,7 +50,9 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 					c.Remark, ok = p.str()
 				}
 			case "extFields":
-				pool := pooledExtCode(c.Code) && c.Flag&FlagResponse == 0 && !c.pooledExt
+				// From the pool whatever the command: whether it goes back
+				// is known once the code and flag are (below).
+				pool := !c.pooledExt
 				c.ExtFields, ok = p.extFields(pool)
 				c.pooledExt = pool && ok && c.ExtFields != nil
 			case "serializeTypeCurrentRPC":
@@ -83,8 +85,8 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 		c.releaseExt()
 		return nil, false
 	}
-	if c.IsResponse() {
-		c.pooledExt = false // flag came after extFields: the map stays with this response
+	if !pooledExt(c) {
+		c.pooledExt = false // the map stays with the command
 	}
 	if c.ExtFields == nil {
 		c.ExtFields = map[string]string{}

@@ -359,10 +359,10 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 	var err error
 	switch {
 	case len(c.BodyParts) > 0:
-		parts := make([][]byte, 0, len(c.BodyParts)+1)
-		parts = append(parts, h)
-		parts = append(parts, c.BodyParts...)
-		err = p.conn.WriteFrame(ctx, parts...)
+		pp := getParts()
+		*pp = append(append(*pp, h), c.BodyParts...)
+		err = p.conn.WriteFrame(ctx, *pp...)
+		putParts(pp)
 	case len(c.Body) > 0:
 		err = p.conn.WriteFrame(ctx, h, c.Body)
 	default:
@@ -381,6 +381,22 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 }
 
 var headerPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// partsPool holds the part lists of frames written as vectors (the header
+// and the body's parts): transports hold nothing of the list once
+// WriteFrame returns.
+var partsPool = sync.Pool{New: func() any { p := make([][]byte, 0, 64); return &p }}
+
+func getParts() *[][]byte { return partsPool.Get().(*[][]byte) }
+
+func putParts(p *[][]byte) {
+	if cap(*p) > 4096 {
+		return
+	}
+	clear(*p)
+	*p = (*p)[:0]
+	partsPool.Put(p)
+}
 
 // Reply sends a response prepared with NewResponse for a request whose
 // handler returned nil.
@@ -889,10 +905,10 @@ func (p *Peer) writeDirect(hdr []byte, req *Command) error {
 	var err error
 	switch {
 	case len(req.BodyParts) > 0:
-		parts := make([][]byte, 0, len(req.BodyParts)+1)
-		parts = append(parts, hdr)
-		parts = append(parts, req.BodyParts...)
-		err = p.conn.WriteFrame(context.Background(), parts...)
+		pp := getParts()
+		*pp = append(append(*pp, hdr), req.BodyParts...)
+		err = p.conn.WriteFrame(context.Background(), *pp...)
+		putParts(pp)
 	case len(req.Body) > 0:
 		err = p.conn.WriteFrame(context.Background(), hdr, req.Body)
 	default:

@@ -96,7 +96,6 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 	r.mu.RUnlock()
 	if rt.scoped {
 		defer req.Release()
-		defer req.releaseExt()
 	}
 	for _, ic := range ics {
 		if resp := ic(ctx, p, req); resp != nil {

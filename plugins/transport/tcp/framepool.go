@@ -10,10 +10,13 @@ import (
 // (transport.FrameRecycler): a broker under load reads every send into
 // memory it has used before instead of allocating (and the garbage
 // collector clearing) a new buffer per request, and a client handing pull
-// answers back does the same. A buffer is allocated to its exact size
-// when its class has none spare, so a frame nobody gives back costs what
-// it did before; a recycled buffer joins the class its capacity fills
-// and serves frames up to that size.
+// answers back does the same. A recycled buffer joins the class its
+// capacity fills and serves frames up to that size. When its class has
+// none spare, a buffer is allocated with its class's full capacity where
+// frames are given back as a rule (accepted connections: a server's
+// requests), and to its exact size elsewhere (a client's answers are
+// mostly kept by their messages), so a frame nobody gives back costs what
+// it did before.
 const (
 	minFrameClass = 9  // 512 B
 	maxFrameClass = 22 // 4 MiB; larger frames are allocated and dropped
@@ -35,12 +38,28 @@ func frameClass(n int) int {
 }
 
 // getFrame returns a buffer of length n: a recycled one when its class has
-// one, otherwise a new one of exactly n bytes.
-func getFrame(n int) []byte {
-	if c := frameClass(n); c >= 0 {
-		if v := framePools[c-minFrameClass].Get(); v != nil {
-			return (*(v.(*[]byte)))[:n]
+// one, otherwise a new one of the class's capacity (full) or of n bytes.
+func getFrame(n int, full bool) []byte {
+	c := frameClass(n)
+	if c < 0 {
+		return make([]byte, n)
+	}
+	if v := framePools[c-minFrameClass].Get(); v != nil {
+		return (*(v.(*[]byte)))[:n]
+	}
+	if !full && c > minFrameClass {
+		// Buffers allocated to their exact size join the class below
+		// the one their size asks for: one of them may still fit.
+		pool := &framePools[c-1-minFrameClass]
+		if v := pool.Get(); v != nil {
+			if b := *(v.(*[]byte)); cap(b) >= n {
+				return b[:n]
+			}
+			pool.Put(v)
 		}
+	}
+	if full {
+		return make([]byte, n, 1<<c)
 	}
 	return make([]byte, n)
 }

@@ -142,6 +142,7 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 			// finish it in time is dropped.
 			tc := tls.Server(c, l.tls)
 			conn := NewConn(tc, l.cfg, l.maxFrame)
+			conn.fullFrames = true
 			go func() {
 				hctx, cancel := context.WithTimeout(context.Background(), tlsHandshakeTimeout)
 				defer cancel()
@@ -151,7 +152,9 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 			}()
 			return conn, nil
 		}
-		return NewConn(c, l.cfg, l.maxFrame), nil
+		conn := NewConn(c, l.cfg, l.maxFrame)
+		conn.fullFrames = true
+		return conn, nil
 	}
 }
 
@@ -204,6 +207,9 @@ type Conn struct {
 	cfg      *Config
 	maxFrame int
 	eager    int // frames up to this size are allocated at once (readBody)
+	// fullFrames: new frame buffers get their pool class's whole capacity
+	// (accepted connections, whose frames remoting gives back).
+	fullFrames bool
 
 	wmu sync.Mutex
 	w   *bufio.Writer
@@ -369,7 +375,7 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 			c.setReadDeadline(aLongTimeAgo)
 		}
 	}
-	buf, err := readBody(c.r, int(n), c.eager)
+	buf, err := readBody(c.r, int(n), c.eager, c.fullFrames)
 	if err != nil {
 		c.Close()
 		if errors.Is(err, io.EOF) {
@@ -387,19 +393,19 @@ const eagerAlloc = 64 << 10
 
 // readBody reads an n-byte frame into a buffer from the frame pools
 // (framepool.go).
-func readBody(r io.Reader, n, eager int) ([]byte, error) {
+func readBody(r io.Reader, n, eager int, full bool) ([]byte, error) {
 	if n <= max(eager, eagerAlloc) {
-		buf := getFrame(n)
+		buf := getFrame(n, full)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			putFrame(buf)
 			return nil, err
 		}
 		return buf, nil
 	}
-	buf := getFrame(eagerAlloc)[:0]
+	buf := getFrame(eagerAlloc, full)[:0]
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			grown := getFrame(min(2*cap(buf), n))[:len(buf)]
+			grown := getFrame(min(2*cap(buf), n), full)[:len(buf)]
 			copy(grown, buf)
 			putFrame(buf)
 			buf = grown

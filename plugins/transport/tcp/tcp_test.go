@@ -414,7 +414,7 @@ func TestAcceptCancelThenAccept(t *testing.T) {
 func TestLyingLengthCostsNoMemory(t *testing.T) {
 	var r lyingReader
 	r.data = make([]byte, 100)
-	_, err := readBody(&r, 16<<20, eagerAlloc)
+	_, err := readBody(&r, 16<<20, eagerAlloc, true)
 	require.Error(t, err)
 	// (a recycled buffer of the first class may be up to twice its size)
 	assert.Less(t, r.maxAsked, 2*eagerAlloc, "the buffer grows only as bytes arrive")
@@ -439,7 +439,7 @@ func TestDialledConnReadsFramesWhole(t *testing.T) {
 
 	var r lyingReader
 	r.data = make([]byte, 300<<10)
-	got, err := readBody(&r, 300<<10, c.eager)
+	got, err := readBody(&r, 300<<10, c.eager, false)
 	require.NoError(t, err)
 	assert.Len(t, got, 300<<10)
 	assert.Equal(t, 300<<10, r.maxAsked, "one read into the whole frame")
@@ -467,7 +467,7 @@ func TestReadBodyLargeFrame(t *testing.T) {
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	got, err := readBody(bytes.NewReader(want), len(want), eagerAlloc)
+	got, err := readBody(bytes.NewReader(want), len(want), eagerAlloc, true)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 }
@@ -502,21 +502,22 @@ func TestFramePoolClasses(t *testing.T) {
 	}
 	// A fresh buffer has the exact size; a recycled one of 12,000 bytes
 	// serves frames up to 8 KiB (its class), not larger ones.
-	b := getFrame(12000)
+	b := getFrame(12000, false)
 	assert.Len(t, b, 12000)
 	assert.Equal(t, 12000, cap(b))
+	assert.GreaterOrEqual(t, cap(getFrame(12000, true)), 16384, "full: (at least) the class's capacity")
 	putFrame(b)
 	putFrame(make([]byte, 100)) // below the smallest class: dropped
 	got := false
 	for i := 0; i < 10 && !got; i++ {
-		c := getFrame(6000)
+		c := getFrame(6000, false)
 		assert.Len(t, c, 6000)
 		assert.GreaterOrEqual(t, cap(c), 6000)
 		got = cap(c) == 12000
 	}
 	assert.True(t, got, "the recycled buffer serves a frame of its class (sync.Pool may drop it, rarely)")
-	assert.GreaterOrEqual(t, cap(getFrame(9000)), 9000, "a larger frame never gets a smaller buffer")
-	big := getFrame(5 << 20)
+	assert.GreaterOrEqual(t, cap(getFrame(9000, false)), 9000, "a larger frame never gets a smaller buffer")
+	big := getFrame(5<<20, true)
 	assert.Equal(t, 5<<20, cap(big), "beyond the largest class: allocated to size")
 }
 
