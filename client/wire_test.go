@@ -2,11 +2,15 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
 )
 
@@ -45,4 +49,51 @@ func TestHeartbeatBody(t *testing.T) {
 	b, err := json.Marshal(hb)
 	require.NoError(t, err)
 	assert.Regexp(t, `^\{"clientID":"192.0.2.2@16632","producerDataSet":\[\{"groupName":"PG1"\}\],"consumerDataSet":\[\{"groupName":"CG1","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","subscriptionDataSet":\[\{"classFilterMode":false,"topic":"TopicA","subString":"TagA \|\| TagB","tagsSet":\["TagA","TagB"\],"codeSet":\["2598919","2598920"\],"subVersion":\d+,"expressionType":"TAG"\}\],"unitMode":false\}\]\}$`, string(b))
+}
+
+// TestDecodeEachMatchesDecodeMessages: DecodeEach hands the same messages
+// as DecodeMessages, in order, whatever the previous one left in the
+// reused message (properties of another shape, retry topics, a
+// compressed body, hosts that change).
+func TestDecodeEachMatchesDecodeMessages(t *testing.T) {
+	var body []byte
+	for i := 0; i < 6; i++ {
+		props := message.Properties{message.PropertyUniqKey: fmt.Sprint("U", i)}
+		if i%2 == 0 {
+			props[message.PropertyTags], props["extra"] = "T", fmt.Sprint("x", i)
+		}
+		m := &message.Ext{Message: message.Message{Topic: "Each", Body: []byte(fmt.Sprint("body-", i)), Properties: props},
+			QueueID: 1, QueueOffset: int64(i), StoreHost: netip.MustParseAddrPort(fmt.Sprintf("10.0.0.%d:10911", 1+i/3)),
+			BornHost: netip.MustParseAddrPort("10.1.0.1:5000"), CommitLogOffset: int64(1000 * i)}
+		if i == 3 {
+			m.Topic = "%RETRY%G"
+			m.Properties[message.PropertyRetryTopic] = "Each"
+		}
+		if i == 4 {
+			z, err := message.Deflate(m.Body, 5)
+			require.NoError(t, err)
+			m.Body, m.SysFlag = z, message.FlagCompressed
+		}
+		enc, err := message.EncodeStored(m)
+		require.NoError(t, err)
+		body = append(body, enc...)
+	}
+	want, err := DecodeMessages(body, "b")
+	require.NoError(t, err)
+	var got []MessageExt
+	require.NoError(t, DecodeEach(body, "b", func(m *MessageExt) bool {
+		c := *m
+		c.Properties = maps.Clone(m.Properties)
+		c.Body = append([]byte(nil), m.Body...)
+		got = append(got, c)
+		return true
+	}))
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, *want[i], got[i], "message %d", i)
+	}
+	n := 0
+	require.NoError(t, DecodeEach(body, "b", func(*MessageExt) bool { n++; return n < 2 }))
+	assert.Equal(t, 2, n, "false stops the walk")
+	assert.Error(t, DecodeEach(body[:len(body)-3], "b", func(*MessageExt) bool { return true }))
 }
