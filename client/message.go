@@ -142,7 +142,7 @@ func DecodeMessages(body []byte, brokerName string) ([]*MessageExt, error) {
 	var d extDecoder
 	var e message.Ext
 	for len(body) > 0 {
-		k, err := message.DecodeStoredInto(body, &e, d.topic)
+		k, err := message.DecodeStoredInto(body, &e, d.topic, nil)
 		if err != nil {
 			return nil, fmt.Errorf("client: decode messages: %w", err)
 		}
@@ -171,7 +171,7 @@ func DecodeEach(body []byte, brokerName string, fn func(*MessageExt) bool) error
 	defer eachScratch.Put(s)
 	s.d = extDecoder{}
 	for len(body) > 0 {
-		k, err := message.DecodeStoredReusing(body, &s.e, s.d.topic, s.props)
+		k, err := message.DecodeStoredInto(body, &s.e, s.d.topic, s.props)
 		if err != nil {
 			return fmt.Errorf("client: decode messages: %w", err)
 		}
@@ -199,17 +199,21 @@ var eachScratch = sync.Pool{New: func() any { return &eachState{props: message.P
 
 // extDecoder keeps the strings the records of one pull repeat.
 type extDecoder struct {
-	topic               string
-	born, store         netip.AddrPort
-	bornS, storeS       string
-	haveBorn, haveStore bool
+	topic       string
+	born, store hostString
 }
 
-func (d *extDecoder) host(ap netip.AddrPort, last *netip.AddrPort, s *string, have *bool) string {
-	if !*have || ap != *last {
-		*last, *s, *have = ap, ap.String(), true
+// hostString is the last address formatted, and its text.
+type hostString struct {
+	ap netip.AddrPort
+	s  string
+}
+
+func (h *hostString) of(ap netip.AddrPort) string {
+	if h.s == "" || ap != h.ap {
+		h.ap, h.s = ap, ap.String()
 	}
-	return *s
+	return h.s
 }
 
 // FromExt converts a decoded record.
@@ -240,8 +244,8 @@ func (d *extDecoder) fill(m *MessageExt, e *message.Ext, brokerName string) {
 		ReconsumeTimes:  e.ReconsumeTimes,
 		BornTimestamp:   time.UnixMilli(e.BornTimestamp),
 		StoreTimestamp:  time.UnixMilli(e.StoreTimestamp),
-		BornHost:        d.host(e.BornHost, &d.born, &d.bornS, &d.haveBorn),
-		StoreHost:       d.host(e.StoreHost, &d.store, &d.storeS, &d.haveStore),
+		BornHost:        d.born.of(e.BornHost),
+		StoreHost:       d.store.of(e.StoreHost),
 		StoreSize:       e.StoreSize,
 	}
 	m.MsgID = props[message.PropertyUniqKey]

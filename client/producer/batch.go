@@ -65,7 +65,6 @@ type batchEntry struct {
 	cb       func(context.Context, *client.SendResult, error)
 	msg      *client.Message
 	uniq     string // set when its batch is encoded
-	addUniq  bool   // uniq is not in msg's properties: encoded after them
 	deadline time.Time
 	size     int // encoded size, estimated
 }
@@ -306,32 +305,46 @@ func (b *batcher) send(tb *topicBatches, g []*batchEntry) {
 
 // finishEntry calls e's callback and releases its count.
 func (p *Producer) finishEntry(e *batchEntry, res *client.SendResult, err error) {
-	defer p.wg.Done()
-	defer func() {
-		if r := recover(); r != nil {
-			p.log.Error("send callback panicked", "panic", r)
-		}
-	}()
-	e.cb(e.ctx, res, err)
+	p.callback(e.ctx, e.cb, res, err)
 }
 
-// prepareBatch encodes g as one SEND_BATCH_MESSAGE, each message with its
-// UNIQ_KEY (the caller's map is left alone). The body is a vector: each
-// message's fixed fields and properties are encoded into one shared
-// buffer and its body is referenced where the caller has it, not copied.
+// prepareBatch encodes g as one SEND_BATCH_MESSAGE and records each
+// message's UNIQ_KEY in its entry.
 func (p *Producer) prepareBatch(pr *prepared, g []*batchEntry) {
+	msgs := make([]*client.Message, len(g))
+	for i, e := range g {
+		msgs[i] = e.msg
+	}
+	uniqs := make([]string, len(g))
+	p.encodeBatch(pr, msgs, uniqs)
+	for i, e := range g {
+		e.uniq = uniqs[i]
+	}
+}
+
+// encodeBatch encodes msgs as one SEND_BATCH_MESSAGE, each with its
+// UNIQ_KEY (generated where the message has none, without touching the
+// caller's map), and stores them in uniqs when it is not nil. The body is
+// a vector: the messages' fixed fields and properties are encoded into one
+// buffer and their bodies referenced where the caller has them, not
+// copied.
+func (p *Producer) encodeBatch(pr *prepared, msgs []*client.Message, uniqs []string) {
 	size := 0
-	for _, e := range g {
-		size += e.size - len(e.msg.Body)
+	for _, m := range msgs {
+		size += entrySize(m) - len(m.Body)
 	}
 	meta := make([]byte, 0, size)
 	// offsets into meta: where each message's head and tail end
-	cuts := make([]int, 0, 2*len(g))
+	cuts := make([]int, 0, 2*len(msgs))
 	be := binary.BigEndian
-	for _, e := range g {
-		m := e.msg
-		if e.uniq = m.Properties[message.PropertyUniqKey]; e.uniq == "" {
-			e.uniq, e.addUniq = client.NewUniqID(), true
+	for i, m := range msgs {
+		uniq := m.Properties[message.PropertyUniqKey]
+		addUniq := uniq == ""
+		if addUniq {
+			uniq = client.NewUniqID()
+		}
+		if uniqs != nil {
+			uniqs[i] = uniq
 		}
 		start := len(meta)
 		meta = be.AppendUint32(meta, 0) // total size, set below
@@ -343,26 +356,26 @@ func (p *Producer) prepareBatch(pr *prepared, g []*batchEntry) {
 		pl := len(meta)
 		meta = be.AppendUint16(meta, 0)
 		meta = message.Properties(m.Properties).AppendEncoded(meta)
-		if e.addUniq {
+		if addUniq {
 			if len(meta) > pl+2 {
 				meta = append(meta, message.PropertySeparator)
 			}
 			meta = append(meta, message.PropertyUniqKey...)
 			meta = append(meta, message.NameValueSeparator)
-			meta = append(meta, e.uniq...)
+			meta = append(meta, uniq...)
 		}
 		be.PutUint16(meta[pl:], uint16(len(meta)-pl-2))
 		be.PutUint32(meta[start:], uint32(len(meta)-start+len(m.Body)))
 		cuts = append(cuts, len(meta))
 	}
-	parts := make([][]byte, 0, 3*len(g))
+	parts := make([][]byte, 0, 3*len(msgs))
 	at := 0
-	for i, e := range g {
+	for i, m := range msgs {
 		head, tail := cuts[2*i], cuts[2*i+1]
-		parts = append(parts, meta[at:head:head], e.msg.Body, meta[head:tail:tail])
+		parts = append(parts, meta[at:head:head], m.Body, meta[head:tail:tail])
 		at = tail
 	}
-	*pr = prepared{topic: g[0].msg.Topic, first: g[0].msg, batch: true, parts: parts}
+	*pr = prepared{topic: msgs[0].Topic, first: msgs[0], batch: true, parts: parts}
 	pr.ext = map[string]string{
 		"a": p.group, "b": pr.topic, "c": p.o.createTopicKey, "d": p.queueNums,
 		"f": "0", "g": p.bornTimestamp(), "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true",
@@ -381,9 +394,5 @@ func entrySize(m *client.Message) int {
 
 // sendBatched queues one validated, batchable message.
 func (p *Producer) sendBatched(ctx context.Context, cb func(context.Context, *client.SendResult, error), m *client.Message) {
-	e := &batchEntry{ctx: ctx, cb: cb, msg: m, deadline: time.Now().Add(p.o.sendTimeout), size: entrySize(m)}
-	if d, ok := ctx.Deadline(); ok && d.Before(e.deadline) {
-		e.deadline = d
-	}
-	p.batcher.add(e)
+	p.batcher.add(&batchEntry{ctx: ctx, cb: cb, msg: m, deadline: p.deadline(ctx), size: entrySize(m)})
 }

@@ -287,8 +287,6 @@ func (p *Producer) encode(pr *prepared, msgs []*client.Message) error {
 		pr.ext = ext
 		return nil
 	}
-	pr.batch = true
-	var body []byte
 	for _, m := range msgs {
 		if m.Properties[message.PropertyDelayTimeLevel] != "" {
 			return errors.New("producer: a batch cannot carry delayed messages")
@@ -296,17 +294,8 @@ func (p *Producer) encode(pr *prepared, msgs []*client.Message) error {
 		if strings.EqualFold(m.Properties[message.PropertyTransactionPrepared], "true") {
 			return errors.New("producer: a batch cannot carry transactional messages")
 		}
-		props := message.Properties(m.Properties).Clone()
-		if props[message.PropertyUniqKey] == "" {
-			props[message.PropertyUniqKey] = client.NewUniqID()
-		}
-		body = message.AppendBatchItem(body, message.BatchItem{Flag: m.Flag, Body: m.Body, Properties: props})
 	}
-	pr.body = body
-	pr.ext = map[string]string{
-		"a": p.group, "b": topic, "c": p.o.createTopicKey, "d": p.queueNums,
-		"f": "0", "g": now, "h": "0", "i": "", "j": "0", "k": "false", "l": "0", "m": "true",
-	}
+	p.encodeBatch(pr, msgs, nil)
 	return nil
 }
 
@@ -378,10 +367,7 @@ func (p *Producer) sendCtx(ctx context.Context) (context.Context, context.Cancel
 // The send timeout is a deadline on each call (swept by the connection),
 // not a context per send.
 func (p *Producer) send(ctx context.Context, pr *prepared, retries int, sel QueueSelector) (*client.SendResult, error) {
-	deadline := time.Now().Add(p.o.sendTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+	deadline := p.deadline(ctx)
 	over := func() bool { return ctx.Err() != nil || !time.Now().Before(deadline) }
 	last := ""
 	var lastErr error
@@ -504,12 +490,19 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *clie
 		p.wg.Done()
 		return err
 	}
-	s.pr, s.deadline = &s.prep, time.Now().Add(p.o.sendTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(s.deadline) {
-		s.deadline = d
-	}
+	s.pr, s.deadline = &s.prep, p.deadline(ctx)
 	s.next()
 	return nil
+}
+
+// deadline is when a send starting now must end: the send timeout from
+// now, or ctx's deadline if earlier.
+func (p *Producer) deadline(ctx context.Context) time.Time {
+	d := time.Now().Add(p.o.sendTimeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		return cd
+	}
+	return d
 }
 
 // asyncSend is one SendAsync in flight: the attempt loop of send, driven
@@ -615,14 +608,19 @@ func (s *asyncSend) err() error {
 }
 
 func (s *asyncSend) finish(res *client.SendResult, err error) {
-	p := s.p
+	s.p.callback(s.ctx, s.cb, res, err)
+}
+
+// callback calls an async send's cb, surviving its panic, and releases
+// the send's count.
+func (p *Producer) callback(ctx context.Context, cb func(context.Context, *client.SendResult, error), res *client.SendResult, err error) {
 	defer p.wg.Done()
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("send callback panicked", "panic", r)
 		}
 	}()
-	s.cb(s.ctx, res, err)
+	cb(ctx, res, err)
 }
 
 // publishRoute is the topic's route, fetched within deadline when it is

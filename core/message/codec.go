@@ -213,7 +213,7 @@ func (r *reader) host(v6 bool) netip.AddrPort {
 // compressed); see Ext.UncompressedBody. Slices alias b.
 func DecodeStored(b []byte) (*Ext, int, error) {
 	m := &Ext{}
-	n, err := DecodeStoredInto(b, m, "")
+	n, err := DecodeStoredInto(b, m, "", nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -222,14 +222,9 @@ func DecodeStored(b []byte) (*Ext, int, error) {
 
 // DecodeStoredInto is DecodeStored into m. When the record's topic is
 // topic, m.Topic is that string rather than a new one (the records of a
-// pull share their topic).
-func DecodeStoredInto(b []byte, m *Ext, topic string) (int, error) {
-	return DecodeStoredReusing(b, m, topic, nil)
-}
-
-// DecodeStoredReusing is DecodeStoredInto with the properties parsed into
-// props (emptied first) when it is not nil, instead of a new map.
-func DecodeStoredReusing(b []byte, m *Ext, topic string, props Properties) (int, error) {
+// pull share their topic); when props is not nil, the properties are
+// parsed into it (emptied first) instead of a new map.
+func DecodeStoredInto(b []byte, m *Ext, topic string, props Properties) (int, error) {
 	r := reader{b: b}
 	*m = Ext{}
 	m.StoreSize = int32(r.u32())

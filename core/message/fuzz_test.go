@@ -35,18 +35,18 @@ func FuzzDecodeStored(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 91, 0xDA, 0xA3, 0x20, 0xA7})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, n, err := message.DecodeStored(b)
-		// The reusing decoder (consumer.PullEach) agrees, whatever its
+		// DecodeStoredInto reusing a map (consumer.PullEach) agrees, whatever its
 		// map held before.
 		var re message.Ext
 		reused := message.Properties{"STALE": "x", "UNIQ_KEY": "old"}
-		rn, rerr := message.DecodeStoredReusing(b, &re, "T", reused)
+		rn, rerr := message.DecodeStoredInto(b, &re, "T", reused)
 		if (rerr == nil) != (err == nil) {
-			t.Fatalf("DecodeStored error %v, DecodeStoredReusing error %v", err, rerr)
+			t.Fatalf("DecodeStored error %v, DecodeStoredInto error %v", err, rerr)
 		}
 		if err == nil {
 			if rn != n || !reflect.DeepEqual(map[string]string(m.Properties), map[string]string(re.Properties)) ||
 				re.Topic != m.Topic || !bytes.Equal(re.Body, m.Body) || re.QueueOffset != m.QueueOffset {
-				t.Fatalf("reusing decode differs: %+v vs %+v", re, m)
+				t.Fatalf("DecodeStoredInto with a map differs: %+v vs %+v", re, m)
 			}
 		}
 		if err != nil {

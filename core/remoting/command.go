@@ -7,6 +7,8 @@ package remoting
 import (
 	"strconv"
 	"sync/atomic"
+
+	"github.com/quivermq/quiver/core/transport"
 )
 
 // Serialize types (high byte of the header-length word).
@@ -70,11 +72,10 @@ type Command struct {
 	// pooledExt reports that ExtFields came from the decoder's pool; a
 	// handler registered with Router.RegisterScoped gives it back.
 	pooledExt bool
-	// frame is the received frame Body aliases and recycle the
-	// transport's taker of it (transport.FrameRecycler): a handler
-	// registered with Router.RegisterScoped gives it back too.
-	frame   []byte
-	recycle func([]byte)
+	// frame is the received frame Body aliases and recycler the
+	// transport that takes it back (Release).
+	frame    []byte
+	recycler transport.FrameRecycler
 }
 
 // ExtField is one extFields entry.

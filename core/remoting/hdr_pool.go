@@ -66,10 +66,10 @@ func (c *Command) releaseExt() {
 // caller done with a response may release it (consumer.PullEach does).
 func (c *Command) Release() {
 	c.releaseExt()
-	if c.recycle == nil {
+	if c.recycler == nil {
 		return
 	}
-	f, r := c.frame, c.recycle
-	c.frame, c.recycle, c.Body = nil, nil, nil
-	r(f)
+	f, r := c.frame, c.recycler
+	c.frame, c.recycler, c.Body = nil, nil, nil
+	r.RecycleFrame(f)
 }

@@ -236,7 +236,7 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 		return err
 	}
 	if p.recycler != nil {
-		cmd.frame, cmd.recycle = frame, p.recycler.RecycleFrame
+		cmd.frame, cmd.recycler = frame, p.recycler
 	}
 	if cmd.IsResponse() {
 		p.complete(cmd)
@@ -356,18 +356,7 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 	}
 	hb := headerPool.Get().(*[]byte)
 	h := AppendHeader((*hb)[:0], c)
-	var err error
-	switch {
-	case len(c.BodyParts) > 0:
-		pp := getParts()
-		*pp = append(append(*pp, h), c.BodyParts...)
-		err = p.conn.WriteFrame(ctx, *pp...)
-		putParts(pp)
-	case len(c.Body) > 0:
-		err = p.conn.WriteFrame(ctx, h, c.Body)
-	default:
-		err = p.conn.WriteFrame(ctx, h)
-	}
+	err := p.writeFrame(ctx, h, c)
 	*hb = h
 	headerPool.Put(hb)
 	if c.Sent != nil {
@@ -378,6 +367,22 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 		return fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
 	}
 	return nil
+}
+
+// writeFrame writes c's frame, its encoded header hdr followed by its body
+// or body parts.
+func (p *Peer) writeFrame(ctx context.Context, hdr []byte, c *Command) error {
+	switch {
+	case len(c.BodyParts) > 0:
+		pp := getParts()
+		*pp = append(append(*pp, hdr), c.BodyParts...)
+		err := p.conn.WriteFrame(ctx, *pp...)
+		putParts(pp)
+		return err
+	case len(c.Body) > 0:
+		return p.conn.WriteFrame(ctx, hdr, c.Body)
+	}
+	return p.conn.WriteFrame(ctx, hdr)
 }
 
 var headerPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
@@ -902,18 +907,7 @@ func (p *Peer) enqueue(req *Command) error {
 // the transport's write timeout (no cancellation registration per call);
 // a failed write closes the peer, as the writer goroutine's does.
 func (p *Peer) writeDirect(hdr []byte, req *Command) error {
-	var err error
-	switch {
-	case len(req.BodyParts) > 0:
-		pp := getParts()
-		*pp = append(append(*pp, hdr), req.BodyParts...)
-		err = p.conn.WriteFrame(context.Background(), *pp...)
-		putParts(pp)
-	case len(req.Body) > 0:
-		err = p.conn.WriteFrame(context.Background(), hdr, req.Body)
-	default:
-		err = p.conn.WriteFrame(context.Background(), hdr)
-	}
+	err := p.writeFrame(context.Background(), hdr, req)
 	if err != nil {
 		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
 		p.closeWith(err)

@@ -64,13 +64,13 @@ func getFrame(n int, full bool) []byte {
 	return make([]byte, n)
 }
 
-// putFrame keeps b for frames of up to the class its capacity fills.
+// putFrame keeps b for frames of up to the class its capacity fills;
+// buffers outside the classes are dropped.
 func putFrame(b []byte) {
 	c := bits.Len(uint(cap(b))) - 1 // 1<<c <= cap(b)
-	if c < minFrameClass {
+	if c < minFrameClass || c > maxFrameClass {
 		return
 	}
-	c = min(c, maxFrameClass)
 	b = b[:0]
 	framePools[c-minFrameClass].Put(&b)
 }
