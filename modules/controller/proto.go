@@ -1,12 +1,16 @@
 package controller
 
-import "time"
+import (
+	"time"
+
+	"github.com/quivermq/quiver/core/remoting"
+)
 
 // Heartbeat is the request code (Quiver-specific) a broker under automatic
 // failover sends to every name server each ha.heartbeat_interval. Body:
 // JSON HeartbeatBody. Answer SUCCESS with a JSON View; a name server
 // without a controller answers REQUEST_CODE_NOT_SUPPORTED.
-const Heartbeat int32 = 1101
+const Heartbeat = remoting.ControllerHeartbeat
 
 // HeartbeatBody is what a broker reports about itself.
 type HeartbeatBody struct {

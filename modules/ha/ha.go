@@ -44,7 +44,7 @@ import (
 )
 
 // HAPull is the replication request code (Quiver-specific, 1100+ range).
-const HAPull int32 = 1100
+const HAPull = remoting.HAPull
 
 // ErrCannotReplicate is returned when a SYNC_MASTER or SLAVE runs on a
 // storage engine without commit-log replication (store.LogReader and

@@ -76,7 +76,7 @@ func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, err
 }
 
 // getTopicsByCluster is Java's GET_TOPICS_BY_CLUSTER, used by admin tools.
-const getTopicsByCluster int32 = 224
+const getTopicsByCluster = remoting.GetTopicsByCluster
 
 // SetServerOptions sets connection limits and per-connection options; call
 // it before Start.

@@ -23,7 +23,7 @@ const (
 	// ResendDLQ re-delivers dead letters of a group to %RETRY%<group>:
 	// ext group, and msgId (UNIQ_KEY, ORIGIN_MESSAGE_ID or offsetMsgId) or
 	// all=true. The answer's body is a ResendResult.
-	ResendDLQ int32 = 1001
+	ResendDLQ = remoting.ResendDLQ
 )
 
 // Service registers the retry processors on a broker.
