@@ -239,7 +239,7 @@ func TestBroadcastEachConsumerGetsEverything(t *testing.T) {
 	resp, err = c.Invoke(ctx, srv.Broker, remoting.NewRequest(remoting.HeartBeat, nil, hb))
 	require.NoError(t, err)
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
-	resp, err = c.Invoke(ctx, srv.Broker, remoting.NewRequest(remoting.PullMessage, map[string]string{
+	_, err = c.Invoke(ctx, srv.Broker, remoting.NewRequest(remoting.PullMessage, map[string]string{
 		"consumerGroup": cg, "topic": topic, "queueId": "0", "queueOffset": "0",
 		"maxMsgNums": "1", "sysFlag": "5", "commitOffset": "7", "suspendTimeoutMillis": "0",
 		"subscription": "*", "subVersion": "0", "expressionType": "TAG",

@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"log/slog"
 	"time"
 )
 
@@ -73,7 +72,6 @@ type options struct {
 	suspendTimeout     time.Duration
 	pullTimeout        time.Duration
 	offsetDir          string
-	log                *slog.Logger
 	postSubscription   bool
 	localRetryInterval time.Duration
 }

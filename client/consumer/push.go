@@ -150,12 +150,6 @@ func (pc *PushConsumer) subscriptions() []*subscription {
 	return out
 }
 
-func (pc *PushConsumer) subscription(topic string) *subscription {
-	pc.subMu.RLock()
-	defer pc.subMu.RUnlock()
-	return pc.subs[topic]
-}
-
 // ConsumerData implements client.ConsumerHandler.
 func (pc *PushConsumer) ConsumerData() client.HeartbeatConsumer {
 	cd := client.HeartbeatConsumer{GroupName: pc.group, ConsumeType: "CONSUME_PASSIVELY", MessageModel: pc.o.model.String(),

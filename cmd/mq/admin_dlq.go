@@ -307,6 +307,9 @@ func (a *admin) resendDLQ(ctx context.Context, w io.Writer, group, msgID string)
 	if msgID != "" && n == 0 {
 		return fmt.Errorf("no dead letter %s in %s", msgID, topic)
 	}
+	if len(notFound) > 0 {
+		fmt.Fprintf(w, "no dead letters of group %s on broker(s) %s\n", group, strings.Join(notFound, ", "))
+	}
 	fmt.Fprintf(w, "%d dead letter(s) resent to %s\n", n, protocol.RetryTopic(group))
 	return nil
 }

@@ -157,9 +157,9 @@ func TestLevelProgressSurvivesRestart(t *testing.T) {
 	resp := n.b.Router().Handle(t.Context(), nil, remoting.NewRequest(remoting.GetAllDelayOffset, nil, nil))
 	require.Equal(t, remoting.Success, resp.Code)
 	assert.JSONEq(t, `{"offsetTable":{"1":1,"2":0,"3":0}}`, string(resp.Body))
-	got := n.waitCount("T", 2, 5*time.Second)
+	n.waitCount("T", 2, 5*time.Second)
 	time.Sleep(800 * time.Millisecond)
-	got = n.read("T")
+	got := n.read("T")
 	require.Len(t, got, 2)
 	assert.Equal(t, "early", got[0].body)
 	assert.Equal(t, "late", got[1].body)
@@ -224,9 +224,9 @@ func TestTimersAcrossSlotsAndRestart(t *testing.T) {
 	}
 	time.Sleep(900 * time.Millisecond)
 	n = n.restart()
-	got := n.waitCount("T", count, 5*time.Second)
+	n.waitCount("T", count, 5*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	got = n.read("T")
+	got := n.read("T")
 	require.Len(t, got, count, "each delivered once")
 	seen := map[string]bool{}
 	for _, r := range got {

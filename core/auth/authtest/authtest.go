@@ -173,7 +173,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 				defer wg.Done()
 				for i := 0; i < 4*len(reqs); i++ {
 					req := clone(reqs[(i*7+w)%len(reqs)])
-					p, err, pv := safeAuthenticate(an, req)
+					p, pv, err := safeAuthenticate(an, req)
 					if pv != nil {
 						select {
 						case errs <- fmt.Sprintf("concurrent Authenticate panicked: %v", pv):
@@ -190,7 +190,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 					}
 					if err == nil {
 						res := ress[i%len(ress)]
-						err, pv := safeAuthorize(az, p, res, auth.Sub)
+						pv, err := safeAuthorize(az, p, res, auth.Sub)
 						if pv != nil {
 							select {
 							case errs <- fmt.Sprintf("concurrent Authorize panicked: %v", pv):
@@ -220,7 +220,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 // authenticate calls Authenticate, turning a panic into a test failure.
 func authenticate(t *testing.T, an auth.Authenticator, req auth.Request) (auth.Principal, error) {
 	t.Helper()
-	p, err, pv := safeAuthenticate(an, req)
+	p, pv, err := safeAuthenticate(an, req)
 	if pv != nil {
 		t.Errorf("Authenticate panicked on code %d, ext %q, %d-byte body, addr %q: %v", req.Code, req.ExtFields, len(req.Body), req.RemoteAddr, pv)
 		return auth.Principal{}, auth.ErrUnauthenticated
@@ -229,16 +229,16 @@ func authenticate(t *testing.T, an auth.Authenticator, req auth.Request) (auth.P
 }
 
 // safeAuthorize calls Authorize and returns what it panicked with.
-func safeAuthorize(az auth.Authorizer, p auth.Principal, res auth.Resource, act auth.Action) (err error, panicked any) {
+func safeAuthorize(az auth.Authorizer, p auth.Principal, res auth.Resource, act auth.Action) (panicked any, err error) {
 	defer func() { panicked = recover() }()
-	return az.Authorize(context.Background(), p, res, act), nil
+	return nil, az.Authorize(context.Background(), p, res, act)
 }
 
 // safeAuthenticate calls Authenticate and returns what it panicked with.
-func safeAuthenticate(an auth.Authenticator, req auth.Request) (p auth.Principal, err error, panicked any) {
+func safeAuthenticate(an auth.Authenticator, req auth.Request) (p auth.Principal, panicked any, err error) {
 	defer func() { panicked = recover() }()
 	p, err = an.Authenticate(context.Background(), req)
-	return p, err, nil
+	return p, nil, err
 }
 
 func checkAuthenticateErr(t *testing.T, o options, req auth.Request, err error) {
@@ -254,7 +254,7 @@ func checkAuthenticateErr(t *testing.T, o options, req auth.Request, err error) 
 
 func checkAuthorize(t *testing.T, o options, az auth.Authorizer, p auth.Principal, res auth.Resource, act auth.Action) {
 	t.Helper()
-	err, pv := safeAuthorize(az, p, res, act)
+	pv, err := safeAuthorize(az, p, res, act)
 	if pv != nil {
 		t.Errorf("Authorize(%+v, %+v, %d) panicked: %v", p, res, act, pv)
 		return

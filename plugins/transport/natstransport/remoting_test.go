@@ -227,7 +227,7 @@ func (l *ledger) Handle(_ context.Context, _ *remoting.Peer, req *remoting.Comma
 	l.mu.Lock()
 	l.acked[req.Ext("id")] = true
 	l.mu.Unlock()
-	return echo(nil, nil, req)
+	return echo(context.TODO(), nil, req)
 }
 
 // TestReconnectUnderTraffic restarts the NATS server (same port) while 8

@@ -32,7 +32,6 @@ type tWriter struct {
 	mu   sync.Mutex
 	t    testing.TB
 	done bool
-	logs bytes.Buffer
 }
 
 func (w *tWriter) Write(b []byte) (int, error) {
