@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
 )
@@ -36,7 +37,7 @@ const (
 // below the verified tail) to rebuild it.
 func (s *Store) recover() error {
 	for _, d := range []string{s.dir, s.clDir, s.cqDir, s.metaDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := durable.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("commitlog: create %s: %w", d, err)
 		}
 	}

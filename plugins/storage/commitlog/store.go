@@ -48,6 +48,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
 )
@@ -227,7 +228,10 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	if c.KeyIndex {
 		s.keys = newKeyIndex()
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	// The store's directory, and any parent created for it, is made
+	// durable (parents fsynced): a power loss soon after the first start
+	// must not lose the directory entry and with it the whole store.
+	if err := durable.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("commitlog: create %s: %w", s.dir, err)
 	}
 	lock, err := lockDir(s.dir)

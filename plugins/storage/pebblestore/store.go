@@ -78,6 +78,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
 )
@@ -205,6 +206,14 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	}
 	if s.maxMsg <= 0 {
 		s.maxMsg = message.DefaultMaxMessageSize
+	}
+	if c.FS == nil {
+		// Pebble fsyncs its own directory but not the parents it creates:
+		// make them durable first, or a power loss soon after the first
+		// start can lose the whole store.
+		if err := durable.MkdirAll(s.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("pebblestore: create %s: %w", s.dir, err)
+		}
 	}
 	db, err := pebble.Open(s.dir, s.pebbleOptions())
 	if err != nil {
