@@ -101,7 +101,7 @@ func (c *Config) Validate() error {
 	if c.IdleTimeout > 0 && c.KeepAlive >= c.IdleTimeout {
 		errs = append(errs, fmt.Errorf("keep_alive: %v must be below idle_timeout %v", c.KeepAlive, c.IdleTimeout))
 	}
-	if c.MaxStreams < 1 || c.MaxStreams > maxStreamsLimit {
+	if c.MaxStreams < 1 || int64(c.MaxStreams) > maxStreamsLimit {
 		errs = append(errs, fmt.Errorf("max_streams: must be between 1 and 2^60, got %d", c.MaxStreams))
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
