@@ -21,6 +21,14 @@ type Config struct {
 	// BrokerTimeout drops a broker that has not registered for this long.
 	// Default 120s.
 	BrokerTimeout time.Duration `koanf:"broker_timeout"`
+	// KVConfigPath is the file that keeps the KV config (PUT_KV_CONFIG and
+	// friends) across restarts, Java's kvConfig.json. Empty keeps it in
+	// memory only. Default "./namesrv/kvConfig.json".
+	KVConfigPath string `koanf:"kv_config_path"`
+	// OrderMessageEnable puts a topic's ORDER_TOPIC_CONFIG entry into its
+	// route as orderTopicConf (Java orderMessageEnable). Default false, as
+	// Java. It can change at run time (UPDATE_NAMESRV_CONFIG).
+	OrderMessageEnable bool `koanf:"order_message_enable"`
 	// Controller is the automatic-failover controller run in this name
 	// server (off by default).
 	Controller ControllerConfig `koanf:"controller"`
@@ -28,7 +36,8 @@ type Config struct {
 
 // NewConfig returns the defaults.
 func NewConfig() *Config {
-	return &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 120 * time.Second, Controller: NewControllerConfig()}
+	return &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 120 * time.Second,
+		KVConfigPath: "./namesrv/kvConfig.json", Controller: NewControllerConfig()}
 }
 
 // Validate reports every bad value with its key path.

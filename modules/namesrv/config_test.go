@@ -20,12 +20,21 @@ func TestNewConfigFrom(t *testing.T) {
 		{
 			name: "yaml-like values",
 			give: map[string]any{"namesrv": map[string]any{"listen": "0.0.0.0:19876", "scan_interval": "5s", "broker_timeout": "1m"}},
-			want: &Config{Listen: "0.0.0.0:19876", ScanInterval: 5 * time.Second, BrokerTimeout: time.Minute, Controller: NewControllerConfig()},
+			want: &Config{Listen: "0.0.0.0:19876", ScanInterval: 5 * time.Second, BrokerTimeout: time.Minute, KVConfigPath: "./namesrv/kvConfig.json", Controller: NewControllerConfig()},
 		},
 		{
 			name: "partial section",
 			give: map[string]any{"namesrv.broker_timeout": "30s"},
-			want: &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 30 * time.Second, Controller: NewControllerConfig()},
+			want: &Config{Listen: "127.0.0.1:9876", ScanInterval: 10 * time.Second, BrokerTimeout: 30 * time.Second, KVConfigPath: "./namesrv/kvConfig.json", Controller: NewControllerConfig()},
+		},
+		{
+			name: "kv config and order messages",
+			give: map[string]any{"namesrv": map[string]any{"kv_config_path": "/var/lib/quiver/kv.json", "order_message_enable": "true"}},
+			want: func() *Config {
+				c := NewConfig()
+				c.KVConfigPath, c.OrderMessageEnable = "/var/lib/quiver/kv.json", true
+				return c
+			}(),
 		},
 		{
 			name: "controller",

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,13 @@ func tcpSet() *transport.Set {
 func startServer(t *testing.T) (*Server, string) {
 	t.Helper()
 	cfg := NewConfig()
+	cfg.KVConfigPath = filepath.Join(t.TempDir(), "kvConfig.json")
+	return startServerCfg(t, cfg)
+}
+
+// startServerCfg runs a name server with cfg, listening on 127.0.0.1:0.
+func startServerCfg(t *testing.T, cfg *Config) (*Server, string) {
+	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	s, err := New(cfg, tcpSet(), testLogger(t))
 	require.NoError(t, err)

@@ -30,6 +30,8 @@ type Server struct {
 	transports *transport.Set
 	log        *slog.Logger
 	routes     *RouteTable
+	kv         *KVStore
+	settings   *runtimeSettings
 	router     *remoting.Router
 	serverOpts remoting.ServerOptions
 
@@ -62,6 +64,8 @@ func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, err
 		transports: transports,
 		log:        log.With("component", "namesrv"),
 		routes:     NewRouteTable(nil),
+		kv:         NewKVStore(cfg.KVConfigPath),
+		settings:   newRuntimeSettings(cfg),
 		router:     remoting.NewRouter(),
 	}
 	s.router.RegisterFunc(remoting.RegisterBroker, s.registerBroker)
@@ -72,6 +76,7 @@ func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, err
 	s.router.RegisterFunc(remoting.DeleteTopicInNamesrv, s.deleteTopic)
 	s.router.RegisterFunc(remoting.QueryDataVersion, s.queryDataVersion)
 	s.router.RegisterFunc(getTopicsByCluster, s.getTopicsByCluster)
+	s.registerAdmin()
 	return s, nil
 }
 
@@ -88,14 +93,17 @@ func (s *Server) Routes() *RouteTable { return s.routes }
 // Router returns the request router, so callers can add processors.
 func (s *Server) Router() *remoting.Router { return s.router }
 
-// Start binds cfg.Listen on every enabled transport synchronously (a bad
-// address fails here), then serves and scans for expired brokers in the
-// background until Stop.
+// Start loads the KV config, binds cfg.Listen on every enabled transport
+// synchronously (a bad address or KV file fails here), then serves and
+// scans for expired brokers in the background until Stop.
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started || s.stopped {
 		return ErrStarted
+	}
+	if err := s.kv.Load(); err != nil {
+		return err
 	}
 	lns, err := s.transports.Listen(ctx, s.cfg.Listen)
 	if err != nil {
@@ -167,8 +175,9 @@ func (s *Server) scanLoop(ctx context.Context) {
 // scan drops brokers not heard from within BrokerTimeout and closes their
 // connections.
 func (s *Server) scan() {
-	for addr, lb := range s.routes.Expire(s.cfg.BrokerTimeout) {
-		s.log.Warn("broker expired", "broker", addr, "last_update", lb.LastUpdate, "timeout", s.cfg.BrokerTimeout)
+	timeout := s.brokerTimeout()
+	for addr, lb := range s.routes.Expire(timeout) {
+		s.log.Warn("broker expired", "broker", addr, "last_update", lb.LastUpdate, "timeout", timeout)
 		if lb.Peer != nil {
 			lb.Peer.Close()
 		}
@@ -244,6 +253,10 @@ func (s *Server) registerBroker(_ context.Context, p *remoting.Peer, req *remoti
 		resp.SetExt("masterAddr", res.MasterAddr)
 		resp.SetExt("haServerAddr", res.HAServerAddr)
 	}
+	// As Java, every registration's answer carries the ORDER_TOPIC_CONFIG
+	// table (none when the namespace was never written); brokers mark
+	// those topics ordered.
+	resp.Body = s.kv.ListJSON(OrderTopicConfigNamespace)
 	return resp
 }
 
@@ -268,6 +281,7 @@ func (s *Server) getRouteInfoByTopic(_ context.Context, _ *remoting.Peer, req *r
 	if !found {
 		return remoting.NewResponse(req, remoting.TopicNotExist, "No topic route info in name server for the topic: "+topic)
 	}
+	rd.OrderTopicConf = s.orderTopicConf(topic)
 	resp := ok(req)
 	resp.Body = rd.Encode()
 	return resp
