@@ -148,8 +148,19 @@ func (f *FS) Crash() (image string, st Stats) {
 func (f *FS) Stats() Stats {
 	f.t.Helper()
 	var st Stats
-	fmt.Sscan(f.call("stats"), &st.FileSyncs, &st.DirSyncs, &st.Writes, &st.Refused)
+	fmt.Sscan(f.call("stats"), &st.FileSyncs, &st.DirSyncs, &st.Writes, &st.Refused, &st.Frozen)
 	return st
+}
+
+// CrashAtSync arms the file system to lose power at the n-th fsync or
+// fdatasync of a file or directory since the mount (counting from 1):
+// that call fails with EIO and so does every mutation after it. Crash
+// then writes the image of what was durable before it. Enumerating n over
+// every sync a run makes crashes it between each file's fsync and its
+// directory's.
+func (f *FS) CrashAtSync(n int64) {
+	f.t.Helper()
+	f.call(fmt.Sprintf("arm %d", n))
 }
 
 // Close unmounts the file system and stops its server.

@@ -39,6 +39,7 @@ func ServeIfChild() {
 // serve mounts the file system and answers commands, one per line on in:
 //
 //	crash OUT   freeze, write the durable state to the directory OUT
+//	arm N       cut the power at the N-th fsync from mount (it fails)
 //	stats       print the counters
 //	quit        unmount and exit
 //
@@ -97,11 +98,22 @@ func serve(spec string, in io.Reader, out io.Writer) error {
 				continue
 			}
 			fmt.Fprintf(out, "ok %d %d %d %d\n", s.FileSyncs, s.DirSyncs, s.Writes, s.Refused)
+		case "arm":
+			var n int64
+			if _, err := fmt.Sscan(arg, &n); err != nil || n < 1 {
+				fmt.Fprintf(out, "err arm %q\n", arg)
+				continue
+			}
+			t.mu.Lock()
+			t.armAt = n
+			t.mu.Unlock()
+			fmt.Fprintln(out, "ok")
 		case "stats":
 			t.mu.Lock()
 			s := t.stats
+			frozen := t.frozen
 			t.mu.Unlock()
-			fmt.Fprintf(out, "ok %d %d %d %d\n", s.FileSyncs, s.DirSyncs, s.Writes, s.Refused)
+			fmt.Fprintf(out, "ok %d %d %d %d %t\n", s.FileSyncs, s.DirSyncs, s.Writes, s.Refused, frozen)
 		case "quit":
 			unmount()
 			fmt.Fprintln(out, "ok bye")

@@ -37,6 +37,7 @@ type tracker struct {
 
 	mu     sync.Mutex
 	frozen bool
+	armAt  int64 // freeze at this fsync (file or directory), 0: never
 	root   key
 	gen    map[uint64]uint64         // backing ino -> current generation
 	next   uint64                    // last generation handed out
@@ -51,6 +52,8 @@ type Stats struct {
 	FileSyncs, DirSyncs, Writes int64
 	// Refused counts operations refused (EIO) after the crash.
 	Refused int64
+	// Frozen says the power is off (Crash, or an armed fsync reached).
+	Frozen bool
 }
 
 func newTracker(backing, shadow string) (*tracker, error) {
@@ -178,14 +181,29 @@ func addSpan(l []span, s span) []span {
 	return append(l, s)
 }
 
+// syncPoint counts an fsync and says whether the power goes off at it
+// (the fsync then fails and does nothing). Called with mu held.
+func (t *tracker) syncPoint() bool {
+	if t.frozen {
+		t.stats.Refused++
+		return true
+	}
+	n := t.stats.FileSyncs + t.stats.DirSyncs + 1
+	if t.armAt > 0 && n >= t.armAt {
+		t.frozen = true
+		t.stats.Refused++
+		return true
+	}
+	return false
+}
+
 // syncFile makes the contents of the file open as fd (inode ino) durable:
 // the ranges written since the last fsync are copied to its shadow and the
 // shadow takes the file's size.
 func (t *tracker) syncFile(ino uint64, fd int) syscall.Errno {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.frozen {
-		t.stats.Refused++
+	if t.syncPoint() {
 		return syscall.EIO
 	}
 	t.stats.FileSyncs++
@@ -229,8 +247,7 @@ func (t *tracker) syncFile(ino uint64, fd int) syscall.Errno {
 func (t *tracker) syncDir(ino uint64, dir string) syscall.Errno {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.frozen {
-		t.stats.Refused++
+	if t.syncPoint() {
 		return syscall.EIO
 	}
 	t.stats.DirSyncs++
@@ -253,7 +270,9 @@ func (t *tracker) crash(out string) (Stats, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.frozen = true
-	return t.stats, t.build(t.root, out)
+	st := t.stats
+	st.Frozen = true
+	return st, t.build(t.root, out)
 }
 
 func (t *tracker) build(k key, dir string) error {
