@@ -3,7 +3,6 @@ package powerloss_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -124,7 +123,7 @@ type ack struct {
 
 // metaDoc is the metadata document the meta writer saves.
 type metaDoc struct {
-	Seq int64 `json:"seq"`
+	Seq int64  `json:"seq"`
 	Pad string `json:"pad"`
 }
 
@@ -333,5 +332,3 @@ func TestPowerLossRounds(t *testing.T) {
 		}
 	}
 }
-
-var _ = errors.Is

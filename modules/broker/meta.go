@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/store"
 )
 
@@ -58,25 +59,14 @@ func (m *metaStore) save(name string, v any) error {
 		}
 		return nil
 	}
-	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+	// Without a store's metadata seam the document is a file: written
+	// to a temporary file, fsynced, renamed, the directory fsynced (and a
+	// new directory's parent), so a power loss keeps the old or the new
+	// document, never none.
+	if err := durable.MkdirAll(m.dir, 0o755); err != nil {
 		return fmt.Errorf("broker: save %s: %w", name, err)
 	}
-	path := filepath.Join(m.dir, name+".json")
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("broker: save %s: %w", name, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("broker: save %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("broker: save %s: %w", name, err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, path); err != nil {
+	if err := durable.WriteFile(filepath.Join(m.dir, name+".json"), b, 0o644); err != nil {
 		return fmt.Errorf("broker: save %s: %w", name, err)
 	}
 	return nil

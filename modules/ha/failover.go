@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/controller"
@@ -451,37 +452,18 @@ func readJSON(dir, name string, v any) (bool, error) {
 	return true, nil
 }
 
-// writeJSON writes dir/name durably (temporary file, fsync, rename).
+// writeJSON writes dir/name durably: the directory (and any new parent)
+// made durable, then a temporary file written, fsynced, renamed over
+// dir/name and the directory fsynced (core/durable).
 func writeJSON(dir, name string, v any) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("ha: %w", err)
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, name+".tmp")
-	fh, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("ha: write %s: %w", name, err)
-	}
-	_, err = fh.Write(data)
-	if err == nil {
-		err = fh.Sync()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err == nil {
-		if d, derr := os.Open(dir); derr == nil {
-			err = d.Sync()
-			d.Close()
-		}
-	}
-	if err != nil {
+	if err := durable.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		return fmt.Errorf("ha: write %s: %w", name, err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
 )
@@ -75,6 +76,11 @@ func ApplyTruncation(ctx context.Context, p store.Provider, cfg any, deps store.
 		return err
 	}
 	if err := os.Remove(filepath.Join(dir, truncateFile)); err != nil {
+		return fmt.Errorf("ha: %w", err)
+	}
+	// The removal must be durable too: a truncation file back after a
+	// power loss would cut the log again, below what was written since.
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("ha: %w", err)
 	}
 	if log != nil {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/quivermq/quiver/core/durable"
 )
 
 // entry is one pending timer: its delivery time and where the held message
@@ -47,13 +49,16 @@ type wheel struct {
 	slots  []int64 // sorted slot numbers with a file
 	files  map[int64]*os.File
 	dirty  map[int64]bool
-	buf    [entrySize]byte
+	// newSlots says slot files were created since the last sync: their
+	// directory entries need the directory fsynced.
+	newSlots bool
+	buf      [entrySize]byte
 }
 
 const maxOpenSlots = 64
 
 func openWheel(dir string, slotMs int64) (*wheel, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("schedule: wheel: %w", err)
 	}
 	des, err := os.ReadDir(dir)
@@ -113,6 +118,7 @@ func (w *wheel) add(e entry) error {
 		w.files[slot] = f
 		if i, found := slices.BinarySearch(w.slots, slot); !found {
 			w.slots = slices.Insert(w.slots, i, slot)
+			w.newSlots = true
 		}
 	}
 	binary.BigEndian.PutUint64(w.buf[0:], uint64(e.At))
@@ -135,6 +141,14 @@ func (w *wheel) sync() error {
 			}
 		}
 		delete(w.dirty, slot)
+	}
+	if w.newSlots && len(errs) == 0 {
+		// A synced append in a file whose directory entry is not durable
+		// is lost with the file on a power loss.
+		if err := durable.SyncDir(w.dir); err != nil {
+			return fmt.Errorf("schedule: wheel: %w", err)
+		}
+		w.newSlots = false
 	}
 	return errors.Join(errs...)
 }
