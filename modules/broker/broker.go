@@ -66,6 +66,7 @@ type Broker struct {
 	tagsCode func(string) int64
 	gate     *sendGate
 
+	rt          runtimeConfig // UPDATE_BROKER_CONFIG changes (admin_config.go)
 	registerNow chan struct{}
 	ctx         context.Context
 	cancel      context.CancelFunc
@@ -134,8 +135,9 @@ func (b *Broker) Router() *remoting.Router { return b.router }
 // Store returns the broker's store.
 func (b *Broker) Store() store.Store { return b.store }
 
-// Config returns the configuration in force.
-func (b *Broker) Config() *Config { return b.cfg }
+// Config returns the configuration in force (a snapshot: UPDATE_BROKER_CONFIG
+// replaces it, never changes it in place).
+func (b *Broker) Config() *Config { return b.current() }
 
 // Logger returns the broker's logger.
 func (b *Broker) Logger() *slog.Logger { return b.log }
@@ -180,7 +182,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.log.Info("broker listening", "addr", ln.Addr())
 	}
 	b.started = true
-	b.loop(b.cfg.ScanInterval, func() { b.notifyChanged(b.ctx, b.clients.expire(b.cfg.ClientExpiry)) })
+	b.loop(b.cfg.ScanInterval, func() { b.notifyChanged(b.ctx, b.clients.expire(b.current().ClientExpiry)) })
 	b.loop(b.cfg.OffsetFlushInterval, func() {
 		if err := b.offsets.flush(); err != nil {
 			b.log.Error("persist consumer offsets", "err", err)

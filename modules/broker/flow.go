@@ -24,7 +24,7 @@ const (
 // bound. Pulls and heartbeats never pass through it.
 type sendGate struct {
 	slots       chan struct{}
-	busyTimeout time.Duration
+	busyTimeout atomic.Int64 // nanoseconds; UPDATE_BROKER_CONFIG may change it
 	now         func() time.Time
 
 	inflight     atomic.Int64
@@ -35,7 +35,8 @@ type sendGate struct {
 }
 
 func newSendGate(capacity int, busyTimeout time.Duration, q *quotas) *sendGate {
-	g := &sendGate{slots: make(chan struct{}, capacity), busyTimeout: busyTimeout, now: time.Now, quotas: q}
+	g := &sendGate{slots: make(chan struct{}, capacity), now: time.Now, quotas: q}
+	g.busyTimeout.Store(int64(busyTimeout))
 	g.lastProgress.Store(time.Now().UnixNano())
 	return g
 }
@@ -52,7 +53,7 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 	}
 	// The store-latency guard: a write stuck longer than busyTimeout means
 	// the disk is not keeping up; queueing more would only add latency.
-	if g.inflight.Load() > 0 && g.now().Sub(time.Unix(0, g.lastProgress.Load())) > g.busyTimeout {
+	if g.inflight.Load() > 0 && g.now().Sub(time.Unix(0, g.lastProgress.Load())) > time.Duration(g.busyTimeout.Load()) {
 		g.busyStore.Add(1)
 		return nil, remoting.NewResponse(req, remoting.SystemBusy, busyStoreRemark)
 	}
@@ -60,7 +61,7 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 	select {
 	case g.slots <- struct{}{}:
 	default:
-		t := time.NewTimer(g.busyTimeout)
+		t := time.NewTimer(time.Duration(g.busyTimeout.Load()))
 		select {
 		case g.slots <- struct{}{}:
 			t.Stop()
@@ -80,6 +81,13 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 		g.inflight.Add(-1)
 		<-g.slots
 	}, nil
+}
+
+// setBusyTimeout changes the threshold at run time (UPDATE_BROKER_CONFIG).
+func (g *sendGate) setBusyTimeout(d time.Duration) {
+	if g != nil {
+		g.busyTimeout.Store(int64(d))
+	}
 }
 
 // FlowStats are the flow-control counters (metrics, broker status).

@@ -44,6 +44,7 @@ func (b *Broker) registerProcessors() {
 	r.RegisterFunc(remoting.LockBatchMQ, locks.handleLock)
 	r.RegisterFunc(remoting.UnlockBatchMQ, locks.handleUnlock)
 	b.registerStats() // runtime.go, stats.go
+	b.registerAdmin() // admin_*.go
 }
 
 func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {

@@ -98,8 +98,8 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 		}
 		pr.matcher = sub.matcher
 	}
-	if pr.maxMsgs <= 0 || pr.maxMsgs > b.cfg.PullBatchMax {
-		pr.maxMsgs = b.cfg.PullBatchMax
+	if max := b.current().PullBatchMax; pr.maxMsgs <= 0 || pr.maxMsgs > max {
+		pr.maxMsgs = max
 	}
 	allowSuspend := pr.sysFlag&pullSuspend != 0
 	return b.pull(ctx, pr, allowSuspend)
@@ -123,7 +123,7 @@ func putReadResult(res *store.ReadResult) {
 // pull runs one read; with allowSuspend an empty answer parks the request.
 func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *remoting.Command {
 	res := readResults.Get().(*store.ReadResult)
-	opts := store.ReadOptions{MaxMessages: pr.maxMsgs, MaxBytes: int(b.cfg.PullBytesMax)}
+	opts := store.ReadOptions{MaxMessages: pr.maxMsgs, MaxBytes: int(b.current().PullBytesMax)}
 	var m filter.Matcher
 	if pr.matcher != nil && !matchesAll(pr.matcher) {
 		if tm, ok := pr.matcher.(filter.TagsCodeMatcher); ok {
@@ -164,12 +164,12 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 		code = remoting.PullNotFound
 	}
 	if code == remoting.PullNotFound && allowSuspend {
-		wait := pr.suspend
-		if !b.cfg.LongPolling {
-			wait = b.cfg.ShortPolling
+		wait, cfg := pr.suspend, b.current()
+		if !cfg.LongPolling {
+			wait = cfg.ShortPolling
 		}
-		if wait > b.cfg.MaxSuspend {
-			wait = b.cfg.MaxSuspend
+		if wait > cfg.MaxSuspend {
+			wait = cfg.MaxSuspend
 		}
 		if wait > 0 {
 			putReadResult(res)

@@ -82,8 +82,8 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	if resp := b.checkSend(ctx, req, h); resp != nil {
 		return resp
 	}
-	if len(req.Body) > int(b.cfg.MaxMessageSize) {
-		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d is over the limit %d", len(req.Body), b.cfg.MaxMessageSize))
+	if max := b.current().MaxMessageSize; len(req.Body) > int(max) {
+		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d is over the limit %d", len(req.Body), max))
 	}
 	if len(h.properties) > message.MaxPropertiesLength {
 		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message properties length %d is over the limit %d", len(h.properties), message.MaxPropertiesLength))
@@ -164,9 +164,10 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 	outer := message.ParseProperties(h.properties)
 	born := bornHost(p)
 	msgs := make([]*message.Ext, 0, len(items))
+	maxSize := b.current().MaxMessageSize
 	for _, it := range items {
-		if len(it.Body) > int(b.cfg.MaxMessageSize) {
-			return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("a batched message body of %d bytes is over the limit %d", len(it.Body), b.cfg.MaxMessageSize))
+		if len(it.Body) > int(maxSize) {
+			return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("a batched message body of %d bytes is over the limit %d", len(it.Body), maxSize))
 		}
 		if it.Properties[message.PropertyDelayTimeLevel] != "" && it.Properties[message.PropertyDelayTimeLevel] != "0" {
 			return remoting.Errorf(req, remoting.MessageIllegal, "a batch cannot contain delayed messages")

@@ -1,0 +1,296 @@
+package broker
+
+// Client-facing admin codes: GET_PRODUCER_CONNECTION_LIST (204), and the
+// calls the broker passes through to a client over the connection that
+// client heartbeats on (Java Broker2Client.callClient):
+// GET_CONSUMER_RUNNING_INFO (307), CONSUME_MESSAGE_DIRECTLY (309) and
+// INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223), which asks every consumer of
+// a group with GET_CONSUMER_STATUS_FROM_CLIENT (221) and gathers the
+// answers.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/remoting"
+)
+
+// Java ResponseCode.CONSUME_MSG_TIMEOUT: a client did not answer in time.
+const consumeMsgTimeout int32 = 207
+
+// callClientTimeout bounds a passed-through call (Java: 10 s; 5 s for the
+// consumer-status round).
+const (
+	callClientTimeout  = 10 * time.Second
+	clientStatusTimout = 5 * time.Second
+)
+
+// ProducerConnection is the GET_PRODUCER_CONNECTION_LIST answer (Java
+// ProducerConnection).
+type ProducerConnection struct {
+	ConnectionSet []Connection `json:"connectionSet"`
+}
+
+// connectionOf describes one client channel as Java's Connection.
+func connectionOf(c *clientChannel) Connection {
+	conn := Connection{ClientID: c.id, ClientAddr: c.peer.RemoteAddr()}
+	if v, ok := c.peer.Value(clientVersionKey{}); ok {
+		cv := v.(clientVersion)
+		conn.Language, conn.Version = cv.language, cv.version
+	}
+	return conn
+}
+
+// producerConnection snapshots a producer group's connections; ok is false
+// when the group has none.
+func (t *clientTable) producerConnection(group string) (ProducerConnection, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	g, ok := t.producers[group]
+	if !ok || len(g.clients) == 0 {
+		return ProducerConnection{}, false
+	}
+	pc := ProducerConnection{ConnectionSet: make([]Connection, 0, len(g.clients))}
+	for _, c := range g.clients {
+		pc.ConnectionSet = append(pc.ConnectionSet, connectionOf(c))
+	}
+	sort.Slice(pc.ConnectionSet, func(i, j int) bool { return pc.ConnectionSet[i].ClientID < pc.ConnectionSet[j].ClientID })
+	return pc, true
+}
+
+// ProducerConnections returns a producer group's live connections; ok is
+// false when none is known.
+func (b *Broker) ProducerConnections(group string) (ProducerConnection, bool) {
+	return b.clients.producerConnection(group)
+}
+
+// consumerChannel is one consumer's connection, found by client id.
+type consumerChannel struct {
+	id   string
+	peer *remoting.Peer
+}
+
+// consumerChannels lists a consumer group's connections sorted by client
+// id; with clientID set, only that client's.
+func (t *clientTable) consumerChannels(group, clientID string) []consumerChannel {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	g, ok := t.consumers[group]
+	if !ok {
+		return nil
+	}
+	out := make([]consumerChannel, 0, len(g.clients))
+	for id, c := range g.clients {
+		if clientID == "" || id == clientID {
+			out = append(out, consumerChannel{id: id, peer: c.peer})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (b *Broker) handleProducerConnections(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	group := e.String("producerGroup")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	pc, ok := b.clients.producerConnection(group)
+	if !ok {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("the producer group[%s] not exist", group))
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body, _ = json.Marshal(pc)
+	return resp
+}
+
+// callConsumer passes req through to the consumer clientID of group and
+// relays its answer (Java AdminBrokerProcessor.callConsumer).
+func (b *Broker) callConsumer(ctx context.Context, req *remoting.Command, code int32, group, clientID string, body []byte) *remoting.Command {
+	chans := b.clients.consumerChannels(group, clientID)
+	if clientID == "" || len(chans) == 0 {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("The Consumer <%s> <%s> not online", group, clientID))
+	}
+	ext := make(map[string]string, len(req.ExtMap()))
+	for k, v := range req.ExtMap() {
+		ext[k] = v
+	}
+	ctx, cancel := context.WithTimeout(ctx, callClientTimeout)
+	defer cancel()
+	got, err := chans[0].peer.Invoke(ctx, remoting.NewRequest(code, ext, body))
+	if err != nil {
+		if ctx.Err() != nil {
+			return remoting.Errorf(req, consumeMsgTimeout, fmt.Sprintf("consumer <%s> <%s> Timeout: %v", group, clientID, err))
+		}
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("invoke consumer <%s> <%s> Exception: %v", group, clientID, err))
+	}
+	return relay(req, got)
+}
+
+// relay answers req with a client's response to the passed-through call.
+func relay(req, got *remoting.Command) *remoting.Command {
+	resp := remoting.NewResponse(req, got.Code, got.Remark)
+	for k, v := range got.ExtMap() {
+		resp.SetExt(k, v)
+	}
+	resp.Body = got.Body
+	return resp
+}
+
+func (b *Broker) handleConsumerRunningInfo(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	group, clientID := e.String("consumerGroup"), e.String("clientId")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	return b.callConsumer(ctx, req, remoting.GetConsumerRunningInfo, group, clientID, req.Body)
+}
+
+// handleConsumeMessageDirectly passes the message named by msgId (an
+// offsetMsgId) to one consumer for it to consume now, as Java does,
+// telling it which broker sent it.
+func (b *Broker) handleConsumeMessageDirectly(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	group, clientID, msgID := e.String("consumerGroup"), e.String("clientId"), e.OptString("msgId")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	req.ExtMap()["brokerName"] = b.cfg.Name
+	body := req.Body
+	if _, off, err := message.ParseOffsetMsgID(msgID); err == nil {
+		if rec, err := b.store.Lookup(ctx, off); err == nil {
+			body = rec
+		}
+	}
+	return b.callConsumer(ctx, req, remoting.ConsumeMessageDirectly, group, clientID, body)
+}
+
+// mqOffsetEntry is one {MessageQueue}:offset pair of a fastjson table (the
+// key is a JSON object, as Java and the official clients write it).
+var mqOffsetEntry = regexp.MustCompile(`\{([^{}]*)\}\s*:\s*(-?\d+)`)
+
+// queueOffset is one row of a MessageQueue-keyed offset table.
+type queueOffset struct {
+	Topic      string `json:"topic"`
+	BrokerName string `json:"brokerName"`
+	QueueID    int32  `json:"queueId"`
+	offset     int64
+}
+
+// parseQueueOffsets reads the rows of the table held by field in a
+// fastjson body ({"messageQueueTable":{{...}:5,...}}).
+func parseQueueOffsets(body []byte, field string) ([]queueOffset, error) {
+	i := strings.Index(string(body), `"`+field+`"`)
+	if i < 0 {
+		return nil, fmt.Errorf("no %s in %.200q", field, body)
+	}
+	out := []queueOffset{}
+	for _, m := range mqOffsetEntry.FindAllSubmatch(body[i:], -1) {
+		var q queueOffset
+		if err := json.Unmarshal(append(append([]byte{'{'}, m[1]...), '}'), &q); err != nil {
+			return nil, fmt.Errorf("bad message queue %q: %w", m[1], err)
+		}
+		off, err := strconv.ParseInt(string(m[2]), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad offset %q: %w", m[2], err)
+		}
+		q.offset = off
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// writeQueueOffsets writes rows as a fastjson MessageQueue-keyed table.
+func writeQueueOffsets(sb *strings.Builder, rows []queueOffset) {
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		if a.BrokerName != b.BrokerName {
+			return a.BrokerName < b.BrokerName
+		}
+		return a.QueueID < b.QueueID
+	})
+	sb.WriteByte('{')
+	for i, r := range rows {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		mqKey(sb, r.Topic, r.BrokerName, r.QueueID)
+		sb.WriteByte(':')
+		sb.WriteString(strconv.FormatInt(r.offset, 10))
+	}
+	sb.WriteByte('}')
+}
+
+// handleConsumerStatus answers INVOKE_BROKER_TO_GET_CONSUMER_STATUS: it
+// asks each consumer of the group (or only clientAddr, a client id, when
+// set) for its offsets of topic with GET_CONSUMER_STATUS_FROM_CLIENT and
+// answers GetConsumerStatusBody {"consumerTable":{clientId:{mq:offset}},
+// "messageQueueTable":{}}. A client that fails to answer is left out, as
+// in Java.
+func (b *Broker) handleConsumerStatus(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	topic, group, only := e.String("topic"), e.String("group"), e.OptString("clientAddr")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	chans := b.clients.consumerChannels(group, only)
+	if len(b.clients.consumerChannels(group, "")) == 0 {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("No Any Consumer online in the consumer group: [%s]", group))
+	}
+	type answer struct {
+		id   string
+		rows []queueOffset
+	}
+	answers := make(chan answer, len(chans))
+	for _, c := range chans {
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, clientStatusTimout)
+			defer cancel()
+			r, err := c.peer.Invoke(cctx, remoting.NewRequest(remoting.GetConsumerStatusFromClient, map[string]string{"topic": topic, "group": group}, nil))
+			if err != nil || r.Code != remoting.Success || len(r.Body) == 0 {
+				b.log.Debug("get consumer status", "group", group, "topic", topic, "client", c.id, "err", err)
+				answers <- answer{id: c.id}
+				return
+			}
+			rows, err := parseQueueOffsets(r.Body, "messageQueueTable")
+			if err != nil {
+				b.log.Debug("get consumer status: bad answer", "client", c.id, "err", err)
+				answers <- answer{id: c.id}
+				return
+			}
+			answers <- answer{id: c.id, rows: rows}
+		}()
+	}
+	table := map[string][]queueOffset{}
+	for range chans {
+		a := <-answers
+		if a.rows != nil {
+			table[a.id] = a.rows
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString(`{"consumerTable":{`)
+	for i, id := range sortedKeys(table) {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		k, _ := json.Marshal(id)
+		sb.Write(k)
+		sb.WriteByte(':')
+		writeQueueOffsets(&sb, table[id])
+	}
+	sb.WriteString(`},"messageQueueTable":{}}`)
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body = []byte(sb.String())
+	return resp
+}
