@@ -22,7 +22,25 @@ type Request struct {
 	RemoteAddr string
 	ExtFields  map[string]string
 	Body       []byte
+	// Lookup finds the message stored at a commit-log offset, for codes
+	// whose resource is a stored message's topic (VIEW_MESSAGE_BY_ID,
+	// END_TRANSACTION, CONSUMER_SEND_MSG_BACK). Nil where the process
+	// stores no messages (a name server): such checks then refuse.
+	Lookup MessageLookup
 }
+
+// StoredMessage is what authorization reads of a stored message.
+type StoredMessage struct {
+	// Topic is the topic the message is stored under.
+	Topic string
+	// RealTopic is the REAL_TOPIC property of a message parked under a
+	// system topic (a transaction's half message, a delayed message); ""
+	// otherwise.
+	RealTopic string
+}
+
+// MessageLookup reads the message stored at a commit-log offset.
+type MessageLookup func(ctx context.Context, commitLogOffset int64) (StoredMessage, error)
 
 // Principal is an authenticated identity.
 type Principal struct {
@@ -30,6 +48,10 @@ type Principal struct {
 	Admin     bool
 	// Trusted is set for white-listed addresses that skip checks.
 	Trusted bool
+	// Cluster marks a cluster member (a broker): only cluster members may
+	// register brokers with a name server, replicate (HA_PULL) and talk to
+	// controllers. An ordinary account, admin included, is not one.
+	Cluster bool
 }
 
 // Action is what a request does to a resource.
@@ -37,6 +59,7 @@ type Action uint8
 
 // Actions (RocketMQ permission bits).
 const (
+	Any   Action = 2 // PUB or SUB, either will do
 	Pub   Action = 4
 	Sub   Action = 8
 	Admin Action = 16

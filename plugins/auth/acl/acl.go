@@ -271,12 +271,12 @@ func (a *ACL) Authenticate(_ context.Context, req auth.Request) (auth.Principal,
 		return auth.Principal{}, unauthenticated("No acl config for %s", ak)
 	}
 	if hasIP && acct.white(ip) {
-		return auth.Principal{AccessKey: ak, Admin: acct.admin, Trusted: true}, nil
+		return auth.Principal{AccessKey: ak, Admin: acct.admin, Cluster: acct.cluster, Trusted: true}, nil
 	}
 	if !verifySignature(acct.secretKey, req.ExtFields, req.Body, req.ExtFields[KeySignature]) {
 		return auth.Principal{}, unauthenticated("Check signature failed for accessKey=%s", ak)
 	}
-	return auth.Principal{AccessKey: ak, Admin: acct.admin}, nil
+	return auth.Principal{AccessKey: ak, Admin: acct.admin, Cluster: acct.cluster}, nil
 }
 
 // Authorize implements auth.Authorizer. Trusted principals (white-listed
@@ -331,27 +331,15 @@ func isRetry(name string) bool {
 	return len(name) >= len(retryPrefix) && name[:len(retryPrefix)] == retryPrefix
 }
 
-// Check implements auth.Checker: it authenticates req, works out what it
-// needs (Required) and authorizes each need. The error is an *Error.
+// Check implements auth.Checker: it authenticates req and decides by its
+// row of the permission table (table.go, checkRule). The error is an
+// *Error.
 func (a *ACL) Check(ctx context.Context, req auth.Request) (auth.Principal, error) {
 	p, err := a.Authenticate(ctx, req)
 	if err != nil {
 		return p, err
 	}
-	if p.Trusted {
-		return p, nil
-	}
-	needs, err := Required(req)
-	if err != nil {
-		return p, err
-	}
-	r := a.rules.Load()
-	for _, n := range needs {
-		if err := a.authorize(r, p, n, req.Code); err != nil {
-			return p, err
-		}
-	}
-	return p, nil
+	return p, a.checkRule(ctx, a.rules.Load(), p, req)
 }
 
 // Interceptor returns the remoting interceptor that checks every request

@@ -162,7 +162,7 @@ func TestCheckPermissions(t *testing.T) {
 		{name: "delete topic for a non-admin", ak: "RocketMQ", give: admin(remoting.DeleteTopicInBroker), wantErr: "admin required for request code 215"},
 		{name: "reset offset for a non-admin", ak: "RocketMQ", give: admin(remoting.InvokeBrokerToResetOffset), wantErr: "admin required for request code 222"},
 		{name: "signature-only code", ak: "RocketMQ", give: func() (int32, map[string]string, string) {
-			return remoting.EndTransaction, map[string]string{"producerGroup": "PG"}, ""
+			return remoting.GetRouteInfoByTopic, map[string]string{"topic": "AnyTopic"}, ""
 		}},
 		{name: "malformed request refused", ak: "RocketMQ", give: func() (int32, map[string]string, string) {
 			return remoting.PullMessage, map[string]string{"topic": "topicB"}, ""

@@ -84,6 +84,7 @@ type accountYAML struct {
 	SecretKey          string   `yaml:"secretKey"`
 	WhiteRemoteAddress string   `yaml:"whiteRemoteAddress"`
 	Admin              bool     `yaml:"admin"`
+	Role               string   `yaml:"role"` // "broker": a cluster member (roles.go)
 	DefaultTopicPerm   string   `yaml:"defaultTopicPerm"`
 	DefaultGroupPerm   string   `yaml:"defaultGroupPerm"`
 	TopicPerms         []string `yaml:"topicPerms"`
@@ -96,6 +97,7 @@ type account struct {
 	secretKey    []byte
 	white        addrMatcher
 	admin        bool
+	cluster      bool // role: broker
 	defaultTopic byte
 	defaultGroup byte
 	// perms holds topic permissions by topic name and group permissions
@@ -103,13 +105,21 @@ type account struct {
 	// second, win a clash). It is nil when the account lists none, which
 	// is what lets an admin account pass every resource check.
 	perms map[string]byte
+	// whitePattern is whiteRemoteAddress as written; src the account as
+	// the file has it (listings, GET_BROKER_CLUSTER_ACL_CONFIG).
+	whitePattern string
+	src          accountYAML
 }
 
 // rules is one loaded ACL file. It is immutable once built.
 type rules struct {
-	global   addrMatcher
-	accounts map[string]*account
-	secrets  []string
+	// globalPatterns is globalWhiteRemoteAddresses as written; order the
+	// access keys in file order.
+	globalPatterns []string
+	order          []string
+	global         addrMatcher
+	accounts       map[string]*account
+	secrets        []string
 }
 
 // minKeyLen: Java requires accessKey and secretKey longer than 6 characters.
@@ -141,6 +151,7 @@ func parseRulesRaw(data []byte) (*rules, error) {
 	var errs []error
 	r := &rules{accounts: map[string]*account{}}
 	var err error
+	r.globalPatterns = f.GlobalWhiteRemoteAddresses
 	if r.global, err = compileAddrs(f.GlobalWhiteRemoteAddresses); err != nil {
 		errs = append(errs, fmt.Errorf("globalWhiteRemoteAddresses: %w", err))
 	}
@@ -160,6 +171,9 @@ func parseRulesRaw(data []byte) (*rules, error) {
 		}
 		a := &account{accessKey: ay.AccessKey, secretKey: []byte(ay.SecretKey), admin: ay.Admin}
 		r.secrets = append(r.secrets, ay.SecretKey)
+		if a.cluster, err = parseRole(ay.Role); err != nil {
+			errs = append(errs, fmt.Errorf("%s.role: %w", where, err))
+		}
 		if a.white, err = compileAddr(ay.WhiteRemoteAddress); err != nil {
 			errs = append(errs, fmt.Errorf("%s.whiteRemoteAddress: %w", where, err))
 		}
@@ -185,7 +199,9 @@ func parseRulesRaw(data []byte) (*rules, error) {
 			}
 			a.setPerm(retryPrefix+name, p)
 		}
+		a.whitePattern, a.src = ay.WhiteRemoteAddress, ay
 		r.accounts[a.accessKey] = a
+		r.order = append(r.order, a.accessKey)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

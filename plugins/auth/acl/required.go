@@ -1,8 +1,11 @@
 package acl
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/quivermq/quiver/core/auth"
@@ -13,6 +16,151 @@ const (
 	retryPrefix = "%RETRY%"
 	traceTopic  = "RMQ_SYS_TRACE_TOPIC"
 )
+
+// Kind says who may send a request code when ACL is on.
+type Kind uint8
+
+// Kinds, from the most open to the most closed.
+const (
+	// Public: any account with a valid signature; no permission. Rule.Reason
+	// says why the code needs none.
+	Public Kind = iota + 1
+	// Resources: the permissions Rule.Needs lists, on the topics and groups
+	// the request names (an admin account that lists no topicPerms and no
+	// groupPerms has them all, as in Java).
+	Resources
+	// AdminOnly: an account with admin: true.
+	AdminOnly
+	// AdminOrCluster: an admin account or a cluster member (what a slave
+	// copies from its master).
+	AdminOrCluster
+	// ClusterOnly: a cluster member (an account with role: broker, or the
+	// broker of the same `mq dev` process); never an ordinary account,
+	// admin included.
+	ClusterOnly
+	// Refused: a code clients serve, not brokers or name servers; nobody
+	// may send it to a server.
+	Refused
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Public:
+		return "public"
+	case Resources:
+		return "resources"
+	case AdminOnly:
+		return "admin"
+	case AdminOrCluster:
+		return "admin or cluster"
+	case ClusterOnly:
+		return "cluster"
+	case Refused:
+		return "refused"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// From says where a Source finds its resource name.
+type From uint8
+
+// Places a resource name comes from.
+const (
+	// Header: the extFields value named Source.Path.
+	Header From = iota + 1
+	// Body: the JSON body at Source.Path, dot-separated keys, "[]" after a
+	// key for each element of an array ("mqSet[].topic"). Keys match
+	// case-insensitively, as encoding/json's struct decoding does in the
+	// processors; two spellings of one key with different values refuse.
+	Body
+	// Stored: the topic of the message stored at the commit-log offset in
+	// the extFields value named Source.Path.
+	Stored
+)
+
+// Source is one resource a request names and the permission it needs
+// there.
+type Source struct {
+	From From
+	Path string
+	// Group: the name is a consumer or producer group, not a topic.
+	Group bool
+	// Perm is auth.Pub, auth.Sub or auth.Any (either).
+	Perm auth.Action
+	// Optional: an absent (empty) value needs nothing. Otherwise a request
+	// without it is refused.
+	Optional bool
+	// Real (Stored only): a message parked under a system topic (a
+	// transaction's half message, a delayed message) counts under its
+	// REAL_TOPIC.
+	Real bool
+}
+
+func (s Source) String() string {
+	res := "topic"
+	if s.Group {
+		res = "group"
+	}
+	var where string
+	switch s.From {
+	case Header:
+		where = "header `" + s.Path + "`"
+	case Body:
+		where = "body `" + s.Path + "`"
+	case Stored:
+		where = "the message at commit-log offset header `" + s.Path + "`"
+		if s.Real {
+			where += " (its REAL_TOPIC)"
+		}
+		res = "topic of"
+	}
+	out := fmt.Sprintf("%s on %s %s", actionString(s.Perm), res, where)
+	if s.Optional {
+		out += " if present"
+	}
+	return out
+}
+
+// Rule is one row of the permission table: who may send a request code.
+type Rule struct {
+	Code int32
+	Kind Kind
+	// Needs are the permissions of a Resources rule.
+	Needs []Source
+	// Reason says why a Public or Refused code is open or closed, or notes
+	// a difference from Java.
+	Reason string
+}
+
+// Name is the code's Java (or Quiver) name.
+func (r Rule) Name() string { return remoting.RequestCodeName(r.Code) }
+
+// Describe is the rule in one line (docs/SECURITY.md).
+func (r Rule) Describe() string {
+	var out string
+	switch r.Kind {
+	case Resources:
+		parts := make([]string, len(r.Needs))
+		for i, s := range r.Needs {
+			parts[i] = s.String()
+		}
+		out = strings.Join(parts, "; ")
+	case Public:
+		out = "any signed account"
+	case AdminOnly:
+		out = "admin account"
+	case AdminOrCluster:
+		out = "admin account or cluster member"
+	case ClusterOnly:
+		out = "cluster member only (`role: broker`), never an ordinary account"
+	case Refused:
+		out = "refused"
+	}
+	if r.Reason != "" {
+		out += " — " + r.Reason
+	}
+	return out
+}
 
 // Need is one permission a request needs: an action on a resource, or
 // auth.Admin with a zero Resource for admin-only codes.
@@ -34,6 +182,8 @@ func actionString(a auth.Action) string {
 		return "PUB"
 	case auth.Sub:
 		return "SUB"
+	case auth.Any:
+		return "PUB or SUB"
 	case auth.Admin:
 		return "ADMIN"
 	}
@@ -47,84 +197,118 @@ func resourceString(r auth.Resource) string {
 	return "topic " + r.Name
 }
 
-// requirement says what one request code needs.
-type requirement struct {
-	name  string
-	admin bool
-	// needs lists the resources; nil means the signature alone is enough.
-	needs func(ext map[string]string, body []byte) ([]Need, error)
+// Rules returns the permission table in code order. Every request code a
+// broker or name server routes has a row; with ACL on, a code without one
+// is refused.
+func Rules() []Rule {
+	out := make([]Rule, 0, len(table))
+	for _, r := range table {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
+	return out
 }
 
-// requirements is THE table: what each request code needs beyond a valid
-// signature. Codes that are not listed need only the signature (Java's
-// default), including GET_ROUTEINFO_BY_TOPIC and the other name-server
-// queries, REGISTER_BROKER, GET_MAX_OFFSET and END_TRANSACTION.
-//
-// It follows Java 4.9.8's PlainAccessResource.parse and
-// Permission.ADMIN_CODE (spec §8.2), with these differences:
-//
-//   - SEND_MESSAGE / SEND_MESSAGE_V2 to a %RETRY%<g> topic need SUB on
-//     group g, the group the retry topic belongs to, instead of PUB on the
-//     topic. Java reads the group from an ext field ("group" for
-//     SEND_MESSAGE, which the header never carries, so Java checks the
-//     group "null"; "a" = producerGroup for V2, which is
-//     CLIENT_INNER_PRODUCER when the Go client sends a message back).
-//     Quiver derives it from the topic, so nobody can write into a retry
-//     topic of a group they may not consume.
-//   - SEND_BATCH_MESSAGE (320) needs PUB on topic b like SEND_MESSAGE_V2
-//     (Java 4.9.8 checks only the signature; 5.x checks it like V2).
-//   - QUERY_CONSUMER_OFFSET (14) needs SUB on the group and the topic,
-//     like UPDATE_CONSUMER_OFFSET (Java checks only the signature).
-//   - DELETE_TOPIC_IN_NAMESRV (216) and INVOKE_BROKER_TO_RESET_OFFSET
-//     (222) are admin-only too (Java's name server has no ACL, and 222 is
-//     not in ADMIN_CODE).
-//   - A resource field a listed code needs but the request lacks refuses
-//     the request (Java checks a resource named "null"), except the
-//     consumerGroup of UNREGISTER_CLIENT, which a producer leaves out.
-var requirements = map[int32]requirement{
-	remoting.SendMessage:            {name: "SEND_MESSAGE", needs: sendNeeds("topic")},
-	remoting.SendMessageV2:          {name: "SEND_MESSAGE_V2", needs: sendNeeds("b")},
-	remoting.SendBatchMessage:       {name: "SEND_BATCH_MESSAGE", needs: sendNeeds("b")},
-	remoting.ConsumerSendMsgBack:    {name: "CONSUMER_SEND_MSG_BACK", needs: fields(group("group"))},
-	remoting.PullMessage:            {name: "PULL_MESSAGE", needs: fields(topic("topic"), group("consumerGroup"))},
-	remoting.QueryMessage:           {name: "QUERY_MESSAGE", needs: fields(topic("topic"))},
-	remoting.HeartBeat:              {name: "HEART_BEAT", needs: heartbeatNeeds},
-	remoting.UnregisterClient:       {name: "UNREGISTER_CLIENT", needs: fields(optGroup("consumerGroup"))},
-	remoting.GetConsumerListByGroup: {name: "GET_CONSUMER_LIST_BY_GROUP", needs: fields(group("consumerGroup"))},
-	remoting.UpdateConsumerOffset:   {name: "UPDATE_CONSUMER_OFFSET", needs: fields(group("consumerGroup"), topic("topic"))},
-	remoting.QueryConsumerOffset:    {name: "QUERY_CONSUMER_OFFSET", needs: fields(group("consumerGroup"), topic("topic"))},
-	remoting.EndTransaction:         {name: "END_TRANSACTION"},
-
-	remoting.UpdateAndCreateTopic:             {name: "UPDATE_AND_CREATE_TOPIC", admin: true},
-	remoting.UpdateBrokerConfig:               {name: "UPDATE_BROKER_CONFIG", admin: true},
-	remoting.DeleteTopicInBroker:              {name: "DELETE_TOPIC_IN_BROKER", admin: true},
-	remoting.UpdateAndCreateSubscriptionGroup: {name: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", admin: true},
-	remoting.DeleteSubscriptionGroup:          {name: "DELETE_SUBSCRIPTIONGROUP", admin: true},
-	remoting.DeleteTopicInNamesrv:             {name: "DELETE_TOPIC_IN_NAMESRV", admin: true},
-	remoting.InvokeBrokerToResetOffset:        {name: "INVOKE_BROKER_TO_RESET_OFFSET", admin: true},
+// RuleFor returns the row of code.
+func RuleFor(code int32) (Rule, bool) {
+	r, ok := table[code]
+	return r, ok
 }
 
-// Required returns what req needs beyond a valid signature, in the order
-// of the table, without duplicates. A malformed request (a missing
-// resource field, a HEART_BEAT body that is not JSON) is an error wrapping
-// auth.ErrDenied.
-func Required(req auth.Request) ([]Need, error) {
-	r, ok := requirements[req.Code]
+// Required returns the row of req's code and what req needs under a
+// Resources row, in the order of the row's sources, without duplicates.
+// A code without a row, a malformed request (a missing resource, a body
+// that is not JSON) or a stored message that cannot be read is an error
+// wrapping auth.ErrDenied.
+func Required(ctx context.Context, req auth.Request) (Rule, []Need, error) {
+	r, ok := table[req.Code]
 	if !ok {
-		return nil, nil
+		return r, nil, &Error{kind: auth.ErrDenied, msg: fmt.Sprintf("request code %d (%s) is not in the permission table: refused", req.Code, remoting.RequestCodeName(req.Code))}
 	}
-	var out []Need
-	if r.admin {
-		out = append(out, Need{Action: auth.Admin})
+	if r.Kind != Resources {
+		return r, nil, nil
 	}
-	if r.needs == nil {
-		return out, nil
-	}
-	needs, err := r.needs(req.ExtFields, req.Body)
+	needs, err := r.resolve(ctx, req)
 	if err != nil {
-		return nil, &Error{kind: auth.ErrDenied, msg: fmt.Sprintf("%s (%d): %v", r.name, req.Code, err)}
+		return r, nil, &Error{kind: auth.ErrDenied, msg: fmt.Sprintf("%s (%d): %v", r.Name(), req.Code, err)}
 	}
-	return dedupe(append(out, needs...)), nil
+	return r, dedupe(needs), nil
+}
+
+func (r Rule) resolve(ctx context.Context, req auth.Request) ([]Need, error) {
+	var out []Need
+	var doc *jsonDoc
+	for _, s := range r.Needs {
+		var names []string
+		switch s.From {
+		case Header:
+			if v := req.ExtFields[s.Path]; v != "" {
+				names = []string{v}
+			}
+		case Body:
+			if doc == nil {
+				d, err := parseDoc(req.Body)
+				if err != nil {
+					return nil, err
+				}
+				doc = d
+			}
+			vs, err := doc.strings(s.Path, s.Optional)
+			if err != nil {
+				return nil, err
+			}
+			if len(vs) == 0 && strings.Contains(s.Path, "[]") {
+				continue // an empty list (a heartbeat of producers only) names nothing
+			}
+			names = vs
+		case Stored:
+			t, err := storedTopic(ctx, req, s)
+			if err != nil {
+				return nil, err
+			}
+			names = []string{t}
+		}
+		if len(names) == 0 {
+			if s.Optional {
+				continue
+			}
+			return nil, fmt.Errorf("the %s field is missing", s.Path)
+		}
+		out = appendNeeds(out, s, names)
+	}
+	return out, nil
+}
+
+func appendNeeds(out []Need, s Source, names []string) []Need {
+	for _, n := range names {
+		if s.Group {
+			out = append(out, groupNeed(n, s.Perm))
+		} else {
+			out = append(out, topicNeed(n, s.Perm))
+		}
+	}
+	return out
+}
+
+// storedTopic reads the topic of the message at the offset in header
+// s.Path, parsing the offset as the processors do.
+func storedTopic(ctx context.Context, req auth.Request, s Source) (string, error) {
+	e := remoting.ReadExt(&remoting.Command{ExtFields: req.ExtFields})
+	off := e.Int64(s.Path)
+	if e.Err != nil {
+		return "", fmt.Errorf("the %s field: %v", s.Path, e.Err)
+	}
+	if req.Lookup == nil {
+		return "", fmt.Errorf("this server cannot read the message at offset %d", off)
+	}
+	m, err := req.Lookup(ctx, off)
+	if err != nil || m.Topic == "" {
+		return "", fmt.Errorf("no message at commit-log offset %d", off)
+	}
+	if s.Real && m.RealTopic != "" {
+		return m.RealTopic, nil
+	}
+	return m.Topic, nil
 }
 
 func dedupe(ns []Need) []Need {
@@ -139,114 +323,103 @@ func dedupe(ns []Need) []Need {
 	return out
 }
 
-// topicNeed classifies like Java: a %RETRY% name is a group resource.
+// topicNeed classifies a topic: %RETRY%<g> is group g's retry topic and
+// needs SUB on group g, whatever the action (sending a message back,
+// pulling retries, reading its offsets are all the group's consumption).
 func topicNeed(name string, act auth.Action) Need {
-	return Need{Resource: auth.Resource{Name: name, IsGroup: strings.HasPrefix(name, retryPrefix)}, Action: act}
-}
-
-func groupNeed(g string) Need {
-	return Need{Resource: auth.Resource{Name: retryPrefix + g, IsGroup: true}, Action: auth.Sub}
-}
-
-type fieldNeed func(ext map[string]string) (Need, error)
-
-func required(ext map[string]string, key string) (string, error) {
-	v := ext[key]
-	if v == "" {
-		return "", fmt.Errorf("the %s field is missing", key)
+	if g, ok := strings.CutPrefix(name, retryPrefix); ok {
+		return groupNeed(g, auth.Sub)
 	}
-	return v, nil
+	return Need{Resource: auth.Resource{Name: name}, Action: act}
 }
 
-func topic(key string) fieldNeed {
-	return func(ext map[string]string) (Need, error) {
-		v, err := required(ext, key)
-		return topicNeed(v, auth.Sub), err
+func groupNeed(g string, act auth.Action) Need {
+	return Need{Resource: auth.Resource{Name: retryPrefix + g, IsGroup: true}, Action: act}
+}
+
+// jsonDoc is a parsed body.
+type jsonDoc struct{ v any }
+
+func parseDoc(body []byte) (*jsonDoc, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("the body is not JSON")
 	}
-}
-
-func group(key string) fieldNeed {
-	return func(ext map[string]string) (Need, error) {
-		v, err := required(ext, key)
-		return groupNeed(v), err
+	if dec.More() {
+		return nil, fmt.Errorf("the body is not one JSON value")
 	}
+	return &jsonDoc{v: v}, nil
 }
 
-// optGroup is group for a field that may be absent: UNREGISTER_CLIENT of a
-// producer carries no consumerGroup and then needs only the signature.
-func optGroup(key string) fieldNeed {
-	return func(ext map[string]string) (Need, error) {
-		if ext[key] == "" {
-			return Need{}, nil
-		}
-		return groupNeed(ext[key]), nil
-	}
-}
-
-func fields(fs ...fieldNeed) func(map[string]string, []byte) ([]Need, error) {
-	return func(ext map[string]string, _ []byte) ([]Need, error) {
-		out := make([]Need, 0, len(fs))
-		for _, f := range fs {
-			n, err := f(ext)
+// strings returns the strings at path (see Body). A missing or null list
+// ("key[]") holds nothing; a missing, null or empty value, or one that is
+// not a string, is an error unless optional.
+func (d *jsonDoc) strings(path string, optional bool) ([]string, error) {
+	cur := []any{d.v}
+	for _, seg := range strings.Split(path, ".") {
+		key, each := strings.CutSuffix(seg, "[]")
+		var next []any
+		for _, c := range cur {
+			obj, ok := c.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("the body has no object holding %s", path)
+			}
+			v, found, err := foldGet(obj, key)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("the body's %s: %v", path, err)
 			}
-			if n != (Need{}) {
-				out = append(out, n)
+			switch {
+			case each && (!found || v == nil):
+			case each:
+				arr, ok := v.([]any)
+				if !ok {
+					return nil, fmt.Errorf("the body's %s is not a list", key)
+				}
+				next = append(next, arr...)
+			case !found || v == nil:
+				if !optional {
+					return nil, fmt.Errorf("the body has no %s", path)
+				}
+			default:
+				next = append(next, v)
 			}
 		}
-		return out, nil
+		cur = next
 	}
-}
-
-// sendNeeds: PUB on the topic; SUB on group g for a %RETRY%g topic.
-func sendNeeds(key string) func(map[string]string, []byte) ([]Need, error) {
-	return func(ext map[string]string, _ []byte) ([]Need, error) {
-		t, err := required(ext, key)
-		if err != nil {
-			return nil, err
+	out := make([]string, 0, len(cur))
+	for _, c := range cur {
+		s, ok := c.(string)
+		if !ok || s == "" {
+			return nil, fmt.Errorf("the body has no %s", path)
 		}
-		if g, ok := strings.CutPrefix(t, retryPrefix); ok {
-			return []Need{groupNeed(g)}, nil
-		}
-		return []Need{topicNeed(t, auth.Pub)}, nil
-	}
-}
-
-// heartbeatBody is the part of HeartbeatData the ACL reads. Decoding only
-// these fields keeps the check independent of the rest of the body (the
-// processor validates that).
-type heartbeatBody struct {
-	ConsumerDataSet []*struct {
-		GroupName           string `json:"groupName"`
-		SubscriptionDataSet []*struct {
-			Topic string `json:"topic"`
-		} `json:"subscriptionDataSet"`
-	} `json:"consumerDataSet"`
-}
-
-// heartbeatNeeds: for each consumer group, SUB on the group and on every
-// subscribed topic.
-func heartbeatNeeds(_ map[string]string, body []byte) ([]Need, error) {
-	var hb heartbeatBody
-	if err := json.Unmarshal(body, &hb); err != nil {
-		return nil, fmt.Errorf("the body is not heartbeat JSON")
-	}
-	var out []Need
-	for _, c := range hb.ConsumerDataSet {
-		if c == nil || c.GroupName == "" {
-			return nil, fmt.Errorf("a consumer has no groupName")
-		}
-		out = append(out, groupNeed(c.GroupName))
-		for _, s := range c.SubscriptionDataSet {
-			if s == nil || s.Topic == "" {
-				return nil, fmt.Errorf("a subscription of group %s has no topic", c.GroupName)
-			}
-			out = append(out, topicNeed(s.Topic, auth.Sub))
-		}
+		out = append(out, s)
 	}
 	return out, nil
 }
 
-// CodeName names a request code of the table ("" for others).
-func CodeName(code int32) string { return requirements[code].name }
+// foldGet finds key in obj the way encoding/json fills a struct field:
+// any key equal under case folding. Two such keys with different values
+// are refused, so that this check and a processor cannot read different
+// names from one body.
+func foldGet(obj map[string]any, key string) (any, bool, error) {
+	var v any
+	found := false
+	for k, x := range obj {
+		if !strings.EqualFold(k, key) {
+			continue
+		}
+		if found && !sameJSON(v, x) {
+			return nil, false, fmt.Errorf("key %s is spelt twice with different values", key)
+		}
+		v, found = x, true
+	}
+	return v, found, nil
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
