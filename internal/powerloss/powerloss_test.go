@@ -1,16 +1,17 @@
 package powerloss_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,14 +27,17 @@ import (
 
 func TestMain(m *testing.M) {
 	crashfs.ServeIfChild()
+	if spec := os.Getenv(envChild); spec != "" {
+		writerMain(spec)
+	}
 	os.Exit(m.Run())
 }
 
 var bg = context.Background()
 
 type engine struct {
-	name string
-	open func(t testing.TB, dir string, mode store.FlushMode) store.Store
+	name    string
+	openErr func(dir string, mode store.FlushMode) (store.Store, error)
 	// closeCrashed: whether a store whose disk lost power can be closed
 	// in-process (Pebble's background goroutines may panic on manifest
 	// errors, so a crashed Pebble is abandoned; its mount is aborted).
@@ -46,19 +50,24 @@ func settings(dir string, mode store.FlushMode) store.Settings {
 }
 
 var engines = []engine{
-	{name: "commitlog", closeCrashed: true, open: func(t testing.TB, dir string, mode store.FlushMode) store.Store {
+	{name: "commitlog", closeCrashed: true, openErr: func(dir string, mode store.FlushMode) (store.Store, error) {
 		c := commitlog.NewConfig()
 		c.SegmentSize = 64 << 10 // segments roll often: creation is a crash point
 		c.CQEntriesPerFile = 40
-		s, err := commitlog.Open(c, store.Deps{Settings: settings(dir, mode)})
-		require.NoError(t, err, "open commitlog at %s", dir)
-		return s
+		return commitlog.Open(c, store.Deps{Settings: settings(dir, mode)})
 	}},
-	{name: "pebble", open: func(t testing.TB, dir string, mode store.FlushMode) store.Store {
-		s, err := pebblestore.Open(pebblestore.NewConfig(), store.Deps{Settings: settings(dir, mode)})
-		require.NoError(t, err, "open pebble at %s", dir)
-		return s
+	{name: "pebble", openErr: func(dir string, mode store.FlushMode) (store.Store, error) {
+		c := pebblestore.NewConfig()
+		c.MemTableSize = 256 << 10 // flushes and WAL rotations: more crash points
+		return pebblestore.Open(c, store.Deps{Settings: settings(dir, mode)})
 	}},
+}
+
+func (e engine) open(t testing.TB, dir string, mode store.FlushMode) store.Store {
+	t.Helper()
+	s, err := e.openErr(dir, mode)
+	require.NoError(t, err, "open %s at %s", e.name, dir)
+	return s
 }
 
 func msg(q store.Queue, body string) store.Message {
@@ -132,90 +141,166 @@ type Counts struct {
 	Rounds, Acknowledged, Lost, Corrupt, MetaSaves, MetaLost int
 }
 
-// round runs writers on a store under crashfs over backing until the
-// power goes off (at a random fsync, or after a random number of
-// acknowledgements), and returns the image and what was acknowledged.
-func round(t *testing.T, e engine, mode store.FlushMode, backing string, rng *rand.Rand, metaSeq *atomic.Int64) (string, []ack, int64) {
-	fsys := crashfs.Mount(t, backing)
-	s := e.open(t, storeDir(fsys.Dir), mode)
-	md, _ := s.(store.Metadata)
-	if rng.IntN(2) == 0 {
-		fsys.CrashAtSync(fsys.Stats().FileSyncs + fsys.Stats().DirSyncs + int64(1+rng.IntN(120)))
+// envChild, in the test binary's environment, makes it a writer process
+// (see writerMain): "engine mode dir seed metaSeq".
+const envChild = "QUIVER_POWERLOSS_WRITER"
+
+// bodyFor is the body of the message named id (the writer prints ids, the
+// checker rebuilds the bodies).
+func bodyFor(id string) string {
+	var h uint32 = 2166136261
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
 	}
-	stopAfter := int64(20 + rng.IntN(300))
-	var (
-		mu      sync.Mutex
-		acks    []ack
-		stop    atomic.Bool
-		metaAck atomic.Int64
-		wg      sync.WaitGroup
-	)
-	metaAck.Store(metaSeq.Load())
+	return id + "-" + strings.Repeat(string(rune('a'+h%26)), int(h%2000))
+}
+
+// writerMain is the writer process: it opens the store and appends from
+// three goroutines and saves a metadata document from a fourth, printing
+// one line per acknowledgement ("a qid phys qoff id" or "m seq") until it
+// is killed (the power loss) or its disk fails.
+func writerMain(spec string) {
+	var name, mode, dir string
+	var seed uint64
+	var metaSeq int64
+	if _, err := fmt.Sscan(spec, &name, &mode, &dir, &seed, &metaSeq); err != nil {
+		fmt.Fprintln(os.Stderr, "powerloss writer:", err)
+		os.Exit(2)
+	}
+	var e engine
+	for _, x := range engines {
+		if x.name == name {
+			e = x
+		}
+	}
+	s, err := e.openErr(dir, store.FlushMode(mode))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "powerloss writer:", err)
+		os.Exit(2)
+	}
+	var outMu sync.Mutex
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		fmt.Fprintf(os.Stdout, format, args...)
+		outMu.Unlock()
+	}
+	say("ready\n")
+	var wg sync.WaitGroup
 	for w := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; !stop.Load(); i++ {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for i := 0; ; i++ {
 				q := store.Queue{Topic: "PowerLoss", ID: int32((w + i) % 4)}
 				var batch []store.Message
-				var bodies []string
+				var ids []string
 				for j := range 1 + rng.IntN(3) {
-					b := fmt.Sprintf("w%d-%d-%d-%s", w, i, j, strings.Repeat("x", rng.IntN(2000)))
-					bodies = append(bodies, b)
-					batch = append(batch, msg(q, b))
+					id := fmt.Sprintf("s%d-w%d-%d-%d", seed%1000000, w, i, j)
+					ids = append(ids, id)
+					batch = append(batch, msg(q, bodyFor(id)))
 				}
 				pos, err := s.Append(bg, batch)
 				if err != nil {
 					return
 				}
-				mu.Lock()
 				for j := range pos {
-					acks = append(acks, ack{q, pos[j], bodies[j]})
+					say("a %d %d %d %s\n", q.ID, pos[j].CommitLogOffset, pos[j].QueueOffset, ids[j])
 				}
-				mu.Unlock()
 			}
 		}()
 	}
-	if md != nil {
+	if md, ok := s.(store.Metadata); ok {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !stop.Load() {
-				n := metaSeq.Add(1)
+			for n := metaSeq + 1; ; n++ {
 				b, _ := json.Marshal(metaDoc{Seq: n, Pad: strings.Repeat("p", int(n%5000))})
 				if md.SaveMeta("consumerOffset", b) != nil {
 					return
 				}
-				metaAck.Store(n)
+				say("m %d\n", n)
 			}
 		}()
 	}
-	// Until the armed fsync cuts the power or enough was acknowledged.
+	wg.Wait()
+	say("failed\n")
+	select {} // the disk failed: wait for the power to go
+}
+
+// round starts a writer process on a store under crashfs over backing and
+// cuts the power (at a random fsync, or after a random number of
+// acknowledgements): the process is killed, then the disk keeps only what
+// was durable. It returns the image, what was acknowledged and the last
+// acknowledged metadata save.
+func round(t *testing.T, e engine, mode store.FlushMode, backing string, rng *rand.Rand, metaSeq int64) (string, []ack, int64) {
+	fsys := crashfs.Mount(t, backing)
+	if rng.IntN(2) == 0 {
+		st := fsys.Stats()
+		fsys.CrashAtSync(st.FileSyncs + st.DirSyncs + int64(1+rng.IntN(150)))
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d %d", envChild, e.name, mode, storeDir(fsys.Dir), rng.Uint64(), metaSeq))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var (
+		mu      sync.Mutex
+		acks    []ack
+		metaAck = metaSeq
+		ready   = make(chan struct{})
+		eof     = make(chan struct{})
+	)
+	go func() {
+		defer close(eof)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 1 && f[0] == "ready":
+				close(ready)
+			case len(f) == 5 && f[0] == "a":
+				var a ack
+				var qid int32
+				fmt.Sscan(f[1]+" "+f[2]+" "+f[3], &qid, &a.pos.CommitLogOffset, &a.pos.QueueOffset)
+				a.q = store.Queue{Topic: "PowerLoss", ID: qid}
+				a.body = bodyFor(f[4])
+				mu.Lock()
+				acks = append(acks, a)
+				mu.Unlock()
+			case len(f) == 2 && f[0] == "m":
+				var n int64
+				fmt.Sscan(f[1], &n)
+				mu.Lock()
+				metaAck = max(metaAck, n)
+				mu.Unlock()
+			}
+		}
+	}()
+	stopAfter := 20 + rng.IntN(400)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		mu.Lock()
-		n := int64(len(acks))
+		n := len(acks)
 		mu.Unlock()
 		if n >= stopAfter || fsys.Stats().Frozen || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(time.Millisecond) // polling, not synchronisation
+		time.Sleep(2 * time.Millisecond) // polling the writer's progress
+	}
+	// Power loss: the process stops at once, then the disk forgets.
+	require.NoError(t, cmd.Process.Kill())
+	<-eof
+	_ = cmd.Wait()
+	select {
+	case <-ready:
+	default:
+		t.Fatalf("the writer process did not open the store")
 	}
 	img, _ := fsys.Crash()
-	stop.Store(true)
-	mu.Lock()
-	got := append([]ack(nil), acks...)
-	mu.Unlock()
-	if e.closeCrashed {
-		wg.Wait()
-		_ = s.Close()
-		fsys.Close()
-	} else {
-		// The abandoned store's files are cut off when the server exits.
-		fsys.Close()
-		wg.Wait()
-	}
-	return img, got, metaAck.Load()
+	fsys.Close()
+	return img, acks, metaAck
 }
 
 // verify opens the image and checks the acknowledged messages and every
@@ -295,12 +380,13 @@ func TestPowerLossRounds(t *testing.T) {
 				t.Logf("seed %d", seed)
 				rng := rand.New(rand.NewPCG(seed, 1))
 				var c Counts
-				var metaSeq atomic.Int64
+				var metaSeq int64
 				var all []ack
 				var metaAcked int64
 				backing := t.TempDir()
 				for range rounds {
-					img, acks, ma := round(t, e, mode, backing, rng, &metaSeq)
+					img, acks, ma := round(t, e, mode, backing, rng, metaSeq)
+					metaSeq = ma
 					if t.Failed() {
 						return
 					}
@@ -314,7 +400,7 @@ func TestPowerLossRounds(t *testing.T) {
 					}
 					c.Rounds++
 					c.Acknowledged += len(acks)
-					c.MetaSaves = int(metaSeq.Load())
+					c.MetaSaves = int(metaSeq)
 					lost, corrupt, metaLost := verify(t, e, mode, img, all, metaAcked)
 					c.Lost += lost
 					c.Corrupt += corrupt
