@@ -58,7 +58,8 @@ func (t *RouteTable) SystemTopics() (topics []string, brokerAddr string) {
 			break
 		}
 	}
-	return slices.Sorted(maps.Keys(set)), brokerAddr
+	topics = append([]string{}, slices.Sorted(maps.Keys(set))...)
+	return topics, brokerAddr
 }
 
 // TopicsBySysFlag lists, sorted, the topics whose topicSysFlag satisfies
