@@ -1,0 +1,63 @@
+package lint
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// edgeTargets are the platforms an edge device may need: every one must
+// build as a static binary (CGO_ENABLED=0). 32-bit targets catch constants
+// and conversions that overflow int; big-endian MIPS catches byte-order
+// assumptions that only show up at build time (unsafe casts in build-tagged
+// files).
+var edgeTargets = []struct{ goos, goarch, env string }{
+	{"linux", "amd64", ""},
+	{"linux", "arm64", ""},
+	{"linux", "arm", "GOARM=6"},
+	{"linux", "arm", "GOARM=7"},
+	{"linux", "386", ""},
+	{"linux", "mips", "GOMIPS=softfloat"},
+	{"linux", "mipsle", "GOMIPS=softfloat"},
+	{"linux", "riscv64", ""},
+	{"darwin", "arm64", ""},
+}
+
+// TestCrossCompile builds cmd/mq for every edge target. It is the CI check
+// behind the README's "one static binary on every device" claim; a failure
+// prints the compiler's message for the target that broke.
+func TestCrossCompile(t *testing.T) {
+	_, root := moduleRoot(t)
+	out := t.TempDir()
+	for _, tg := range edgeTargets {
+		name := tg.goos + "-" + tg.goarch
+		if tg.env != "" {
+			name += "-" + strings.ToLower(strings.SplitN(tg.env, "=", 2)[1])
+		}
+		t.Run(name, func(t *testing.T) {
+			bin := filepath.Join(out, "mq-"+name)
+			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/mq")
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+tg.goos, "GOARCH="+tg.goarch)
+			if tg.env != "" {
+				cmd.Env = append(cmd.Env, tg.env)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("GOOS=%s GOARCH=%s %s CGO_ENABLED=0 go build ./cmd/mq: %v\n%s", tg.goos, tg.goarch, tg.env, err, stderr.String())
+			}
+			fi, err := os.Stat(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %.1f MiB stripped", name, float64(fi.Size())/(1<<20))
+			if fi.Size() < 1<<20 {
+				t.Errorf("%s: binary of %d bytes is implausibly small", name, fi.Size())
+			}
+		})
+	}
+}
