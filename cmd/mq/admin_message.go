@@ -1,6 +1,7 @@
 package main
 
-// mq admin message …: get by offsetMsgId, query by key, send, consume; and
+// mq admin message …: get by msgId or offsetMsgId, query by key, send,
+// consume; and
 // mq admin acl sign.
 
 import (
@@ -91,26 +92,26 @@ func (a *adm) printMessage(m messageView) error {
 func messageCmd(run runner) *cobra.Command {
 	cmd := &cobra.Command{Use: "message", Short: "Look up, send and consume messages"}
 
-	var id string
+	var id, idTopic string
 	get := &cobra.Command{
-		Use: "get", Short: "A message by its offsetMsgId (VIEW_MESSAGE_BY_ID to the broker the id names)", Args: cobra.NoArgs,
+		Use: "get", Short: "A message by its msgId or offsetMsgId (VIEW_MESSAGE_BY_ID on a registered broker, else QUERY_MESSAGE by unique key)", Args: cobra.NoArgs,
 		RunE: run(func(ctx context.Context, a *adm) error {
-			host, off, err := message.ParseOffsetMsgID(strings.TrimSpace(id))
+			found, err := a.messagesByID(ctx, id, idTopic)
 			if err != nil {
 				return err
 			}
-			resp, err := a.callOK(ctx, host.String(), remoting.ViewMessageByID, map[string]string{"offset": i64(off)}, nil)
-			if err != nil {
+			if err := a.printMessage(found[0]); err != nil {
 				return err
 			}
-			m, _, err := message.DecodeStored(resp.Body)
-			if err != nil {
-				return fmt.Errorf("decode message %s: %w", id, err)
+			if len(found) > 1 && a.opts.output != "json" {
+				fmt.Fprintf(a.w, "\n%d more message(s) carry this id:\n", len(found)-1)
+				return a.printMessages(found[1:])
 			}
-			return a.printMessage(viewOf(m, ""))
+			return nil
 		}),
 	}
-	get.Flags().StringVar(&id, "id", "", "offsetMsgId (32 or 56 hex digits; required)")
+	get.Flags().StringVar(&id, "id", "", "msgId (SendResult.MsgID, the UNIQ_KEY) or offsetMsgId (required)")
+	get.Flags().StringVar(&idTopic, "topic", "", "look a msgId up in this topic only (default: every topic of the cluster)")
 	_ = get.MarkFlagRequired("id")
 
 	var topic, key, begin, end string
@@ -223,6 +224,25 @@ func messageCmd(run runner) *cobra.Command {
 
 	cmd.AddCommand(get, query, send, consume)
 	return cmd
+}
+
+// messagesByID finds the messages an id names (client/admin's
+// ViewMessage: an offsetMsgId only on a registered broker, else the id as
+// a unique key), first the one the command shows.
+func (a *adm) messagesByID(ctx context.Context, id, topic string) ([]messageView, error) {
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
+	found, err := lib.ViewMessage(ctx, id, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]messageView, 0, len(found))
+	for _, f := range found {
+		out = append(out, viewOf(f.Message, f.BrokerName))
+	}
+	return out, nil
 }
 
 // pullFrom reads up to n messages of one queue from off, without

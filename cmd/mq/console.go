@@ -29,7 +29,6 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/config"
-	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/modules/namesrv"
@@ -214,11 +213,7 @@ func (c *consoleServer) handler() http.Handler {
 	mux.HandleFunc("GET /api/messages", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		q := r.URL.Query()
 		if id := strings.TrimSpace(q.Get("id")); id != "" {
-			m, err := a.messageByID(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			return []messageView{m}, nil
+			return a.messagesByID(ctx, id, q.Get("topic")) // admin_message.go
 		}
 		topic := q.Get("topic")
 		if topic == "" {
@@ -393,23 +388,6 @@ func (c *consoleServer) groups(ctx context.Context, a *adm) ([]groupSummary, err
 		out = append(out, groupSummary{Group: g, Lag: st.Lag, Clients: len(st.Clients)})
 	}
 	return out, nil
-}
-
-// messageByID fetches a message by offsetMsgId (VIEW_MESSAGE_BY_ID).
-func (a *adm) messageByID(ctx context.Context, id string) (messageView, error) {
-	host, off, err := message.ParseOffsetMsgID(id)
-	if err != nil {
-		return messageView{}, err
-	}
-	resp, err := a.callOK(ctx, host.String(), remoting.ViewMessageByID, map[string]string{"offset": i64(off)}, nil)
-	if err != nil {
-		return messageView{}, err
-	}
-	m, _, err := message.DecodeStored(resp.Body)
-	if err != nil {
-		return messageView{}, fmt.Errorf("decode message %s: %w", id, err)
-	}
-	return viewOf(m, ""), nil
 }
 
 // resendDLQData resends a group's dead letters (one by id, or all) and

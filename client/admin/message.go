@@ -1,0 +1,251 @@
+package admin
+
+// Finding a message by id, as RocketMQ's admin tools do
+// (DefaultMQAdminExtImpl.viewMessage: try the id as an offsetMsgId, then
+// as a unique key with QUERY_MESSAGE), except that an address decoded from
+// an id is dialled only when it is a registered broker's.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
+)
+
+// ErrMessageNotFound reports that no broker holds a message with the id.
+var ErrMessageNotFound = errors.New("admin: message not found")
+
+// ErrBadMessageID reports an id that is no message id at all.
+var ErrBadMessageID = errors.New("admin: malformed message id")
+
+// maxMessageIDLen bounds the ids ViewMessage accepts: an IPv6
+// offsetMsgId has 56 hex digits, a unique key (MessageClientIDSetter,
+// the Go client's CreateUniqID) 32.
+const maxMessageIDLen = 64
+
+// FoundMessage is a message found by id and the broker holding it.
+type FoundMessage struct {
+	Message    *message.Ext
+	BrokerName string
+	BrokerAddr string
+}
+
+// ViewMessage finds the messages an id names. The id may be an
+// offsetMsgId (SendResult.OffsetMsgID: store host and commit-log offset)
+// or a msgId (SendResult.MsgID, the UNIQ_KEY property). Both have 32 hex
+// digits for IPv4 hosts, so a msgId also decodes as an address (the
+// producer's IP, its pid as the port). As Java's admin, ViewMessage first
+// tries the id as an offsetMsgId (VIEW_MESSAGE_BY_ID), but only when the
+// decoded address is one the name server lists for a broker; it never
+// dials another address. Otherwise, or when that broker has no such
+// message, it looks the id up as a unique key (QUERY_MESSAGE with
+// _UNIQUE_KEY_QUERY) on every broker of topic, or with topic empty on
+// every broker of the cluster for each topic the name server knows.
+//
+// A unique key can match several stored messages (a retried send, the
+// copy in a retry, schedule or dead-letter topic); they are returned
+// messages of ordinary topics first, then oldest first. With nothing
+// found the error wraps ErrMessageNotFound.
+func (a *Admin) ViewMessage(ctx context.Context, id, topic string) ([]FoundMessage, error) {
+	id = strings.TrimSpace(id)
+	if err := checkMessageID(id); err != nil {
+		return nil, err
+	}
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("admin: view message %s: %w", id, err)
+	}
+	brokers := brokersOf(ci)
+	var tried []string
+	if host, off, ok := offsetMsgID(id); ok {
+		if b, ok := brokers.byAddr[host.String()]; ok {
+			m, err := a.viewByOffset(ctx, b.addr, off)
+			if err == nil {
+				return []FoundMessage{{Message: m, BrokerName: b.name, BrokerAddr: b.addr}}, nil
+			}
+			tried = append(tried, fmt.Sprintf("offset %d on %s: %v", off, b.name, err))
+		}
+	}
+	found, err := a.viewByUniqKey(ctx, brokers, id, topic)
+	if err != nil {
+		return nil, fmt.Errorf("admin: view message %s: %w", id, err)
+	}
+	if len(found) == 0 {
+		where := "on any broker of the cluster"
+		if topic != "" {
+			where = "in topic " + topic
+		}
+		msg := fmt.Sprintf("no offsetMsgId of a registered broker and no unique key %s", where)
+		if len(tried) > 0 {
+			msg = strings.Join(tried, "; ") + "; no unique key " + where
+		}
+		return nil, fmt.Errorf("%w: %s: %s", ErrMessageNotFound, id, msg)
+	}
+	return found, nil
+}
+
+// checkMessageID accepts hex digits only: every id RocketMQ clients and
+// brokers make is hex, and anything else is a typo (or worse).
+func checkMessageID(id string) error {
+	if id == "" || len(id) > maxMessageIDLen {
+		return fmt.Errorf("%w: %q: want 1 to %d hex digits", ErrBadMessageID, id, maxMessageIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return fmt.Errorf("%w: %q: want hex digits", ErrBadMessageID, id)
+		}
+	}
+	return nil
+}
+
+// offsetMsgID decodes id as an offsetMsgId whose port fits 16 bits (a
+// msgId decodes to a pid-based "port" that mostly does not: that id is
+// then no offsetMsgId at all).
+func offsetMsgID(id string) (netip.AddrPort, int64, bool) {
+	host, off, err := message.ParseOffsetMsgID(id)
+	if err != nil || !strings.EqualFold(message.OffsetMsgID(host, off), id) {
+		return netip.AddrPort{}, 0, false
+	}
+	return host, off, true
+}
+
+// registered is one address per broker name of the cluster info (the
+// master, else the lowest id), and every registered address.
+type registered struct {
+	names  []string // sorted
+	addrOf map[string]string
+	byAddr map[string]brokerAddr
+}
+
+type brokerAddr struct{ name, addr string }
+
+func brokersOf(ci *ClusterInfo) registered {
+	r := registered{addrOf: map[string]string{}, byAddr: map[string]brokerAddr{}}
+	for name, ids := range ci.Brokers {
+		best := int64(math.MaxInt64)
+		for id, addr := range ids {
+			if addr == "" {
+				continue
+			}
+			r.byAddr[addr] = brokerAddr{name: name, addr: addr}
+			if id < best {
+				best, r.addrOf[name] = id, addr
+			}
+		}
+		if _, ok := r.addrOf[name]; ok {
+			r.names = append(r.names, name)
+		}
+	}
+	sort.Strings(r.names)
+	return r
+}
+
+// viewByOffset is VIEW_MESSAGE_BY_ID at a registered broker.
+func (a *Admin) viewByOffset(ctx context.Context, addr string, off int64) (*message.Ext, error) {
+	resp, err := a.invokeOK(ctx, addr, client.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": strconv.FormatInt(off, 10)}, nil))
+	if err != nil {
+		return nil, err
+	}
+	m, _, err := message.DecodeStored(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("decode answer of %s: %w", addr, err)
+	}
+	return m, nil
+}
+
+// viewByUniqKey asks every broker of topic (or of the cluster, for every
+// topic) for the messages whose UNIQ_KEY is key.
+func (a *Admin) viewByUniqKey(ctx context.Context, brokers registered, key, topic string) ([]FoundMessage, error) {
+	var topics, names []string
+	if topic != "" {
+		r, err := a.c.FetchRoute(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("route of %s: %w", topic, err)
+		}
+		topics = []string{topic}
+		for _, n := range r.Brokers() {
+			if _, ok := brokers.addrOf[n]; ok {
+				names = append(names, n)
+			}
+		}
+	} else {
+		var err error
+		if topics, err = a.Topics(ctx); err != nil {
+			return nil, err
+		}
+		names = brokers.names
+	}
+	type seenKey struct {
+		addr string
+		off  int64
+	}
+	seen := map[seenKey]bool{}
+	var out []FoundMessage
+	for _, t := range topics {
+		for _, n := range names {
+			addr := brokers.addrOf[n]
+			msgs, err := a.queryUniqKey(ctx, addr, t, key)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range msgs {
+				k := seenKey{addr, m.CommitLogOffset}
+				if m.Topic != t || m.Properties[message.PropertyUniqKey] != key || seen[k] {
+					continue
+				}
+				seen[k] = true
+				out = append(out, FoundMessage{Message: m, BrokerName: n, BrokerAddr: addr})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		si, sj := systemTopic(out[i].Message.Topic), systemTopic(out[j].Message.Topic)
+		if si != sj {
+			return sj
+		}
+		return out[i].Message.StoreTimestamp < out[j].Message.StoreTimestamp
+	})
+	return out, nil
+}
+
+// queryUniqKey is QUERY_MESSAGE for a unique key over all time, as Java's
+// MQAdminImpl.queryMessageByUniqKey sends it (maxNum 32; the broker
+// raises it to its defaultQueryMaxNum for unique-key queries).
+func (a *Admin) queryUniqKey(ctx context.Context, addr, topic, key string) ([]*message.Ext, error) {
+	resp, err := a.c.Invoke(ctx, addr, client.NewRequest(remoting.QueryMessage, map[string]string{
+		"topic": topic, "key": key, "maxNum": "32", "beginTimestamp": "0",
+		"endTimestamp": strconv.FormatInt(math.MaxInt64, 10), "_UNIQUE_KEY_QUERY": "true",
+	}, nil))
+	if err != nil {
+		return nil, err
+	}
+	switch resp.Code {
+	case remoting.Success:
+	case remoting.QueryNotFound, remoting.TopicNotExist:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("query %s on %s: %w", topic, addr, client.NewBrokerError(addr, resp))
+	}
+	msgs, err := message.DecodeAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("decode query answer of %s: %w", addr, err)
+	}
+	return msgs, nil
+}
+
+// systemTopic reports the topics copies of a message land in (retry,
+// dead-letter, schedule, transaction half and trace topics).
+func systemTopic(t string) bool {
+	return strings.HasPrefix(t, "%") || strings.HasPrefix(t, "rmq_sys_") || strings.HasPrefix(t, "RMQ_SYS_") ||
+		protocol.IsSystemTopic(t)
+}
