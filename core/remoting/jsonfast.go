@@ -28,13 +28,13 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 			}
 			switch key {
 			case "code":
-				c.Code, ok = p.int32()
+				ok = p.intField(&c.Code)
 			case "version":
-				c.Version, ok = p.int32()
+				ok = p.intField(&c.Version)
 			case "opaque":
-				c.Opaque, ok = p.int32()
+				ok = p.intField(&c.Opaque)
 			case "flag":
-				c.Flag, ok = p.int32()
+				ok = p.intField(&c.Flag)
 			case "language":
 				if p.peek() == '"' {
 					c.Language, ok = p.str()
@@ -281,6 +281,40 @@ func (p *jsonParser) hex4() (rune, bool) {
 	return r, true
 }
 
+// intField reads an int header field leniently, as the reference decoder
+// does (fastjson's rules): a plain integer, a string holding one, true or
+// false, or null (left unset). Other numbers are left to the reference.
+func (p *jsonParser) intField(dst *int32) bool {
+	switch p.peek() {
+	case '"':
+		s, ok := p.str()
+		if !ok {
+			return false
+		}
+		v, set, problem := intFromString(s)
+		if problem != "" {
+			return false
+		}
+		if set {
+			*dst = v
+		}
+		return true
+	case 'n':
+		return p.null()
+	case 't':
+		*dst = 1
+		return p.lit("true")
+	case 'f':
+		*dst = 0
+		return p.lit("false")
+	}
+	v, ok := p.int32()
+	if ok {
+		*dst = v
+	}
+	return ok
+}
+
 // int32 parses a plain JSON integer that fits in int32.
 func (p *jsonParser) int32() (int32, bool) {
 	p.ws()
@@ -343,14 +377,43 @@ func (p *jsonParser) extFieldsInto(m map[string]string) bool {
 		if !ok || !p.consume(':') {
 			return false
 		}
-		if p.null() {
-			delete(m, k) // encoding/json stores a nil pointer, which decodes to "absent"
-		} else {
+		// The values Java's fastjson turns into a String (see
+		// decodeJSONHeaderStd); objects and arrays go to the reference,
+		// which refuses them.
+		switch p.peek() {
+		case '"':
 			v, ok := p.str()
 			if !ok {
 				return false
 			}
 			m[k] = v
+		case 'n':
+			if !p.null() {
+				return false
+			}
+			delete(m, k) // null: absent, as Java's header decoding sees it
+		case 't':
+			if !p.lit("true") {
+				return false
+			}
+			m[k] = "true"
+		case 'f':
+			if !p.lit("false") {
+				return false
+			}
+			m[k] = "false"
+		default:
+			lit, integer, ok := p.number()
+			if !ok {
+				return false
+			}
+			if integer {
+				m[k] = internBytes(lit) // fastjson keeps an integer's text
+			} else if v, ok := numberText(string(lit)); ok {
+				m[k] = v
+			} else {
+				return false
+			}
 		}
 		p.ws()
 		if p.peek() == ',' {
@@ -409,43 +472,53 @@ func (p *jsonParser) skipValue(depth int) bool {
 	case 'n':
 		return p.null()
 	default:
-		// numbers: be strict enough to match encoding/json's grammar
-		start := p.i
-		if p.i < len(p.b) && p.b[p.i] == '-' {
-			p.i++
-		}
-		d := p.i
+		_, _, ok := p.number()
+		return ok
+	}
+}
+
+// number scans a JSON number, strict enough to match encoding/json's
+// grammar; integer reports that it has no fraction or exponent.
+func (p *jsonParser) number() (lit []byte, integer, ok bool) {
+	p.ws()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	d := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	if p.i == d || (p.i-d > 1 && p.b[d] == '0') {
+		return nil, false, false
+	}
+	integer = true
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		integer = false
+		p.i++
+		f := p.i
 		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
 			p.i++
 		}
-		if p.i == d || (p.i-d > 1 && p.b[d] == '0') {
-			return false
+		if p.i == f {
+			return nil, false, false
 		}
-		if p.i < len(p.b) && p.b[p.i] == '.' {
-			p.i++
-			f := p.i
-			for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-				p.i++
-			}
-			if p.i == f {
-				return false
-			}
-		}
-		if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-			p.i++
-			if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-				p.i++
-			}
-			f := p.i
-			for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-				p.i++
-			}
-			if p.i == f {
-				return false
-			}
-		}
-		return p.i > start
 	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		integer = false
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		f := p.i
+		for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+			p.i++
+		}
+		if p.i == f {
+			return nil, false, false
+		}
+	}
+	return p.b[start:p.i], integer, true
 }
 
 func (p *jsonParser) lit(s string) bool {

@@ -103,6 +103,11 @@ type Peer struct {
 	bg      sync.WaitGroup
 	startMu sync.Mutex
 
+	// badHeaders counts the frames answered for a wrong-shaped header;
+	// badHeaderLogged is when one was last logged at WARN (peer clock).
+	badHeaders      atomic.Int64
+	badHeaderLogged atomic.Int64
+
 	// values lets services attach per-connection state (client id, ...).
 	values sync.Map
 	// ID is a process-unique connection number.
@@ -232,6 +237,11 @@ func (p *Peer) Run(ctx context.Context) error {
 func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 	cmd, err := Decode(frame)
 	if err != nil {
+		var he *HeaderShapeError
+		if errors.As(err, &he) {
+			p.answerBadHeader(ctx, he, frame)
+			return nil
+		}
 		p.log.Warn("closing connection: undecodable frame", "err", err, "bytes", len(frame))
 		return err
 	}
@@ -254,6 +264,54 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 		go p.serve(ctx, cmd)
 	}
 	return nil
+}
+
+// answerBadHeader handles a frame whose header has a field of the wrong
+// shape but whose opaque could be read: a request gets a SYSTEM_ERROR
+// answer naming the field, a response fails the call waiting for it, a
+// oneway request is dropped; the connection stays open (Java's broker
+// closes it on any header it cannot decode, which a client can only
+// see as a timeout). Each bad frame costs one small answer written from
+// the reading goroutine (reading waits for it, so nothing piles up) and
+// WARN lines are rate-limited per connection.
+func (p *Peer) answerBadHeader(ctx context.Context, he *HeaderShapeError, frame []byte) {
+	p.logBadHeader(he, len(frame))
+	if p.recycler != nil {
+		p.recycler.RecycleFrame(frame) // he refers to nothing in it
+	}
+	switch {
+	case he.Flag&FlagResponse != 0:
+		p.complete(&Command{
+			Code: SystemError, Language: ServerLanguage, Opaque: he.Opaque, Flag: FlagResponse,
+			Remark:        "undecodable response header: field " + he.Field + ": " + he.Problem,
+			ExtFields:     map[string]string{},
+			SerializeType: he.SerializeType,
+		})
+	case he.Flag&FlagOneway != 0:
+	default:
+		req := &Command{Code: he.Code, Opaque: he.Opaque, SerializeType: he.SerializeType}
+		resp := NewResponse(req, SystemError, "malformed request header: field "+he.Field+": "+he.Problem)
+		if err := p.Send(ctx, resp); err != nil && !errors.Is(err, ErrPeerClosed) {
+			p.log.Debug("write bad-header answer", "err", err)
+		}
+	}
+}
+
+// badHeaderLogEvery is how often a connection sending wrong-shaped
+// headers logs at WARN; the frames in between are counted and logged at
+// DEBUG.
+const badHeaderLogEvery = 10 * time.Second
+
+func (p *Peer) logBadHeader(he *HeaderShapeError, size int) {
+	n := p.badHeaders.Add(1)
+	now := peerClock(time.Now())
+	last := p.badHeaderLogged.Load()
+	if (last == 0 || now-last >= int64(badHeaderLogEvery)) && p.badHeaderLogged.CompareAndSwap(last, now) {
+		p.log.Warn("answering a malformed request header with an error", "err", he,
+			"code", he.Code, "opaque", he.Opaque, "bytes", size, "bad_headers", n)
+		return
+	}
+	p.log.Debug("malformed request header", "err", he, "code", he.Code, "opaque", he.Opaque, "bad_headers", n)
 }
 
 func (p *Peer) serve(ctx context.Context, req *Command) {
