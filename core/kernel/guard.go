@@ -19,9 +19,57 @@ import (
 type Guard struct {
 	Interceptors []remoting.Interceptor
 	signers      []auth.Signer
+	// namesrv are the interceptors of the plugins whose <id>.namesrv_enabled
+	// is true: the name server checks only those (a 4.9 name server
+	// checks nothing, so it is an explicit opt-in).
+	namesrv []remoting.Interceptor
+	authns  []auth.Authenticator
 }
 
-// Sign signs req with the first plugin that has credentials.
+// NamesrvKey is the per-plugin key (acl.namesrv_enabled) that makes the
+// name server check requests with the plugin too. On a broker it says that
+// the name servers it registers with check: it must then be able to sign.
+const NamesrvKey = "namesrv_enabled"
+
+// ApplyNamesrv installs on a name server's router the interceptors of the
+// plugins enabled for the name server (NamesrvKey).
+func (g *Guard) ApplyNamesrv(r *remoting.Router) {
+	if g == nil {
+		return
+	}
+	for _, ic := range g.namesrv {
+		r.Use(ic)
+	}
+}
+
+// NamesrvChecked reports whether some plugin is enabled for name servers.
+func (g *Guard) NamesrvChecked() bool { return g != nil && len(g.namesrv) > 0 }
+
+// CanSign reports whether some plugin has credentials to sign this
+// process's own requests.
+func (g *Guard) CanSign() bool {
+	if g == nil {
+		return false
+	}
+	for _, s := range g.signers {
+		if s.SignRequest(map[string]string{}, nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// Authenticators lists the enabled plugins' authenticators, for modules
+// that look for optional interfaces (auth.AccountAdmin) by type assertion.
+func (g *Guard) Authenticators() []auth.Authenticator {
+	if g == nil {
+		return nil
+	}
+	return g.authns
+}
+
+// Sign signs req with the first plugin that has credentials. A plugin that
+// implements auth.RequestSigner signs the request code too.
 func (g *Guard) Sign(req *remoting.Command) {
 	if g == nil {
 		return
@@ -30,6 +78,12 @@ func (g *Guard) Sign(req *remoting.Command) {
 		req.ExtFields = map[string]string{}
 	}
 	for _, s := range g.signers {
+		if rs, ok := s.(auth.RequestSigner); ok {
+			if rs.SignCode(req.Code, req.ExtFields, req.Body) {
+				return
+			}
+			continue
+		}
 		if s.SignRequest(req.ExtFields, req.Body) {
 			return
 		}
@@ -59,7 +113,7 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 		pc := p.NewConfig()
 		section := map[string]any{}
 		for _, k := range cfg.Keys() {
-			if rest, ok := cutPrefix(k, id+"."); ok && rest != "enabled" {
+			if rest, ok := cutPrefix(k, id+"."); ok && rest != "enabled" && rest != NamesrvKey {
 				section[rest] = cfg.Get(k)
 			}
 		}
@@ -81,14 +135,20 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 				break
 			}
 		}
+		var ic remoting.Interceptor
 		switch x := an.(type) {
 		case interface{ Interceptor() remoting.Interceptor }:
-			g.Interceptors = append(g.Interceptors, x.Interceptor())
+			ic = x.Interceptor()
 		case auth.Checker:
-			g.Interceptors = append(g.Interceptors, checkerInterceptor(x))
+			ic = checkerInterceptor(x)
 		default:
 			return nil, fmt.Errorf("auth %s: the plugin offers neither an interceptor nor auth.Checker", id)
 		}
+		g.Interceptors = append(g.Interceptors, ic)
+		if cfg.Exists(id+"."+NamesrvKey) && truthy(cfg.String(id+"."+NamesrvKey)) {
+			g.namesrv = append(g.namesrv, ic)
+		}
+		g.authns = append(g.authns, an)
 		if s, ok := an.(auth.Signer); ok {
 			g.signers = append(g.signers, s)
 		}

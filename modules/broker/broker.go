@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
@@ -37,6 +38,9 @@ type Deps struct {
 	Interceptors []remoting.Interceptor
 	// Sign, when set, signs the broker's own requests to name servers.
 	Sign func(*remoting.Command)
+	// Authenticators are the enabled auth plugins; the ACL admin codes
+	// look among them for an auth.AccountAdmin (acl_admin.go).
+	Authenticators []auth.Authenticator
 }
 
 // Broker is one broker process.

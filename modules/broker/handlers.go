@@ -43,8 +43,9 @@ func (b *Broker) registerProcessors() {
 	locks := newLockTable(b.cfg.RebalanceLockMaxLiveTime)
 	r.RegisterFunc(remoting.LockBatchMQ, locks.handleLock)
 	r.RegisterFunc(remoting.UnlockBatchMQ, locks.handleUnlock)
-	b.registerStats() // runtime.go, stats.go
-	b.registerAdmin() // admin_*.go
+	b.registerStats()    // runtime.go, stats.go
+	b.registerACLAdmin() // acl_admin.go
+	b.registerAdmin()    // admin_*.go
 }
 
 func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {

@@ -26,7 +26,9 @@ type Params struct {
 }
 
 func registerLifecycle(p Params) {
-	p.Guard.Apply(p.Server.Router())
+	// A 4.9 name server checks nothing: only plugins with
+	// <id>.namesrv_enabled (acl.namesrv_enabled) check here.
+	p.Guard.ApplyNamesrv(p.Server.Router())
 	p.Server.SetServerOptions(p.Remoting.ServerOptions())
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error { return p.Server.Start(ctx) },

@@ -114,7 +114,18 @@ type ACL struct {
 	file   string
 	log    *slog.Logger
 
+	signMode    string        // Config.StrictSignatures
+	window      time.Duration // Config.SignatureWindow
+	strictWhite bool          // Config.StrictWhiteList
+	nonces      *nonceCache
+	now         func() time.Time
+
 	rules atomic.Pointer[rules]
+	// version counts installed rules (RocketMQ's DataVersion).
+	version atomic.Int64
+	verTime atomic.Int64 // Unix ms of the last install
+
+	adminMu sync.Mutex // serializes edits of the file (admin.go)
 
 	mu      sync.Mutex // serializes Reload
 	seen    fileStamp  // the last content looked at, good or broken
@@ -150,11 +161,15 @@ func New(cfg *Config, deps auth.Deps) (*ACL, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &ACL{file: cfg.File, ak: cfg.AccessKey, sk: cfg.SecretKey, log: log, done: make(chan struct{})}
+	a := &ACL{file: cfg.File, ak: cfg.AccessKey, sk: cfg.SecretKey, log: log, done: make(chan struct{}),
+		signMode: cfg.StrictSignatures, window: cfg.SignatureWindow, strictWhite: cfg.StrictWhiteList,
+		nonces: newNonceCache(2*cfg.SignatureWindow, cfg.NonceCacheSize), now: time.Now}
 	if _, err := a.load(); err != nil {
 		return nil, err
 	}
-	log.Info("acl: rules loaded", "file", a.file, "accounts", len(a.rules.Load().accounts), "reload_interval", cfg.ReloadInterval)
+	log.Info("acl: rules loaded", "file", a.file, "accounts", len(a.rules.Load().accounts), "reload_interval", cfg.ReloadInterval,
+		"strict_signatures", a.signMode, "strict_white_list", a.strictWhite)
+	a.logWhiteLists(a.rules.Load()) // whitelist.go
 	if cfg.ReloadInterval <= 0 {
 		close(a.done)
 		a.cancel = func() {}
@@ -205,6 +220,7 @@ func (a *ACL) Reload() error {
 	}
 	if changed {
 		a.log.Info("acl: rules reloaded", "file", a.file, "accounts", len(a.rules.Load().accounts))
+		a.logWhiteLists(a.rules.Load())
 	}
 	return nil
 }
@@ -242,6 +258,8 @@ func (a *ACL) load() (changed bool, err error) {
 	a.seen = st
 	a.lastErr = nil
 	a.rules.Store(r)
+	a.version.Add(1)
+	a.verTime.Store(time.Now().UnixMilli())
 	return true, nil
 }
 
@@ -253,12 +271,18 @@ func (a *ACL) failed(st fileStamp, err error) (bool, error) {
 }
 
 // Authenticate implements auth.Authenticator (see the package comment for
-// the order of the checks).
+// the order of the checks). A strict signature's nonce is consumed.
 func (a *ACL) Authenticate(_ context.Context, req auth.Request) (auth.Principal, error) {
-	r := a.rules.Load()
+	return a.authenticate(a.rules.Load(), req, true, false)
+}
+
+// authenticate checks req against r. consume records a strict signature's
+// nonce (false for a request accepted before: AuthorizeAdmin); noBypass
+// ignores the white lists (acl.strict_white_list, for admin codes).
+func (a *ACL) authenticate(r *rules, req auth.Request, consume, noBypass bool) (auth.Principal, error) {
 	ak := req.ExtFields[KeyAccessKey]
 	ip, hasIP := remoteIP(req.RemoteAddr)
-	if hasIP && r.global(ip) {
+	if !noBypass && hasIP && r.global(ip) {
 		// No identity is checked, so none is claimed: AccessKey stays
 		// empty even when the request carries one.
 		return auth.Principal{Trusted: true}, nil
@@ -270,11 +294,11 @@ func (a *ACL) Authenticate(_ context.Context, req auth.Request) (auth.Principal,
 	if !ok {
 		return auth.Principal{}, unauthenticated("No acl config for %s", ak)
 	}
-	if hasIP && acct.white(ip) {
+	if !noBypass && hasIP && acct.white(ip) {
 		return auth.Principal{AccessKey: ak, Admin: acct.admin, Cluster: acct.cluster, Trusted: true}, nil
 	}
-	if !verifySignature(acct.secretKey, req.ExtFields, req.Body, req.ExtFields[KeySignature]) {
-		return auth.Principal{}, unauthenticated("Check signature failed for accessKey=%s", ak)
+	if err := a.verify(acct, req, consume); err != nil { // strict.go
+		return auth.Principal{}, err
 	}
 	return auth.Principal{AccessKey: ak, Admin: acct.admin, Cluster: acct.cluster}, nil
 }
@@ -335,11 +359,16 @@ func isRetry(name string) bool {
 // row of the permission table (table.go, checkRule). The error is an
 // *Error.
 func (a *ACL) Check(ctx context.Context, req auth.Request) (auth.Principal, error) {
-	p, err := a.Authenticate(ctx, req)
+	r := a.rules.Load()
+	noBypass := a.strictWhite && a.whiteListed(r, req) && isAdminRequest(req) // whitelist.go
+	p, err := a.authenticate(r, req, true, noBypass)
 	if err != nil {
+		if e, ok := err.(*Error); ok && noBypass {
+			e.msg += " (acl.strict_white_list: admin requests from white-listed addresses are signed and checked)"
+		}
 		return p, err
 	}
-	return p, a.checkRule(ctx, a.rules.Load(), p, req)
+	return p, a.checkRule(ctx, r, p, req)
 }
 
 // Interceptor returns the remoting interceptor that checks every request
@@ -362,7 +391,8 @@ func (a *ACL) Interceptor() remoting.Interceptor {
 }
 
 // SignRequest signs one of this process's own outgoing requests with the
-// configured access_key/secret_key; it reports false when none are set.
+// configured access_key/secret_key (ACL 1.0: it does not know the code);
+// it reports false when none are set.
 func (a *ACL) SignRequest(ext map[string]string, body []byte) bool {
 	if a.ak == "" {
 		return false
@@ -371,7 +401,25 @@ func (a *ACL) SignRequest(ext map[string]string, body []byte) bool {
 	return true
 }
 
-var _ auth.Signer = (*ACL)(nil)
+// SignCode signs one of this process's own requests with a strict
+// signature bound to code, or with ACL 1.0 when acl.strict_signatures is
+// off; it reports false when no credentials are set.
+func (a *ACL) SignCode(code int32, ext map[string]string, body []byte) bool {
+	if a.ak == "" {
+		return false
+	}
+	if a.signMode == SignOff {
+		Sign(ext, body, a.ak, a.sk, "")
+		return true
+	}
+	SignStrict(code, ext, body, a.ak, a.sk, "", a.now())
+	return true
+}
+
+var (
+	_ auth.Signer        = (*ACL)(nil)
+	_ auth.RequestSigner = (*ACL)(nil)
+)
 
 // Provider is the ACL descriptor registered with the kernel.
 type Provider struct{}

@@ -29,12 +29,52 @@ type Config struct {
 	// checks signatures). Empty: requests go unsigned.
 	AccessKey string `koanf:"access_key"`
 	SecretKey string `koanf:"secret_key"`
+	// StrictSignatures is the signature mode (see sign.go):
+	//   - accept (default): ACL 1.0 signatures (official clients) and
+	//     Quiver's strict signatures, which also cover the request code, a
+	//     timestamp and a nonce, are both accepted; a request that carries
+	//     a strict signature is held to it. This process signs its own
+	//     requests strictly.
+	//   - require: only strict signatures are accepted (white-listed
+	//     addresses aside); official RocketMQ clients are refused.
+	//   - off: as accept, but this process signs its own requests with
+	//     ACL 1.0 (for peers that know only 1.0).
+	StrictSignatures string `koanf:"strict_signatures"`
+	// SignatureWindow is how far a strict signature's timestamp may be
+	// from this server's clock, either way. Nonces are remembered for
+	// twice as long, so a request cannot be replayed. Default 5m.
+	SignatureWindow time.Duration `koanf:"signature_window"`
+	// NonceCacheSize bounds the nonces remembered per window; when it is
+	// full, strict requests are refused until the window turns (fail
+	// closed). Default 1048576.
+	NonceCacheSize int `koanf:"nonce_cache_size"`
+	// StrictWhiteList makes a white-listed address (global or an
+	// account's) still need a valid signature of an account with the
+	// permissions for admin-only codes and the ACL admin codes. Off by
+	// default: RocketMQ 4.9 lets a white-listed address skip every check.
+	StrictWhiteList bool `koanf:"strict_white_list"`
 }
 
-// NewConfig returns the defaults.
-func NewConfig() *Config { return &Config{ReloadInterval: DefaultReloadInterval} }
+// Signature modes (Config.StrictSignatures).
+const (
+	SignAccept  = "accept"
+	SignRequire = "require"
+	SignOff     = "off"
+)
 
-// Validate checks the values.
+// Defaults.
+const (
+	DefaultSignatureWindow = 5 * time.Minute
+	DefaultNonceCacheSize  = 1 << 20
+)
+
+// NewConfig returns the defaults.
+func NewConfig() *Config {
+	return &Config{ReloadInterval: DefaultReloadInterval, StrictSignatures: SignAccept,
+		SignatureWindow: DefaultSignatureWindow, NonceCacheSize: DefaultNonceCacheSize}
+}
+
+// Validate checks the values and fills zero ones with their defaults.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.File == "" {
@@ -45,6 +85,25 @@ func (c *Config) Validate() error {
 	}
 	if c.ReloadInterval < 0 {
 		errs = append(errs, fmt.Errorf("reload_interval: %v is negative (0 disables reloading)", c.ReloadInterval))
+	}
+	switch c.StrictSignatures {
+	case SignAccept, SignRequire, SignOff:
+	case "":
+		c.StrictSignatures = SignAccept
+	default:
+		errs = append(errs, fmt.Errorf("strict_signatures: %q is none of accept, require, off", c.StrictSignatures))
+	}
+	switch {
+	case c.SignatureWindow == 0:
+		c.SignatureWindow = DefaultSignatureWindow
+	case c.SignatureWindow < 0:
+		errs = append(errs, fmt.Errorf("signature_window: %v is negative", c.SignatureWindow))
+	}
+	switch {
+	case c.NonceCacheSize == 0:
+		c.NonceCacheSize = DefaultNonceCacheSize
+	case c.NonceCacheSize < 0:
+		errs = append(errs, fmt.Errorf("nonce_cache_size: %d is negative", c.NonceCacheSize))
 	}
 	return errors.Join(errs...)
 }
