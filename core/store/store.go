@@ -32,16 +32,34 @@ var (
 	ErrNotDurable = errors.New("store: write not durable")
 )
 
-// CorruptionError reports damaged data found in a store file.
+// CorruptionError reports damaged data found in a store file. Engines
+// return it from reads that meet damage and list what they found (and
+// skipped) through Verifier.
 type CorruptionError struct {
 	File   string
 	Offset int64
 	Reason string
+	// Length is how many bytes the damage spans (0 when unknown).
+	Length int64
+	// Copy, when set, is the file the damaged bytes were copied to before
+	// the engine skipped or cut them.
+	Copy string
 }
 
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("store: corruption in %s at %d: %s", e.File, e.Offset, e.Reason)
 }
+
+// PropertyRecordCRC is the property RocketMQ 5 ends a stored record's
+// properties with when enabledAppendPropCRC is on (MessageConst
+// PROPERTY_CRC32): the CRC-32 of every byte of the record before it, as 10
+// decimal digits, least significant first. Engines that write it verify
+// whole records with it; clients see it as one more property.
+const PropertyRecordCRC = "__CRC32#"
+
+// RecordCRCLen is the length of that property in a record: name, separator,
+// 10 digits, separator (Java's CRC32_RESERVED_LEN).
+const RecordCRCLen = len(PropertyRecordCRC) + 1 + 10 + 1
 
 // Queue names one consume queue.
 type Queue struct {
@@ -236,6 +254,40 @@ type LogReader interface {
 // Consume queues and indexes are rebuilt from the records.
 type Replicator interface {
 	AppendReplica(ctx context.Context, recs [][]byte) error
+}
+
+// VerifyOptions bound one Verifier.Verify pass.
+type VerifyOptions struct {
+	// BytesPerSecond rate-limits the reading (0: as fast as the disk
+	// allows); a background scrub sets it so it does not starve serving.
+	BytesPerSecond int64
+}
+
+// VerifyReport is what one Verify pass found.
+type VerifyReport struct {
+	Records int64 // records read and checked
+	Bytes   int64 // bytes read
+	// Entries is the number of index (consume-queue) entries checked
+	// against the records they point at.
+	Entries int64
+	// Damage lists what this pass found, in store order.
+	Damage []CorruptionError
+}
+
+// Verifier is implemented by stores that can check their data (the
+// scrubber, mq store verify) and report the damage they met and skipped.
+type Verifier interface {
+	// Verify reads every stored record, checks its checksums and the
+	// index entries pointing at it, and reports what it found. It does not
+	// stop at damage; it returns an error only when it cannot go on
+	// (closed store, cancelled context, I/O error).
+	Verify(ctx context.Context, opts VerifyOptions) (VerifyReport, error)
+	// Damage lists the damage found since the store opened (by recovery,
+	// reads and Verify), oldest first; Skipped counts every record or
+	// entry skipped because of damage (a damaged record a read meets
+	// twice counts twice).
+	Damage() []CorruptionError
+	Skipped() int64
 }
 
 // FlushMode selects when appends are acknowledged.

@@ -6,6 +6,9 @@ import "github.com/quivermq/quiver/core/remoting"
 // producer connections, calls passed through to clients, offset tools,
 // consume-queue and time-span queries, statistics and clean-ups.
 func (b *Broker) registerAdmin() {
+	b.stats = newBrokerStats()
+	b.AddStoredListener(b.observeStoredStats)
+	b.OnPulled(b.observePulledStats)
 	r := b.router
 	r.RegisterFunc(remoting.GetBrokerConfig, b.handleGetBrokerConfig)
 	r.RegisterFunc(remoting.UpdateBrokerConfig, b.handleUpdateBrokerConfig)
@@ -22,4 +25,5 @@ func (b *Broker) registerAdmin() {
 	r.RegisterFunc(remoting.CleanExpiredConsumeQueue, b.handleCleanExpiredConsumeQueue)
 	r.RegisterFunc(remoting.CleanUnusedTopic, b.handleCleanUnusedTopic)
 	r.RegisterFunc(remoting.ResumeCheckHalfMessage, b.handleResumeCheckHalfMessage)
+	r.RegisterFunc(remoting.ViewBrokerStatsData, b.handleViewBrokerStatsData)
 }

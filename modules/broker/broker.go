@@ -71,6 +71,7 @@ type Broker struct {
 	gate     *sendGate
 
 	rt          runtimeConfig // UPDATE_BROKER_CONFIG changes (admin_config.go)
+	stats       *brokerStats  // VIEW_BROKER_STATS_DATA (admin_stats.go)
 	registerNow chan struct{}
 	ctx         context.Context
 	cancel      context.CancelFunc

@@ -46,6 +46,20 @@ type consumeQueue struct {
 	saved   int64 // next before the current append
 	touched bool
 	pend    []byte
+
+	// Recovery scan state (scan.go): whether a record of the queue was
+	// seen, the queue offset after the last one seen and its position,
+	// and a cache of entries read to check them.
+	scanned    bool
+	rnext      int64
+	rlast      int64
+	rcache     []byte
+	rcacheFrom int64
+	// entries below the checkpoint the scan had to add, from where
+	rrebuilt, rrebuiltFrom int64
+	// entries the scan rewrote, from where, and the first one's story
+	rfixed, rfixedFrom int64
+	rfixedWhy          string
 }
 
 func newConsumeQueue(q store.Queue, dir string, perFile int64) *consumeQueue {
@@ -267,7 +281,9 @@ func (c *consumeQueue) firstAtOrAbove(lo, hi, phys int64) (int64, error) {
 			}
 			return false
 		}
-		return size > 0 && p >= phys
+		// Fillers (size 0, scan.go) point at the next record of their
+		// queue, so the entries keep growing with the offset.
+		return (size > 0 || p > 0) && p >= phys
 	})
 	return lo + int64(i), ferr
 }

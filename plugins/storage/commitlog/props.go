@@ -9,18 +9,19 @@ const maxSortedProps = 16
 
 // appendProps appends p encoded as message.Properties.AppendEncoded does
 // (name, value pairs sorted by name, empty names and values left out) but
-// without allocating for up to maxSortedProps properties.
+// without allocating for up to maxSortedProps properties. The record
+// checksum property is left out: the store appends its own (checksum.go).
 func appendProps(b []byte, p message.Properties) []byte {
 	if len(p) == 0 {
 		return b
 	}
 	if len(p) > maxSortedProps {
-		return p.AppendEncoded(b)
+		return dropCRCProp(p).AppendEncoded(b)
 	}
 	var arr [maxSortedProps]string
 	keys := arr[:0]
 	for k, v := range p {
-		if k == "" || v == "" {
+		if k == "" || v == "" || k == crcPropName {
 			continue
 		}
 		// Insertion sort: a handful of keys.

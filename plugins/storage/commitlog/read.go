@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -127,12 +128,10 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 				sz := int(cands[k].size)
 				rec := buf[p : p+sz : p+sz]
 				p += sz
-				if int(be.Uint32(rec)) != sz || int32(be.Uint32(rec[4:])) != message.MagicCode {
+				if why := checkRead(rec, cands[k].phys, q, cands[k].off); why != "" {
 					// Damaged data: skip the entry (it still counts as
 					// scanned) so consumers move past it, and say so.
-					err := &store.CorruptionError{File: segmentName(cands[k].phys - cands[k].phys%s.segSize),
-						Offset: cands[k].phys, Reason: fmt.Sprintf("consume queue %s offset %d points at no record of %d bytes", q, cands[k].off, sz)}
-					s.log.Error("commitlog: skipping a damaged message", "err", err)
+					s.readDamage(cands[k].phys, int32(sz), fmt.Sprintf("consume queue %s offset %d: %s", q, cands[k].off, why))
 					rejected++
 					continue
 				}
@@ -215,6 +214,10 @@ func (s *Store) Lookup(ctx context.Context, phys int64) ([]byte, error) {
 	if v, ok := parseRecord(rec); !ok || v.phys != phys {
 		return nil, fmt.Errorf("commitlog: lookup %d: no record there: %w", phys, store.ErrNotFound)
 	}
+	if why := checkRecord(rec, phys); why != "" {
+		s.readDamage(phys, int32(size), why)
+		return nil, &store.CorruptionError{File: s.segmentFile(phys), Offset: phys, Length: size, Reason: why}
+	}
 	return rec, nil
 }
 
@@ -268,4 +271,29 @@ func (s *Store) storeTimeAt(cq *consumeQueue, off int64) (int64, error) {
 		return 0, &store.CorruptionError{File: segmentName(phys - phys%s.segSize), Offset: phys, Reason: err.Error()}
 	}
 	return h.StoreTimestamp, nil
+}
+
+// checkRead verifies a record a read found through queue q's entry at
+// offset off: checkRecord, and that the record belongs there.
+func checkRead(rec []byte, phys int64, q store.Queue, off int64) string {
+	if why := checkRecord(rec, phys); why != "" {
+		return why
+	}
+	if id, qo := int32(be.Uint32(rec[offRecQueueID:])), int64(be.Uint64(rec[offRecQueueOffset:])); id != q.ID || qo != off {
+		return fmt.Sprintf("record at %d is queue %d offset %d", phys, id, qo)
+	}
+	return ""
+}
+
+// segmentFile names the segment holding phys, relative to the data
+// directory.
+func (s *Store) segmentFile(phys int64) string {
+	return filepath.Join("commitlog", segmentName(phys-phys%s.segSize))
+}
+
+// readDamage records damage a read met and skipped (the first time for a
+// position in the manifest, every time in the log and the skip count).
+func (s *Store) readDamage(phys int64, size int32, why string) {
+	first := s.damage.firstSeen(phys)
+	s.noteDamage(store.CorruptionError{File: s.segmentFile(phys), Offset: phys, Length: int64(size), Reason: why}, 1, first)
 }

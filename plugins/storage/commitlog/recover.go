@@ -23,18 +23,19 @@ const (
 	dispatchFlush = 64 << 10
 )
 
-// recover loads the segments and consume queues and repairs the tail:
+// recover loads the segments and consume queues and repairs them:
 //
 //  1. Consume-queue entries at or above the checkpoint (which covers the
 //     commit log and every entry below it) are dropped: they may be torn.
-//  2. The commit log is scanned from the checkpoint (or the start of the
-//     last segment, whichever is lower), verifying magic, size and body
-//     CRC; records above the checkpoint are re-dispatched. The first bad
-//     record ends the log: the rest is cut off.
-//  3. Entries pointing past the recovered end are dropped.
-//
-// With the key index on, the whole log is scanned (without CRC checks
-// below the verified tail) to rebuild it.
+//  2. The commit log is scanned (scan.go) from the checkpoint (or the
+//     start of the last segment, whichever is lower), or from its start
+//     when the key index is on, verifying every record (layout, position,
+//     record or body CRC) and checking its consume-queue entry (written
+//     when missing, rewritten when wrong). Damage inside flushed data is
+//     copied aside and skipped; the scan goes on at the next valid record.
+//     A torn tail past the checkpoint is cut off.
+//  3. Entries pointing past the recovered end are dropped; after a scan of
+//     the whole log, so are entries past a queue's last record.
 func (s *Store) recover() error {
 	for _, d := range []string{s.dir, s.clDir, s.cqDir, s.metaDir} {
 		if err := durable.MkdirAll(d, 0o755); err != nil {
@@ -62,11 +63,12 @@ func (s *Store) recover() error {
 			return err
 		}
 	}
+	full := s.keys != nil || s.fullScan
 	scanFrom := verifyFrom
-	if s.keys != nil {
+	if full {
 		scanFrom = first
 	}
-	end, err := s.scan(scanFrom, verifyFrom, cut)
+	end, err := s.scan(scanFrom, scanState{flushed: cut, full: full})
 	if err != nil {
 		return err
 	}
@@ -78,8 +80,13 @@ func (s *Store) recover() error {
 			}
 			cq.pend = cq.pend[:0]
 		}
-		cq.max.Store(cq.next)
 		cq.tailFrom = cq.next
+	}
+	if err := s.finishQueues(full); err != nil {
+		return err
+	}
+	for _, cq := range s.queues {
+		cq.max.Store(cq.next)
 	}
 	if end < cut {
 		for _, cq := range s.queues {
@@ -178,6 +185,9 @@ func (s *Store) loadQueues() error {
 		if !t.IsDir() || checkTopic(t.Name()) != nil {
 			continue
 		}
+		if err := s.loadFloor(t.Name()); err != nil {
+			return err
+		}
 		ids, err := os.ReadDir(filepath.Join(s.cqDir, t.Name()))
 		if err != nil {
 			return fmt.Errorf("commitlog: list consume queues of %s: %w", t.Name(), err)
@@ -230,8 +240,18 @@ func (s *Store) loadQueue(cq *consumeQueue) error {
 			return fmt.Errorf("commitlog: open consume queue %s file %s: %w", cq.q, name, err)
 		}
 		last := i == len(offs)-1
-		if fi.Size() > fileBytes || (!last && fi.Size() != fileBytes) {
+		if fi.Size() > fileBytes {
 			return fmt.Errorf("commitlog: open consume queue %s file %s: %d bytes, want %d (was cq_entries_per_file changed?)", cq.q, name, fi.Size(), fileBytes)
+		}
+		if !last && fi.Size() != fileBytes {
+			// Cut short (damage): extend it with empty entries, which the
+			// recovery scan rewrites from the commit log.
+			s.noteDamage(store.CorruptionError{File: filepath.Join("consumequeue", cq.q.Topic, strconv.Itoa(int(cq.q.ID)), name),
+				Offset: fi.Size(), Length: fileBytes - fi.Size(), Reason: fmt.Sprintf("consume-queue file of %d bytes, want %d; extended, entries rebuilt from the commit log", fi.Size(), fileBytes)}, 0, true)
+			if err := f.Truncate(fileBytes); err != nil {
+				return fmt.Errorf("commitlog: open consume queue %s file %s: %w", cq.q, name, err)
+			}
+			s.markDirty(cf, "")
 		}
 		if last {
 			cq.next = cf.base + fi.Size()/cqEntrySize
@@ -271,6 +291,17 @@ func (s *Store) trimQueue(cq *consumeQueue, cut int64, pastEnd bool) error {
 		}
 		n -= k
 	}
+	switch {
+	case n < cq.next && pastEnd:
+		s.log.Warn("commitlog: dropping consume-queue entries past the recovered log", "queue", cq.q.String(), "from", n, "to", cq.next)
+	case n < cq.next:
+		s.log.Info("commitlog: rebuilding consume-queue entries past the checkpoint", "queue", cq.q.String(), "from", n, "to", cq.next)
+	}
+	return s.cutQueue(cq, n)
+}
+
+// cutQueue drops the entries of cq from n on (during recovery).
+func (s *Store) cutQueue(cq *consumeQueue, n int64) error {
 	for len(cq.files) > 1 && cq.files[len(cq.files)-1].base >= n {
 		f := cq.files[len(cq.files)-1]
 		f.f.Close()
@@ -286,12 +317,6 @@ func (s *Store) trimQueue(cq *consumeQueue, cut int64, pastEnd bool) error {
 	}
 	size := (n - lastF.base) * cqEntrySize
 	if fi, err := lastF.f.Stat(); err != nil || fi.Size() != size {
-		switch {
-		case n < cq.next && pastEnd:
-			s.log.Warn("commitlog: dropping consume-queue entries past the recovered log", "queue", cq.q.String(), "from", n, "to", cq.next)
-		case n < cq.next:
-			s.log.Info("commitlog: rebuilding consume-queue entries past the checkpoint", "queue", cq.q.String(), "from", n, "to", cq.next)
-		}
 		if err := lastF.f.Truncate(size); err != nil {
 			return fmt.Errorf("commitlog: trim consume queue %s: %w", cq.q, err)
 		}
@@ -300,224 +325,6 @@ func (s *Store) trimQueue(cq *consumeQueue, cut int64, pastEnd bool) error {
 	cq.next = n
 	cq.tailFrom = n
 	cq.max.Store(n)
-	return nil
-}
-
-// scan walks the commit log from `from`, verifying records at or above
-// verifyFrom and re-dispatching those at or above dispatchFrom. It cuts the
-// log after the last good record and returns its end.
-func (s *Store) scan(from, verifyFrom, dispatchFrom int64) (int64, error) {
-	bufSize := int64(4 << 20)
-	if b := 2 * int64(s.maxMsg); b > bufSize {
-		bufSize = b
-	}
-	bufSize = min(bufSize, s.segSize)
-	buf := make([]byte, bufSize)
-	first := s.segs[0].base
-	idx := int((from - first) / s.segSize)
-	pos := from - s.segs[idx].base
-	if s.keys != nil {
-		s.keys.mu.Lock()
-		defer s.keys.mu.Unlock()
-	}
-	for {
-		seg := s.segs[idx]
-		winStart, win := int64(0), buf[:0]
-		fill := func(at, need int64) error {
-			rem := s.segSize - at
-			if need > rem {
-				return nil
-			}
-			if need > int64(len(buf)) {
-				buf = make([]byte, need)
-			}
-			n := min(int64(len(buf)), rem)
-			m, err := seg.f.ReadAt(buf[:n], at)
-			if err != nil && !errors.Is(err, io.EOF) {
-				return fmt.Errorf("commitlog: recover segment %s: %w", seg.name(), err)
-			}
-			winStart, win = at, buf[:m]
-			return nil
-		}
-		reason := ""
-		nextSeg := false // the segment ended with an end-of-file marker
-		for {
-			if pos+blankSize > s.segSize {
-				reason = "no room for an end-of-file marker"
-				break
-			}
-			if pos+8 > winStart+int64(len(win)) || pos < winStart {
-				if err := fill(pos, 8); err != nil {
-					return 0, err
-				}
-				if pos+8 > winStart+int64(len(win)) {
-					reason = "short segment"
-					break
-				}
-			}
-			h := win[pos-winStart:]
-			size := int64(int32(be.Uint32(h)))
-			magic := int32(be.Uint32(h[4:]))
-			if magic == message.BlankMagicCode && size == s.segSize-pos {
-				if idx+1 < len(s.segs) {
-					nextSeg = true
-					break
-				}
-				reason = "end-of-file marker without a next segment"
-				break
-			}
-			if magic != message.MagicCode {
-				reason = fmt.Sprintf("bad magic %#x", uint32(magic))
-				if size == 0 && magic == 0 {
-					reason = "" // never written: the normal end
-					if idx+1 < len(s.segs) {
-						reason = "unwritten space before the end-of-file marker"
-					}
-				}
-				break
-			}
-			if size < minRecordSize || pos+size+blankSize > s.segSize {
-				reason = fmt.Sprintf("bad record size %d", size)
-				break
-			}
-			if pos+size > winStart+int64(len(win)) {
-				if err := fill(pos, size); err != nil {
-					return 0, err
-				}
-				if pos+size > winStart+int64(len(win)) {
-					reason = "short record"
-					break
-				}
-			}
-			if pos+size > seg.diskSize {
-				reason = fmt.Sprintf("record of %d bytes runs past the end of the file (%d bytes)", size, seg.diskSize)
-				break
-			}
-			rec := win[pos-winStart : pos-winStart+size]
-			phys := seg.base + pos
-			if phys >= verifyFrom {
-				m, _, err := message.DecodeStored(rec)
-				switch {
-				case err != nil:
-					reason = err.Error()
-				case !m.VerifyCRC():
-					reason = "body CRC mismatch"
-				case m.CommitLogOffset != phys:
-					reason = fmt.Sprintf("record says it is at %d", m.CommitLogOffset)
-				case phys >= dispatchFrom && m.Topic == "":
-					reason = "record has no topic (torn write)"
-				case phys >= dispatchFrom && rec[len(rec)-1] == 0 && !emptyProperties(rec, m.Topic):
-					// The body CRC does not cover the topic and properties.
-					// A write torn after the body leaves zeros up to the
-					// record's end; producers never end a record with NUL
-					// (topics cannot hold it), so distrust such a record
-					// when the checkpoint does not vouch for it. A record
-					// without properties legitimately ends with its zero
-					// length; a tear after its body would have zeroed the
-					// topic length, caught above.
-					reason = "record ends with NUL (torn write)"
-				}
-				if reason != "" {
-					break
-				}
-			}
-			v, ok := parseRecord(rec)
-			if !ok || v.phys != phys {
-				reason = "malformed record"
-				break
-			}
-			if s.keys != nil {
-				s.keys.addRawLocked(v.topic, v.props, phys)
-			}
-			if phys >= dispatchFrom {
-				if err := s.redispatch(v, phys, int32(size)); err != nil {
-					return 0, err
-				}
-			}
-			seg.lastTS.Store(v.storeTS)
-			s.lastTS = max(s.lastTS, v.storeTS)
-			pos += size
-		}
-		if nextSeg {
-			idx++
-			pos = 0
-			continue
-		}
-		if reason != "" && seg.base+pos < verifyFrom {
-			// Damage below the checkpoint, met by the key-index scan: that
-			// part of the log is trusted, so never cut it; skip to where
-			// the next known record boundary is.
-			s.log.Error("commitlog: damaged record below the checkpoint; the key index skips the rest of its segment",
-				"segment", seg.name(), "offset", seg.base+pos, "reason", reason)
-			if verifyFrom < seg.base+s.segSize {
-				pos = verifyFrom - seg.base
-			} else {
-				idx++
-				pos = 0
-			}
-			continue
-		}
-		end := seg.base + pos
-		if reason != "" {
-			s.log.Warn("commitlog: cutting the commit log after its last good record", "segment", seg.name(), "offset", end, "reason", reason)
-		}
-		// Zero the tail (cut, then re-extend the sparse file).
-		if err := seg.f.Truncate(pos); err != nil {
-			return 0, fmt.Errorf("commitlog: cut segment %s: %w", seg.name(), err)
-		}
-		if err := seg.f.Truncate(s.segSize); err != nil {
-			return 0, fmt.Errorf("commitlog: cut segment %s: %w", seg.name(), err)
-		}
-		for _, later := range s.segs[idx+1:] {
-			s.log.Error("commitlog: removing segment after the recovered end", "segment", later.name())
-			later.f.Close()
-			if err := os.Remove(later.path); err != nil {
-				return 0, fmt.Errorf("commitlog: remove segment %s: %w", later.name(), err)
-			}
-		}
-		if len(s.segs) > idx+1 {
-			s.segs = s.segs[:idx+1]
-			if err := syncDir(s.clDir); err != nil {
-				return 0, fmt.Errorf("commitlog: %w", err)
-			}
-		}
-		return end, nil
-	}
-}
-
-// redispatch appends the consume-queue entry of a recovered record when
-// its queue does not hold it yet.
-func (s *Store) redispatch(v recordView, phys int64, size int32) error {
-	q := store.Queue{Topic: string(v.topic), ID: v.queueID}
-	if checkTopic(q.Topic) != nil || q.ID < 0 {
-		s.log.Warn("commitlog: recovered record with an unusable queue", "offset", phys, "queue", q.String())
-		return nil
-	}
-	cq := s.queueFor(q)
-	switch {
-	case v.queueOffset < cq.next:
-		return nil
-	case v.queueOffset > cq.next && cq.next == 0 && len(cq.files) == 0 && len(cq.pend) == 0:
-		// The queue's consume queue is gone (its first records may be
-		// gone too): index it from this record on; min starts here.
-		s.log.Warn("commitlog: rebuilding a consume queue from the commit log", "queue", q.String(), "from", v.queueOffset)
-		cq.next = v.queueOffset
-	case v.queueOffset > cq.next:
-		s.log.Warn("commitlog: recovered record leaves a gap in its queue; not indexed", "offset", phys, "queue", q.String(), "queue_offset", v.queueOffset, "next", cq.next)
-		return nil
-	}
-	tags := recoveredTagsCode(v)
-	var e [cqEntrySize]byte
-	putEntry(e[:], phys, size, tags)
-	cq.pend = append(cq.pend, e[:]...)
-	cq.next++
-	if len(cq.pend) >= dispatchFlush {
-		from := cq.next - int64(len(cq.pend)/cqEntrySize)
-		if err := s.writeEntries(cq, from, cq.pend); err != nil {
-			return err
-		}
-		cq.pend = cq.pend[:0]
-	}
 	return nil
 }
 

@@ -164,6 +164,11 @@ func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 		return fmt.Errorf("commitlog: delete topic %s: %w", topic, err)
 	}
 	s.markDirty(nil, s.cqDir)
+	// The topic's records stay in the log: a recovery scan of it must not
+	// index them again (nor take them for the records of a new queue).
+	if err := s.writeFloor(topic, s.wrote.Load()); err != nil {
+		return fmt.Errorf("commitlog: delete topic %s: %w", topic, err)
+	}
 	if s.keys != nil {
 		s.keys.dropTopic(topic, s.wrote.Load())
 	}

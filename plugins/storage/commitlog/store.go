@@ -153,6 +153,12 @@ type Store struct {
 	lock *os.File // holds the directory lock
 
 	keys *keyIndex
+	// fullScan makes recovery scan the whole log even without the key
+	// index (mq store verify).
+	fullScan bool
+	damage   damageLog
+	// floors holds deleted topics' floors (scan.go), guarded by mu.
+	floors map[string]int64
 
 	retMu  sync.Mutex // serializes DeleteBefore
 	metaMu sync.Mutex
@@ -211,6 +217,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		segSize:   int64(c.SegmentSize),
 		perFile:   int64(c.CQEntriesPerFile),
 		queues:    map[store.Queue]*consumeQueue{},
+		floors:    map[string]int64{},
 		dirtyQ:    map[*consumeQueue]struct{}{},
 		dirtyCQ:   map[*cqFile]struct{}{},
 		dirtyDirs: map[string]struct{}{},
@@ -583,6 +590,7 @@ func (s *Store) encodeGroup(group []*appendReq, now int64) (live int, err error)
 				return live, fmt.Errorf("commitlog: encode a record of %d bytes for %s: %d bytes, %v", size, cq.q, len(rec), err)
 			}
 			message.PatchStored(rec, cq.next, phys, now)
+			sealRecord(rec)
 			r.pos[i] = store.Position{CommitLogOffset: phys, Size: int32(size), QueueOffset: cq.next, StoreTimestamp: now}
 			s.disp = append(s.disp, dispatch{cq: cq, phys: phys, size: int32(size), tagsCode: m.TagsCode})
 			cq.next++
@@ -604,6 +612,7 @@ func (s *Store) sizeRequest(r *appendReq) error {
 		m := &r.msgs[i]
 		k := len(s.propBuf)
 		s.propBuf = appendProps(s.propBuf, m.Properties)
+		s.propBuf = appendCRCPlaceholder(s.propBuf, k)
 		pl := len(s.propBuf) - k
 		q := store.Queue{Topic: m.Topic, ID: m.QueueID}
 		if pl > message.MaxPropertiesLength {
