@@ -68,7 +68,7 @@ func AppendStored(b []byte, m *Ext, props []byte) ([]byte, error) {
 	b = be.AppendUint32(b, uint32(size))
 	magic := MagicCode
 	b = be.AppendUint32(b, uint32(magic))
-	b = be.AppendUint32(b, crc32.ChecksumIEEE(m.Body))
+	b = be.AppendUint32(b, BodyCRC(m.Body))
 	b = be.AppendUint32(b, uint32(m.QueueID))
 	b = be.AppendUint32(b, uint32(m.Flag))
 	b = be.AppendUint64(b, uint64(m.QueueOffset))
@@ -298,8 +298,19 @@ func DecodeAll(b []byte) ([]*Ext, error) {
 	return out, nil
 }
 
-// VerifyCRC reports whether the record's body matches its stored CRC.
-func (m *Ext) VerifyCRC() bool { return crc32.ChecksumIEEE(m.Body) == m.BodyCRC }
+// BodyCRC is the CRC a stored record carries for its body, as Java's
+// UtilAll.crc32: the IEEE CRC-32 with its top bit cleared
+// (crc32 & 0x7FFFFFFF), so that it is a non-negative int. Java consumers
+// checking CRCs (MessageDecoder with checkCRC) compare with this value.
+func BodyCRC(body []byte) uint32 { return crc32.ChecksumIEEE(body) & 0x7FFFFFFF }
+
+// VerifyCRC reports whether the record's body matches its stored CRC: the
+// masked value Java and Quiver write, or the full CRC-32 that Quiver
+// before this change wrote (records in older stores and their copies).
+func (m *Ext) VerifyCRC() bool {
+	c := crc32.ChecksumIEEE(m.Body)
+	return m.BodyCRC == c&0x7FFFFFFF || m.BodyCRC == c
+}
 
 // MaxInflatedBody bounds what UncompressedBody will inflate.
 const MaxInflatedBody = 64 << 20

@@ -40,7 +40,7 @@ func sampleExt() *message.Ext {
 func normalized(m *message.Ext, enc []byte) *message.Ext {
 	w := *m
 	w.StoreSize = int32(len(enc))
-	w.BodyCRC = crc32.ChecksumIEEE(m.Body)
+	w.BodyCRC = crc32.ChecksumIEEE(m.Body) & 0x7FFFFFFF // UtilAll.crc32
 	w.SysFlag &^= message.FlagBornHostV6 | message.FlagStoreHostV6
 	if m.BornHost.Addr().Is6() && !m.BornHost.Addr().Is4In6() {
 		w.SysFlag |= message.FlagBornHostV6
@@ -132,16 +132,18 @@ func TestStoredKnownVector(t *testing.T) {
 	var want []byte
 	u32 := func(v uint32) { want = be.AppendUint32(want, v) }
 	u64 := func(v uint64) { want = be.AppendUint64(want, v) }
-	body, topic, props := []byte("b1"), "T", "a\x01b"
-	u32(91 + 2 + 1 + 3)           // TOTALSIZE
-	u32(0xDAA320A7)               // MAGICCODE
-	u32(crc32.ChecksumIEEE(body)) // BODYCRC
-	u32(1)                        // QUEUEID
-	u32(0)                        // FLAG
-	u64(5)                        // QUEUEOFFSET
-	u64(1000)                     // PHYSICALOFFSET
-	u32(0)                        // SYSFLAG
-	u64(1700000000000)            // BORNTIMESTAMP
+	body, topic, props := []byte("quiver"), "T", "a\x01b"
+	u32(91 + 6 + 1 + 3) // TOTALSIZE
+	u32(0xDAA320A7)     // MAGICCODE
+	// BODYCRC: UtilAll.crc32, the CRC-32 with its top bit cleared;
+	// zlib.crc32(b"quiver") = 0xf05d33e1 (python3), so 0x705d33e1.
+	u32(0x705d33e1)
+	u32(1)             // QUEUEID
+	u32(0)             // FLAG
+	u64(5)             // QUEUEOFFSET
+	u64(1000)          // PHYSICALOFFSET
+	u32(0)             // SYSFLAG
+	u64(1700000000000) // BORNTIMESTAMP
 	want = append(want, 10, 1, 2, 3)
 	u32(54321) // BORNHOST
 	u64(1700000000001)
@@ -162,7 +164,7 @@ func TestStoredKnownVector(t *testing.T) {
 	got, err := message.EncodeStored(m)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
-	assert.Len(t, got, 97)
+	assert.Len(t, got, 101)
 }
 
 func TestAppendStoredErrors(t *testing.T) {
@@ -436,4 +438,46 @@ func TestStoredWithoutHosts(t *testing.T) {
 	assert.Equal(t, zero, got.BornHost)
 	assert.Equal(t, zero, got.StoreHost)
 	assert.Equal(t, "00000000000000000000000000000000", got.MsgID())
+}
+
+// TestBodyCRCMatchesJava: the stored BODYCRC is Java's UtilAll.crc32
+// (crc32 & 0x7FFFFFFF). The wants were computed independently with
+// python3: zlib.crc32(b) & 0x7fffffff; every input but the empty one has
+// the CRC's top bit set, where an unmasked CRC would differ.
+func TestBodyCRCMatchesJava(t *testing.T) {
+	tests := []struct {
+		give     string
+		wantFull uint32 // zlib.crc32(b)
+		want     uint32 // zlib.crc32(b) & 0x7fffffff
+	}{
+		{"quiver", 0xf05d33e1, 1885156321},
+		{"123456789", 0xcbf43926, 1274296614},
+		{"a", 0xe8b7be43, 1756872259},
+		{"", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			assert.Equal(t, tt.wantFull, crc32.ChecksumIEEE([]byte(tt.give)), "test vector")
+			assert.Equal(t, tt.want, message.BodyCRC([]byte(tt.give)))
+			m := sampleExt()
+			m.Body = []byte(tt.give)
+			enc, err := message.EncodeStored(m)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, binary.BigEndian.Uint32(enc[8:]), "BODYCRC written")
+			got, _, err := message.DecodeStored(enc)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.BodyCRC)
+			assert.True(t, got.VerifyCRC(), "masked CRC (Java's, and ours now)")
+			// A record from an older Quiver store carries the full CRC.
+			binary.BigEndian.PutUint32(enc[8:], tt.wantFull)
+			old, _, err := message.DecodeStored(enc)
+			require.NoError(t, err)
+			assert.True(t, old.VerifyCRC(), "unmasked CRC of an older Quiver store")
+			// Anything else is a mismatch.
+			binary.BigEndian.PutUint32(enc[8:], tt.want^0x10)
+			bad, _, err := message.DecodeStored(enc)
+			require.NoError(t, err)
+			assert.False(t, bad.VerifyCRC())
+		})
+	}
 }

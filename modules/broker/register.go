@@ -62,6 +62,13 @@ func (b *Broker) registerAll(ctx context.Context) {
 	}
 }
 
+// bodyCrc32 is REGISTER_BROKER's bodyCrc32 as a Java broker sends it:
+// UtilAll.crc32(body), the CRC-32 with its top bit cleared, as a decimal
+// int (never negative).
+func bodyCrc32(body []byte) string {
+	return strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)&0x7FFFFFFF), 10)
+}
+
 // registerOne registers with ns; it reports whether ns refused.
 func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw []byte) (refused bool) {
 	ext := map[string]string{
@@ -71,7 +78,7 @@ func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw
 		"haServerAddr": b.cfg.AdvertiseAddr(),
 		"brokerId":     strconv.FormatInt(role.ID, 10),
 		"compressed":   "false",
-		"bodyCrc32":    strconv.FormatInt(int64(int32(crc32.ChecksumIEEE(raw))), 10),
+		"bodyCrc32":    bodyCrc32(raw),
 	}
 	if role.Epoch > 0 {
 		// Automatic failover: name servers check a master's epoch

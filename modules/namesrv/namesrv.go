@@ -198,6 +198,16 @@ func sysErr(req *remoting.Command, format string, args ...any) *remoting.Command
 	return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf(format, args...))
 }
 
+// bodyCRCMatches checks REGISTER_BROKER's bodyCrc32 (its low 32 bits: it
+// travels as a signed int). Java brokers send UtilAll.crc32, the CRC-32 with
+// its top bit cleared, and so does Quiver now; Quiver brokers before that
+// sent the full CRC-32, accepted too so that a mixed-version cluster keeps
+// registering.
+func bodyCRCMatches(crc uint32, body []byte) bool {
+	sum := crc32.ChecksumIEEE(body)
+	return crc == sum&0x7FFFFFFF || crc == sum
+}
+
 func (s *Server) registerBroker(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	e := remoting.ReadExt(req)
 	r := BrokerRegistration{
@@ -219,8 +229,7 @@ func (s *Server) registerBroker(_ context.Context, p *remoting.Peer, req *remoti
 	if r.BrokerID < 0 {
 		return sysErr(req, "brokerId %d is negative", r.BrokerID)
 	}
-	// Java sends the CRC as a signed int; compare the low 32 bits.
-	if crc != 0 && uint32(crc) != crc32.ChecksumIEEE(req.Body) {
+	if crc != 0 && !bodyCRCMatches(uint32(crc), req.Body) {
 		s.log.Warn("register broker: crc32 not match", "broker", r.BrokerAddr, "remote", p.RemoteAddr())
 		return sysErr(req, "crc32 not match")
 	}
