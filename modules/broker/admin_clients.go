@@ -158,7 +158,9 @@ func (b *Broker) handleConsumerRunningInfo(ctx context.Context, p *remoting.Peer
 // telling it which broker sent it.
 func (b *Broker) handleConsumeMessageDirectly(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	e := remoting.ReadExt(req)
-	group, clientID, msgID := e.String("consumerGroup"), e.String("clientId"), e.OptString("msgId")
+	// Java: only consumerGroup is required; without clientId no consumer
+	// is found.
+	group, clientID, msgID := e.String("consumerGroup"), e.OptString("clientId"), e.OptString("msgId")
 	if e.Err != nil {
 		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
 	}

@@ -53,6 +53,15 @@ func fakeConsumer(t *testing.T, h *harness, id, group, topic string) *remoting.C
 		resp.Body, _ = json.Marshal(map[string]any{"properties": map[string]string{"group": req.Ext("consumerGroup"), "jstack": req.Ext("jstackEnable")}})
 		return resp
 	})
+	r.RegisterFunc(remoting.ConsumeMessageDirectly, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		m, _, err := message.DecodeStored(req.Body)
+		if err != nil {
+			return remoting.Errorf(req, remoting.SystemError, err.Error())
+		}
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		resp.Body = []byte(fmt.Sprintf(`{"consumeResult":"CR_SUCCESS","remark":"%s from %s"}`, m.Body, req.Ext("brokerName")))
+		return resp
+	})
 	r.RegisterFunc(remoting.GetConsumerStatusFromClient, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Body = []byte(fmt.Sprintf(`{"messageQueueTable":{{"brokerName":"broker-a","queueId":1,"topic":%q}:7,{"brokerName":"broker-a","queueId":0,"topic":%q}:5}}`, req.Ext("topic"), req.Ext("topic")))
@@ -85,6 +94,16 @@ func TestPassThroughToClient(t *testing.T) {
 	resp = h.invoke(remoting.GetConsumerRunningInfo, map[string]string{"consumerGroup": "CG"}, nil)
 	assert.Equal(t, remoting.SystemError, resp.Code)
 	assert.Contains(t, resp.Remark, "clientId")
+
+	// CONSUME_MESSAGE_DIRECTLY carries the stored message named by msgId.
+	send := h.send("T", 0, "direct", nil)
+	require.Equal(t, remoting.Success, send.Code)
+	resp = h.invoke(remoting.ConsumeMessageDirectly, map[string]string{"consumerGroup": "CG", "clientId": "c1", "msgId": send.Ext("msgId")}, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Equal(t, `{"consumeResult":"CR_SUCCESS","remark":"direct from broker-a"}`, string(resp.Body))
+	resp = h.invoke(remoting.ConsumeMessageDirectly, map[string]string{"consumerGroup": "CG", "msgId": send.Ext("msgId")}, nil)
+	assert.Equal(t, remoting.SystemError, resp.Code)
+	assert.Equal(t, "The Consumer <CG> <> not online", resp.Remark)
 
 	resp = h.invoke(remoting.InvokeBrokerToGetConsumerStatus, map[string]string{"topic": "T", "group": "CG"}, nil)
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -199,8 +200,8 @@ func (b *Broker) ConfigProperties() string {
 	if ap, err := netip.ParseAddrPort(c.AdvertiseAddr()); err == nil {
 		sb.WriteString("brokerIP1=" + ap.Addr().String() + "\n")
 	}
-	if _, port, ok := strings.Cut(c.Listen, ":"); ok {
-		sb.WriteString("listenPort=" + port[strings.LastIndexByte(port, ':')+1:] + "\n")
+	if _, port, err := net.SplitHostPort(c.Listen); err == nil {
+		sb.WriteString("listenPort=" + port + "\n")
 	}
 	for _, k := range keys {
 		sb.WriteString("broker." + k.name + "=" + k.get(c) + "\n")

@@ -179,8 +179,9 @@ func (b *Broker) handleConsumeStats(ctx context.Context, p *remoting.Peer, req *
 
 // Connection is one client connection of a group (Java Connection).
 type Connection struct {
-	ClientID   string `json:"clientId"`
+	// Fields in fastjson's (alphabetical) order, so the bytes are Java's.
 	ClientAddr string `json:"clientAddr"`
+	ClientID   string `json:"clientId"`
 	Language   string `json:"language"`
 	Version    int32  `json:"version"`
 }
