@@ -2,6 +2,7 @@ package message
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -12,17 +13,67 @@ type BatchItem struct {
 	Properties Properties
 }
 
+// batchItemMin is the smallest encoded batch item: totalSize, magic,
+// bodyCRC, flag, bodyLen and propLen with no body and no properties.
+const batchItemMin = 22
+
+// ErrBatchTooLarge is returned by DecodeBatchLimit for a batch with more
+// messages than allowed.
+var ErrBatchTooLarge = errors.New("message: batch has too many messages")
+
+// CountBatch returns how many items a SEND_BATCH_MESSAGE body holds,
+// reading only their size words (no allocation).
+func CountBatch(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		if len(b) < 4 {
+			return 0, fmt.Errorf("%w: batch item size cut at %d bytes", ErrMalformed, len(b))
+		}
+		total := int(int32(binary.BigEndian.Uint32(b)))
+		if total < batchItemMin || total > len(b) {
+			return 0, fmt.Errorf("%w: batch item size %d with %d bytes left", ErrMalformed, total, len(b))
+		}
+		n++
+		b = b[total:]
+	}
+	return n, nil
+}
+
+// DecodeBatchLimit is DecodeBatch for at most maxItems messages: a larger
+// batch is refused (ErrBatchTooLarge) after counting, before anything is
+// decoded. Decoding costs memory per message (the item, its properties
+// map) beyond the body bytes it shares with b, so the count is what bounds
+// a batch's memory: 200,000 empty messages fit in a 4.4 MB body.
+func DecodeBatchLimit(b []byte, maxItems int) ([]BatchItem, error) {
+	n, err := CountBatch(b)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxItems {
+		return nil, fmt.Errorf("%w: %d messages, the limit is %d", ErrBatchTooLarge, n, maxItems)
+	}
+	return decodeBatch(b, n)
+}
+
 // DecodeBatch decodes a SEND_BATCH_MESSAGE body: per message totalSize,
 // magic, bodyCRC, flag, bodyLen, body, int16 propLen, properties.
 func DecodeBatch(b []byte) ([]BatchItem, error) {
-	var out []BatchItem
+	n, err := CountBatch(b)
+	if err != nil {
+		return nil, err
+	}
+	return decodeBatch(b, n)
+}
+
+func decodeBatch(b []byte, n int) ([]BatchItem, error) {
+	out := make([]BatchItem, 0, n)
 	for len(b) > 0 {
 		r := reader{b: b}
 		total := int(int32(r.u32()))
 		if r.err != nil {
 			return nil, r.err
 		}
-		if total < 22 || total > len(b) {
+		if total < batchItemMin || total > len(b) {
 			return nil, fmt.Errorf("%w: batch item size %d with %d bytes left", ErrMalformed, total, len(b))
 		}
 		r.b = b[:total]

@@ -32,6 +32,11 @@ type sendGate struct {
 
 	busyQueue, busyStore, busyQuota atomic.Int64
 	quotas                          *quotas
+
+	// diskFull counts sends refused because the disk was full; storeErrLog
+	// rate-limits store-error log lines (send.go).
+	diskFull    atomic.Int64
+	storeErrLog logLimiter
 }
 
 func newSendGate(capacity int, busyTimeout time.Duration, q *quotas) *sendGate {
@@ -93,8 +98,10 @@ func (g *sendGate) setBusyTimeout(d time.Duration) {
 // FlowStats are the flow-control counters (metrics, broker status).
 type FlowStats struct {
 	BusyQueue, BusyStore, BusyQuota int64
-	InFlight                        int64
-	Capacity                        int
+	// DiskFull counts sends answered SERVICE_NOT_AVAILABLE for a full disk.
+	DiskFull int64
+	InFlight int64
+	Capacity int
 }
 
 // FlowStats reports how often sends were shed and why.
@@ -104,7 +111,7 @@ func (b *Broker) FlowStats() FlowStats {
 		return FlowStats{}
 	}
 	return FlowStats{BusyQueue: g.busyQueue.Load(), BusyStore: g.busyStore.Load(), BusyQuota: g.busyQuota.Load(),
-		InFlight: g.inflight.Load(), Capacity: cap(g.slots)}
+		DiskFull: g.diskFull.Load(), InFlight: g.inflight.Load(), Capacity: cap(g.slots)}
 }
 
 // QuotaLimit is one rate quota: messages and bytes per second (0 = no

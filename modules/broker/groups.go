@@ -28,6 +28,9 @@ type groupTable struct {
 	mu     sync.RWMutex
 	groups map[string]*GroupConfig
 	meta   *metaStore
+	// saveMu orders saves: the document is built and written under it, so
+	// a slower save never overwrites a newer one.
+	saveMu sync.Mutex
 }
 
 type groupDoc struct {
@@ -49,39 +52,71 @@ func newGroupTable(meta *metaStore) (*groupTable, error) {
 // getOrCreate returns the group's config, creating the default one (as
 // Java's autoCreateSubscriptionGroup does).
 func (g *groupTable) getOrCreate(name string) (*GroupConfig, error) {
+	cs, err := g.getOrCreateAll([]string{name})
+	if err != nil {
+		return nil, err
+	}
+	return cs[0], nil
+}
+
+// getOrCreateAll is getOrCreate for many groups with at most one write of
+// the document (a heartbeat names every group of a client process).
+func (g *groupTable) getOrCreateAll(names []string) ([]*GroupConfig, error) {
+	out := make([]*GroupConfig, len(names))
+	missing := false
 	g.mu.RLock()
-	c, ok := g.groups[name]
+	for i, n := range names {
+		c, ok := g.groups[n]
+		out[i] = c
+		missing = missing || !ok
+	}
 	g.mu.RUnlock()
-	if ok {
-		return c, nil
+	if !missing {
+		return out, nil
 	}
+	return out, g.update(func() bool {
+		created := false
+		for i, n := range names {
+			c, ok := g.groups[n]
+			if !ok {
+				c = defaultGroupConfig(n)
+				g.groups[n] = c
+				created = true
+			}
+			out[i] = c
+		}
+		return created
+	})
+}
+
+// update applies f under the lock and saves the document if f reports a
+// change; saves are ordered (saveMu).
+func (g *groupTable) update(f func() bool) error {
+	g.saveMu.Lock()
+	defer g.saveMu.Unlock()
 	g.mu.Lock()
-	if c, ok := g.groups[name]; ok {
+	if !f() {
 		g.mu.Unlock()
-		return c, nil
+		return nil
 	}
-	c = defaultGroupConfig(name)
-	g.groups[name] = c
 	doc := g.docLocked()
 	g.mu.Unlock()
-	return c, g.meta.save("subscriptionGroup", doc)
+	return g.meta.save("subscriptionGroup", doc)
 }
 
 func (g *groupTable) put(c *GroupConfig) error {
-	g.mu.Lock()
 	cp := *c
-	g.groups[c.GroupName] = &cp
-	doc := g.docLocked()
-	g.mu.Unlock()
-	return g.meta.save("subscriptionGroup", doc)
+	return g.update(func() bool {
+		g.groups[c.GroupName] = &cp
+		return true
+	})
 }
 
 func (g *groupTable) remove(name string) error {
-	g.mu.Lock()
-	delete(g.groups, name)
-	doc := g.docLocked()
-	g.mu.Unlock()
-	return g.meta.save("subscriptionGroup", doc)
+	return g.update(func() bool {
+		delete(g.groups, name)
+		return true
+	})
 }
 
 func (g *groupTable) docLocked() groupDoc {

@@ -61,19 +61,13 @@ func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *rem
 	// whose subscription does not compile is refused, the others and the
 	// producers are still registered.
 	var refused *remoting.Command
+	// New groups and their retry topics: one write each (send.go).
+	if resp := b.ensureConsumerGroups(req, hb.ConsumerDataSet); resp != nil {
+		return resp
+	}
 groups:
 	for i := range hb.ConsumerDataSet {
 		cd := &hb.ConsumerDataSet[i]
-		if err := protocol.ValidateGroup(cd.GroupName); err != nil {
-			return remoting.Errorf(req, remoting.SystemError, err.Error())
-		}
-		gc, err := b.groups.getOrCreate(cd.GroupName)
-		if err != nil {
-			return remoting.Errorf(req, remoting.SystemError, err.Error())
-		}
-		if _, err := b.ensureRetryTopic(cd.GroupName, gc.RetryQueueNums); err != nil {
-			return remoting.Errorf(req, remoting.SystemError, err.Error())
-		}
 		subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))
 		for _, sd := range cd.SubscriptionDataSet {
 			typ := sd.ExpressionType
@@ -158,6 +152,10 @@ func (b *Broker) handleUpdateOffset(ctx context.Context, p *remoting.Peer, req *
 	group, topic, q, off := e.String("consumerGroup"), e.String("topic"), e.Int32("queueId"), e.Int64("commitOffset")
 	if e.Err != nil {
 		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	if off < 0 {
+		// Stored, it would come back to the consumer as where to resume.
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("commitOffset %d of %s queue %d is negative", off, topic, q))
 	}
 	if _, ok := b.topics.get(topic); !ok {
 		return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist", topic))

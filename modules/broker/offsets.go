@@ -12,6 +12,8 @@ type offsetTable struct {
 	table map[string]map[int32]int64
 	dirty bool
 	meta  *metaStore
+	// saveMu orders flushes: a slower flush never overwrites a newer one.
+	saveMu sync.Mutex
 }
 
 type offsetDoc struct {
@@ -43,7 +45,12 @@ func newOffsetTable(meta *metaStore) (*offsetTable, error) {
 	return o, nil
 }
 
+// commit records a committed offset; a negative one is ignored (the
+// handlers refuse it with an answer).
 func (o *offsetTable) commit(group, topic string, queue int32, off int64) {
+	if off < 0 {
+		return
+	}
 	k := offsetKey(group, topic)
 	o.mu.Lock()
 	m, ok := o.table[k]
@@ -92,6 +99,8 @@ func (o *offsetTable) removeTopic(topic string) {
 
 // flush persists the table when it changed.
 func (o *offsetTable) flush() error {
+	o.saveMu.Lock()
+	defer o.saveMu.Unlock()
 	o.mu.Lock()
 	if !o.dirty {
 		o.mu.Unlock()

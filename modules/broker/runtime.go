@@ -54,7 +54,7 @@ func (b *Broker) flowFigures() map[string]string {
 	i := func(n int64) string { return strconv.FormatInt(n, 10) }
 	return map[string]string{
 		"quiverFlowBusyQueue": i(fs.BusyQueue), "quiverFlowBusyStore": i(fs.BusyStore), "quiverFlowBusyQuota": i(fs.BusyQuota),
-		"quiverFlowInFlight": i(fs.InFlight), "quiverFlowCapacity": strconv.Itoa(fs.Capacity),
+		"quiverFlowInFlight": i(fs.InFlight), "quiverFlowCapacity": strconv.Itoa(fs.Capacity), "quiverStoreDiskFull": i(fs.DiskFull),
 	}
 }
 

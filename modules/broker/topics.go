@@ -14,6 +14,9 @@ type topicTable struct {
 	topics  map[string]*protocol.TopicConfig
 	version protocol.DataVersion
 	meta    *metaStore
+	// saveMu orders saves: the document is built and written under it, so
+	// a slower save never overwrites a newer one.
+	saveMu sync.Mutex
 }
 
 type topicDoc struct {
@@ -52,48 +55,96 @@ func (t *topicTable) get(name string) (*protocol.TopicConfig, bool) {
 
 // put stores c and persists; it reports whether anything changed.
 func (t *topicTable) put(c *protocol.TopicConfig) (bool, error) {
-	t.mu.Lock()
-	old, ok := t.topics[c.TopicName]
-	if ok && *old == *c {
-		t.mu.Unlock()
-		return false, nil
-	}
 	cp := *c
-	t.topics[c.TopicName] = &cp
-	t.bump()
-	doc := t.docLocked()
-	t.mu.Unlock()
-	return true, t.meta.save("topics", doc)
+	changed := false
+	err := t.update(func() bool {
+		if old, ok := t.topics[c.TopicName]; ok && *old == cp {
+			return false
+		}
+		t.topics[c.TopicName] = &cp
+		changed = true
+		return true
+	})
+	return changed, err
 }
 
 // putIfAbsent creates c unless a topic of that name exists; it returns the
 // config in force and whether it was created.
 func (t *topicTable) putIfAbsent(c *protocol.TopicConfig) (*protocol.TopicConfig, bool, error) {
-	t.mu.Lock()
-	if old, ok := t.topics[c.TopicName]; ok {
-		cp := *old
-		t.mu.Unlock()
-		return &cp, false, nil
+	got, created, err := t.putAllIfAbsent([]*protocol.TopicConfig{c})
+	if err != nil {
+		return nil, false, err
 	}
-	cp := *c
-	t.topics[c.TopicName] = &cp
-	t.bump()
-	doc := t.docLocked()
-	t.mu.Unlock()
-	return c, true, t.meta.save("topics", doc)
+	return got[0], created[0], nil
+}
+
+// putAllIfAbsent is putIfAbsent for many topics with at most one write of
+// the document.
+func (t *topicTable) putAllIfAbsent(cs []*protocol.TopicConfig) ([]*protocol.TopicConfig, []bool, error) {
+	got := make([]*protocol.TopicConfig, len(cs))
+	created := make([]bool, len(cs))
+	missing := false
+	t.mu.RLock()
+	for i, c := range cs {
+		if old, ok := t.topics[c.TopicName]; ok {
+			cp := *old
+			got[i] = &cp
+		} else {
+			missing = true
+		}
+	}
+	t.mu.RUnlock()
+	if !missing {
+		return got, created, nil
+	}
+	err := t.update(func() bool {
+		changed := false
+		for i, c := range cs {
+			if old, ok := t.topics[c.TopicName]; ok {
+				cp := *old
+				got[i] = &cp
+				continue
+			}
+			cp := *c
+			t.topics[c.TopicName] = &cp
+			ret := cp
+			got[i], created[i], changed = &ret, true, true
+		}
+		return changed
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return got, created, nil
 }
 
 func (t *topicTable) remove(name string) (bool, error) {
+	removed := false
+	err := t.update(func() bool {
+		if _, ok := t.topics[name]; !ok {
+			return false
+		}
+		delete(t.topics, name)
+		removed = true
+		return true
+	})
+	return removed, err
+}
+
+// update applies f under the lock, bumps the data version and saves the
+// document if f reports a change; saves are ordered (saveMu).
+func (t *topicTable) update(f func() bool) error {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
 	t.mu.Lock()
-	if _, ok := t.topics[name]; !ok {
+	if !f() {
 		t.mu.Unlock()
-		return false, nil
+		return nil
 	}
-	delete(t.topics, name)
 	t.bump()
 	doc := t.docLocked()
 	t.mu.Unlock()
-	return true, t.meta.save("topics", doc)
+	return t.meta.save("topics", doc)
 }
 
 func (t *topicTable) bump() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 )
 
 // The writer encodes records straight into a shared memory map of the
@@ -30,7 +31,9 @@ const (
 )
 
 // errNoPageSpace is populate's EFAULT: a store there would raise SIGBUS.
-var errNoPageSpace = errors.New("no space behind the mapped pages (full disk?)")
+// It wraps ENOSPC, the cause a caller matches (the broker answers a full
+// disk SERVICE_NOT_AVAILABLE).
+var errNoPageSpace = fmt.Errorf("no space behind the mapped pages (full disk?): %w", syscall.ENOSPC)
 
 // writeMap is the writer's window on the active segment. Guarded by
 // Store.mu.

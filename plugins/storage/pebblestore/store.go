@@ -74,6 +74,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -113,6 +114,11 @@ type Store struct {
 	// Close for writing (Pebble panics when used after Close).
 	life   sync.RWMutex
 	closed atomic.Bool
+	// noSpace is set while Pebble's background work fails for a full
+	// disk (ENOSPC) and cleared by the next flush that succeeds: Append
+	// then fails at once with ENOSPC instead of queueing behind a write
+	// stall (the broker answers SERVICE_NOT_AVAILABLE, disk full).
+	noSpace atomic.Bool
 
 	// mu serializes offset assignment and batch commits (see the package
 	// documentation). The fields below it are the writer's state.
@@ -236,8 +242,23 @@ func (s *Store) pebbleOptions() *pebble.Options {
 	c := s.cfg
 	n := c.MaxConcurrentCompactions
 	o := &pebble.Options{
-		FS:                          c.FS,
-		Logger:                      pebbleLogger{s.log},
+		FS:     c.FS,
+		Logger: pebbleLogger{log: s.log, limit: &logLimiter{}},
+		EventListener: &pebble.EventListener{
+			BackgroundError: func(err error) {
+				if errors.Is(err, syscall.ENOSPC) {
+					s.noSpace.Store(true)
+				}
+			},
+			FlushEnd: func(info pebble.FlushInfo) {
+				switch {
+				case info.Err == nil:
+					s.noSpace.Store(false)
+				case errors.Is(info.Err, syscall.ENOSPC):
+					s.noSpace.Store(true)
+				}
+			},
+		},
 		MemTableSize:                uint64(c.MemTableSize),
 		MemTableStopWritesThreshold: 2,
 		CacheSize:                   int64(c.BlockCacheSize),
@@ -254,7 +275,10 @@ func (s *Store) pebbleOptions() *pebble.Options {
 
 // pebbleLogger routes Pebble's log to slog. Fatalf panics instead of
 // exiting the process (see the package documentation).
-type pebbleLogger struct{ log *slog.Logger }
+type pebbleLogger struct {
+	log   *slog.Logger
+	limit *logLimiter
+}
 
 // fatalError is the panic value of pebbleLogger.Fatalf.
 type fatalError struct{ msg string }
@@ -265,8 +289,41 @@ func (l pebbleLogger) Infof(format string, args ...any) {
 	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)), "source", "pebble")
 }
 
+// Errorf logs at most one line a second, with the count of those not
+// logged: on a full disk Pebble retries its flushes and reports each
+// failure (about 300 lines a second).
 func (l pebbleLogger) Errorf(format string, args ...any) {
+	if l.limit != nil {
+		n, ok := l.limit.allow()
+		if !ok {
+			return
+		}
+		if n > 0 {
+			l.log.Error(strings.TrimSpace(fmt.Sprintf(format, args...)), "source", "pebble", "suppressed", n)
+			return
+		}
+	}
 	l.log.Error(strings.TrimSpace(fmt.Sprintf(format, args...)), "source", "pebble")
+}
+
+// logLimiter lets one line a second through and counts the others.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int64
+}
+
+func (l *logLimiter) allow() (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if now.Sub(l.last) < time.Second {
+		l.suppressed++
+		return 0, false
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return n, true
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
@@ -280,7 +337,12 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 func (s *Store) guard(op string, f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("pebblestore: %s: %w: pebble failed: %v", op, store.ErrNotDurable, r)
+			if perr, ok := r.(error); ok {
+				// Keep the cause matchable (a full disk is ENOSPC).
+				err = fmt.Errorf("pebblestore: %s: %w: pebble failed: %w", op, store.ErrNotDurable, perr)
+			} else {
+				err = fmt.Errorf("pebblestore: %s: %w: pebble failed: %v", op, store.ErrNotDurable, r)
+			}
 			s.setFailure(err)
 		}
 	}()
@@ -412,6 +474,9 @@ func (s *Store) done() { s.life.RUnlock() }
 func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Position, error) {
 	if len(msgs) == 0 {
 		return nil, nil
+	}
+	if s.noSpace.Load() {
+		return nil, fmt.Errorf("pebblestore: append: %w: %w", store.ErrNotDurable, syscall.ENOSPC)
 	}
 	items := make([]item, len(msgs))
 	for i := range msgs {
