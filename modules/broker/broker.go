@@ -240,8 +240,19 @@ func (b *Broker) Stop(ctx context.Context) error {
 	}
 	b.cancel()
 	if b.server != nil {
-		if err := b.server.Close(ctx); err != nil {
-			errs = append(errs, err)
+		// In-flight requests get half of what is left of the stop
+		// deadline: a request that outlives it is abandoned (it fails on
+		// the closed store) so that the offsets flush here and the
+		// store's close after the broker still run in time (fx skips the
+		// remaining stop hooks once the deadline has passed).
+		sctx := ctx
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			sctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+			defer cancel()
+		}
+		if err := b.server.Close(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("broker: requests still running at stop: %w", err))
 		}
 	}
 	b.nsrv.Close()
