@@ -117,3 +117,33 @@ func mustBody(t *testing.T, h *harness) string {
 	require.Equal(t, remoting.Success, resp.Code)
 	return string(resp.Body)
 }
+
+// Updates race with the sends and pulls that read the configuration (run
+// with -race): each request sees one whole snapshot.
+func TestBrokerConfigUpdateUnderLoad(t *testing.T) {
+	h := startBroker(t, t.TempDir(), nil)
+	require.Equal(t, remoting.Success, h.send("Load", 0, "x", nil).Code)
+	require.Equal(t, remoting.Success, h.invoke(remoting.HeartBeat, nil, heartbeat("c1", "LG", "Load", "*")).Code)
+	done := make(chan struct{})
+	var served int
+	go func() {
+		defer close(done)
+		for i := 0; i < 50; i++ {
+			if h.send("Load", 0, "y", nil).Code == remoting.Success &&
+				h.invoke(remoting.PullMessage, pullExt("LG", "Load", 0, 0, 0, 0), nil).Code == remoting.Success {
+				served++
+			}
+		}
+	}()
+	for i := 0; i < 50; i++ {
+		body := fmt.Sprintf("broker.pull_batch_max=%d\nbroker.busy_timeout=%dms\nbroker.long_polling=%t", 1+i%3, 100+i, i%2 == 0)
+		resp := h.invoke(remoting.UpdateBrokerConfig, nil, []byte(body))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+	<-done
+	assert.Equal(t, 50, served)
+	props, version := brokerConfigOf(t, h)
+	assert.Equal(t, "2", props["broker.pull_batch_max"])
+	assert.Equal(t, "false", props["longPollingEnable"])
+	assert.Regexp(t, `^\{"counter":50,`, version)
+}
