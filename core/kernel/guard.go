@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 
 	"go.uber.org/fx"
 
@@ -24,6 +25,13 @@ type Guard struct {
 	// checks nothing, so it is an explicit opt-in).
 	namesrv []remoting.Interceptor
 	authns  []auth.Authenticator
+	// local is the process's own cluster credential (guard_cluster.go),
+	// made when a plugin is enabled; lookup reads stored messages
+	// (UseStore); servesNamesrv is set once a name server's router is
+	// guarded (the broker of mq dev then needs no configured credential).
+	local         *localCredential
+	lookup        lookupHolder
+	servesNamesrv atomic.Bool
 }
 
 // NamesrvKey is the per-plugin key (acl.namesrv_enabled) that makes the
@@ -37,6 +45,7 @@ func (g *Guard) ApplyNamesrv(r *remoting.Router) {
 	if g == nil {
 		return
 	}
+	g.servesNamesrv.Store(true)
 	for _, ic := range g.namesrv {
 		r.Use(ic)
 	}
@@ -50,6 +59,9 @@ func (g *Guard) NamesrvChecked() bool { return g != nil && len(g.namesrv) > 0 }
 func (g *Guard) CanSign() bool {
 	if g == nil {
 		return false
+	}
+	if g.local != nil && g.servesNamesrv.Load() {
+		return true // the name server beside it takes the local credential
 	}
 	for _, s := range g.signers {
 		if s.SignRequest(map[string]string{}, nil) {
@@ -76,6 +88,9 @@ func (g *Guard) Sign(req *remoting.Command) {
 	}
 	if req.ExtFields == nil {
 		req.ExtFields = map[string]string{}
+	}
+	if g.local != nil {
+		g.local.sign(req) // before the plugins', whose signatures then cover it
 	}
 	for _, s := range g.signers {
 		if rs, ok := s.(auth.RequestSigner); ok {
@@ -137,10 +152,10 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 		}
 		var ic remoting.Interceptor
 		switch x := an.(type) {
+		case auth.Checker:
+			ic = g.checkerInterceptor(x) // guard_cluster.go
 		case interface{ Interceptor() remoting.Interceptor }:
 			ic = x.Interceptor()
-		case auth.Checker:
-			ic = checkerInterceptor(x)
 		default:
 			return nil, fmt.Errorf("auth %s: the plugin offers neither an interceptor nor auth.Checker", id)
 		}
@@ -154,17 +169,14 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 		}
 		log.Info("auth plugin enabled", "plugin", id)
 	}
-	return g, nil
-}
-
-func checkerInterceptor(c auth.Checker) remoting.Interceptor {
-	return func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
-		_, err := c.Check(ctx, auth.Request{Code: req.Code, RemoteAddr: p.RemoteAddr(), ExtFields: req.ExtFields, Body: req.Body})
-		if err == nil {
-			return nil
+	if len(g.Interceptors) > 0 {
+		local, err := newLocalCredential()
+		if err != nil {
+			return nil, err
 		}
-		return remoting.NewResponse(req, remoting.NoPermission, err.Error())
+		g.local = local
 	}
+	return g, nil
 }
 
 func truthy(s string) bool { return s == "true" || s == "1" || s == "yes" || s == "on" }

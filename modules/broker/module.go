@@ -109,6 +109,7 @@ func newFromFx(p params) (*Broker, error) {
 	if p.Guard != nil {
 		deps.Interceptors = p.Guard.Interceptors
 		deps.Sign = p.Guard.Sign
+		p.Guard.UseStore(p.Store) // authorization reads stored messages' topics
 		deps.Authenticators = p.Guard.Authenticators()
 		if p.Guard.NamesrvChecked() && !p.Guard.CanSign() && len(p.Config.Namesrv) > 0 {
 			// acl_admin.go

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"errors"
 	"log/slog"
 
 	"go.uber.org/fx"
@@ -28,6 +29,9 @@ func newFromFx(p params) (*Service, error) {
 		return nil, err
 	}
 	if p.Guard != nil {
+		if err := needClusterCredential(p.Config, p.Broker.Config().Role, p.Guard); err != nil {
+			return nil, err
+		}
 		s.SetSigner(p.Guard.Sign)
 	}
 	if p.Config.Failover {
@@ -62,3 +66,17 @@ var Module = fx.Module("ha",
 // StorageDecorator applies WrapStorage to the process's storage registry;
 // it belongs at the root of the app (next to kernel.StorageModule).
 var StorageDecorator = fx.Decorate(WrapStorage)
+
+// ErrNoClusterCredential: a broker that pulls from a master (a SLAVE, or
+// any member with ha.failover) while ACL is on has no credentials to sign
+// with; masters with ACL on serve HA_PULL and controller heartbeats to
+// cluster members only.
+var ErrNoClusterCredential = errors.New("ha: acl is on and this broker replicates from a master, which serves cluster members only: " +
+	"set acl.access_key and acl.secret_key to an account with role: broker in the master's acl.file (docs/SECURITY.md)")
+
+func needClusterCredential(cfg *Config, role string, g *kernel.Guard) error {
+	if len(g.Interceptors) == 0 || (!cfg.Failover && role != broker.RoleSlave) || g.CanSign() {
+		return nil
+	}
+	return ErrNoClusterCredential
+}
