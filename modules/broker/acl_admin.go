@@ -43,7 +43,7 @@ const (
 // no credentials to sign its registration with.
 var errUnsignedRegistration = errors.New("broker: the name servers check ACL (acl.namesrv_enabled is true) " +
 	"but the broker has no credentials to sign its registration: set acl.access_key and acl.secret_key " +
-	"to an account of the ACL file")
+	"to an account of the ACL file with role: broker")
 
 func (b *Broker) registerACLAdmin() {
 	r := b.router
