@@ -530,7 +530,7 @@ func (d decimal) truncated() (string, bool) {
 // numberText is the text fastjson gives a JSON number read as a String:
 // an integer literal as written, any other number as BigDecimal.toString.
 func numberText(lit string) (string, bool) {
-	if strings.IndexAny(lit, ".eE") < 0 {
+	if !strings.ContainsAny(lit, ".eE") {
 		return lit, true
 	}
 	d, ok := parseDecimal(lit)
