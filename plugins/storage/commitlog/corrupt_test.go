@@ -280,3 +280,63 @@ func readQueue(t *testing.T, s *Store, q store.Queue) []string {
 	}
 	return out
 }
+
+// TestVerifyOnline damages an open store's files under it (a record's body,
+// a written consume-queue entry): Verify, the scrubber's pass, reports both,
+// rewrites the entry, and reads skip the damaged record and serve the rest.
+func TestVerifyOnline(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	cfg := corruptConfig()
+	s := openStore(t, cfg, set)
+	defer s.Close()
+	const n = 600
+	var pos []store.Position
+	for i := 0; i < n; i++ {
+		p, err := s.Append(bg, []store.Message{storetest.Msg(corruptQ.Topic, corruptQ.ID, corruptBody(i), map[string]string{"TAGS": "t"})})
+		require.NoError(t, err)
+		pos = append(pos, p...)
+	}
+	require.NoError(t, s.Flush(bg))
+	rep, err := s.Verify(bg, store.VerifyOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(n), rep.Records)
+	assert.Equal(t, int64(n), rep.Entries)
+	assert.Empty(t, rep.Damage)
+
+	p := pos[100]
+	at := p.CommitLogOffset + 110 // in the body
+	writeAt(t, segPath(set.Dir, at), at%corruptSeg, []byte("XXXXXXXX"))
+	var e [cqEntrySize]byte
+	putEntry(e[:], pos[199].CommitLogOffset, pos[199].Size, 0)
+	writeCQ(t, set.Dir, 200, e[:])
+
+	rep, err = s.Verify(bg, store.VerifyOptions{BytesPerSecond: 64 << 20})
+	require.NoError(t, err)
+	require.Len(t, rep.Damage, 2, "%+v", rep.Damage)
+	assert.Equal(t, p.CommitLogOffset, rep.Damage[0].Offset)
+	assert.Contains(t, rep.Damage[0].Reason, "CRC")
+	assert.Equal(t, corruptQ.String(), rep.Damage[1].File)
+	assert.Equal(t, int64(200), rep.Damage[1].Offset)
+	assert.Contains(t, rep.Damage[1].Reason, "rewritten")
+	assert.Equal(t, int64(n-1), rep.Records)
+
+	got := readQueue(t, s, corruptQ)
+	require.Len(t, got, n-1, "only the damaged record is skipped")
+	assert.Equal(t, corruptBody(99), got[99])
+	assert.Equal(t, corruptBody(101), got[100])
+	assert.Equal(t, corruptBody(200), got[199], "the entry points at its record again")
+	assert.Positive(t, s.Skipped())
+	ents, err := ReadManifest(set.Dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 2)
+	cp, err := os.ReadFile(filepath.Join(set.Dir, ents[0].Copy))
+	require.NoError(t, err, "the damaged record is copied aside")
+	assert.Contains(t, string(cp), "XXXXXXXX")
+
+	rep, err = s.Verify(bg, store.VerifyOptions{})
+	require.NoError(t, err)
+	assert.Len(t, rep.Damage, 1, "the record stays damaged; the entry is fixed")
+	ents, err = ReadManifest(set.Dir)
+	require.NoError(t, err)
+	assert.Len(t, ents, 2, "found again, not listed again")
+}

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,8 +62,9 @@ func TestConfigDecode(t *testing.T) {
 	c := NewConfig()
 	cfg := config.FromMap(map[string]any{"storage": map[string]any{"commitlog": map[string]any{
 		"segment_size": "2GiB", "cq_entries_per_file": "600000", "key_index": false,
+		"scrub_interval": "1h", "scrub_rate": "4MiB",
 	}}})
 	require.NoError(t, cfg.Decode("storage.commitlog", c))
-	assert.Equal(t, &Config{SegmentSize: 2 << 30, CQEntriesPerFile: 600000, KeyIndex: false}, c)
+	assert.Equal(t, &Config{SegmentSize: 2 << 30, CQEntriesPerFile: 600000, KeyIndex: false, ScrubInterval: time.Hour, ScrubRate: 4 << 20}, c)
 	assert.NoError(t, c.Validate())
 }

@@ -256,6 +256,10 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.checkpointLoop()
+	if c.ScrubInterval > 0 {
+		s.wg.Add(1)
+		go s.scrubLoop(c.ScrubInterval, max(int64(c.ScrubRate), 1<<20))
+	}
 	if s.pop != nil {
 		s.wg.Add(1)
 		go func() {
