@@ -8,10 +8,9 @@ package broker
 // rather than by a timer: the counters only change when touched, so a
 // late sample holds the value it would have held on time.
 //
-// Kept here: BROKER_PUT_NUMS and BROKER_GET_NUMS (key: the cluster name,
-// as Java keys them), TOPIC_PUT_NUMS and TOPIC_PUT_SIZE (key: the topic),
-// TOPIC_GET_NUMS and TOPIC_GET_SIZE (Quiver's: key the topic; a pull hook
-// does not know the group, so Java's per-group GROUP_GET_* are not kept).
+// Kept here, keyed as Java keys them: BROKER_PUT_NUMS and BROKER_GET_NUMS
+// (the cluster name), TOPIC_PUT_NUMS and TOPIC_PUT_SIZE (the topic),
+// GROUP_GET_NUMS and GROUP_GET_SIZE (topic@group).
 
 import (
 	"context"
@@ -33,8 +32,8 @@ const (
 	StatsTopicPutSize  = "TOPIC_PUT_SIZE"
 	StatsBrokerPutNums = "BROKER_PUT_NUMS"
 	StatsBrokerGetNums = "BROKER_GET_NUMS"
-	StatsTopicGetNums  = "TOPIC_GET_NUMS"
-	StatsTopicGetSize  = "TOPIC_GET_SIZE"
+	StatsGroupGetNums  = "GROUP_GET_NUMS"
+	StatsGroupGetSize  = "GROUP_GET_SIZE"
 )
 
 // statsWindow is one of Java's sample lists.
@@ -168,10 +167,17 @@ func (b *Broker) observeStoredStats(msgs []*message.Ext, pos []store.Position) {
 }
 
 func (b *Broker) observePulledStats(topic string, msgs, bytes int) {
-	s := b.stats
-	s.add(StatsBrokerGetNums, b.cfg.Cluster, int64(msgs))
-	s.add(StatsTopicGetNums, topic, int64(msgs))
-	s.add(StatsTopicGetSize, topic, int64(bytes))
+	b.stats.add(StatsBrokerGetNums, b.cfg.Cluster, int64(msgs))
+}
+
+// observeGroupGet counts a pull's messages for its group (pull.go).
+func (b *Broker) observeGroupGet(topic, group string, msgs, bytes int) {
+	if b.stats == nil || msgs == 0 {
+		return
+	}
+	key := topic + "@" + group
+	b.stats.add(StatsGroupGetNums, key, int64(msgs))
+	b.stats.add(StatsGroupGetSize, key, int64(bytes))
 }
 
 // BrokerStatsData returns a statistic's minute, hour and day windows; ok

@@ -192,6 +192,7 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 			resp.BodyParts = res.Runs
 		}
 		b.observePulled(pr.topic, res.Records)
+		b.observeGroupGet(pr.topic, pr.group, len(res.Records), res.Bytes) // admin_stats.go
 		resp.Sent = func() { putReadResult(res) }
 	} else {
 		putReadResult(res)
