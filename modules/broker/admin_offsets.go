@@ -297,7 +297,8 @@ func (b *Broker) handleBrokerConsumeStats(ctx context.Context, p *remoting.Peer,
 				sb.WriteByte(',')
 			}
 			n++
-			sb.WriteString(`{"consumeTps":0.0,"offsetTable":{`)
+			// Java: the group's pull rate of the topic over the last minute.
+			sb.WriteString(`{"consumeTps":` + javaDouble(b.groupGetTps(topic, group)) + `,"offsetTable":{`)
 			for i := int32(0); i < tc.WriteQueueNums; i++ {
 				q := store.Queue{Topic: topic, ID: i}
 				_, brokerOff, err := b.store.Offsets(q)

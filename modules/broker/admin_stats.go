@@ -180,6 +180,16 @@ func (b *Broker) observeGroupGet(topic, group string, msgs, bytes int) {
 	b.stats.add(StatsGroupGetSize, key, int64(bytes))
 }
 
+// groupGetTps is Java's BrokerStatsManager.tpsGroupGetNums: the messages
+// per second group pulled from topic over the last minute.
+func (b *Broker) groupGetTps(topic, group string) float64 {
+	it := b.stats.item(StatsGroupGetNums, topic+"@"+group, false)
+	if it == nil {
+		return 0
+	}
+	return it.window(b.stats.now(), 0).Tps
+}
+
 // BrokerStatsData returns a statistic's minute, hour and day windows; ok
 // is false when it was never counted.
 func (b *Broker) BrokerStatsData(name, key string) (minute, hour, day BrokerStatsItem, ok bool) {
