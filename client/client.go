@@ -182,6 +182,10 @@ func (c *Client) sign(req *remoting.Command) {
 	if c.opts.accessKey == "" || c.opts.secretKey == "" {
 		return
 	}
+	if c.opts.strictSign {
+		c.signStrict(req, time.Now()) // sign_strict.go
+		return
+	}
 	delete(req.ExtFields, "Signature")
 	req.ExtFields["AccessKey"] = c.opts.accessKey
 	keys := make([]string, 0, len(req.ExtFields))

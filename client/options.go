@@ -23,6 +23,7 @@ type options struct {
 	accessKey       string
 	secretKey       string
 	securityToken   string
+	strictSign      bool // sign_strict.go
 	heartbeat       time.Duration
 	routeRefresh    time.Duration
 	requestTimeout  time.Duration
@@ -68,6 +69,13 @@ func WithInstanceName(name string) Option { return func(o *options) { o.instance
 func WithCredentials(accessKey, secretKey, securityToken string) Option {
 	return func(o *options) { o.accessKey, o.secretKey, o.securityToken = accessKey, secretKey, securityToken }
 }
+
+// WithStrictSignatures signs every request with Quiver's strict signature
+// instead of ACL 1.0's: it also covers the request code, a timestamp and
+// a nonce, so a captured request can be neither replayed nor re-sent under
+// another code (acl.strict_signatures on the server; docs/SECURITY.md).
+// Only Quiver servers accept it. Needs WithCredentials.
+func WithStrictSignatures() Option { return func(o *options) { o.strictSign = true } }
 
 // WithHeartbeatInterval sets the broker heartbeat period (default 30 s).
 func WithHeartbeatInterval(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
