@@ -16,7 +16,7 @@ var knownLanguages = map[string]bool{
 }
 
 // FuzzDecode feeds arbitrary frames to Decode. It must never panic, every
-// error must wrap ErrBadHeader, and a decoded command must survive
+// error must wrap ErrBadHeader (a *HeaderShapeError too), and a decoded command must survive
 // Encode + Decode unchanged (up to the documented normalisations: an empty
 // language is written as ServerLanguage by both headers, and the binary
 // header writes an unknown language as OTHER).
@@ -25,6 +25,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(jsonFrame(capturedGoHeader, []byte("body")))
 	f.Add(jsonFrame(`{"code":0,"language":9,"extFields":{"a":null,"b":"\u0001\u0002"}}`, nil))
 	f.Add(jsonFrame(`{"code":11,"extFields":{"offset":5}}`, nil))
+	f.Add(jsonFrame(`{"code":"10","opaque":1.5,"flag":true,"remark":null,"extFields":{"a":1e3,"b":-0.50,"c":null,"d":false}}`, nil))
+	f.Add(jsonFrame(`{"code":{},"opaque":3,"extFields":[1]}`, nil))
 	f.Add(jsonFrame(`null`, nil))
 	f.Add([]byte{0, 0, 0})
 	f.Add([]byte{7, 0, 0, 2, '{', '}'})
