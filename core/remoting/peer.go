@@ -307,11 +307,11 @@ func (p *Peer) logBadHeader(he *HeaderShapeError, size int) {
 	now := peerClock(time.Now())
 	last := p.badHeaderLogged.Load()
 	if (last == 0 || now-last >= int64(badHeaderLogEvery)) && p.badHeaderLogged.CompareAndSwap(last, now) {
-		p.log.Warn("answering a malformed request header with an error", "err", he,
-			"code", he.Code, "opaque", he.Opaque, "bytes", size, "bad_headers", n)
+		p.log.Warn("malformed header: answered with an error, connection kept", "err", he,
+			"code", he.Code, "opaque", he.Opaque, "flag", he.Flag, "bytes", size, "bad_headers", n)
 		return
 	}
-	p.log.Debug("malformed request header", "err", he, "code", he.Code, "opaque", he.Opaque, "bad_headers", n)
+	p.log.Debug("malformed header", "err", he, "code", he.Code, "opaque", he.Opaque, "flag", he.Flag, "bad_headers", n)
 }
 
 func (p *Peer) serve(ctx context.Context, req *Command) {
