@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/message"
@@ -185,27 +186,37 @@ func (a *Admin) viewByUniqKey(ctx context.Context, brokers registered, key, topi
 		}
 		names = brokers.names
 	}
+	type job struct{ topic, name string }
+	var jobs []job
+	for _, t := range topics {
+		for _, n := range names {
+			jobs = append(jobs, job{t, n})
+		}
+	}
+	results := make([][]*message.Ext, len(jobs))
+	err := forEach(ctx, len(jobs), lookupParallelism, func(ctx context.Context, i int) error {
+		msgs, err := a.queryUniqKey(ctx, brokers.addrOf[jobs[i].name], jobs[i].topic, key)
+		results[i] = msgs
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	type seenKey struct {
 		addr string
 		off  int64
 	}
 	seen := map[seenKey]bool{}
 	var out []FoundMessage
-	for _, t := range topics {
-		for _, n := range names {
-			addr := brokers.addrOf[n]
-			msgs, err := a.queryUniqKey(ctx, addr, t, key)
-			if err != nil {
-				return nil, err
+	for i, msgs := range results {
+		addr := brokers.addrOf[jobs[i].name]
+		for _, m := range msgs {
+			k := seenKey{addr, m.CommitLogOffset}
+			if m.Topic != jobs[i].topic || m.Properties[message.PropertyUniqKey] != key || seen[k] {
+				continue
 			}
-			for _, m := range msgs {
-				k := seenKey{addr, m.CommitLogOffset}
-				if m.Topic != t || m.Properties[message.PropertyUniqKey] != key || seen[k] {
-					continue
-				}
-				seen[k] = true
-				out = append(out, FoundMessage{Message: m, BrokerName: n, BrokerAddr: addr})
-			}
+			seen[k] = true
+			out = append(out, FoundMessage{Message: m, BrokerName: jobs[i].name, BrokerAddr: addr})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -216,6 +227,49 @@ func (a *Admin) viewByUniqKey(ctx context.Context, brokers registered, key, topi
 		return out[i].Message.StoreTimestamp < out[j].Message.StoreTimestamp
 	})
 	return out, nil
+}
+
+// lookupParallelism bounds the QUERY_MESSAGE requests of one lookup in
+// flight (one per topic and broker when no topic is given).
+const lookupParallelism = 8
+
+// forEach runs f(ctx, i) for i in [0, n) on at most par goroutines and
+// returns the first error; once one fails, the rest are not started and
+// ctx is cancelled for those running. It returns when all have returned.
+func forEach(ctx context.Context, n, par int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for w := 0; w < min(n, par); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+				}
+			}
+		}()
+	}
+feed:
+	for i := 0; i < n; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil && n > 0 {
+		first = ctx.Err()
+	}
+	return first
 }
 
 // queryUniqKey is QUERY_MESSAGE for a unique key over all time, as Java's

@@ -1,7 +1,11 @@
 package admin
 
 import (
+	"context"
+	"errors"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,4 +81,43 @@ func TestBrokersOf(t *testing.T) {
 	assert.Equal(t, brokerAddr{name: "broker-a", addr: "127.0.0.1:10921"}, r.byAddr["127.0.0.1:10921"])
 	_, ok := r.byAddr["127.0.0.1:1"]
 	assert.False(t, ok)
+}
+
+func TestForEach(t *testing.T) {
+	t.Run("every index once", func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[int]int{}
+		require.NoError(t, forEach(context.Background(), 100, 8, func(_ context.Context, i int) error {
+			mu.Lock()
+			seen[i]++
+			mu.Unlock()
+			return nil
+		}))
+		require.Len(t, seen, 100)
+		for i, n := range seen {
+			assert.Equal(t, 1, n, "index %d", i)
+		}
+	})
+	t.Run("first error stops the rest", func(t *testing.T) {
+		boom := errors.New("boom")
+		var started atomic.Int32
+		err := forEach(context.Background(), 1000, 2, func(ctx context.Context, i int) error {
+			started.Add(1)
+			if i == 3 {
+				return boom
+			}
+			return nil
+		})
+		assert.ErrorIs(t, err, boom)
+		assert.Less(t, started.Load(), int32(1000))
+	})
+	t.Run("cancelled context", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := forEach(ctx, 10, 2, func(ctx context.Context, i int) error { return ctx.Err() })
+		assert.ErrorIs(t, err, context.Canceled)
+	})
+	t.Run("nothing to do", func(t *testing.T) {
+		assert.NoError(t, forEach(context.Background(), 0, 8, func(context.Context, int) error { return errors.New("called") }))
+	})
 }

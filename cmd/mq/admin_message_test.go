@@ -155,7 +155,15 @@ func TestMessageGetByEitherID(t *testing.T) {
 		assert.Equal(t, "by-id-1", fields["Body"])
 		assert.Equal(t, results[1].OffsetMsgID, fields["Offset msg ID"])
 
-		_, err := mqRun(t, ns, "message", "get", "--id", results[0].MsgID, "--topic", "NoSuchTopic")
+		// The broker's own address with an offset it holds no message at:
+		// VIEW_MESSAGE_BY_ID fails, the unique-key lookup finds nothing.
+		host, err := netip.ParseAddrPort(dev.Broker)
+		require.NoError(t, err)
+		_, err = mqRun(t, ns, "message", "get", "--id", message.OffsetMsgID(host, 1<<40))
+		assert.ErrorContains(t, err, "message not found")
+		assert.ErrorContains(t, err, "on broker-a")
+
+		_, err = mqRun(t, ns, "message", "get", "--id", results[0].MsgID, "--topic", "NoSuchTopic")
 		assert.Error(t, err)
 		_, err = mqRun(t, ns, "message", "get", "--id", "not-an-id")
 		assert.ErrorContains(t, err, "malformed message id")
