@@ -26,4 +26,7 @@ func (b *Broker) registerAdmin() {
 	r.RegisterFunc(remoting.CleanUnusedTopic, b.handleCleanUnusedTopic)
 	r.RegisterFunc(remoting.ResumeCheckHalfMessage, b.handleResumeCheckHalfMessage)
 	r.RegisterFunc(remoting.ViewBrokerStatsData, b.handleViewBrokerStatsData)
+	r.RegisterFunc(remoting.GetAllProducerInfo, b.handleAllProducerInfo)
+	r.RegisterFunc(remoting.QueryTopicConsumeByWho, b.handleTopicConsumeByWho)
+	r.RegisterFunc(remoting.DeleteExpiredCommitLog, b.handleDeleteExpiredCommitLog)
 }

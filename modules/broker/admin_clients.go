@@ -296,3 +296,77 @@ func (b *Broker) handleConsumerStatus(ctx context.Context, p *remoting.Peer, req
 	resp.Body = []byte(sb.String())
 	return resp
 }
+
+// ProducerInfo is one producer connection in GET_ALL_PRODUCER_INFO (Java
+// ProducerInfo; remoteIP as Java's InetSocketAddress.toString writes it).
+type ProducerInfo struct {
+	ClientID            string `json:"clientId"`
+	Language            string `json:"language"`
+	LastUpdateTimestamp int64  `json:"lastUpdateTimestamp"`
+	RemoteIP            string `json:"remoteIP"`
+	Version             int32  `json:"version"`
+}
+
+// producerTable snapshots every producer group's connections.
+func (t *clientTable) producerTable() map[string][]ProducerInfo {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[string][]ProducerInfo, len(t.producers))
+	for name, g := range t.producers {
+		list := make([]ProducerInfo, 0, len(g.clients))
+		for _, c := range g.clients {
+			conn := connectionOf(c)
+			list = append(list, ProducerInfo{ClientID: conn.ClientID, Language: conn.Language, Version: conn.Version,
+				RemoteIP: "/" + conn.ClientAddr, LastUpdateTimestamp: c.lastUpdate.UnixMilli()})
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].ClientID < list[j].ClientID })
+		out[name] = list
+	}
+	return out
+}
+
+// handleAllProducerInfo answers GET_ALL_PRODUCER_INFO with Java's
+// ProducerTableInfo: {"data":{group:[ProducerInfo,...]}}.
+func (b *Broker) handleAllProducerInfo(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body, _ = json.Marshal(struct {
+		Data map[string][]ProducerInfo `json:"data"`
+	}{b.clients.producerTable()})
+	return resp
+}
+
+// consumersOfTopic lists the online groups subscribing to topic.
+func (t *clientTable) consumersOfTopic(topic string) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []string
+	for name, g := range t.consumers {
+		if _, ok := g.subs[topic]; ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// handleTopicConsumeByWho answers QUERY_TOPIC_CONSUME_BY_WHO with Java's
+// GroupList: the online groups subscribing to the topic and the groups
+// with committed offsets on it.
+func (b *Broker) handleTopicConsumeByWho(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	e := remoting.ReadExt(req)
+	topic := e.String("topic")
+	if e.Err != nil {
+		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
+	}
+	set := map[string]bool{}
+	for _, g := range b.clients.consumersOfTopic(topic) {
+		set[g] = true
+	}
+	for _, g := range b.offsets.groupsOf(topic) {
+		set[g] = true
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.Body, _ = json.Marshal(struct {
+		GroupList []string `json:"groupList"`
+	}{sortedKeys(set)})
+	return resp
+}

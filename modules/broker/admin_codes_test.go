@@ -374,3 +374,38 @@ func TestResumeCheckHalfMessage(t *testing.T) {
 		assert.Contains(t, resp.Remark, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed")
 	}
 }
+
+func TestAllProducerInfoAndConsumeByWho(t *testing.T) {
+	h := startBroker(t, t.TempDir(), nil)
+	resp := h.invoke(remoting.GetAllProducerInfo, nil, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Equal(t, `{"data":{}}`, string(resp.Body))
+
+	require.Equal(t, remoting.Success, h.invoke(remoting.HeartBeat, nil, heartbeat("p1", "G1", "Who", "*")).Code)
+	resp = h.invoke(remoting.GetAllProducerInfo, nil, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Regexp(t, `^\{"data":\{"PG":\[\{"clientId":"p1","language":"`+remoting.ServerLanguage+`","lastUpdateTimestamp":[1-9]\d+,"remoteIP":"/127\.0\.0\.1:\d+","version":\d+\}\]\}\}$`, string(resp.Body))
+
+	require.Equal(t, remoting.Success, h.send("Who", 0, "x", nil).Code)
+	require.Equal(t, remoting.Success, h.send("Other", 0, "x", nil).Code)
+	commit(t, h, "G2", "Who", 0, 1)
+	commit(t, h, "G3", "Other", 0, 1)
+	resp = h.invoke(remoting.QueryTopicConsumeByWho, map[string]string{"topic": "Who"}, nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Equal(t, `{"groupList":["G1","G2"]}`, string(resp.Body))
+	resp = h.invoke(remoting.QueryTopicConsumeByWho, nil, nil)
+	assert.Equal(t, remoting.SystemError, resp.Code)
+	assert.Contains(t, resp.Remark, "topic")
+}
+
+func TestDeleteExpiredCommitLog(t *testing.T) {
+	h := startBroker(t, t.TempDir(), nil)
+	require.Equal(t, remoting.Success, h.send("Exp", 0, "x", nil).Code)
+	require.Equal(t, remoting.Success, h.invoke(remoting.DeleteExpiredCommitLog, nil, nil).Code, "retention 0 keeps everything")
+	h.b.deps.Retention = time.Nanosecond
+	require.Equal(t, remoting.Success, h.invoke(remoting.DeleteExpiredCommitLog, nil, nil).Code)
+	// The store keeps its active segment, so the message is still there.
+	_, max, err := h.st.Offsets(store.Queue{Topic: "Exp", ID: 0})
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, max)
+}

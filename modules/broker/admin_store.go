@@ -2,13 +2,15 @@ package broker
 
 // Store-facing admin codes: QUERY_CONSUME_QUEUE (321),
 // GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305), CLEAN_EXPIRED_CONSUMEQUEUE
-// (306), CLEAN_UNUSED_TOPIC (316) and RESUME_CHECK_HALF_MESSAGE (323).
+// (306), DELETE_EXPIRED_COMMITLOG (312), CLEAN_UNUSED_TOPIC (316) and
+// RESUME_CHECK_HALF_MESSAGE (323).
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/message"
@@ -268,5 +270,21 @@ func (b *Broker) handleResumeCheckHalfMessage(ctx context.Context, p *remoting.P
 		return remoting.Errorf(req, remoting.SystemError, "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed: "+err.Error())
 	}
 	b.log.Info("half message put back for checking", "msg_id", id, "remote", p.RemoteAddr())
+	return remoting.NewResponse(req, remoting.Success, "")
+}
+
+// handleDeleteExpiredCommitLog answers DELETE_EXPIRED_COMMITLOG: like
+// Java's executeDeleteFilesManually it deletes the stored data older than
+// storage.retention now, whatever hours storage.clean_at allows.
+func (b *Broker) handleDeleteExpiredCommitLog(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	if b.deps.Retention <= 0 {
+		b.log.Warn("delete expired commit log: storage.retention keeps everything", "remote", p.RemoteAddr())
+		return remoting.NewResponse(req, remoting.Success, "")
+	}
+	freed, err := b.store.DeleteBefore(ctx, time.Now().Add(-b.deps.Retention))
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("delete expired commit log: %v", err))
+	}
+	b.log.Warn("delete expired commit log", "freed_bytes", freed, "retention", b.deps.Retention, "remote", p.RemoteAddr())
 	return remoting.NewResponse(req, remoting.Success, "")
 }

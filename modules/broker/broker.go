@@ -30,6 +30,9 @@ type Deps struct {
 	Logger  *slog.Logger
 	// DataDir holds metadata files when the store keeps none itself.
 	DataDir string
+	// Retention is storage.retention: DELETE_EXPIRED_COMMITLOG deletes
+	// what is older at once (0 keeps everything).
+	Retention time.Duration
 	// PeerOptions tune each connection.
 	PeerOptions remoting.PeerOptions
 	// MaxConns and MaxConnsPerHost bound connections (0 = unbounded).
@@ -73,6 +76,7 @@ type Broker struct {
 	rt          runtimeConfig // UPDATE_BROKER_CONFIG changes (admin_config.go)
 	stats       *brokerStats  // VIEW_BROKER_STATS_DATA (admin_stats.go)
 	registerNow chan struct{}
+	regs        registrations // regstate.go
 	ctx         context.Context
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup

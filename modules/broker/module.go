@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -101,9 +102,16 @@ func newFromFx(p params) (*Broker, error) {
 	if dir == "" {
 		dir = kernel.DefaultStorageConfig().Dir
 	}
+	retention := kernel.DefaultStorageConfig().Retention
+	if s := p.Raw.String("storage.retention"); s != "" {
+		// Validated by the kernel when it opened the store.
+		if d, err := time.ParseDuration(s); err == nil {
+			retention = d
+		}
+	}
 	deps := Deps{
 		Store: p.Store, Transports: p.Transports, Filters: filters, Logger: p.Logger,
-		DataDir: dir, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
+		DataDir: dir, Retention: retention, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
 		MaxConns: p.Remoting.MaxConnections, MaxConnsPerHost: p.Remoting.MaxConnectionsPerIP,
 	}
 	if p.Guard != nil {
