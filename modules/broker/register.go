@@ -97,11 +97,18 @@ func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw
 		if ctx.Err() == nil {
 			b.log.Warn("register with name server", "namesrv", ns, "err", err)
 		}
+	case resp.Code == remoting.NoPermission:
+		refused = true
+		b.log.Error("register with name server refused: the name server checks ACL; set acl.access_key and acl.secret_key to an account with role: broker",
+			"namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 	case resp.Code != remoting.Success:
 		refused = true
 		b.log.Warn("register with name server refused", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 	default:
 		b.log.Debug("registered with name server", "namesrv", ns)
+	}
+	if err == nil {
+		b.regs.record(ns, resp) // regstate.go: /readyz
 	}
 	return refused
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -169,6 +170,22 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) {
 	if b := s.deps.Broker; b != nil && len(b.Addrs()) == 0 {
 		http.Error(w, "broker not listening", http.StatusServiceUnavailable)
 		return
+	}
+	if b := s.deps.Broker; b != nil {
+		if refused := b.RegistrationRefused(); len(refused) > 0 {
+			// Not routable through those name servers: not ready.
+			nss := make([]string, 0, len(refused))
+			for ns := range refused {
+				nss = append(nss, ns)
+			}
+			sort.Strings(nss)
+			msg := "broker registration refused"
+			for _, ns := range nss {
+				msg += "\n" + ns + ": " + refused[ns]
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
 	}
 	if n := s.deps.Namesrv; n != nil && len(n.Addrs()) == 0 {
 		http.Error(w, "name server not listening", http.StatusServiceUnavailable)
