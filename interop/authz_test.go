@@ -207,7 +207,7 @@ func startAuthz(t *testing.T, aclText string, sets ...string) *authzServers {
 	c := rawClient(t)
 	require.Eventually(t, func() bool {
 		req := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil)
-		acl.Sign(req.ExtFields, nil, "noperm01", "nopermSecret01", "")
+		acl.Sign(req.ExtFields, nil, "admin001", "adminSecret01", "") // every ACL file of these tests has it
 		resp, err := invoke(c, s.Namesrv, req)
 		return err == nil && resp.Code == remoting.Success && strings.Contains(string(resp.Body), s.Broker)
 	}, 20*time.Second, 20*time.Millisecond, "the dev broker did not register with its name server")
