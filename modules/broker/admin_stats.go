@@ -123,11 +123,8 @@ type brokerStats struct {
 	now   func() time.Time
 }
 
-// statsClock is the statistics' clock (tests replace it before New).
-var statsClock = time.Now
-
 func newBrokerStats() *brokerStats {
-	return &brokerStats{items: map[string]*statsItem{}, now: statsClock}
+	return &brokerStats{items: map[string]*statsItem{}, now: time.Now}
 }
 
 func (s *brokerStats) item(name, key string, create bool) *statsItem {

@@ -54,9 +54,10 @@ func (c *statsFakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 func TestViewBrokerStatsData(t *testing.T) {
 	clock := &statsFakeClock{}
 	clock.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	statsClock = clock.now
-	t.Cleanup(func() { statsClock = time.Now })
 	h := startBroker(t, t.TempDir(), nil)
+	// Set before the first request: the request's write and the broker's
+	// read of it order this write before every use.
+	h.b.stats.now = clock.now
 
 	resp := h.invoke(remoting.ViewBrokerStatsData, map[string]string{"statsName": StatsTopicPutNums, "statsKey": "VS"}, nil)
 	assert.Equal(t, remoting.SystemError, resp.Code)
