@@ -1,7 +1,6 @@
 package crashfs
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -312,8 +311,9 @@ func (t *tracker) build(k key, dir string) error {
 	return nil
 }
 
-// copySparse copies the regular file from to a new file to, leaving
-// holes where from has zero blocks.
+// copySparse copies the regular file from to a new file to, keeping its
+// holes: only the data extents (SEEK_DATA/SEEK_HOLE) are copied, so a
+// 1 GiB sparse commit-log segment costs what it holds.
 func copySparse(from, to string) error {
 	src, err := os.Open(from)
 	if err != nil {
@@ -329,31 +329,52 @@ func copySparse(from, to string) error {
 		return fmt.Errorf("crashfs: copy to %s: %w", to, err)
 	}
 	buf := make([]byte, 256<<10)
-	zero := make([]byte, len(buf))
-	var off int64
-	for {
-		n, rerr := src.ReadAt(buf, off)
-		if n > 0 && !bytes.Equal(buf[:n], zero[:n]) {
-			if _, err := dst.WriteAt(buf[:n], off); err != nil {
+	size := fi.Size()
+	for off := int64(0); off < size; {
+		data, err := src.Seek(off, seekData)
+		if err != nil {
+			if errors.Is(err, syscall.ENXIO) {
+				break // only a hole is left
+			}
+			dst.Close()
+			return fmt.Errorf("crashfs: copy %s: %w", from, err)
+		}
+		hole, err := src.Seek(data, seekHole)
+		if err != nil {
+			dst.Close()
+			return fmt.Errorf("crashfs: copy %s: %w", from, err)
+		}
+		for p := data; p < hole; {
+			n, rerr := src.ReadAt(buf[:min(int64(len(buf)), hole-p)], p)
+			if n > 0 {
+				if _, err := dst.WriteAt(buf[:n], p); err != nil {
+					dst.Close()
+					return fmt.Errorf("crashfs: copy to %s: %w", to, err)
+				}
+				p += int64(n)
+			}
+			if rerr != nil {
+				if rerr == io.EOF {
+					break
+				}
 				dst.Close()
-				return fmt.Errorf("crashfs: copy to %s: %w", to, err)
+				return fmt.Errorf("crashfs: copy %s: %w", from, rerr)
 			}
 		}
-		off += int64(n)
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			dst.Close()
-			return fmt.Errorf("crashfs: copy %s: %w", from, rerr)
-		}
+		off = hole
 	}
-	if err := dst.Truncate(fi.Size()); err != nil {
+	if err := dst.Truncate(size); err != nil {
 		dst.Close()
 		return fmt.Errorf("crashfs: copy to %s: %w", to, err)
 	}
 	return dst.Close()
 }
+
+// lseek whence values for data extents (Linux).
+const (
+	seekData = 3
+	seekHole = 4
+)
 
 func errnoOf(err error) syscall.Errno {
 	var e syscall.Errno
