@@ -197,32 +197,6 @@ func TestNamesrvConfig(t *testing.T) {
 	assert.Equal(t, remoting.Success, resp.Code, "no body changes nothing, as Java")
 }
 
-func TestParseProperties(t *testing.T) {
-	tests := []struct {
-		name string
-		give string
-		want []property
-	}{
-		{name: "java properties2String", give: "a=1\nb=2\n", want: []property{{"a", "1"}, {"b", "2"}}},
-		{name: "separators", give: "a : 1\nb 2\nc=\nd\n", want: []property{{"a", "1"}, {"b", "2"}, {"c", ""}, {"d", ""}}},
-		{name: "comments and blanks", give: "# x\n! y\n\n   \n  a=1", want: []property{{"a", "1"}}},
-		{name: "line endings", give: "a=1\r\nb=2\rc=3", want: []property{{"a", "1"}, {"b", "2"}, {"c", "3"}}},
-		{name: "value keeps inner and trailing space", give: "a=x y ", want: []property{{"a", "x y "}}},
-		{name: "continuation", give: "a=1\\\n   2\n", want: []property{{"a", "12"}}},
-		{name: "escapes", give: `k\=ey=\u0041\t\\`, want: []property{{"k=ey", "A\t\\"}}},
-		{name: "later wins", give: "a=1\nb=2\na=3", want: []property{{"a", "3"}, {"b", "2"}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseProperties(tt.give)
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
-		})
-	}
-	_, err := parseProperties(`a=\u00zz`)
-	assert.ErrorContains(t, err, "malformed")
-}
-
 func TestSystemTopicList(t *testing.T) {
 	_, addr := startServer(t)
 	resp := javaInvoke(t, addr, remoting.GetSystemTopicListFromNS, nil, nil)
