@@ -688,7 +688,7 @@ func sameMessage(src, dst []byte, shift int64, keptTS bool) error {
 		return fmt.Errorf("queue %s/%d became %s/%d", a.Topic, a.QueueID, b.Topic, b.QueueID)
 	case a.QueueOffset-shift != b.QueueOffset:
 		return fmt.Errorf("queue offset %d became %d", a.QueueOffset, b.QueueOffset)
-	case string(a.Body) != string(b.Body), a.BodyCRC != b.BodyCRC:
+	case string(a.Body) != string(b.Body), a.BodyCRC&0x7FFFFFFF != b.BodyCRC&0x7FFFFFFF: // older stores wrote the unmasked CRC
 		return fmt.Errorf("body differs")
 	case !sameProperties(a.Properties, b.Properties):
 		return fmt.Errorf("properties %v became %v", a.Properties, b.Properties)
