@@ -48,7 +48,7 @@ func adminCmd() *cobra.Command {
 			return f(c.Context(), a)
 		}
 	}
-	cmd.AddCommand(clusterCmd(run), brokerStatusCmd(run), topicCmd(run), groupCmd(run), messageCmd(run), aclCmd(o))
+	cmd.AddCommand(clusterCmd(run), brokerStatusCmd(run), topicCmd(run), groupCmd(run), messageCmd(run), aclCmd(o, run))
 	return cmd
 }
 

@@ -287,7 +287,7 @@ func (a *adm) pullFrom(ctx context.Context, bq brokerQueues, q int32, topic stri
 	return out, nil
 }
 
-func aclCmd(o *adminOpts) *cobra.Command {
+func aclCmd(o *adminOpts, run runner) *cobra.Command {
 	cmd := &cobra.Command{Use: "acl", Short: "ACL helpers"}
 	var bodyFile string
 	sign := &cobra.Command{
@@ -325,7 +325,7 @@ func aclCmd(o *adminOpts) *cobra.Command {
 		},
 	}
 	sign.Flags().StringVar(&bodyFile, "body-file", "", "file holding the request body")
-	cmd.AddCommand(sign)
+	cmd.AddCommand(sign, aclWhitelistCmd(run)) // admin_acl.go
 	return cmd
 }
 
