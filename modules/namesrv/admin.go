@@ -2,7 +2,10 @@ package namesrv
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quivermq/quiver/core/remoting"
@@ -39,7 +42,48 @@ func (s *Server) orderTopicConf(topic string) string {
 		return ""
 	}
 	v, _ := s.kv.Get(OrderTopicConfigNamespace, topic)
+	if checkOrderTopicConf(v) != nil {
+		return "" // a bad entry from a hand-edited file (warned at start)
+	}
 	return v
+}
+
+// maxOrderQueues bounds the queue count of one broker in an
+// ORDER_TOPIC_CONFIG entry, as brokers bound a topic's queues.
+const maxOrderQueues = 1024
+
+// checkOrderTopicConf checks an ORDER_TOPIC_CONFIG value:
+// "brokerName:queues" parts joined by ';' (what mqadmin updateOrderConf
+// writes), 1..1024 queues each. Java stores any text, but clients split
+// it blindly: the official Go client panics on a part without ':' (a
+// trailing ';' is one) and allocates whatever count it reads, so the name
+// server refuses such values instead of handing them to every client.
+func checkOrderTopicConf(v string) error {
+	if v == "" {
+		return errors.New("empty")
+	}
+	for _, part := range strings.Split(v, ";") {
+		name, n, found := strings.Cut(part, ":")
+		if !found || name == "" || strings.Contains(n, ":") {
+			return fmt.Errorf("part %q is not brokerName:queues", part)
+		}
+		q, err := strconv.Atoi(n)
+		if err != nil || q < 1 || q > maxOrderQueues {
+			return fmt.Errorf("part %q: queues must be 1..%d", part, maxOrderQueues)
+		}
+	}
+	return nil
+}
+
+// warnBadOrderConf logs the ORDER_TOPIC_CONFIG entries routes will leave
+// out (a file written by hand or by a Java name server).
+func (s *Server) warnBadOrderConf() {
+	kv, _ := s.kv.List(OrderTopicConfigNamespace)
+	for topic, v := range kv {
+		if err := checkOrderTopicConf(v); err != nil {
+			s.log.Warn("ORDER_TOPIC_CONFIG entry ignored", "topic", topic, "value", v, "err", err)
+		}
+	}
 }
 
 // brokerTimeout is the current namesrv.broker_timeout (runtime-changeable).
@@ -54,6 +98,11 @@ func (s *Server) putKVConfig(_ context.Context, p *remoting.Peer, req *remoting.
 	ns, key, value := e.String("namespace"), e.String("key"), e.String("value")
 	if e.Err != nil {
 		return sysErr(req, "%v", e.Err)
+	}
+	if ns == OrderTopicConfigNamespace {
+		if err := checkOrderTopicConf(value); err != nil {
+			return sysErr(req, "namesrv: %s value %q for topic %s: %v", ns, value, key, err)
+		}
 	}
 	if err := s.kv.Put(ns, key, value); err != nil {
 		s.log.Error("kv config put", "namespace", ns, "key", key, "remote", p.RemoteAddr(), "err", err)

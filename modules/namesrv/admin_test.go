@@ -2,6 +2,8 @@ package namesrv
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -281,4 +283,41 @@ func TestBrokerTimeoutAtRunTime(t *testing.T) {
 	s.scan()
 	_, ok = s.Routes().Broker(brokerA.addr)
 	assert.False(t, ok, "expired under the new 30s")
+}
+
+func TestCheckOrderTopicConf(t *testing.T) {
+	for _, give := range []string{"broker-a:4", "broker-a:4;broker-b:8", "b:1024"} {
+		assert.NoError(t, checkOrderTopicConf(give), give)
+	}
+	for _, give := range []string{"", "broker-a", "broker-a:4;", ";broker-a:4", ":4", "broker-a:0", "broker-a:1025",
+		"broker-a:x", "broker-a:4:5", "broker-a:-1", "broker-a: 4"} {
+		assert.Error(t, checkOrderTopicConf(give), give)
+	}
+}
+
+// TestOrderTopicConfRefusedWhenMalformed: a value clients would choke on
+// (the official Go client panics on a part without ':') is refused at PUT,
+// and one already in the file stays out of routes.
+func TestOrderTopicConfRefusedWhenMalformed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kvConfig.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"configTable":{"ORDER_TOPIC_CONFIG":{"TopicA":"broker-a:4;"}}}`), 0o600))
+	cfg := NewConfig()
+	cfg.KVConfigPath, cfg.OrderMessageEnable = path, true
+	_, addr := startServerCfg(t, cfg)
+	mustRegister(t, addr, brokerA)
+
+	resp := javaInvoke(t, addr, remoting.GetRouteInfoByTopic, map[string]string{"topic": "TopicA"}, nil)
+	require.Equal(t, remoting.Success, resp.Code)
+	assert.NotContains(t, string(resp.Body), "orderTopicConf")
+
+	resp = javaInvoke(t, addr, remoting.PutKVConfig, kvPut(OrderTopicConfigNamespace, "TopicA", "broker-a"), nil)
+	assert.Equal(t, remoting.SystemError, resp.Code)
+	assert.Contains(t, resp.Remark, `part "broker-a" is not brokerName:queues`)
+	resp = javaInvoke(t, addr, remoting.PutKVConfig, kvPut("other", "TopicA", "broker-a"), nil)
+	assert.Equal(t, remoting.Success, resp.Code, "other namespaces take any value, as Java")
+
+	resp = javaInvoke(t, addr, remoting.PutKVConfig, kvPut(OrderTopicConfigNamespace, "TopicA", "broker-a:2"), nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	resp = javaInvoke(t, addr, remoting.GetRouteInfoByTopic, map[string]string{"topic": "TopicA"}, nil)
+	assert.Contains(t, string(resp.Body), `"orderTopicConf":"broker-a:2"`)
 }

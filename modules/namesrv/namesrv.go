@@ -105,6 +105,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.kv.Load(); err != nil {
 		return err
 	}
+	s.warnBadOrderConf()
 	lns, err := s.transports.Listen(ctx, s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("namesrv: %w", err)
