@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/quivermq/quiver/core/auth"
@@ -122,13 +121,9 @@ func (b *Broker) handleUpdateACL(ctx context.Context, adm auth.AccountAdmin, req
 	if w, ok := ext["whiteRemoteAddress"]; ok {
 		u.WhiteRemoteAddress = &w
 	}
-	if v, ok := ext["admin"]; ok && v != "" {
-		admin, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("admin: %q is not a boolean", v)
-		}
-		u.Admin = admin
-	}
+	// Java's header decoding is Boolean.parseBoolean: "true" in any case
+	// is true, anything else (absent included) false.
+	u.Admin = strings.EqualFold(ext["admin"], "true")
 	if err := adm.UpdateAccount(ctx, u); err != nil {
 		return nil, fmt.Errorf("The accesskey[%s] corresponding to accessConfig has been updated failed: %w", ak, err)
 	}
