@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/client/admin"
@@ -18,8 +17,6 @@ import (
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // startNamesrv runs an in-process name server on 127.0.0.1:0 with its KV
 // config under a temporary directory.
