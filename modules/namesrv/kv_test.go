@@ -49,6 +49,12 @@ func TestKVConfigJavaFrames(t *testing.T) {
 	assert.Equal(t, "No config item, Namespace: other", resp.Remark)
 	assert.Empty(t, resp.Body)
 
+	// An empty value is a value (Java's @CFNotNull allows it).
+	require.Equal(t, remoting.Success, javaInvoke(t, addr, remoting.PutKVConfig, kvPut("ns2", "", ""), nil).Code)
+	resp = javaInvoke(t, addr, remoting.GetKVConfig, kvReq("ns2", ""), nil)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Contains(t, resp.ExtMap(), "value")
+
 	for _, k := range []string{"k1", "k2", "k2"} { // deleting an absent key succeeds too
 		resp = javaInvoke(t, addr, remoting.DeleteKVConfig, kvReq("ns1", k), nil)
 		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
