@@ -42,11 +42,13 @@ type Config struct {
 	StrictSignatures string `koanf:"strict_signatures"`
 	// SignatureWindow is how far a strict signature's timestamp may be
 	// from this server's clock, either way. Nonces are remembered for
-	// twice as long, so a request cannot be replayed. Default 5m.
+	// twice as long, so a request cannot be replayed. Default 1m.
 	SignatureWindow time.Duration `koanf:"signature_window"`
-	// NonceCacheSize bounds the nonces remembered per window; when it is
-	// full, strict requests are refused until the window turns (fail
-	// closed). Default 1048576.
+	// NonceCacheSize bounds the nonces remembered per generation (two
+	// windows); when it is full, strict requests are refused until the
+	// generation turns (fail closed). It caps strict requests at
+	// NonceCacheSize / (2 × SignatureWindow) a second per server (the
+	// defaults: about 17 000/s, some 80 MB at most). Default 2097152.
 	NonceCacheSize int `koanf:"nonce_cache_size"`
 	// StrictWhiteList makes a white-listed address (global or an
 	// account's) still need a valid signature of an account with the
@@ -64,8 +66,8 @@ const (
 
 // Defaults.
 const (
-	DefaultSignatureWindow = 5 * time.Minute
-	DefaultNonceCacheSize  = 1 << 20
+	DefaultSignatureWindow = time.Minute
+	DefaultNonceCacheSize  = 2 << 20
 )
 
 // NewConfig returns the defaults.
