@@ -80,7 +80,7 @@ func (id identity) allowed(r acl.Rule) bool {
 		return false
 	}
 	switch r.Kind {
-	case acl.Public:
+	case acl.Public, acl.Listed:
 		return true
 	case acl.Resources:
 		if id.admin {
@@ -306,6 +306,37 @@ func TestAuthzTable(t *testing.T) {
 		}
 	}
 	t.Logf("%d routed codes, %d requests checked against the table", len(codes), checked)
+
+	// Lists of every topic hold, for an ordinary account, only the topics
+	// it has a permission on; an admin and a cluster member see all.
+	createTopic(t, c, s.Broker, "AuthzOther")
+	list := func(id identity) []string {
+		req := remoting.NewRequest(remoting.GetAllTopicListFromNameServer, map[string]string{}, nil)
+		id.sign(req)
+		resp, err := invoke(c, s.Namesrv, req)
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+		var l struct {
+			TopicList []string `json:"topicList"`
+		}
+		require.NoError(t, json.Unmarshal(resp.Body, &l), string(resp.Body))
+		return l.TopicList
+	}
+	require.Eventually(t, func() bool { return slices.Contains(list(identities[4]), "AuthzOther") }, 15*time.Second, 20*time.Millisecond)
+	for _, id := range identities[1:] {
+		got := list(id)
+		switch {
+		case id.admin || id.cluster:
+			assert.Contains(t, got, "AuthzOther", id.name)
+			assert.Contains(t, got, authzTopic, id.name)
+			assert.Contains(t, got, "TBW102", id.name)
+		case id.perms != nil:
+			assert.Contains(t, got, authzTopic, id.name)
+			assert.Subset(t, []string{authzTopic, "%RETRY%" + authzGroup}, got, id.name)
+		default:
+			assert.Empty(t, got, id.name)
+		}
+	}
 
 	// A code no router serves and no row names is refused before it
 	// reaches the router, admin included.

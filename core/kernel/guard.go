@@ -32,6 +32,9 @@ type Guard struct {
 	local         *localCredential
 	lookup        lookupHolder
 	servesNamesrv atomic.Bool
+	// filters narrow answers (auth.AnswerFilter), of all plugins and of
+	// those enabled for name servers.
+	filters, namesrvFilters []auth.AnswerFilter
 }
 
 // NamesrvKey is the per-plugin key (acl.namesrv_enabled) that makes the
@@ -49,6 +52,7 @@ func (g *Guard) ApplyNamesrv(r *remoting.Router) {
 	for _, ic := range g.namesrv {
 		r.Use(ic)
 	}
+	g.useFilters(r, g.namesrvFilters) // guard_cluster.go
 }
 
 // NamesrvChecked reports whether some plugin is enabled for name servers.
@@ -113,6 +117,7 @@ func (g *Guard) Apply(r *remoting.Router) {
 	for _, ic := range g.Interceptors {
 		r.Use(ic)
 	}
+	g.useFilters(r, g.filters)
 }
 
 // NewGuard opens every auth plugin whose section says enabled: true (e.g.
@@ -160,8 +165,15 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 			return nil, fmt.Errorf("auth %s: the plugin offers neither an interceptor nor auth.Checker", id)
 		}
 		g.Interceptors = append(g.Interceptors, ic)
+		f, _ := an.(auth.AnswerFilter)
+		if f != nil {
+			g.filters = append(g.filters, f)
+		}
 		if cfg.Exists(id+"."+NamesrvKey) && truthy(cfg.String(id+"."+NamesrvKey)) {
 			g.namesrv = append(g.namesrv, ic)
+			if f != nil {
+				g.namesrvFilters = append(g.namesrvFilters, f)
+			}
 		}
 		g.authns = append(g.authns, an)
 		if s, ok := an.(auth.Signer); ok {

@@ -147,3 +147,26 @@ func (g *Guard) checkerInterceptor(c auth.Checker) remoting.Interceptor {
 		return remoting.NewResponse(req, remoting.NoPermission, err.Error())
 	}
 }
+
+// useFilters installs fs on r: a successful answer with a body is
+// narrowed to what the request's sender may see; the process's own
+// requests get it whole. A filter's refusal answers NO_PERMISSION.
+func (g *Guard) useFilters(r *remoting.Router, fs []auth.AnswerFilter) {
+	for _, f := range fs {
+		r.UseAnswerFilter(func(ctx context.Context, p *remoting.Peer, req, resp *remoting.Command) *remoting.Command {
+			if resp.Code != remoting.Success || len(resp.Body) == 0 || (g.local != nil && g.local.valid(req)) {
+				return resp
+			}
+			var remote string
+			if p != nil {
+				remote = p.RemoteAddr()
+			}
+			body, err := f.FilterAnswer(ctx, auth.Request{Code: req.Code, RemoteAddr: remote, ExtFields: req.ExtFields, Body: req.Body}, resp.Body)
+			if err != nil {
+				return remoting.NewResponse(req, remoting.NoPermission, err.Error())
+			}
+			resp.Body = body
+			return resp
+		})
+	}
+}

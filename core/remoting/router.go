@@ -18,7 +18,21 @@ type Router struct {
 	mu           sync.RWMutex
 	handlers     map[int32]route
 	interceptors []Interceptor
+	filters      []AnswerFilter
 	observers    []func(code int32, d time.Duration, respCode int32)
+}
+
+// AnswerFilter runs after a registered processor answered (a non-nil
+// answer) and returns the answer to send, resp or another: authorization
+// narrows a list to what the sender may see. It must be cheap for the
+// codes it leaves alone.
+type AnswerFilter func(ctx context.Context, p *Peer, req *Command, resp *Command) *Command
+
+// UseAnswerFilter adds an answer filter.
+func (r *Router) UseAnswerFilter(f AnswerFilter) {
+	r.mu.Lock()
+	r.filters = append(r.filters, f)
+	r.mu.Unlock()
 }
 
 // NewRouter returns an empty router.
@@ -89,10 +103,10 @@ func (r *Router) Codes() []int32 {
 }
 
 // Handle implements Handler.
-func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
+func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) (resp *Command) {
 	r.mu.RLock()
 	rt, ok := r.handlers[req.Code]
-	ics, obs := r.interceptors, r.observers
+	ics, obs, fs := r.interceptors, r.observers, r.filters
 	r.mu.RUnlock()
 	if rt.scoped {
 		defer req.Release()
@@ -105,11 +119,20 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) *Command {
 	if !ok {
 		return NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
 	}
+	if len(fs) > 0 {
+		defer func() {
+			for _, f := range fs {
+				if resp != nil {
+					resp = f(ctx, p, req, resp)
+				}
+			}
+		}()
+	}
 	if len(obs) == 0 {
 		return rt.h.Handle(ctx, p, req)
 	}
 	t0 := time.Now()
-	resp := rt.h.Handle(ctx, p, req)
+	resp = rt.h.Handle(ctx, p, req)
 	d, rc := time.Since(t0), int32(-1)
 	if resp != nil {
 		rc = resp.Code

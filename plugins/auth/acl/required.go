@@ -41,6 +41,10 @@ const (
 	// Refused: a code clients serve, not brokers or name servers; nobody
 	// may send it to a server.
 	Refused
+	// Listed: any signed account; the answer, a list of topics, is narrowed
+	// to the topics (and groups' retry topics) the account holds a
+	// permission on. Admin accounts and cluster members see all.
+	Listed
 )
 
 func (k Kind) String() string {
@@ -57,6 +61,8 @@ func (k Kind) String() string {
 		return "cluster"
 	case Refused:
 		return "refused"
+	case Listed:
+		return "listed"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -155,6 +161,8 @@ func (r Rule) Describe() string {
 		out = "cluster member only (`role: broker`), never an ordinary account"
 	case Refused:
 		out = "refused"
+	case Listed:
+		out = "any signed account; the list holds only the topics it has a permission on (admin accounts and cluster members: all)"
 	}
 	if r.Reason != "" {
 		out += " — " + r.Reason

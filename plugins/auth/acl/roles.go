@@ -52,7 +52,7 @@ func (a *ACL) checkRule(ctx context.Context, r *rules, p auth.Principal, req aut
 	}
 	name := func() string { return fmt.Sprintf("request code %d (%s)", req.Code, rule.Name()) }
 	switch rule.Kind {
-	case Public:
+	case Public, Listed:
 		return nil
 	case ClusterOnly:
 		if acct.cluster {

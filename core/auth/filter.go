@@ -1,0 +1,14 @@
+package auth
+
+import "context"
+
+// AnswerFilter is an optional interface of a Checker whose rules let an
+// account see only part of some answers (a list of every topic, for an
+// account that may use a few). FilterAnswer returns the body to send for
+// req's successful answer: body itself for codes it does not narrow and
+// for principals that see everything. It does not consume anything the
+// request's Check consumed (a nonce): it runs after Check passed. An error
+// wraps ErrUnauthenticated or ErrDenied.
+type AnswerFilter interface {
+	FilterAnswer(ctx context.Context, req Request, body []byte) ([]byte, error)
+}
