@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
 // TestReadyzWhileRegistrationRefused (issue 22): a broker whose name
@@ -29,8 +31,11 @@ func TestReadyzWhileRegistrationRefused(t *testing.T) {
 		"--set", "acl.namesrv_enabled=true"}
 
 	nsAddr := loopbackAddr(t)
+	// The name server takes strict signatures only: the broker signs its
+	// registration strictly (bound to REGISTER_BROKER, with a nonce).
 	ns := &node{t: t, name: "namesrv", addr: nsAddr, logs: &lockedBuffer{},
-		args: append([]string{"namesrv", "--set", "namesrv.listen=" + nsAddr, "--set", "log.level=info"}, aclSets...)}
+		args: append([]string{"namesrv", "--set", "namesrv.listen=" + nsAddr, "--set", "log.level=info",
+			"--set", "acl.strict_signatures=require"}, aclSets...)}
 	ns.ready = dialReady(nsAddr)
 	ns.start()
 
@@ -68,9 +73,17 @@ func TestReadyzWhileRegistrationRefused(t *testing.T) {
 		code, body, _ = readyz()
 		return code == http.StatusOK
 	}, 20*time.Second, 50*time.Millisecond, "readyz %d %q", code, body)
-	resp := signedInvoke(t, nsAddr, remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, "appKey01", "appSecret01")
+	route := remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, nil)
+	acl.SignStrict(route.Code, route.ExtFields, nil, "appKey01", "appSecret01", "", time.Now())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := rawClient(t).Invoke(ctx, nsAddr, route)
+	require.NoError(t, err)
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	require.Contains(t, string(resp.Body), brAddr)
+	// An ACL 1.0 signature is refused there.
+	resp = signedInvoke(t, nsAddr, remoting.GetRouteInfoByTopic, map[string]string{"topic": "TBW102"}, "appKey01", "appSecret01")
+	require.Equal(t, remoting.NoPermission, resp.Code)
 }
 
 func dialReady(addr string) func() error {
