@@ -14,6 +14,9 @@ import (
 // stored size in bytes.
 type PulledHook func(topic string, msgs, bytes int)
 
+// GroupPulledHook is PulledHook with the pulling consumer group.
+type GroupPulledHook func(topic, group string, msgs, bytes int)
+
 // observer keeps the broker's running figures (GET_BROKER_RUNTIME_INFO)
 // and the pull hooks (metrics).
 type observer struct {
@@ -23,8 +26,9 @@ type observer struct {
 	maxPhys atomic.Int64
 	bootMs  int64
 
-	mu     sync.RWMutex
-	pulled []PulledHook
+	mu          sync.RWMutex
+	pulled      []PulledHook
+	groupPulled []GroupPulledHook
 }
 
 // OnPulled registers h; it runs on the pull path, so it must be cheap and
@@ -35,8 +39,16 @@ func (b *Broker) OnPulled(h PulledHook) {
 	b.obs.mu.Unlock()
 }
 
+// OnGroupPulled registers h, which also sees the consumer group; the
+// same rules as OnPulled apply.
+func (b *Broker) OnGroupPulled(h GroupPulledHook) {
+	b.obs.mu.Lock()
+	b.obs.groupPulled = append(b.obs.groupPulled, h)
+	b.obs.mu.Unlock()
+}
+
 // observePulled is called by pull with the records of a successful answer.
-func (b *Broker) observePulled(topic string, recs [][]byte) {
+func (b *Broker) observePulled(topic, group string, recs [][]byte) {
 	n := 0
 	for _, r := range recs {
 		n += len(r)
@@ -44,10 +56,13 @@ func (b *Broker) observePulled(topic string, recs [][]byte) {
 	b.obs.getMsgs.Add(int64(len(recs)))
 	b.obs.getBytes.Add(int64(n))
 	b.obs.mu.RLock()
-	hooks := b.obs.pulled
+	hooks, groupHooks := b.obs.pulled, b.obs.groupPulled
 	b.obs.mu.RUnlock()
 	for _, h := range hooks {
 		h(topic, len(recs), n)
+	}
+	for _, h := range groupHooks {
+		h(topic, group, len(recs), n)
 	}
 }
 

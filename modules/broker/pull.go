@@ -191,7 +191,7 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 		if len(res.Runs) > 0 {
 			resp.BodyParts = res.Runs
 		}
-		b.observePulled(pr.topic, res.Records)
+		b.observePulled(pr.topic, pr.group, res.Records)
 		b.observeGroupGet(pr.topic, pr.group, len(res.Records), res.Bytes) // admin_stats.go
 		resp.Sent = func() { putReadResult(res) }
 	} else {
