@@ -60,9 +60,17 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 	cur := offset
 	removed, full := false, false
 	for valid := it.First(); valid; valid = it.Next() {
-		if entryOffset(it.Key()) != cur {
-			removed = true // retention or DeleteTopic removed what we read
-			break
+		if k := entryOffset(it.Key()); k != cur {
+			if mn, _ := qs.offsets(); k > cur && cur >= mn {
+				// Entries missing above min: lost to damage (a WAL chunk).
+				// Skip them, as the commit log skips damaged records.
+				s.damage.skipped.Add(k - cur)
+				s.log.Error("pebblestore: queue entries missing; skipped", "queue", q.String(), "from", cur, "to", k)
+				cur = k
+			} else {
+				removed = true // retention or DeleteTopic removed what we read
+				break
+			}
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {

@@ -78,6 +78,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/message"
@@ -146,6 +147,9 @@ type Store struct {
 	qmu    sync.RWMutex
 	queues map[store.Queue]*queueState
 
+	damage   damageLog
+	walStops *walStops
+
 	failMu sync.Mutex
 	failed error // sticky: once set, writes fail with ErrNotDurable
 
@@ -206,6 +210,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		maxMsg:   set.MaxMessageSize,
 		queues:   map[store.Queue]*queueState{},
 		stop:     make(chan struct{}),
+		walStops: &walStops{},
 	}
 	if s.interval <= 0 {
 		s.interval = defaultFlushInterval
@@ -221,11 +226,36 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 			return nil, fmt.Errorf("pebblestore: create %s: %w", s.dir, err)
 		}
 	}
-	db, err := pebble.Open(s.dir, s.pebbleOptions())
+	var walDmg []walDamage
+	if c.FS == nil {
+		walDmg = s.checkWALs() // before Pebble replays (and drops) them
+	}
+	opts := s.pebbleOptions()
+	if len(walDmg) > 0 && opts.FS == nil {
+		// This open may fail on the damage: Pebble does not stop the
+		// disk-health checker it wraps the default FS in when Open fails.
+		opts.FS = vfs.Default
+	}
+	db, err := pebble.Open(s.dir, opts)
+	if err != nil && len(walDmg) > 0 && pebble.IsCorruptionError(err) {
+		// A damaged WAL Pebble must replay in full: cut it before the
+		// damage (copied aside first) and open again.
+		s.log.Error("pebblestore: open refused a damaged WAL; cutting it before the damage", "err", err)
+		for i := range walDmg {
+			if rerr := s.repairWAL(&walDmg[i]); rerr != nil {
+				return nil, fmt.Errorf("pebblestore: open %s: %w (repair: %w)", s.dir, err, rerr)
+			}
+		}
+		db, err = pebble.Open(s.dir, s.pebbleOptions())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", s.dir, err)
 	}
 	s.db = db
+	if err := s.reapplyWAL(s.confirmWALDamage(walDmg, s.walStops)); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	if err := s.recover(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -243,8 +273,10 @@ func (s *Store) pebbleOptions() *pebble.Options {
 	n := c.MaxConcurrentCompactions
 	o := &pebble.Options{
 		FS:     c.FS,
-		Logger: pebbleLogger{log: s.log, limit: &logLimiter{}},
+		Logger: pebbleLogger{log: s.log, limit: &logLimiter{}, stops: s.walStops},
 		EventListener: &pebble.EventListener{
+			// Corruption is reported and contained, not fatal (damage.go).
+			DataCorruption: s.dataCorruption,
 			BackgroundError: func(err error) {
 				if errors.Is(err, syscall.ENOSPC) {
 					s.noSpace.Store(true)
@@ -278,6 +310,7 @@ func (s *Store) pebbleOptions() *pebble.Options {
 type pebbleLogger struct {
 	log   *slog.Logger
 	limit *logLimiter
+	stops *walStops // where WAL replay stopped (walcheck.go)
 }
 
 // fatalError is the panic value of pebbleLogger.Fatalf.
@@ -286,6 +319,7 @@ type fatalError struct{ msg string }
 func (e fatalError) Error() string { return "pebble: fatal: " + e.msg }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
+	l.stops.noteInfo(format, args)
 	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)), "source", "pebble")
 }
 
