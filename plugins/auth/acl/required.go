@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/remoting"
@@ -351,14 +353,78 @@ type jsonDoc struct{ v any }
 func parseDoc(body []byte) (*jsonDoc, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("the body is not JSON")
+	v, err := decodeValue(dec, 0)
+	if err != nil {
+		return nil, fmt.Errorf("the body is not JSON%s", err.detail)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("the body is not one JSON value")
 	}
 	return &jsonDoc{v: v}, nil
+}
+
+// docError is why a body does not parse; detail is "" or ": <reason>".
+type docError struct{ detail string }
+
+// maxDepth bounds the nesting a body may have.
+const maxDepth = 64
+
+// decodeValue reads one JSON value. An object that spells a key twice,
+// exactly or in another case, is refused: encoding/json, which the
+// processors use, keeps the last value and matches keys without regard
+// to case, so a check reading the first would see another name.
+func decodeValue(dec *json.Decoder, depth int) (any, *docError) {
+	if depth > maxDepth {
+		return nil, &docError{": nested too deep"}
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, &docError{}
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			obj := map[string]any{}
+			folded := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, &docError{}
+				}
+				k, _ := kt.(string)
+				f := foldKey(k)
+				if folded[f] {
+					return nil, &docError{fmt.Sprintf(": key %q is spelt twice", k)}
+				}
+				folded[f] = true
+				v, derr := decodeValue(dec, depth+1)
+				if derr != nil {
+					return nil, derr
+				}
+				obj[k] = v
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, &docError{}
+			}
+			return obj, nil
+		case '[':
+			arr := []any{}
+			for dec.More() {
+				v, derr := decodeValue(dec, depth+1)
+				if derr != nil {
+					return nil, derr
+				}
+				arr = append(arr, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, &docError{}
+			}
+			return arr, nil
+		}
+		return nil, &docError{}
+	}
+	return tok, nil
 }
 
 // strings returns the strings at path (see Body). A missing or null list
@@ -430,4 +496,21 @@ func sameJSON(a, b any) bool {
 	x, err1 := json.Marshal(a)
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// foldKey maps a key to one spelling of its case-folding class (each rune
+// to the least of its unicode.SimpleFold orbit), so that two keys
+// strings.EqualFold calls equal fold to the same string.
+func foldKey(k string) string {
+	b := make([]rune, 0, len(k))
+	for _, r := range k {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < least {
+				least = f
+			}
+		}
+		b = append(b, least)
+	}
+	return string(b)
 }
