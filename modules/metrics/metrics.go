@@ -227,8 +227,14 @@ var (
 	descNSClusters = prometheus.NewDesc("quiver_namesrv_clusters", "Clusters registered with the name server.", nil, nil)
 )
 
+// Store damage (store.Verifier).
+var (
+	descCorruptSkips = prometheus.NewDesc("quiver_store_corruption_skipped_total", "Records or index entries the store skipped or rebuilt because of damage since it opened (recovery, reads, scrubs).", nil, nil)
+	descCorruptFound = prometheus.NewDesc("quiver_store_corruption_findings", "Damage findings the store listed since it opened (mq store verify lists them with the damage manifest).", nil, nil)
+)
+
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descBacklog, descFsync, descFsyncMax, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax} {
+	for _, d := range []*prometheus.Desc{descLag, descBacklog, descFsync, descFsyncMax, descCorruptSkips, descCorruptFound, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax} {
 		ch <- d
 	}
 }
@@ -316,6 +322,10 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ss := so.SyncStats()
 		ch <- prometheus.MustNewConstSummary(descFsync, uint64(ss.Syncs), ss.Total.Seconds(), nil)
 		ch <- prometheus.MustNewConstMetric(descFsyncMax, prometheus.GaugeValue, ss.Max.Seconds())
+	}
+	if v, ok := st.(store.Verifier); ok {
+		ch <- prometheus.MustNewConstMetric(descCorruptSkips, prometheus.CounterValue, float64(v.Skipped()))
+		ch <- prometheus.MustNewConstMetric(descCorruptFound, prometheus.GaugeValue, float64(len(v.Damage())))
 	}
 	if dir := s.deps.StorageDir; dir != "" {
 		var size int64
