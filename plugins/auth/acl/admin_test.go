@@ -1,9 +1,11 @@
 package acl
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -132,4 +134,44 @@ func signedWith(code int32, ext map[string]string, ak, sk string) auth.Request {
 	}
 	Sign(e, nil, ak, sk, "")
 	return auth.Request{Code: code, RemoteAddr: "172.16.0.9:51234", ExtFields: e}
+}
+
+// TestAccountAdminConcurrentEdits: edits are serialized, none is lost,
+// and checks keep running meanwhile.
+func TestAccountAdminConcurrentEdits(t *testing.T) {
+	a, path, _ := newACL(t, adminYAML)
+	const n = 8
+	errs := make(chan error, n+1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			if _, err := a.Check(ctx, signed(remoting.GetRouteInfoByTopic, map[string]string{"topic": "topicA"}, nil, "RocketMQ")); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- a.UpdateAccount(ctx, auth.AccountUpdate{AccessKey: fmt.Sprintf("parallel%02d", i), SecretKey: "parallelSecret"})
+		}()
+	}
+	wg.Wait()
+	<-done
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	r, err := parseRules(data)
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		assert.Contains(t, r.accounts, fmt.Sprintf("parallel%02d", i))
+		assert.Contains(t, a.rules.Load().accounts, fmt.Sprintf("parallel%02d", i))
+	}
 }
