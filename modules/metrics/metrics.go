@@ -1,9 +1,12 @@
 // Package metrics serves Prometheus metrics for a broker and/or a name
-// server: traffic per topic, send and pull latency, consumer lag, store
-// size and free disk, connections, name-server routes and the schedule,
-// retry and dead-letter backlogs. Counters are fed by broker hooks
-// (stored messages, pulled messages, processor timings); gauges are
-// computed when scraped.
+// server: traffic per topic and per consumer group, send and pull
+// latency, consumer lag and delay, store size and free disk, connections,
+// replication lag, name-server routes and the schedule, retry and
+// dead-letter backlogs. Counters are fed by broker hooks (stored messages,
+// pulled messages, processor timings); gauges are computed when scraped.
+// Every broker series carries the broker's cluster and broker (name)
+// labels, as rocketmq-exporter's do; docs/METRICS.md lists them all with
+// their rocketmq-exporter equivalents.
 package metrics
 
 import (
@@ -39,12 +42,25 @@ import (
 type Deps struct {
 	Broker  *broker.Broker
 	Namesrv *namesrv.Server
+	// Replica is the broker's replication service (modules/ha); its
+	// series are exported on slaves.
+	Replica Replica
 	// StorageDir is the broker's storage.dir (store size, free disk).
 	StorageDir string
 	// Sign signs the in-process requests made at scrape time (servers
 	// with ACL on).
 	Sign   func(*remoting.Command)
 	Logger *slog.Logger
+}
+
+// Replica is what the metrics read of replication (*ha.Service).
+type Replica interface {
+	// Lag is, on a slave, how many commit-log bytes it is behind its
+	// master.
+	Lag() int64
+	// Following reports whether the slave's last request to its master
+	// worked.
+	Following() bool
 }
 
 // Service owns a Prometheus registry and the HTTP server exposing it.
@@ -57,7 +73,9 @@ type Service struct {
 	soft bool
 
 	msgsIn, bytesIn, msgsOut, bytesOut *prometheus.CounterVec
+	groupMsgs, groupBytes              *prometheus.CounterVec
 	sendLat, pullLat                   prometheus.Histogram
+	delay                              delayCache
 
 	mu  sync.Mutex
 	srv *http.Server
@@ -84,11 +102,21 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 		buckets := prometheus.ExponentialBuckets(0.0001, 2, 16) // 100µs .. ~3.3s
 		s.sendLat = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quiver_send_duration_seconds", Help: "Time the broker took to process a send (store write included).", Buckets: buckets})
 		s.pullLat = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quiver_pull_duration_seconds", Help: "Time the broker took to answer a pull at once (held pulls are not counted).", Buckets: buckets})
-		s.reg.MustRegister(s.msgsIn, s.bytesIn, s.msgsOut, s.bytesOut, s.sendLat, s.pullLat, &brokerCollector{s: s})
+		s.groupMsgs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_consumer_messages_total", Help: "Messages delivered by pulls, by consumer group and topic (rate() is the group's consume rate)."}, []string{"group", "topic"})
+		s.groupBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_consumer_bytes_total", Help: "Bytes delivered by pulls (record size), by consumer group and topic."}, []string{"group", "topic"})
+		// Every broker series names its broker, as rocketmq-exporter's do.
+		c := b.Config()
+		breg := prometheus.WrapRegistererWith(prometheus.Labels{"cluster": c.Cluster, "broker": c.Name}, s.reg)
+		breg.MustRegister(s.msgsIn, s.bytesIn, s.msgsOut, s.bytesOut, s.groupMsgs, s.groupBytes, s.sendLat, s.pullLat, &brokerCollector{s: s})
+		if deps.Replica != nil {
+			breg.MustRegister(&replicaCollector{b: b, r: deps.Replica})
+		}
 		b.AddStoredListener(s.stored)
-		b.OnPulled(func(topic string, msgs, bytes int) {
+		b.OnGroupPulled(func(topic, group string, msgs, bytes int) {
 			s.msgsOut.WithLabelValues(topic).Add(float64(msgs))
 			s.bytesOut.WithLabelValues(topic).Add(float64(bytes))
+			s.groupMsgs.WithLabelValues(group, topic).Add(float64(msgs))
+			s.groupBytes.WithLabelValues(group, topic).Add(float64(bytes))
 		})
 		b.Router().Observe(s.observe)
 	}
@@ -222,6 +250,12 @@ var (
 	descHeld       = prometheus.NewDesc("quiver_held_pulls", "Pull requests parked on empty queues (long polling).", nil, nil)
 	descBusy       = prometheus.NewDesc("quiver_broker_busy_total", "Sends answered busy by flow control, by reason.", []string{"reason"}, nil)
 	descQueueMax   = prometheus.NewDesc("quiver_queue_max_offset", "Next offset to write, per queue.", []string{"topic", "queue"}, nil)
+	descTopicMax   = prometheus.NewDesc("quiver_topic_max_offset", "Next offsets to write summed over the topic's queues on this broker (the producer offset).", []string{"topic"}, nil)
+	descCommitted  = prometheus.NewDesc("quiver_consumer_offset", "Offset the group committed, per queue.", []string{"group", "topic", "queue"}, nil)
+	descDelay      = prometheus.NewDesc("quiver_consumer_delay_seconds", "Age of the next message the group has to consume (now minus its store time), per queue; 0 when the group is caught up.", []string{"group", "topic", "queue"}, nil)
+	descUnmeasured = prometheus.NewDesc("quiver_consumer_delay_unmeasured_queues", "Lagging queues whose delay this scrape did not measure (over the per-scrape read budget, or unreadable).", nil, nil)
+	descRepLag     = prometheus.NewDesc("quiver_replica_lag_bytes", "On a slave: commit-log bytes it is behind its master, as of the master's last answer.", nil, nil)
+	descRepFollow  = prometheus.NewDesc("quiver_replica_following", "On a slave: 1 when its last request to its master worked, else 0.", nil, nil)
 	descNSTopics   = prometheus.NewDesc("quiver_namesrv_topics", "Topics the name server routes.", nil, nil)
 	descNSBrokers  = prometheus.NewDesc("quiver_namesrv_brokers", "Broker addresses registered with the name server.", nil, nil)
 	descNSClusters = prometheus.NewDesc("quiver_namesrv_clusters", "Clusters registered with the name server.", nil, nil)
@@ -234,7 +268,7 @@ var (
 )
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descBacklog, descFsync, descFsyncMax, descCorruptSkips, descCorruptFound, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax} {
+	for _, d := range []*prometheus.Desc{descLag, descCommitted, descDelay, descUnmeasured, descBacklog, descFsync, descFsyncMax, descCorruptSkips, descCorruptFound, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax, descTopicMax} {
 		ch <- d
 	}
 }
@@ -248,20 +282,28 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	q := func(i int32) string { return strconv.Itoa(int(i)) }
 	offsets := b.ConsumerOffsets()
-	// Lag of every group on every topic it committed on, retry topics
-	// aside (they are backlog).
+	// Lag, committed offset and delay of every group on every topic it
+	// committed on, retry topics aside (they are backlog).
+	dm := s.delay.begin(st)
 	for group, topics := range offsets {
 		for topic, qs := range topics {
 			if protocol.IsRetryTopic(topic) {
 				continue
 			}
 			for id, off := range qs {
-				if _, max, ok := maxOf(topic, id); ok {
-					ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(max64(max-off, 0)), group, topic, q(id))
+				min, max, ok := maxOf(topic, id)
+				if !ok {
+					continue
+				}
+				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(max64(max-off, 0)), group, topic, q(id))
+				ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(off), group, topic, q(id))
+				if d, ok := dm.delay(store.Queue{Topic: topic, ID: id}, max64(off, min), max); ok {
+					ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, d.Seconds(), group, topic, q(id))
 				}
 			}
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(descUnmeasured, prometheus.GaugeValue, float64(dm.end()))
 	for _, topic := range b.Topics() {
 		n := b.QueueCount(topic)
 		switch {
@@ -311,11 +353,14 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "schedule", topic)
 		}
 		if !internalTopic(b, topic) {
+			var sum int64
 			for id := int32(0); id < n; id++ {
 				if _, max, ok := maxOf(topic, id); ok {
+					sum += max
 					ch <- prometheus.MustNewConstMetric(descQueueMax, prometheus.GaugeValue, float64(max), topic, q(id))
 				}
 			}
+			ch <- prometheus.MustNewConstMetric(descTopicMax, prometheus.GaugeValue, float64(sum), topic)
 		}
 	}
 	if so, ok := st.(store.SyncObserver); ok {
@@ -450,4 +495,28 @@ func internalTopic(b *broker.Broker, topic string) bool {
 	c := b.Config()
 	return (protocol.IsSystemTopic(topic) && !protocol.IsRetryTopic(topic) && !strings.HasPrefix(topic, protocol.DLQGroupPrefix)) ||
 		topic == c.Cluster || topic == c.Name || topic == protocol.AutoCreateTopic || strings.HasPrefix(topic, "rmq_sys_")
+}
+
+// replicaCollector reports replication on a slave (the role is read at
+// each scrape: automatic failover changes it).
+type replicaCollector struct {
+	b *broker.Broker
+	r Replica
+}
+
+func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRepLag
+	ch <- descRepFollow
+}
+
+func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.b.IsSlave() {
+		return
+	}
+	following := 0.0
+	if c.r.Following() {
+		following = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descRepLag, prometheus.GaugeValue, float64(c.r.Lag()))
+	ch <- prometheus.MustNewConstMetric(descRepFollow, prometheus.GaugeValue, following)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/namesrv"
 )
 
@@ -20,6 +21,7 @@ type params struct {
 	Broker    *broker.Broker  `optional:"true"`
 	Namesrv   *namesrv.Server `optional:"true"`
 	Guard     *kernel.Guard   `optional:"true"`
+	HA        *ha.Service     `optional:"true"`
 }
 
 func newFromFx(p params, soft bool) (*Service, error) {
@@ -35,6 +37,9 @@ func newFromFx(p params, soft bool) (*Service, error) {
 		if deps.StorageDir == "" {
 			deps.StorageDir = kernel.DefaultStorageConfig().Dir
 		}
+	}
+	if p.HA != nil {
+		deps.Replica = p.HA
 	}
 	if p.Guard != nil {
 		deps.Sign = p.Guard.Sign
