@@ -12,3 +12,12 @@ import "context"
 type AnswerFilter interface {
 	FilterAnswer(ctx context.Context, req Request, body []byte) ([]byte, error)
 }
+
+// ClusterSigner is an optional interface of an auth plugin that signs the
+// process's own requests. ClusterCredential says why that credential
+// cannot act as a cluster member's (none is configured, or the plugin's
+// own rules know the account without the cluster role); nil when it can,
+// or when the plugin cannot tell (the account is only known elsewhere).
+type ClusterSigner interface {
+	ClusterCredential() error
+}

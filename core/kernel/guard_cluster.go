@@ -170,3 +170,9 @@ func (g *Guard) useFilters(r *remoting.Router, fs []auth.AnswerFilter) {
 		})
 	}
 }
+
+// CanSignLocally reports whether this process serves a guarded name
+// server, which takes the process's own credential (mq dev).
+func (g *Guard) CanSignLocally() bool {
+	return g != nil && g.local != nil && g.servesNamesrv.Load()
+}

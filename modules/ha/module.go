@@ -2,10 +2,12 @@ package ha
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/transport"
@@ -67,16 +69,32 @@ var Module = fx.Module("ha",
 // it belongs at the root of the app (next to kernel.StorageModule).
 var StorageDecorator = fx.Decorate(WrapStorage)
 
-// ErrNoClusterCredential: a broker that pulls from a master (a SLAVE, or
-// any member with ha.failover) while ACL is on has no credentials to sign
-// with; masters with ACL on serve HA_PULL and controller heartbeats to
-// cluster members only.
-var ErrNoClusterCredential = errors.New("ha: acl is on and this broker replicates from a master, which serves cluster members only: " +
-	"set acl.access_key and acl.secret_key to an account with role: broker in the master's acl.file (docs/SECURITY.md)")
+// ErrNoClusterCredential: a broker with ACL on that must act as a cluster
+// member — it pulls from a master (a SLAVE, or any member with
+// ha.failover) or registers with name servers that check
+// (acl.namesrv_enabled) — has no credential that can. Masters and name
+// servers with ACL on serve HA_PULL, controller heartbeats and
+// registrations to cluster members only (docs/SECURITY.md).
+var ErrNoClusterCredential = errors.New("ha: acl is on and this broker must sign as a cluster member: " +
+	"set acl.access_key and acl.secret_key to an account with role: broker (docs/SECURITY.md)")
 
 func needClusterCredential(cfg *Config, role string, g *kernel.Guard) error {
-	if len(g.Interceptors) == 0 || (!cfg.Failover && role != broker.RoleSlave) || g.CanSign() {
+	replicates := cfg.Failover || role == broker.RoleSlave
+	if len(g.Interceptors) == 0 || !(replicates || g.NamesrvChecked()) {
 		return nil
 	}
-	return ErrNoClusterCredential
+	if !g.CanSign() {
+		return ErrNoClusterCredential
+	}
+	if !replicates && g.CanSignLocally() {
+		return nil // mq dev: the name server beside it takes the process's own credential
+	}
+	for _, a := range g.Authenticators() {
+		if cs, ok := a.(auth.ClusterSigner); ok {
+			if err := cs.ClusterCredential(); err != nil {
+				return fmt.Errorf("%w: %v", ErrNoClusterCredential, err)
+			}
+		}
+	}
+	return nil
 }

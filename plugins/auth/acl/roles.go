@@ -2,6 +2,8 @@ package acl
 
 import (
 	"context"
+	"crypto/hmac"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -81,4 +83,25 @@ func (a *ACL) checkRule(ctx context.Context, r *rules, p auth.Principal, req aut
 		return nil
 	}
 	return denied("%s is served by clients, not by this server", name())
+}
+
+var _ auth.ClusterSigner = (*ACL)(nil)
+
+// ClusterCredential implements auth.ClusterSigner: acl.access_key and
+// acl.secret_key must be set and, when this process's ACL file lists the
+// account, name an account with role: broker and its secret.
+func (a *ACL) ClusterCredential() error {
+	if a.ak == "" {
+		return errors.New("acl.access_key and acl.secret_key are not set")
+	}
+	acct, ok := a.rules.Load().accounts[a.ak]
+	switch {
+	case !ok:
+		return nil
+	case !acct.cluster:
+		return fmt.Errorf("acl.access_key %s is an account without role: %s in %s", a.ak, RoleBroker, a.file)
+	case !hmac.Equal(acct.secretKey, []byte(a.sk)):
+		return fmt.Errorf("acl.secret_key is not the secretKey of %s in %s", a.ak, a.file)
+	}
+	return nil
 }

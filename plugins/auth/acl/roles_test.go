@@ -90,3 +90,29 @@ func TestParseRole(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `accounts[0] (accessKey someone1).role: role "master" is not "broker"`)
 }
+
+func TestClusterCredential(t *testing.T) {
+	tests := []struct {
+		name, ak, sk, want string
+	}{
+		{"none", "", "", "acl.access_key and acl.secret_key are not set"},
+		{"a member", "member01", "memberSecret01", ""},
+		{"an admin", "admin001", "adminSecret01", "acl.access_key admin001 is an account without role: broker"},
+		{"a wrong secret", "member01", "notTheSecret1", "acl.secret_key is not the secretKey of member01"},
+		{"an account known elsewhere", "elsewhere1", "elsewhereSecret1", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, _, _ := newACL(t, rolesYAML)
+			a.ak, a.sk = tt.ak, tt.sk
+			err := a.ClusterCredential()
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), "Secret0", "no secret in the message")
+		})
+	}
+}
