@@ -349,3 +349,47 @@ func TestAuthzTable(t *testing.T) {
 		assert.Contains(t, resp.Remark, "not in the permission table")
 	}
 }
+
+// TestClusterCredentialAtStart: a separate broker that must act as a
+// cluster member (a slave; a broker registering with name servers that
+// check) does not start without a credential that can, and the error
+// names the keys to set.
+func TestClusterCredentialAtStart(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain_acl.yml")
+	require.NoError(t, os.WriteFile(file, []byte(authzACL), 0o600))
+	tests := []struct {
+		name string
+		sets []string
+		want string
+	}{
+		{"slave without keys", []string{"broker.role=SLAVE", "broker.id=1"}, "set acl.access_key and acl.secret_key to an account with role: broker"},
+		{"slave signing as an admin", []string{"broker.role=SLAVE", "broker.id=1", "acl.access_key=admin001", "acl.secret_key=adminSecret01"},
+			"acl.access_key admin001 is an account without role: broker"},
+		{"registering with checking name servers as an admin", []string{"acl.namesrv_enabled=true", "acl.access_key=admin001", "acl.secret_key=adminSecret01"},
+			"without role: broker"},
+		{"slave signing as a cluster member", []string{"broker.role=SLAVE", "broker.id=1", "acl.access_key=broker01", "acl.secret_key=brokerSecret01"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sets := append([]string{
+				"broker.listen=127.0.0.1:0", "broker.namesrv=127.0.0.1:1", "storage.dir=" + filepath.Join(t.TempDir(), "store"),
+				"log.level=error", "acl.enabled=true", "acl.file=" + file,
+			}, tt.sets...)
+			cfg, err := server.LoadConfig(config.Options{Sets: sets}, server.Broker, acl.ID)
+			require.NoError(t, err)
+			app := fx.New(server.Options(cfg, server.Broker, tcp.Module, commitlog.Module, tag.Module, sql92.Module, acl.Module))
+			if tt.want == "" {
+				require.NoError(t, app.Err())
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				require.NoError(t, app.Start(ctx))
+				require.NoError(t, app.Stop(ctx))
+				return
+			}
+			require.Error(t, app.Err())
+			assert.Contains(t, app.Err().Error(), tt.want)
+			assert.NotContains(t, app.Err().Error(), "Secret0")
+		})
+	}
+}
