@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"testing"
@@ -36,7 +37,7 @@ const (
 
 // live is an in-process name server and broker (commitlog store, TCP on
 // loopback) with the metrics service, after traffic: liveSends sends to
-// liveTopic queue 0 over TCP, one pull of them all by liveGroup, which
+// liveTopic queue 0 over TCP, a consumer heartbeat and one pull of them all by liveGroup, which
 // commits liveCommit, and caughtGroup, which commits them all.
 type live struct {
 	t   *testing.T
@@ -101,6 +102,13 @@ func startLive(t *testing.T) *live {
 		require.Equal(t, remoting.Success, resp.Code, "code %d: %s", code, resp.Remark)
 		return resp
 	}
+	// A consumer's heartbeat creates its group's retry topic (backlog).
+	hb, err := json.Marshal(protocol.HeartbeatData{ClientID: "127.0.0.1@live", ConsumerDataSet: []protocol.ConsumerData{{
+		GroupName: liveGroup, ConsumeType: "CONSUME_PASSIVELY", MessageModel: protocol.Clustering,
+		SubscriptionDataSet: []protocol.SubscriptionData{{Topic: liveTopic, SubString: "*", ExpressionType: "TAG"}},
+	}}})
+	require.NoError(t, err)
+	invoke(remoting.HeartBeat, nil, hb)
 	for i := 0; i < liveSends; i++ {
 		invoke(remoting.SendMessage, map[string]string{
 			"producerGroup": "LivePG", "topic": liveTopic, "defaultTopic": protocol.AutoCreateTopic,
