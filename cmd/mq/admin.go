@@ -27,29 +27,61 @@ import (
 	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
-// adminCmd is `mq admin`: admin_dlq.go's dlq and offset commands plus the
-// rest. Every command prints an aligned table, or JSON with --output json.
+// adminCmd is `mq admin`. Every command prints an aligned table, or JSON
+// with --output json; exit codes are 0 ok, 1 failed, 2 usage
+// (admin_exit.go). mqadmin's command names (admin_alias.go) sit in a help
+// section of their own.
 func adminCmd() *cobra.Command {
-	cmd := adminDLQCmd()
+	var ns string
+	var timeout time.Duration
+	cmd := &cobra.Command{Use: "admin", Short: "Administer a running cluster through its name server",
+		Long: "Administer a running cluster through its name server.\n\n" +
+			"Every command prints a table, or JSON with --output json. Exit codes: 0 done, 1 failed\n" +
+			"(unknown topic or group, refused, unreachable), 2 usage (bad flags, a destructive command\n" +
+			"without --yes outside a terminal). mqadmin's names work too: mq admin updateTopic -t T -c C."}
+	cmd.PersistentFlags().StringVarP(&ns, "namesrv", "n", adminNamesrv(), "name server address host:port (env QUIVER_NAMESRV)")
+	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
 	o := &adminOpts{}
-	cmd.PersistentFlags().StringVarP(&o.output, "output", "o", "table", "table | json")
+	cmd.PersistentFlags().StringVar(&o.output, "output", "table", "table | json")
 	cmd.PersistentFlags().StringVar(&o.accessKey, "access-key", "", "ACL access key: sign every request (with --secret-key)")
 	cmd.PersistentFlags().StringVar(&o.secretKey, "secret-key", "", "ACL secret key")
 	run := func(f func(ctx context.Context, a *adm) error) func(*cobra.Command, []string) error {
 		return func(c *cobra.Command, _ []string) error {
 			if o.output != "table" && o.output != "json" {
-				return fmt.Errorf("--output %q: want table or json", o.output)
+				return usagef("--output %q: want table or json", o.output)
 			}
-			ns, _ := c.Flags().GetString("namesrv")
-			timeout, _ := c.Flags().GetDuration("timeout")
 			a := &adm{admin: newAdmin(ns, timeout), opts: o, w: c.OutOrStdout()}
 			a.admin.sign = signer(cmd)
 			defer a.Close()
-			return f(c.Context(), a)
+			return connHint(f(c.Context(), a), ns)
 		}
 	}
-	cmd.AddCommand(clusterCmd(run), brokerStatusCmd(run), topicCmd(run), groupCmd(run), messageCmd(run), aclCmd(o, run))
+	cmd.AddGroup(&cobra.Group{ID: "quiver", Title: "Commands:"}, &cobra.Group{ID: "mqadmin", Title: "mqadmin's names (same flags as sh mqadmin):"})
+	for _, c := range []*cobra.Command{clusterCmd(run), brokerStatusCmd(run), topicCmd(run), groupCmd(run), messageCmd(run),
+		aclCmd(o, run), dlqCmd(run), offsetCmd(run), kvCmd(run), namesrvCmd(run), producerCmd(run), consumerCmd(run), statsCmd(run)} {
+		c.GroupID = "quiver"
+		cmd.AddCommand(c)
+		outputShorthand(c, &o.output)
+	}
+	for _, c := range mqadminAliases(run) {
+		c.GroupID = "mqadmin"
+		cmd.AddCommand(c)
+	}
+	cmd.SetHelpCommandGroupID("quiver")
+	cmd.SetCompletionCommandGroupID("quiver")
+	usageChecks(cmd)
 	return cmd
+}
+
+// outputShorthand gives the Quiver-named commands -o for --output;
+// mqadmin's names keep -o for their own options (updateTopic -o order).
+func outputShorthand(c *cobra.Command, output *string) {
+	if c.RunE != nil && c.Flags().ShorthandLookup("o") == nil {
+		c.Flags().StringVarP(output, "output", "o", "table", "table | json")
+	}
+	for _, s := range c.Commands() {
+		outputShorthand(s, output)
+	}
 }
 
 type adminOpts struct {
@@ -220,233 +252,6 @@ func (a *adm) runtimeInfo(ctx context.Context, addr string) (map[string]string, 
 	return kv.Table, nil
 }
 
-func clusterCmd(run runner) *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "Clusters and their brokers"}
-	cmd.AddCommand(&cobra.Command{
-		Use: "list", Short: "List clusters, brokers and their traffic (GET_BROKER_CLUSTER_INFO, GET_BROKER_RUNTIME_INFO)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			bs, err := a.brokers(ctx)
-			if err != nil {
-				return err
-			}
-			type row struct {
-				brokerInfo
-				Version  string `json:"version"`
-				InTotal  string `json:"msgPutTotal"`
-				OutTotal string `json:"msgGetTotal"`
-			}
-			var out []row
-			var rows [][]string
-			for _, b := range bs {
-				r := row{brokerInfo: b}
-				if rt, err := a.runtimeInfo(ctx, b.Addr); err == nil {
-					r.Version, r.InTotal, r.OutTotal = rt["brokerVersionDesc"], rt["msgPutTotalTodayNow"], rt["msgGetTotalTodayNow"]
-				}
-				out = append(out, r)
-				rows = append(rows, []string{b.Cluster, b.Name, strconv.FormatInt(b.ID, 10), b.Addr, r.Version, r.InTotal, r.OutTotal})
-			}
-			return a.print(out, "CLUSTER\tBROKER\tID\tADDR\tVERSION\tIN TOTAL\tOUT TOTAL", rows)
-		}),
-	})
-	return cmd
-}
-
-func brokerStatusCmd(run runner) *cobra.Command {
-	cmd := &cobra.Command{Use: "broker", Short: "Brokers"}
-	var addr string
-	status := &cobra.Command{
-		Use: "status", Short: "A broker's runtime figures (GET_BROKER_RUNTIME_INFO); every master without --broker", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			addrs := []string{addr}
-			if addr == "" {
-				ms, err := a.masters(ctx)
-				if err != nil {
-					return err
-				}
-				addrs = addrs[:0]
-				for _, m := range ms {
-					addrs = append(addrs, m.Addr)
-				}
-			}
-			out := map[string]map[string]string{}
-			var rows [][]string
-			for _, ad := range addrs {
-				rt, err := a.runtimeInfo(ctx, ad)
-				if err != nil {
-					return err
-				}
-				out[ad] = rt
-				keys := make([]string, 0, len(rt))
-				for k := range rt {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					rows = append(rows, []string{ad, k, rt[k]})
-				}
-			}
-			return a.print(out, "BROKER\tKEY\tVALUE", rows)
-		}),
-	}
-	status.Flags().StringVar(&addr, "broker", "", "broker address (default: every master)")
-	cmd.AddCommand(status)
-	return cmd
-}
-
-func topicCmd(run runner) *cobra.Command {
-	cmd := &cobra.Command{Use: "topic", Short: "Create, update, delete and inspect topics"}
-	var topic, broker string
-	var readQ, writeQ, perm int
-	var order bool
-	upsert := func(update bool) func(ctx context.Context, a *adm) error {
-		return func(ctx context.Context, a *adm) error {
-			if update {
-				// Asked of the brokers: the name server learns of a new
-				// topic only at the broker's next registration.
-				ms, err := a.masters(ctx)
-				if err != nil {
-					return err
-				}
-				found := false
-				for _, m := range ms {
-					resp, err := a.call(ctx, m.Addr, remoting.GetTopicStatsInfo, map[string]string{"topic": topic}, nil)
-					if err != nil {
-						return err
-					}
-					found = found || resp.Code == remoting.Success
-				}
-				if !found {
-					return fmt.Errorf("topic %s does not exist", topic)
-				}
-			}
-			lib, err := a.library()
-			if err != nil {
-				return err
-			}
-			tc := clientadmin.TopicConfig{Topic: topic, ReadQueueNums: readQ, WriteQueueNums: writeQ, Perm: perm, Order: order}
-			if broker != "" {
-				tc.Brokers = []string{broker}
-			}
-			if err := lib.CreateTopic(ctx, tc); err != nil {
-				return err
-			}
-			res := map[string]any{"topic": topic, "readQueueNums": readQ, "writeQueueNums": writeQ, "perm": perm, "order": order}
-			return a.print(res, "TOPIC\tREAD QUEUES\tWRITE QUEUES\tPERM\tORDER", [][]string{{topic, strconv.Itoa(readQ), strconv.Itoa(writeQ), strconv.Itoa(perm), strconv.FormatBool(order)}})
-		}
-	}
-	mk := func(use, short string, update bool) *cobra.Command {
-		c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: run(upsert(update))}
-		c.Flags().StringVar(&topic, "topic", "", "topic (required)")
-		c.Flags().StringVar(&broker, "broker", "", "only this broker address (default: every master)")
-		c.Flags().IntVar(&readQ, "read-queues", 8, "read queue count")
-		c.Flags().IntVar(&writeQ, "write-queues", 8, "write queue count")
-		c.Flags().IntVar(&perm, "perm", protocol.PermRead|protocol.PermWrite, "permission: 2 write, 4 read, 6 both")
-		c.Flags().BoolVar(&order, "order", false, "ordered topic")
-		_ = c.MarkFlagRequired("topic")
-		return c
-	}
-	del := &cobra.Command{
-		Use: "delete", Short: "Delete a topic on its brokers and the name servers", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			lib, err := a.library()
-			if err != nil {
-				return err
-			}
-			if err := lib.DeleteTopic(ctx, topic); err != nil {
-				return err
-			}
-			return a.print(map[string]any{"topic": topic, "deleted": true}, "TOPIC\tDELETED", [][]string{{topic, "true"}})
-		}),
-	}
-	del.Flags().StringVar(&topic, "topic", "", "topic (required)")
-	_ = del.MarkFlagRequired("topic")
-	var system bool
-	list := &cobra.Command{
-		Use: "list", Short: "List the topics the name server knows", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			lib, err := a.library()
-			if err != nil {
-				return err
-			}
-			all, err := lib.Topics(ctx)
-			if err != nil {
-				return err
-			}
-			names := map[string]bool{}
-			if !system {
-				bs, err := a.brokers(ctx)
-				if err != nil {
-					return err
-				}
-				for _, b := range bs {
-					names[b.Name], names[b.Cluster] = true, true
-				}
-			}
-			out := []string{}
-			var rows [][]string
-			for _, t := range all {
-				if !system && (isInternalTopic(t) || names[t]) {
-					continue
-				}
-				out = append(out, t)
-				rows = append(rows, []string{t})
-			}
-			return a.print(out, "TOPIC", rows)
-		}),
-	}
-	list.Flags().BoolVar(&system, "system", false, "include system, retry and dead-letter topics")
-	route := &cobra.Command{
-		Use: "route", Short: "A topic's route (GET_ROUTEINFO_BY_TOPIC)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			resp, err := a.call(ctx, a.namesrv, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
-			if err != nil {
-				return err
-			}
-			if resp.Code == remoting.TopicNotExist {
-				return fmt.Errorf("topic %s does not exist", topic)
-			}
-			if resp.Code != remoting.Success {
-				return fmt.Errorf("route of %s: code %d %s", topic, resp.Code, resp.Remark)
-			}
-			var rd protocol.TopicRouteData
-			if err := json.Unmarshal(resp.Body, &rd); err != nil {
-				return fmt.Errorf("route of %s: %w", topic, err)
-			}
-			addrs := map[string]string{}
-			for _, bd := range rd.BrokerDatas {
-				addrs[bd.BrokerName] = bd.BrokerAddrs[protocol.MasterID]
-			}
-			var rows [][]string
-			for _, q := range rd.QueueDatas {
-				rows = append(rows, []string{q.BrokerName, addrs[q.BrokerName], strconv.Itoa(int(q.ReadQueueNums)), strconv.Itoa(int(q.WriteQueueNums)), strconv.Itoa(int(q.Perm))})
-			}
-			sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
-			return a.print(&rd, "BROKER\tADDR\tREAD QUEUES\tWRITE QUEUES\tPERM", rows)
-		}),
-	}
-	status := &cobra.Command{
-		Use: "status", Short: "Per-queue min/max offsets and last update (GET_TOPIC_STATS_INFO)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			out, err := a.topicStatus(ctx, topic)
-			if err != nil {
-				return err
-			}
-			var rows [][]string
-			for _, q := range out {
-				rows = append(rows, []string{q.BrokerName, strconv.Itoa(int(q.QueueID)), i64(q.MinOffset), i64(q.MaxOffset), fmtMs(q.LastUpdateTimestamp)})
-			}
-			return a.print(out, "BROKER\tQUEUE\tMIN OFFSET\tMAX OFFSET\tLAST UPDATED", rows)
-		}),
-	}
-	for _, c := range []*cobra.Command{route, status} {
-		c.Flags().StringVar(&topic, "topic", "", "topic (required)")
-		_ = c.MarkFlagRequired("topic")
-	}
-	cmd.AddCommand(mk("create", "Create a topic (UPDATE_AND_CREATE_TOPIC) on every master or --broker", false),
-		mk("update", "Change an existing topic's queues, permission or order", true), del, list, route, status)
-	return cmd
-}
-
 func isInternalTopic(t string) bool {
 	return protocol.IsSystemTopic(t) || protocol.IsRetryTopic(t) || strings.HasPrefix(t, protocol.DLQGroupPrefix) || t == protocol.AutoCreateTopic || strings.HasPrefix(t, "rmq_sys_")
 }
@@ -508,105 +313,6 @@ func parseMQTable(body []byte) ([]queueStats, error) {
 	return out, nil
 }
 
-func groupCmd(run runner) *cobra.Command {
-	cmd := &cobra.Command{Use: "group", Short: "Create, delete and inspect consumer groups"}
-	var group string
-	var retryQueues, retryMax int
-	create := &cobra.Command{
-		Use: "create", Short: "Create or update a subscription group on every master (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			if err := protocol.ValidateGroup(group); err != nil {
-				return err
-			}
-			ms, err := a.masters(ctx)
-			if err != nil {
-				return err
-			}
-			gc := map[string]any{"groupName": group, "consumeEnable": true, "consumeFromMinEnable": true, "consumeBroadcastEnable": true,
-				"retryQueueNums": retryQueues, "retryMaxTimes": retryMax, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": true}
-			body, _ := json.Marshal(gc)
-			var rows [][]string
-			for _, m := range ms {
-				if _, err := a.callOK(ctx, m.Addr, remoting.UpdateAndCreateSubscriptionGroup, nil, body); err != nil {
-					return err
-				}
-				rows = append(rows, []string{group, m.Name, strconv.Itoa(retryQueues), strconv.Itoa(retryMax)})
-			}
-			return a.print(gc, "GROUP\tBROKER\tRETRY QUEUES\tRETRY MAX", rows)
-		}),
-	}
-	create.Flags().IntVar(&retryQueues, "retry-queues", 1, "retry queue count")
-	create.Flags().IntVar(&retryMax, "retry-max", 16, "deliveries before a message goes to the dead-letter queue")
-	del := &cobra.Command{
-		Use: "delete", Short: "Delete a subscription group on every master", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			ms, err := a.masters(ctx)
-			if err != nil {
-				return err
-			}
-			var rows [][]string
-			for _, m := range ms {
-				if _, err := a.callOK(ctx, m.Addr, remoting.DeleteSubscriptionGroup, map[string]string{"groupName": group}, nil); err != nil {
-					return err
-				}
-				rows = append(rows, []string{group, m.Name, "true"})
-			}
-			return a.print(map[string]any{"group": group, "deleted": true}, "GROUP\tBROKER\tDELETED", rows)
-		}),
-	}
-	var system bool
-	list := &cobra.Command{
-		Use: "list", Short: "List subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			ms, err := a.masters(ctx)
-			if err != nil {
-				return err
-			}
-			type groupRow struct {
-				Group   string   `json:"group"`
-				Brokers []string `json:"brokers"`
-			}
-			by := map[string][]string{}
-			for _, m := range ms {
-				resp, err := a.callOK(ctx, m.Addr, remoting.GetAllSubscriptionGroupConfig, nil, nil)
-				if err != nil {
-					return err
-				}
-				var doc struct {
-					Table map[string]json.RawMessage `json:"subscriptionGroupTable"`
-				}
-				if err := json.Unmarshal(resp.Body, &doc); err != nil {
-					return fmt.Errorf("groups of %s: %w", m.Name, err)
-				}
-				for g := range doc.Table {
-					by[g] = append(by[g], m.Name)
-				}
-			}
-			out := []groupRow{}
-			var rows [][]string
-			for _, g := range sortedKeys(by) {
-				if !system && isSystemGroup(g) {
-					continue
-				}
-				out = append(out, groupRow{g, by[g]})
-				rows = append(rows, []string{g, strings.Join(by[g], ",")})
-			}
-			return a.print(out, "GROUP\tBROKERS", rows)
-		}),
-	}
-	list.Flags().BoolVar(&system, "system", false, "include the brokers' own groups")
-	status := &cobra.Command{
-		Use: "status", Short: "Consumer progress per queue and online clients (GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error { return a.groupStatus(ctx, group) }),
-	}
-	for _, c := range []*cobra.Command{create, del, status} {
-		c.Flags().StringVar(&group, "group", "", "consumer group (required)")
-		_ = c.MarkFlagRequired("group")
-	}
-	cmd.AddCommand(create, del, list, status)
-	return cmd
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -623,133 +329,4 @@ func isSystemGroup(g string) bool {
 		return true
 	}
 	return strings.HasPrefix(g, "CID_RMQ_SYS_")
-}
-
-type groupProgress struct {
-	Topic          string `json:"topic"`
-	BrokerName     string `json:"brokerName"`
-	QueueID        int32  `json:"queueId"`
-	BrokerOffset   int64  `json:"brokerOffset"`
-	ConsumerOffset int64  `json:"consumerOffset"`
-	Lag            int64  `json:"lag"`
-	LastTimestamp  int64  `json:"lastTimestamp"`
-}
-
-type groupClient struct {
-	ClientID   string `json:"clientId"`
-	ClientAddr string `json:"clientAddr"`
-	Language   string `json:"language"`
-	Version    int32  `json:"version"`
-	Broker     string `json:"broker"`
-}
-
-type groupStatus struct {
-	Group        string          `json:"group"`
-	Lag          int64           `json:"lag"`
-	Queues       []groupProgress `json:"queues"`
-	Clients      []groupClient   `json:"clients"`
-	MessageModel string          `json:"messageModel,omitempty"`
-	ConsumeType  string          `json:"consumeType,omitempty"`
-}
-
-func (a *adm) groupStatus(ctx context.Context, group string) error {
-	st, err := a.groupStatusOf(ctx, group)
-	if err != nil {
-		return err
-	}
-	if a.opts.output == "json" {
-		return a.print(st, "", nil)
-	}
-	var rows [][]string
-	for _, q := range st.Queues {
-		rows = append(rows, []string{q.Topic, q.BrokerName, strconv.Itoa(int(q.QueueID)), i64(q.BrokerOffset), i64(q.ConsumerOffset), i64(q.Lag), fmtMs(q.LastTimestamp)})
-	}
-	if err := a.print(nil, "TOPIC\tBROKER\tQUEUE\tBROKER OFFSET\tCONSUMER OFFSET\tLAG\tLAST CONSUMED", rows); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.w, "total lag %d\n\n", st.Lag)
-	rows = rows[:0]
-	for _, c := range st.Clients {
-		rows = append(rows, []string{c.ClientID, c.ClientAddr, c.Language, strconv.Itoa(int(c.Version)), c.Broker})
-	}
-	if len(rows) == 0 {
-		fmt.Fprintln(a.w, "no client online")
-		return nil
-	}
-	return a.print(nil, "CLIENT ID\tADDR\tLANGUAGE\tVERSION\tBROKER", rows)
-}
-
-// groupStatusOf gathers a group's progress and clients from every master.
-func (a *adm) groupStatusOf(ctx context.Context, group string) (*groupStatus, error) {
-	ms, err := a.masters(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st := &groupStatus{Group: group, Queues: []groupProgress{}, Clients: []groupClient{}}
-	for _, m := range ms {
-		resp, err := a.callOK(ctx, m.Addr, remoting.GetConsumeStats, map[string]string{"consumerGroup": group}, nil)
-		if err != nil {
-			return nil, err
-		}
-		qs, err := parseMQTable(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("consume stats from %s: %w", m.Name, err)
-		}
-		sortQueues(qs)
-		for _, q := range qs {
-			lag := max(q.BrokerOffset-q.ConsumerOffset, 0)
-			st.Lag += lag
-			st.Queues = append(st.Queues, groupProgress{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID,
-				BrokerOffset: q.BrokerOffset, ConsumerOffset: q.ConsumerOffset, Lag: lag, LastTimestamp: q.LastTimestamp})
-		}
-		resp, err = a.call(ctx, m.Addr, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": group}, nil)
-		if err != nil {
-			return nil, err
-		}
-		if resp.Code == remoting.ConsumerNotOnline {
-			continue
-		}
-		if resp.Code != remoting.Success {
-			return nil, fmt.Errorf("%s: code %d %s", m.Addr, resp.Code, resp.Remark)
-		}
-		var cc struct {
-			ConnectionSet []groupClient `json:"connectionSet"`
-			MessageModel  string        `json:"messageModel"`
-			ConsumeType   string        `json:"consumeType"`
-		}
-		if err := json.Unmarshal(resp.Body, &cc); err != nil {
-			return nil, fmt.Errorf("connections from %s: %w", m.Name, err)
-		}
-		st.MessageModel, st.ConsumeType = cc.MessageModel, cc.ConsumeType
-		for _, c := range cc.ConnectionSet {
-			c.Broker = m.Name
-			st.Clients = append(st.Clients, c)
-		}
-	}
-	return st, nil
-}
-
-// topicStatus gathers a topic's per-queue offsets from its brokers.
-func (a *adm) topicStatus(ctx context.Context, topic string) ([]queueStats, error) {
-	brokers, ok, err := a.route(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("topic %s does not exist", topic)
-	}
-	out := []queueStats{}
-	for _, bq := range brokers {
-		resp, err := a.callOK(ctx, bq.addr, remoting.GetTopicStatsInfo, map[string]string{"topic": topic}, nil)
-		if err != nil {
-			return nil, err
-		}
-		qs, err := parseMQTable(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("topic stats from %s: %w", bq.name, err)
-		}
-		out = append(out, qs...)
-	}
-	sortQueues(out)
-	return out, nil
 }

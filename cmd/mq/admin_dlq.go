@@ -101,75 +101,102 @@ func adminNamesrv() string {
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
-// adminDLQCmd is `mq admin` with the dlq and offset subcommands.
-func adminDLQCmd() *cobra.Command {
-	var ns string
-	var timeout time.Duration
-	cmd := &cobra.Command{Use: "admin", Short: "Administer a running cluster through its name server"}
-	cmd.PersistentFlags().StringVar(&ns, "namesrv", adminNamesrv(), "name server address (env QUIVER_NAMESRV)")
-	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
-	open := func() *admin { a := newAdmin(ns, timeout); a.sign = signer(cmd); return a }
-
+// dlqCmd is `mq admin dlq`: list and resend a group's dead letters.
+func dlqCmd(run runner) *cobra.Command {
 	dlq := &cobra.Command{Use: "dlq", Short: "Inspect and resend a consumer group's dead letters (%DLQ%<group>)"}
 	var group string
 	var max int
 	list := &cobra.Command{
 		Use: "list", Short: "List the dead letters of a group", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a := open()
-			defer a.Close()
-			return a.listDLQ(cmd.Context(), cmd.OutOrStdout(), group, max)
-		},
+		RunE: run(func(ctx context.Context, a *adm) error { return a.listDLQ(ctx, group, max) }),
 	}
 	list.Flags().StringVar(&group, "group", "", "consumer group (required)")
 	list.Flags().IntVar(&max, "max", 1000, "list at most this many")
 	_ = list.MarkFlagRequired("group")
 
 	var msgID string
-	var all bool
+	var all, yes, again bool
 	resend := &cobra.Command{
-		Use: "resend", Short: "Re-deliver dead letters to the group (only) through %RETRY%<group>", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (msgID == "") == !all {
-				return fmt.Errorf("give either --msg-id or --all")
-			}
-			a := open()
-			defer a.Close()
-			return a.resendDLQ(cmd.Context(), cmd.OutOrStdout(), group, msgID)
-		},
+		Use: "resend", Short: "Re-deliver dead letters to the group (only) through %RETRY%<group>; each is marked, a second resend needs --again", Args: cobra.NoArgs,
 	}
-	resend.Flags().StringVar(&group, "group", "", "consumer group (required)")
-	resend.Flags().StringVar(&msgID, "msg-id", "", "message id (UNIQ_KEY, ORIGIN_MESSAGE_ID or offsetMsgId)")
-	resend.Flags().BoolVar(&all, "all", false, "resend every dead letter of the group")
-	_ = resend.MarkFlagRequired("group")
-	dlq.AddCommand(list, resend)
-
-	offset := &cobra.Command{Use: "offset", Short: "Consumer offsets"}
-	var topic, ts string
-	var force bool
-	reset := &cobra.Command{
-		Use: "reset", Short: "Reset a group's offsets on a topic to a time (online consumers are told)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ms, err := parseAdminTime(ts, time.Now())
-			if err != nil {
+	resend.RunE = run(func(ctx context.Context, a *adm) error {
+		if (msgID == "") == !all {
+			return usagef("give either --msg-id or --all")
+		}
+		if all {
+			if err := confirm(resend, yes, "resend every dead letter of group "+group); err != nil {
 				return err
 			}
-			a := open()
-			defer a.Close()
-			return a.resetOffset(cmd.Context(), cmd.OutOrStdout(), group, topic, ms, force)
-		},
-	}
-	reset.Flags().StringVar(&group, "group", "", "consumer group (required)")
-	reset.Flags().StringVar(&topic, "topic", "", "topic (required)")
-	reset.Flags().StringVar(&ts, "timestamp", "", `RFC 3339 time (2026-12-02T10:00:00.000Z), relative to now ("-1h", "-90s"), epoch ms, or "end" (required)`)
-	reset.Flags().BoolVar(&force, "force", true, "also move offsets forward (false: only rewind)")
-	for _, f := range []string{"group", "topic", "timestamp"} {
-		_ = reset.MarkFlagRequired(f)
-	}
-	offset.AddCommand(reset)
+		}
+		return a.resendDLQ(ctx, group, msgID, again)
+	})
+	resend.Flags().StringVar(&group, "group", "", "consumer group (required)")
+	resend.Flags().StringVar(&msgID, "msg-id", "", "message id (UNIQ_KEY, ORIGIN_MESSAGE_ID or offsetMsgId)")
+	resend.Flags().BoolVar(&all, "all", false, "resend every dead letter of the group (asks; --yes in scripts)")
+	resend.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	resend.Flags().BoolVar(&again, "again", false, "also resend dead letters resent before")
+	_ = resend.MarkFlagRequired("group")
+	dlq.AddCommand(list, resend)
+	return dlq
+}
 
-	cmd.AddCommand(dlq, offset)
-	return cmd
+// resetFlags are offset reset's (and resetOffsetByTime's) settings.
+type resetFlags struct {
+	group, topic, ts string
+	force, yes       bool
+}
+
+func (f *resetFlags) bind(c *cobra.Command, short bool) {
+	fs := c.Flags()
+	const tsHelp = `RFC 3339 time (2026-12-02T10:00:00.000Z), relative to now ("-1h", "-90s"), epoch ms, "now" or "end" (required)`
+	const forceHelp = "also move offsets forward; --force=false only rewinds"
+	if short {
+		fs.StringVarP(&f.group, "group", "g", "", "consumer group (required)")
+		fs.StringVarP(&f.topic, "topic", "t", "", "topic (required)")
+		fs.StringVarP(&f.ts, "timestamp", "s", "", tsHelp)
+		fs.BoolVarP(&f.force, "force", "f", true, forceHelp)
+	} else {
+		fs.StringVar(&f.group, "group", "", "consumer group (required)")
+		fs.StringVar(&f.topic, "topic", "", "topic (required)")
+		fs.StringVar(&f.ts, "timestamp", "", tsHelp)
+		fs.BoolVar(&f.force, "force", true, forceHelp)
+	}
+	fs.BoolVar(&f.yes, "yes", false, "do not ask for confirmation")
+	for _, n := range []string{"group", "topic", "timestamp"} {
+		_ = c.MarkFlagRequired(n)
+	}
+}
+
+func (a *adm) runReset(ctx context.Context, c *cobra.Command, f *resetFlags) error {
+	ms, err := parseAdminTime(f.ts, time.Now())
+	if err != nil {
+		return usageError{err}
+	}
+	if _, ok, err := a.route(ctx, f.topic); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("topic %s does not exist", f.topic)
+	}
+	if err := a.mustGroup(ctx, f.group); err != nil {
+		return err
+	}
+	if err := confirm(c, f.yes, fmt.Sprintf("reset the offsets of group %s on topic %s", f.group, f.topic)); err != nil {
+		return err
+	}
+	return a.resetOffset(ctx, f.group, f.topic, ms, f.force)
+}
+
+// offsetCmd is `mq admin offset`.
+func offsetCmd(run runner) *cobra.Command {
+	offset := &cobra.Command{Use: "offset", Short: "Consumer offsets"}
+	f := &resetFlags{}
+	reset := &cobra.Command{
+		Use: "reset", Short: "Reset a group's offsets on a topic to a time (online consumers are told; asks, --yes in scripts)", Args: cobra.NoArgs,
+	}
+	reset.RunE = run(func(ctx context.Context, a *adm) error { return a.runReset(ctx, reset, f) })
+	f.bind(reset, false)
+	offset.AddCommand(reset, cloneOffsetCmd(run, false))
+	return offset
 }
 
 // parseAdminTime reads a point in time as epoch ms (-1 for "end").
@@ -190,84 +217,106 @@ func parseAdminTime(s string, now time.Time) (int64, error) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
 	}
+	// mqadmin's yyyy-MM-dd#HH:mm:ss:SSS, in local time as Java reads it.
+	if t, err := time.ParseInLocation("2006-01-02#15:04:05:000", s, time.Local); err == nil {
+		return t.UnixMilli(), nil
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return 0, fmt.Errorf("timestamp %q: want RFC 3339 (2026-12-02T10:00:00.000Z), -1h style, epoch ms or end", s)
+		return 0, fmt.Errorf("timestamp %q: want RFC 3339 (2026-12-02T10:00:00.000Z), -1h style, epoch ms, yyyy-MM-dd#HH:mm:ss:SSS, now or end", s)
 	}
 	return t.UnixMilli(), nil
 }
 
-func (a *admin) listDLQ(ctx context.Context, w io.Writer, group string, max int) error {
+// deadLetter is one message of a DLQ as dlq list shows it.
+type deadLetter struct {
+	Broker         string `json:"broker"`
+	QueueID        int32  `json:"queueId"`
+	QueueOffset    int64  `json:"queueOffset"`
+	MsgID          string `json:"msgId"`
+	OffsetMsgID    string `json:"offsetMsgId"`
+	Topic          string `json:"topic"`
+	ReconsumeTimes int32  `json:"reconsumeTimes"`
+	StoreTimestamp int64  `json:"storeTimestamp"`
+	Body           string `json:"body"`
+}
+
+func (a *adm) listDLQ(ctx context.Context, group string, max int) error {
 	topic := protocol.DLQTopic(group)
 	brokers, ok, err := a.route(ctx, topic)
 	if err != nil {
 		return err
 	}
+	out := []deadLetter{}
 	if !ok {
-		fmt.Fprintf(w, "no dead letters for group %s (%s does not exist)\n", group, topic)
+		if err := a.mustGroup(ctx, group); err != nil {
+			return err
+		}
+		if a.opts.output == "json" {
+			return a.print(out, "", nil)
+		}
+		fmt.Fprintf(a.w, "no dead letters for group %s (%s does not exist)\n", group, topic)
 		return nil
 	}
-	tw := table(w)
-	fmt.Fprintln(tw, "BROKER\tQUEUE\tOFFSET\tMSG ID\tOFFSET MSG ID\tTOPIC\tRECONSUMES\tSTORED\tBODY")
-	n := 0
 	for _, bq := range brokers {
-		for q := int32(0); q < bq.readQueues && n < max; q++ {
+		for q := int32(0); q < bq.readQueues && len(out) < max; q++ {
 			ext := map[string]string{"topic": topic, "queueId": strconv.Itoa(int(q))}
 			resp, err := a.invoke(ctx, bq.addr, remoting.GetMinOffset, ext)
 			if err != nil {
 				return err
 			}
 			off, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
-			for n < max {
-				resp, err := a.invoke(ctx, bq.addr, remoting.PullMessage, map[string]string{
-					"consumerGroup": "TOOLS_CONSUMER", "topic": topic, "queueId": strconv.Itoa(int(q)),
-					"queueOffset": strconv.FormatInt(off, 10), "maxMsgNums": "32", "sysFlag": "4",
-					"commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG",
-				})
-				if err != nil {
-					return err
-				}
-				if resp.Code != remoting.Success {
-					break
-				}
-				msgs, err := message.DecodeAll(resp.Body)
-				if err != nil {
-					return fmt.Errorf("decode pull from %s: %w", bq.addr, err)
-				}
-				for _, m := range msgs {
-					if n >= max {
-						break
-					}
-					body := string(m.Body)
-					if len(body) > 40 {
-						body = body[:40] + "…"
-					}
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%q\n", bq.name, q, m.QueueOffset, m.UniqKey(), m.MsgID(),
-						m.Properties[message.PropertyRetryTopic], m.ReconsumeTimes, time.UnixMilli(m.StoreTimestamp).UTC().Format(time.RFC3339Nano), body)
-					n++
-				}
-				next, err := strconv.ParseInt(resp.Ext("nextBeginOffset"), 10, 64)
-				if err != nil || next <= off || len(msgs) == 0 {
-					break
-				}
-				off = next
+			msgs, err := a.pullFrom(ctx, bq, q, topic, off, max-len(out))
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				out = append(out, deadLetter{Broker: bq.name, QueueID: q, QueueOffset: m.QueueOffset, MsgID: m.MsgID, OffsetMsgID: m.OffsetMsgID,
+					Topic: m.Properties[message.PropertyRetryTopic], ReconsumeTimes: m.ReconsumeTimes, StoreTimestamp: m.StoreTimestamp, Body: m.Body})
 			}
 		}
 	}
-	if err := tw.Flush(); err != nil {
+	if a.opts.output == "json" {
+		return a.print(out, "", nil)
+	}
+	rows := make([][]string, 0, len(out))
+	for _, d := range out {
+		body := d.Body
+		if len(body) > 40 {
+			body = body[:40] + "…"
+		}
+		rows = append(rows, []string{d.Broker, strconv.Itoa(int(d.QueueID)), i64(d.QueueOffset), d.MsgID, d.OffsetMsgID, d.Topic,
+			strconv.Itoa(int(d.ReconsumeTimes)), fmtMs(d.StoreTimestamp), strconv.Quote(body)})
+	}
+	if err := a.print(nil, "BROKER\tQUEUE\tOFFSET\tMSG ID\tOFFSET MSG ID\tTOPIC\tRECONSUMES\tSTORED\tBODY", rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d dead letter(s) in %s\n", n, topic)
+	fmt.Fprintf(a.w, "%d dead letter(s) in %s\n", len(out), topic)
 	return nil
 }
 
-func (a *admin) resendDLQ(ctx context.Context, w io.Writer, group, msgID string) error {
+// resendReport is dlq resend's answer.
+type resendReport struct {
+	Group   string         `json:"group"`
+	Resent  []resentLetter `json:"resent"`
+	Skipped []resentLetter `json:"skipped"` // resent before; --again resends them
+}
+
+type resentLetter struct {
+	Broker string `json:"broker"`
+	retry.Resent
+}
+
+func (a *adm) resendDLQ(ctx context.Context, group, msgID string, again bool) error {
 	topic := protocol.DLQTopic(group)
 	brokers, ok, err := a.route(ctx, topic)
 	if err != nil {
 		return err
 	}
 	if !ok {
+		if err := a.mustGroup(ctx, group); err != nil {
+			return err
+		}
 		return fmt.Errorf("no dead letters for group %s (%s does not exist)", group, topic)
 	}
 	ext := map[string]string{"group": group}
@@ -276,17 +325,20 @@ func (a *admin) resendDLQ(ctx context.Context, w io.Writer, group, msgID string)
 	} else {
 		ext["all"] = "true"
 	}
-	tw := table(w)
-	fmt.Fprintln(tw, "BROKER\tMSG ID\tDEAD LETTER\tTOPIC\tNEW OFFSET MSG ID")
-	n := 0
-	var notFound []string
+	if again {
+		ext["again"] = "true"
+	}
+	rep := resendReport{Group: group, Resent: []resentLetter{}, Skipped: []resentLetter{}}
 	for _, bq := range brokers {
-		resp, err := a.invoke(ctx, bq.addr, retry.ResendDLQ, ext)
+		e := make(map[string]string, len(ext))
+		for k, v := range ext {
+			e[k] = v
+		}
+		resp, err := a.invoke(ctx, bq.addr, retry.ResendDLQ, e)
 		if err != nil {
 			return err
 		}
 		if resp.Code == remoting.QueryNotFound {
-			notFound = append(notFound, bq.name)
 			continue
 		}
 		if resp.Code != remoting.Success {
@@ -297,20 +349,33 @@ func (a *admin) resendDLQ(ctx context.Context, w io.Writer, group, msgID string)
 			return fmt.Errorf("resend on %s: %w", bq.name, err)
 		}
 		for _, r := range res.Resent {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", bq.name, r.MsgID, r.OffsetMsgID, r.Topic, r.NewOffset)
-			n++
+			rep.Resent = append(rep.Resent, resentLetter{bq.name, r})
+		}
+		for _, r := range res.Skipped {
+			rep.Skipped = append(rep.Skipped, resentLetter{bq.name, r})
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if msgID != "" && n == 0 {
+	if msgID != "" && len(rep.Resent) == 0 {
+		if len(rep.Skipped) > 0 {
+			return fmt.Errorf("dead letter %s of group %s was resent before (marked %s); resend it again with --again", msgID, group, retry.PropertyResentFromDLQ)
+		}
 		return fmt.Errorf("no dead letter %s in %s", msgID, topic)
 	}
-	if len(notFound) > 0 {
-		fmt.Fprintf(w, "no dead letters of group %s on broker(s) %s\n", group, strings.Join(notFound, ", "))
+	if a.opts.output == "json" {
+		return a.print(rep, "", nil)
 	}
-	fmt.Fprintf(w, "%d dead letter(s) resent to %s\n", n, protocol.RetryTopic(group))
+	rows := make([][]string, 0, len(rep.Resent))
+	for _, r := range rep.Resent {
+		rows = append(rows, []string{r.Broker, r.MsgID, r.OffsetMsgID, r.Topic, r.NewOffset})
+	}
+	if err := a.print(nil, "BROKER\tMSG ID\tDEAD LETTER\tTOPIC\tNEW OFFSET MSG ID", rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.w, "%d dead letter(s) resent to %s", len(rep.Resent), protocol.RetryTopic(group))
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintf(a.w, "; %d resent before and skipped (--again resends them)", len(rep.Skipped))
+	}
+	fmt.Fprintln(a.w)
 	return nil
 }
 
@@ -318,7 +383,15 @@ func (a *admin) resendDLQ(ctx context.Context, w io.Writer, group, msgID string)
 // pair of a fastjson offset table.
 var offsetEntry = regexp.MustCompile(`\{"brokerName":"([^"]*)","queueId":(\d+),"topic":"([^"]*)"\}:(-?\d+)`)
 
-func (a *admin) resetOffset(ctx context.Context, w io.Writer, group, topic string, ts int64, force bool) error {
+// resetQueue is one queue's offset after a reset.
+type resetQueue struct {
+	Broker  string `json:"brokerName"`
+	QueueID int    `json:"queueId"`
+	Topic   string `json:"topic"`
+	Offset  int64  `json:"offset"`
+}
+
+func (a *adm) resetOffset(ctx context.Context, group, topic string, ts int64, force bool) error {
 	brokers, ok, err := a.route(ctx, topic)
 	if err != nil {
 		return err
@@ -330,8 +403,7 @@ func (a *admin) resetOffset(ctx context.Context, w io.Writer, group, topic strin
 	if ts >= 0 {
 		when = time.UnixMilli(ts).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
-	tw := table(w)
-	fmt.Fprintln(tw, "BROKER\tQUEUE\tOFFSET")
+	out := []resetQueue{}
 	told := 0
 	for _, bq := range brokers {
 		resp, err := a.invoke(ctx, bq.addr, remoting.InvokeBrokerToResetOffset, map[string]string{
@@ -344,14 +416,29 @@ func (a *admin) resetOffset(ctx context.Context, w io.Writer, group, topic strin
 			return fmt.Errorf("reset on %s: code %d %s", bq.name, resp.Code, resp.Remark)
 		}
 		for _, m := range offsetEntry.FindAllStringSubmatch(string(resp.Body), -1) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", m[1], m[2], m[4])
+			q, _ := strconv.Atoi(m[2])
+			off, _ := strconv.ParseInt(m[4], 10, 64)
+			out = append(out, resetQueue{Broker: m[1], QueueID: q, Topic: m[3], Offset: off})
 		}
 		n, _ := strconv.Atoi(resp.Ext("consumersNotified"))
 		told += n
 	}
-	if err := tw.Flush(); err != nil {
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Broker != out[j].Broker {
+			return out[i].Broker < out[j].Broker
+		}
+		return out[i].QueueID < out[j].QueueID
+	})
+	if a.opts.output == "json" {
+		return a.print(map[string]any{"group": group, "topic": topic, "timestamp": ts, "force": force, "queues": out, "consumersNotified": told}, "", nil)
+	}
+	rows := make([][]string, 0, len(out))
+	for _, q := range out {
+		rows = append(rows, []string{q.Broker, strconv.Itoa(q.QueueID), i64(q.Offset)})
+	}
+	if err := a.print(nil, "BROKER\tQUEUE\tOFFSET", rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "group %s on %s reset to %s; %d online consumer(s) told\n", group, topic, when, told)
+	fmt.Fprintf(a.w, "group %s on %s reset to %s; %d online consumer(s) told\n", group, topic, when, told)
 	return nil
 }

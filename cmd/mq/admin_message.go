@@ -95,20 +95,7 @@ func messageCmd(run runner) *cobra.Command {
 	var id, idTopic string
 	get := &cobra.Command{
 		Use: "get", Short: "A message by its msgId or offsetMsgId (VIEW_MESSAGE_BY_ID on a registered broker, else QUERY_MESSAGE by unique key)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			found, err := a.messagesByID(ctx, id, idTopic)
-			if err != nil {
-				return err
-			}
-			if err := a.printMessage(found[0]); err != nil {
-				return err
-			}
-			if len(found) > 1 && a.opts.output != "json" {
-				fmt.Fprintf(a.w, "\n%d more message(s) carry this id:\n", len(found)-1)
-				return a.printMessages(found[1:])
-			}
-			return nil
-		}),
+		RunE: run(func(ctx context.Context, a *adm) error { return a.getMessage(ctx, id, idTopic) }),
 	}
 	get.Flags().StringVar(&id, "id", "", "msgId (SendResult.MsgID, the UNIQ_KEY) or offsetMsgId (required)")
 	get.Flags().StringVar(&idTopic, "topic", "", "look a msgId up in this topic only (default: every topic of the cluster)")
@@ -118,24 +105,7 @@ func messageCmd(run runner) *cobra.Command {
 	var maxNum int
 	query := &cobra.Command{
 		Use: "query", Short: "Messages of a topic by key or UNIQ_KEY within a time range (QUERY_MESSAGE)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			now := time.Now()
-			b, err := parseAdminTime(begin, now)
-			if err != nil {
-				return err
-			}
-			e := now.UnixMilli()
-			if end != "" {
-				if e, err = parseAdminTime(end, now); err != nil {
-					return err
-				}
-			}
-			out, err := a.queryMessages(ctx, topic, key, b, e, maxNum)
-			if err != nil {
-				return err
-			}
-			return a.printMessages(out)
-		}),
+		RunE: run(func(ctx context.Context, a *adm) error { return a.queryCmd(ctx, topic, key, begin, end, maxNum) }),
 	}
 	query.Flags().StringVar(&topic, "topic", "", "topic (required)")
 	query.Flags().StringVar(&key, "key", "", "message key or msgId (UNIQ_KEY) (required)")
@@ -146,84 +116,73 @@ func messageCmd(run runner) *cobra.Command {
 		_ = query.MarkFlagRequired(f)
 	}
 
-	var body, tags, keys, group string
-	var props []string
+	sf := &sendFlags{}
 	send := &cobra.Command{
-		Use: "send", Short: "Send one message (SEND_MESSAGE) to the first writable queue of the topic", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			q, err := a.writeQueue(ctx, topic)
-			if err != nil {
-				return err
-			}
-			p := message.Properties{message.PropertyUniqKey: client.NewUniqID(), "WAIT": "true"}
-			if tags != "" {
-				p[message.PropertyTags] = tags
-			}
-			if keys != "" {
-				p[message.PropertyKeys] = keys
-			}
-			for _, kv := range props {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return fmt.Errorf("--property %q: want key=value", kv)
-				}
-				p[k] = v
-			}
-			ext := map[string]string{
-				"producerGroup": group, "topic": topic, "defaultTopic": protocol.AutoCreateTopic, "defaultTopicQueueNums": "4",
-				"queueId": strconv.Itoa(int(q.id)), "sysFlag": "0", "bornTimestamp": i64(time.Now().UnixMilli()), "flag": "0",
-				"properties": p.Encode(), "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
-			}
-			resp, err := a.callOK(ctx, q.addr, remoting.SendMessage, ext, []byte(body))
-			if err != nil {
-				return err
-			}
-			res := map[string]any{"topic": topic, "queueId": q.id, "queueOffset": resp.Ext("queueOffset"), "msgId": p[message.PropertyUniqKey], "offsetMsgId": resp.Ext("msgId"), "broker": q.addr}
-			return a.print(res, "TOPIC\tBROKER\tQUEUE\tOFFSET\tMSG ID\tOFFSET MSG ID",
-				[][]string{{topic, q.addr, strconv.Itoa(int(q.id)), resp.Ext("queueOffset"), p[message.PropertyUniqKey], resp.Ext("msgId")}})
-		}),
+		Use: "send", Short: "Send one message (SEND_MESSAGE): to --broker/--queue, by --sharding-key, or the first writable queue", Args: cobra.NoArgs,
+		RunE: run(func(ctx context.Context, a *adm) error { return a.sendCmd(ctx, sf) }),
 	}
-	send.Flags().StringVar(&topic, "topic", "", "topic (required)")
-	send.Flags().StringVar(&body, "body", "", "message body")
-	send.Flags().StringVar(&tags, "tags", "", "tag")
-	send.Flags().StringVar(&keys, "keys", "", "keys (space separated)")
-	send.Flags().StringVar(&group, "group", "TOOLS_PRODUCER", "producer group")
-	send.Flags().StringArrayVar(&props, "property", nil, "user property key=value (repeatable)")
-	_ = send.MarkFlagRequired("topic")
+	sf.bind(send, false)
 
-	var from, at string
-	var offset int64
-	var limit int
+	cf := &msgConsumeFlags{}
 	consume := &cobra.Command{
-		Use: "consume", Short: "Read messages from every queue of a topic (PULL_MESSAGE, nothing committed)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, a *adm) error {
-			var ts int64
-			switch from {
-			case "offset":
-			case "time":
-				var err error
-				if ts, err = parseAdminTime(at, time.Now()); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("--from %q: want offset or time", from)
-			}
-			out, err := a.readMessages(ctx, topic, from == "time", offset, ts, limit)
-			if err != nil {
-				return err
-			}
-			return a.printMessages(out)
-		}),
+		Use: "consume", Short: "Read messages of a topic (PULL_MESSAGE, nothing committed): every queue or --broker/--queue, from an offset or a time, to --end, filtered by --tag or --sql", Args: cobra.NoArgs,
+		RunE: run(func(ctx context.Context, a *adm) error { return a.consumeCmd(ctx, cf) }),
 	}
-	consume.Flags().StringVar(&topic, "topic", "", "topic (required)")
-	consume.Flags().StringVar(&from, "from", "offset", "offset | time")
-	consume.Flags().Int64Var(&offset, "offset", 0, "with --from offset: first queue offset (clamped to each queue's minimum)")
-	consume.Flags().StringVar(&at, "timestamp", "-1h", "with --from time: RFC 3339, -1h style or epoch ms")
-	consume.Flags().IntVar(&limit, "max", 100, "stop after this many messages")
-	_ = consume.MarkFlagRequired("topic")
+	cf.bind(consume, false)
 
 	cmd.AddCommand(get, query, send, consume)
 	return cmd
+}
+
+func (a *adm) getMessage(ctx context.Context, id, topic string) error {
+	found, err := a.messagesByID(ctx, id, topic)
+	if err != nil {
+		return err
+	}
+	if err := a.printMessage(found[0]); err != nil {
+		return err
+	}
+	if len(found) > 1 && a.opts.output != "json" {
+		fmt.Fprintf(a.w, "\n%d more message(s) carry this id:\n", len(found)-1)
+		return a.printMessages(found[1:])
+	}
+	return nil
+}
+
+func (a *adm) queryCmd(ctx context.Context, topic, key, begin, end string, maxNum int) error {
+	now := time.Now()
+	b, err := parseAdminTime(begin, now)
+	if err != nil {
+		return usageError{err}
+	}
+	e := now.UnixMilli()
+	if end != "" {
+		if e, err = parseAdminTime(end, now); err != nil {
+			return usageError{err}
+		}
+	}
+	if _, ok, err := a.route(ctx, topic); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("topic %s does not exist", topic)
+	}
+	out, err := a.queryMessages(ctx, topic, key, b, e, maxNum)
+	if err != nil {
+		return err
+	}
+	return a.printMessages(out)
+}
+
+// messageAtOffset prints the message at one queue offset of a broker.
+func (a *adm) messageAtOffset(ctx context.Context, topic, broker string, queue int, offset int64) error {
+	out, err := a.readFiltered(ctx, readSpec{topic: topic, offset: offset, limit: 1, broker: broker, queue: queue, exprType: "TAG", expr: "*"})
+	if err != nil {
+		return err
+	}
+	if len(out) == 0 || out[0].QueueOffset != offset {
+		return fmt.Errorf("no message at offset %d of %s queue %d on %s", offset, topic, queue, broker)
+	}
+	return a.printMessage(out[0])
 }
 
 // messagesByID finds the messages an id names (client/admin's
@@ -248,12 +207,18 @@ func (a *adm) messagesByID(ctx context.Context, id, topic string) ([]messageView
 // pullFrom reads up to n messages of one queue from off, without
 // committing anything.
 func (a *adm) pullFrom(ctx context.Context, bq brokerQueues, q int32, topic string, off int64, n int) ([]messageView, error) {
+	return a.pullFiltered(ctx, bq, q, topic, off, n, "TAG", "*")
+}
+
+// pullFiltered is pullFrom with a subscription (TAG or SQL92) the broker
+// filters by.
+func (a *adm) pullFiltered(ctx context.Context, bq brokerQueues, q int32, topic string, off int64, n int, exprType, expr string) ([]messageView, error) {
 	var out []messageView
 	for len(out) < n {
 		resp, err := a.call(ctx, bq.addr, remoting.PullMessage, map[string]string{
 			"consumerGroup": "TOOLS_CONSUMER", "topic": topic, "queueId": strconv.Itoa(int(q)),
 			"queueOffset": i64(off), "maxMsgNums": strconv.Itoa(min(n-len(out), 32)), "sysFlag": "4",
-			"commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG",
+			"commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": expr, "subVersion": "0", "expressionType": exprType,
 		}, nil)
 		if err != nil {
 			return nil, err
@@ -325,7 +290,7 @@ func aclCmd(o *adminOpts, run runner) *cobra.Command {
 		},
 	}
 	sign.Flags().StringVar(&bodyFile, "body-file", "", "file holding the request body")
-	cmd.AddCommand(sign, aclWhitelistCmd(run)) // admin_acl.go
+	cmd.AddCommand(append([]*cobra.Command{sign, aclWhitelistCmd(run)}, aclAdminCmds(run)...)...) // admin_acl.go, admin_aclops.go
 	return cmd
 }
 
@@ -370,41 +335,324 @@ func (a *adm) queryMessages(ctx context.Context, topic, key string, b, e int64, 
 // readMessages reads up to limit messages of every queue of topic, from
 // offset (clamped to each queue's minimum) or from the first message
 // stored at or after ts (epoch ms) when byTime. Nothing is committed.
+// msgConsumeFlags are message consume's (and consumeMessage's) settings.
+type msgConsumeFlags struct {
+	topic, from, at, end, broker, tag, sql, group string
+	offset                                        int64
+	queue, limit                                  int
+}
+
+func (f *msgConsumeFlags) bind(c *cobra.Command, short bool) {
+	fs := c.Flags()
+	if short { // mqadmin consumeMessage
+		fs.StringVarP(&f.topic, "topic", "t", "", "topic (required)")
+		fs.StringVarP(&f.broker, "broker", "b", "", "only this broker (name or address)")
+		fs.IntVarP(&f.queue, "queue", "i", -1, "only this queue id")
+		fs.Int64VarP(&f.offset, "offset", "o", 0, "first queue offset")
+		fs.StringVarP(&f.at, "begin", "s", "", "first store time (RFC 3339, -1h, epoch ms); reads by time when given")
+		fs.StringVarP(&f.end, "end", "e", "", "last store time")
+		fs.IntVarP(&f.limit, "count", "c", 128, "stop after this many messages")
+		fs.StringVarP(&f.group, "group", "g", "", "accepted for mqadmin compatibility; nothing is committed")
+		f.from = ""
+	} else {
+		fs.StringVar(&f.topic, "topic", "", "topic (required)")
+		fs.StringVar(&f.from, "from", "offset", "offset | time")
+		fs.Int64Var(&f.offset, "offset", 0, "with --from offset: first queue offset (clamped to each queue's minimum)")
+		fs.StringVar(&f.at, "timestamp", "-1h", "with --from time: RFC 3339, -1h style or epoch ms")
+		fs.StringVar(&f.end, "end", "", "stop at messages stored after this time")
+		fs.IntVar(&f.limit, "max", 100, "stop after this many messages")
+		fs.StringVar(&f.broker, "broker", "", "only this broker (name or address)")
+		fs.IntVar(&f.queue, "queue", -1, "only this queue id")
+	}
+	fs.StringVar(&f.tag, "tag", "", "only messages with these tags (TagA || TagB)")
+	fs.StringVar(&f.sql, "sql", "", "only messages matching this SQL92 expression (the broker must enable SQL92 filtering)")
+	_ = c.MarkFlagRequired("topic")
+}
+
+func (a *adm) consumeCmd(ctx context.Context, f *msgConsumeFlags) error {
+	now := time.Now()
+	r := readSpec{topic: f.topic, offset: f.offset, limit: f.limit, broker: f.broker, queue: f.queue, exprType: "TAG", expr: "*"}
+	switch f.from {
+	case "offset":
+	case "time":
+		r.byTime = true
+	case "": // mqadmin: by time when -s is given
+		r.byTime = f.at != ""
+	default:
+		return usagef("--from %q: want offset or time", f.from)
+	}
+	if r.byTime {
+		ts, err := parseAdminTime(f.at, now)
+		if err != nil {
+			return usageError{err}
+		}
+		r.ts = ts
+	}
+	if f.end != "" {
+		ts, err := parseAdminTime(f.end, now)
+		if err != nil {
+			return usageError{err}
+		}
+		r.end = ts
+	}
+	switch {
+	case f.tag != "" && f.sql != "":
+		return usagef("give --tag or --sql, not both")
+	case f.tag != "":
+		r.expr = f.tag
+	case f.sql != "":
+		r.exprType, r.expr = "SQL92", f.sql
+	}
+	if f.limit <= 0 {
+		return usagef("the message count must be positive")
+	}
+	out, err := a.readFiltered(ctx, r)
+	if err != nil {
+		return err
+	}
+	return a.printMessages(out)
+}
+
+// readSpec says which messages message consume reads.
+type readSpec struct {
+	topic          string
+	byTime         bool
+	offset, ts     int64
+	end            int64 // store time limit (ms), 0 none
+	limit          int
+	broker         string // only this broker (name or address)
+	queue          int    // only this queue, -1 every
+	exprType, expr string // TAG * by default
+}
+
 func (a *adm) readMessages(ctx context.Context, topic string, byTime bool, offset, ts int64, limit int) ([]messageView, error) {
-	brokers, ok, err := a.route(ctx, topic)
+	return a.readFiltered(ctx, readSpec{topic: topic, byTime: byTime, offset: offset, ts: ts, limit: limit, queue: -1, exprType: "TAG", expr: "*"})
+}
+
+func (a *adm) readFiltered(ctx context.Context, r readSpec) ([]messageView, error) {
+	brokers, ok, err := a.route(ctx, r.topic)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("topic %s does not exist", topic)
+		return nil, fmt.Errorf("topic %s does not exist", r.topic)
 	}
-	var out []messageView
+	out := []messageView{}
+	matched := false
 	for _, bq := range brokers {
-		for q := int32(0); q < bq.readQueues && len(out) < limit; q++ {
-			qext := map[string]string{"topic": topic, "queueId": strconv.Itoa(int(q))}
+		if r.broker != "" && r.broker != bq.name && r.broker != bq.addr {
+			continue
+		}
+		matched = true
+		if r.queue >= int(bq.readQueues) {
+			return nil, fmt.Errorf("topic %s has no queue %d on %s (%d read queues)", r.topic, r.queue, bq.name, bq.readQueues)
+		}
+		for q := int32(0); q < bq.readQueues && len(out) < r.limit; q++ {
+			if r.queue >= 0 && int(q) != r.queue {
+				continue
+			}
+			qext := map[string]string{"topic": r.topic, "queueId": strconv.Itoa(int(q))}
 			resp, err := a.callOK(ctx, bq.addr, remoting.GetMinOffset, qext, nil)
 			if err != nil {
 				return nil, err
 			}
 			start, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
-			if !byTime {
-				start = max(start, offset)
+			if !r.byTime {
+				start = max(start, r.offset)
 			} else {
-				qext["timestamp"] = i64(ts)
+				qext["timestamp"] = i64(r.ts)
 				resp, err := a.callOK(ctx, bq.addr, remoting.SearchOffsetByTimestamp, qext, nil)
 				if err != nil {
 					return nil, err
 				}
 				start, _ = strconv.ParseInt(resp.Ext("offset"), 10, 64)
 			}
-			msgs, err := a.pullFrom(ctx, bq, q, topic, start, limit-len(out))
+			msgs, err := a.pullFiltered(ctx, bq, q, r.topic, start, r.limit-len(out), r.exprType, r.expr)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, msgs...)
+			for _, m := range msgs {
+				if r.end > 0 && m.StoreTimestamp > r.end {
+					break
+				}
+				out = append(out, m)
+			}
 		}
 	}
+	if !matched {
+		return nil, fmt.Errorf("topic %s is not served by broker %s", r.topic, r.broker)
+	}
 	return out, nil
+}
+
+// sendFlags are message send's (and sendMessage's) settings.
+type sendFlags struct {
+	topic, body, tags, keys, group, broker, sharding string
+	queue                                            int
+	props                                            []string
+}
+
+func (f *sendFlags) bind(c *cobra.Command, short bool) {
+	fs := c.Flags()
+	if short {
+		fs.StringVarP(&f.topic, "topic", "t", "", "topic (required)")
+		fs.StringVarP(&f.body, "body", "p", "", "message body")
+		fs.StringVarP(&f.keys, "keys", "k", "", "keys (space separated)")
+		fs.StringVarP(&f.tags, "tags", "c", "", "tag")
+		fs.StringVarP(&f.broker, "broker", "b", "", "send to this broker (name or address)")
+		fs.IntVarP(&f.queue, "queue", "i", -1, "send to this queue id (with --broker)")
+	} else {
+		fs.StringVar(&f.topic, "topic", "", "topic (required)")
+		fs.StringVar(&f.body, "body", "", "message body")
+		fs.StringVar(&f.keys, "keys", "", "keys (space separated)")
+		fs.StringVar(&f.tags, "tags", "", "tag")
+		fs.StringVar(&f.broker, "broker", "", "send to this broker (name or address)")
+		fs.IntVar(&f.queue, "queue", -1, "send to this queue id (default: the first writable queue, or --sharding-key's)")
+	}
+	fs.StringVar(&f.group, "group", "TOOLS_PRODUCER", "producer group")
+	fs.StringVar(&f.sharding, "sharding-key", "", "choose the queue by this key's hash (orderly sends of one key land on one queue)")
+	fs.StringArrayVar(&f.props, "property", nil, "user property key=value (repeatable)")
+	_ = c.MarkFlagRequired("topic")
+}
+
+// sendSpec is one message to send; queue -1 lets the tool choose.
+type sendSpec struct {
+	topic, body, tags, keys, group, broker, sharding string
+	queue                                            int
+	props                                            message.Properties
+}
+
+// sendResult is a send's answer.
+type sendResult struct {
+	Topic       string `json:"topic"`
+	Broker      string `json:"broker"`
+	QueueID     int32  `json:"queueId"`
+	QueueOffset string `json:"queueOffset"`
+	MsgID       string `json:"msgId"`
+	OffsetMsgID string `json:"offsetMsgId"`
+}
+
+func (a *adm) sendCmd(ctx context.Context, f *sendFlags) error {
+	p := message.Properties{}
+	for _, kv := range f.props {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return usagef("--property %q: want key=value", kv)
+		}
+		p[k] = v
+	}
+	if f.sharding != "" && f.queue >= 0 {
+		return usagef("give --queue or --sharding-key, not both")
+	}
+	res, err := a.sendOne(ctx, sendSpec{topic: f.topic, body: f.body, tags: f.tags, keys: f.keys, group: f.group, broker: f.broker, sharding: f.sharding, queue: f.queue, props: p})
+	if err != nil {
+		return err
+	}
+	v := map[string]any{"topic": res.Topic, "queueId": res.QueueID, "queueOffset": res.QueueOffset, "msgId": res.MsgID, "offsetMsgId": res.OffsetMsgID, "broker": res.Broker}
+	return a.print(v, "TOPIC\tBROKER\tQUEUE\tOFFSET\tMSG ID\tOFFSET MSG ID",
+		[][]string{{res.Topic, res.Broker, strconv.Itoa(int(res.QueueID)), res.QueueOffset, res.MsgID, res.OffsetMsgID}})
+}
+
+// sendOne sends one message to the queue s names.
+func (a *adm) sendOne(ctx context.Context, s sendSpec) (*sendResult, error) {
+	q, err := a.chooseQueue(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	p := message.Properties{message.PropertyUniqKey: client.NewUniqID(), "WAIT": "true"}
+	for k, v := range s.props {
+		p[k] = v
+	}
+	if s.tags != "" {
+		p[message.PropertyTags] = s.tags
+	}
+	if s.keys != "" {
+		p[message.PropertyKeys] = s.keys
+	}
+	ext := map[string]string{
+		"producerGroup": s.group, "topic": s.topic, "defaultTopic": protocol.AutoCreateTopic, "defaultTopicQueueNums": "4",
+		"queueId": strconv.Itoa(int(q.id)), "sysFlag": "0", "bornTimestamp": i64(time.Now().UnixMilli()), "flag": "0",
+		"properties": p.Encode(), "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+	}
+	resp, err := a.callOK(ctx, q.addr, remoting.SendMessage, ext, []byte(s.body))
+	if err != nil {
+		return nil, err
+	}
+	return &sendResult{Topic: s.topic, Broker: q.addr, QueueID: q.id, QueueOffset: resp.Ext("queueOffset"), MsgID: p[message.PropertyUniqKey], OffsetMsgID: resp.Ext("msgId")}, nil
+}
+
+// chooseQueue picks the queue of a send: the one given, the sharding
+// key's, or the first writable one.
+func (a *adm) chooseQueue(ctx context.Context, s sendSpec) (benchQueue, error) {
+	if s.broker == "" && s.queue < 0 && s.sharding == "" {
+		return a.writeQueue(ctx, s.topic)
+	}
+	rd, err := a.routeData(ctx, s.topic)
+	if err != nil {
+		return benchQueue{}, err
+	}
+	addrs := map[string]string{}
+	for _, bd := range rd.BrokerDatas {
+		addrs[bd.BrokerName] = bd.BrokerAddrs[protocol.MasterID]
+	}
+	sort.Slice(rd.QueueDatas, func(i, j int) bool { return rd.QueueDatas[i].BrokerName < rd.QueueDatas[j].BrokerName })
+	var all []benchQueue
+	for _, qd := range rd.QueueDatas {
+		addr := addrs[qd.BrokerName]
+		if addr == "" || qd.Perm&protocol.PermWrite == 0 || (s.broker != "" && s.broker != qd.BrokerName && s.broker != addr) {
+			continue
+		}
+		for i := int32(0); i < qd.WriteQueueNums; i++ {
+			all = append(all, benchQueue{addr: addr, id: i})
+		}
+	}
+	if len(all) == 0 {
+		return benchQueue{}, fmt.Errorf("topic %s has no writable queue on %s", s.topic, orAny(s.broker))
+	}
+	switch {
+	case s.queue >= 0:
+		for _, q := range all {
+			if int(q.id) == s.queue {
+				return q, nil
+			}
+		}
+		return benchQueue{}, fmt.Errorf("topic %s has no writable queue %d on %s", s.topic, s.queue, orAny(s.broker))
+	case s.sharding != "":
+		// As the Java client's SelectMessageQueueByHash.
+		v := javaStringHash(s.sharding) % int32(len(all))
+		if v < 0 {
+			v = -v
+		}
+		return all[v], nil
+	}
+	return all[0], nil
+}
+
+func orAny(broker string) string {
+	if broker == "" {
+		return "any broker"
+	}
+	return broker
+}
+
+// javaStringHash is Java's String.hashCode.
+func javaStringHash(s string) int32 {
+	var h int32
+	for _, r := range s {
+		if r > 0xFFFF {
+			r1, r2 := utf16Pair(r)
+			h = 31*h + int32(r1)
+			h = 31*h + int32(r2)
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	return h
+}
+
+func utf16Pair(r rune) (rune, rune) {
+	r -= 0x10000
+	return 0xD800 + (r>>10)&0x3FF, 0xDC00 + r&0x3FF
 }
 
 // writeQueue is the first writable queue of topic, or of TBW102 (the

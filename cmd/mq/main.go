@@ -21,7 +21,7 @@ func main() {
 			os.Exit(int(ec))
 		}
 		fmt.Fprintln(os.Stderr, "mq:", err)
-		os.Exit(1)
+		os.Exit(exitCodeOf(err)) // admin_exit.go: 1 failed, 2 usage
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
@@ -23,7 +24,15 @@ type Resent struct {
 type ResendResult struct {
 	Group  string   `json:"group"`
 	Resent []Resent `json:"resent"`
+	// Skipped were resent before (their copy in the retry topic carries
+	// PropertyResentFromDLQ); a request with again=true resends them.
+	Skipped []Resent `json:"skipped,omitempty"`
 }
+
+// PropertyResentFromDLQ marks the copy of a dead letter resent to the
+// retry topic with the dead letter's offsetMsgId, so that a second
+// resend of the same dead letter is noticed.
+const PropertyResentFromDLQ = "RESENT_FROM_DLQ"
 
 // matchesID reports whether a dead letter is the one an operator named.
 func matchesID(m *message.Ext, id string) bool {
@@ -38,6 +47,7 @@ func revive(m *message.Ext, retryTopic string) *message.Ext {
 	if p[message.PropertyRetryTopic] == "" {
 		p[message.PropertyRetryTopic] = m.Topic
 	}
+	p[PropertyResentFromDLQ] = m.MsgID()
 	return &message.Ext{
 		Message: message.Message{Topic: retryTopic, Flag: m.Flag, Properties: p, Body: m.Body},
 		SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp, BornHost: m.BornHost,
@@ -55,11 +65,11 @@ func (s *Service) handleResend(ctx context.Context, p *remoting.Peer, req *remot
 	if (id == "") == !all {
 		return remoting.Errorf(req, remoting.SystemError, "give either msgId or all=true")
 	}
-	res, err := s.Resend(ctx, group, id)
+	res, err := s.resend(ctx, group, id, req.ExtFields["again"] == "true")
 	if err != nil {
 		return s.b.ErrorResponse(req, err)
 	}
-	if id != "" && len(res.Resent) == 0 {
+	if id != "" && len(res.Resent) == 0 && len(res.Skipped) == 0 {
 		return remoting.Errorf(req, remoting.QueryNotFound, fmt.Sprintf("no dead letter %s in %s", id, protocol.DLQTopic(group)))
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
@@ -71,6 +81,30 @@ func (s *Service) handleResend(ctx context.Context, p *remoting.Peer, req *remot
 // when id is empty) to %RETRY%<group>, so only that group consumes them
 // again, with their reconsume count reset.
 func (s *Service) Resend(ctx context.Context, group, id string) (*ResendResult, error) {
+	return s.resend(ctx, group, id, true)
+}
+
+// resentBefore reports whether the retry topic holds a copy of dead
+// letter m resent earlier (found by its UNIQ_KEY in the key index).
+func (s *Service) resentBefore(ctx context.Context, retryTopic string, m *message.Ext) bool {
+	ki, ok := s.b.Store().(store.KeyIndexer)
+	if !ok || m.UniqKey() == "" {
+		return false
+	}
+	recs, err := ki.QueryByKey(ctx, retryTopic, m.UniqKey(), m.StoreTimestamp, math.MaxInt64, 64)
+	if err != nil {
+		return false
+	}
+	for _, rec := range recs {
+		c, _, err := message.DecodeStored(rec)
+		if err == nil && c.Properties[PropertyResentFromDLQ] == m.MsgID() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Service) resend(ctx context.Context, group, id string, again bool) (*ResendResult, error) {
 	out := &ResendResult{Group: group, Resent: []Resent{}}
 	q := store.Queue{Topic: protocol.DLQTopic(group)}
 	if _, ok := s.b.TopicConfig(q.Topic); !ok {
@@ -106,6 +140,10 @@ func (s *Service) Resend(ctx context.Context, group, id string) (*ResendResult, 
 				continue
 			}
 			if id != "" && !matchesID(m, id) {
+				continue
+			}
+			if !again && s.resentBefore(ctx, retryTopic, m) {
+				out.Skipped = append(out.Skipped, Resent{MsgID: m.UniqKey(), OffsetMsgID: m.MsgID(), Topic: m.Properties[message.PropertyRetryTopic]})
 				continue
 			}
 			nm := revive(m, retryTopic)

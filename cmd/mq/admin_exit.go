@@ -1,0 +1,145 @@
+package main
+
+// mq admin's exit codes, confirmations and connection hints.
+//
+// Exit codes (docs/guide/admin.md): 0 the command did what it says; 1 it
+// failed (unknown topic or group, refused by the broker, unreachable
+// cluster); 2 usage (unknown flag, missing required flag, bad value,
+// a destructive command without --yes outside a terminal).
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError is a command line the command cannot run: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+func (e usageError) ExitCode() int { return 2 }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitCodeOf is the process exit code of a command's error.
+func exitCodeOf(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+// usageChecks makes every command under root report argument and flag
+// problems as usageErrors: cobra's own checks (flag parsing, Args,
+// required flags) return plain errors otherwise.
+func usageChecks(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.RunE != nil {
+			if args := c.Args; args != nil {
+				c.Args = func(c *cobra.Command, a []string) error {
+					if err := args(c, a); err != nil {
+						return usageError{err}
+					}
+					return nil
+				}
+			}
+			pre := c.PreRunE
+			c.PreRunE = func(c *cobra.Command, a []string) error {
+				if err := c.ValidateRequiredFlags(); err != nil {
+					return usageError{err}
+				}
+				if err := c.ValidateFlagGroups(); err != nil {
+					return usageError{err}
+				}
+				if pre != nil {
+					return pre(c, a)
+				}
+				return nil
+			}
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+}
+
+// isTerminal reports whether r is an interactive terminal.
+func isTerminal(r any) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// confirm asks before a destructive action: --yes skips the question; a
+// terminal is asked (y/yes goes on); anything else — a script, a pipe —
+// is a usage error naming --yes. Tests hand an answer through SetIn.
+func confirm(c *cobra.Command, yes bool, what string) error {
+	if yes {
+		return nil
+	}
+	in := c.InOrStdin()
+	if in == os.Stdin && !isTerminal(os.Stdin) {
+		return usagef("%s: not confirmed (no terminal to ask); add --yes", what)
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "%s? [y/N] ", what)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("confirmation: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return errors.New(what + ": not confirmed")
+}
+
+// connHint adds to an error from dialling the cluster which address was
+// tried and how to name another name server.
+func connHint(err error, namesrv string) error {
+	if err == nil {
+		return nil
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return err
+	}
+	addr := namesrv
+	if op.Addr != nil {
+		addr = op.Addr.String()
+	}
+	cause := op.Err
+	for {
+		u := errors.Unwrap(cause)
+		if u == nil {
+			break
+		}
+		cause = u
+	}
+	if addr == namesrv || strings.HasSuffix(namesrv, addr) {
+		return fmt.Errorf("cannot reach the name server at %s (%v); name another with --namesrv host:port or QUIVER_NAMESRV: %w", addr, cause, errWrapped{err})
+	}
+	return fmt.Errorf("cannot reach broker %s (%v), registered with the name server %s: %w", addr, cause, namesrv, errWrapped{err})
+}
+
+// errWrapped keeps an error matchable without repeating its long text.
+type errWrapped struct{ err error }
+
+func (e errWrapped) Error() string { return "dial failed" }
+func (e errWrapped) Unwrap() error { return e.err }
