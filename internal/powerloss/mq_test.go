@@ -3,7 +3,6 @@ package powerloss_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -35,16 +34,22 @@ func call(t *testing.T, c *remoting.Client, addr string, code int32, ext map[str
 	return resp
 }
 
-// TestMQPowerLoss runs a whole `mq dev` process (the engine from
-// QUIVER_STORAGE__ENGINE, commitlog by default) with storage.flush=sync on
-// a crashfs, from an empty disk: messages to a topic it creates on the
-// first send are acknowledged, the process is killed and the disk keeps
-// only what was durable; mq restarted on that disk serves every
-// acknowledged message and still knows the topic (topics.json).
+// TestMQPowerLoss runs a whole `mq dev` process on each engine with
+// storage.flush=sync on a crashfs, from an empty disk: messages to a topic
+// it creates on the first send are acknowledged, the process is killed and
+// the disk keeps only what was durable; mq restarted on that disk serves
+// every acknowledged message and still knows the topic (topics.json).
 func TestMQPowerLoss(t *testing.T) {
+	for _, engine := range []string{"commitlog", "pebble"} {
+		t.Run(engine, func(t *testing.T) { mqPowerLoss(t, engine) })
+	}
+}
+
+func mqPowerLoss(t *testing.T, engine string) {
 	fsys := crashfs.Mount(t, t.TempDir())
 	sets := []string{"storage.flush=sync"}
-	p := testserver.StartDev(t, testserver.Options{Dir: fsys.Dir, Sets: sets})
+	env := []string{"QUIVER_STORAGE__ENGINE=" + engine}
+	p := testserver.StartDev(t, testserver.Options{Dir: fsys.Dir, Sets: sets, Env: env})
 	c := mqClient(t)
 	type sent struct {
 		q    int
@@ -72,7 +77,7 @@ func TestMQPowerLoss(t *testing.T) {
 	t.Logf("crashfs: %+v", st)
 	fsys.Close()
 
-	r := testserver.StartDev(t, testserver.Options{Dir: img, Sets: sets})
+	r := testserver.StartDev(t, testserver.Options{Dir: img, Sets: sets, Env: env})
 	c2 := mqClient(t)
 	got := map[int]map[int64]string{}
 	for q := range 4 {
@@ -107,7 +112,7 @@ func TestMQPowerLoss(t *testing.T) {
 			lost++
 		}
 	}
-	assert.Zero(t, lost, "acknowledged messages lost of %d (engine %q)", len(acks), os.Getenv("QUIVER_STORAGE__ENGINE"))
+	assert.Zero(t, lost, "acknowledged messages lost of %d (engine %s)", len(acks), engine)
 	route := call(t, c2, r.Namesrv, remoting.GetRouteInfoByTopic, map[string]string{"topic": "PowerLossMQ"}, nil)
 	assert.Equal(t, remoting.Success, route.Code, "the topic survived the power loss: %s", route.Remark)
 }

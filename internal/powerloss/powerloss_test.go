@@ -236,8 +236,14 @@ func writerMain(spec string) {
 func round(t *testing.T, e engine, mode store.FlushMode, backing string, rng *rand.Rand, metaSeq int64) (string, []ack, int64) {
 	fsys := crashfs.Mount(t, backing)
 	if rng.IntN(2) == 0 {
+		// QUIVER_POWERLOSS_ARM_MAX narrows the armed fsync (a small value
+		// cuts the power while the store opens more often).
+		armMax := 150
+		if v := os.Getenv("QUIVER_POWERLOSS_ARM_MAX"); v != "" {
+			fmt.Sscan(v, &armMax)
+		}
 		st := fsys.Stats()
-		fsys.CrashAtSync(st.FileSyncs + st.DirSyncs + int64(1+rng.IntN(150)))
+		fsys.CrashAtSync(st.FileSyncs + st.DirSyncs + int64(1+rng.IntN(armMax)))
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d %d", envChild, e.name, mode, storeDir(fsys.Dir), rng.Uint64(), metaSeq))
@@ -304,8 +310,11 @@ func round(t *testing.T, e engine, mode store.FlushMode, backing string, rng *ra
 		}
 		t.Logf("the power went off while the store opened")
 	}
-	img, _ := fsys.Crash()
+	img, st := fsys.Crash()
 	fsys.Close()
+	if testing.Verbose() {
+		t.Logf("round: %d acks, meta %d..%d, crashfs %+v", len(acks), metaSeq, metaAck, st)
+	}
 	return img, acks, metaAck
 }
 
@@ -358,6 +367,13 @@ func verify(t *testing.T, e engine, mode store.FlushMode, img string, acks []ack
 		case d.Seq < metaAcked:
 			metaLost++
 			t.Logf("metadata: seq %d, last acknowledged save %d", d.Seq, metaAcked)
+		}
+		if metaLost > 0 {
+			des, _ := os.ReadDir(filepath.Join(storeDir(img), "pebble"))
+			for _, de := range des {
+				fi, _ := de.Info()
+				t.Logf("image: %s %d", de.Name(), fi.Size())
+			}
 		}
 	}
 	return lost, corrupt, metaLost
