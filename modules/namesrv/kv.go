@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/quivermq/quiver/core/durable"
 )
 
 // OrderTopicConfigNamespace is the KV namespace whose entries (topic →
@@ -204,7 +206,7 @@ var errDirSync = errors.New("sync directory")
 // old or the new content.
 func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(dir, 0o755); err != nil { // new parents fsynced too
 		return err
 	}
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
