@@ -51,6 +51,7 @@ func newRootCmd() *cobra.Command {
 		adminCmd(),
 		consoleCmd(),
 		storeCmd(g),
+		versionCmd(),
 	)
 	return root
 }
