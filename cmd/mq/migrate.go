@@ -21,7 +21,7 @@ import (
 // storeCmd groups the offline storage tools.
 func storeCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "store", Short: "Offline storage tools (the broker must be stopped)"}
-	cmd.AddCommand(storeMigrateCmd(g))
+	cmd.AddCommand(storeMigrateCmd(g), storeVerifyCmd(g))
 	return cmd
 }
 
