@@ -37,7 +37,7 @@ const attackACL = `accounts:
   - accessKey: victim01
     secretKey: victimSecret01
     topicPerms: [Orders=PUB|SUB, Secrets=PUB|SUB]
-    groupPerms: [VictimG=SUB]
+    groupPerms: [VictimG=SUB, VictimPG=PUB]
   - accessKey: reader01
     secretKey: readerSecret01
     topicPerms: [Mine=SUB, Orders=SUB]
@@ -68,7 +68,7 @@ func signedRoute(t *testing.T, c *remoting.Client, ns, topic string) *protocol.T
 }
 
 func victimProducer(t *testing.T, ns string) rocketmq.Producer {
-	return newProducer(t, ns, producer.WithRetry(0),
+	return newProducer(t, ns, producer.WithRetry(0), producer.WithGroupName("VictimPG"),
 		producer.WithCredentials(primitive.Credentials{AccessKey: "victim01", SecretKey: "victimSecret01"}))
 }
 
@@ -278,4 +278,23 @@ func TestAttackStealQueueLock(t *testing.T) {
 		send(fmt.Sprintf("after-%d", i))
 	}
 	col.waitFor(t, 9, 30*time.Second)
+}
+
+// TestAttackJoinProducerGroup: a member of a producer group receives its
+// transaction check-backs, half messages included. Joining another
+// account's producer group by heartbeat is refused; the owner joins.
+func TestAttackJoinProducerGroup(t *testing.T) {
+	s := startAuthz(t, attackACL)
+	c := rawClient(t)
+	hb := func(ak, sk string) *remoting.Command {
+		body := []byte(`{"clientID":"127.0.0.1@thief","producerDataSet":[{"groupName":"VictimPG"}],"consumerDataSet":[]}`)
+		resp, err := invoke(c, s.Broker, signedAs(remoting.NewRequest(remoting.HeartBeat, map[string]string{}, body), ak, sk))
+		require.NoError(t, err)
+		return resp
+	}
+	resp := hb("reader01", "readerSecret01")
+	assert.True(t, aclRefused(resp), "HEART_BEAT answered %d %q", resp.Code, resp.Remark)
+	assert.Contains(t, resp.Remark, "group VictimPG")
+	resp = hb("victim01", "victimSecret01")
+	assert.Equal(t, remoting.Success, resp.Code, resp.Remark)
 }

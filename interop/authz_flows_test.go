@@ -85,7 +85,7 @@ func TestACLClientFlows(t *testing.T) {
 	})
 
 	t.Run("orderly", func(t *testing.T) {
-		p := newProducer(t, s.Namesrv, producer.WithCredentials(appCreds))
+		p := newProducer(t, s.Namesrv, producer.WithCredentials(appCreds), producer.WithGroupName("FlowPG"))
 		col := newCollector()
 		newPushConsumer(t, s.Namesrv, "FlowOrd", consumerOpts{group: "FlowOrdCG", skipRouteWait: true,
 			extra: []consumer.Option{creds, consumer.WithConsumerOrder(true)}}, col.handle)
@@ -100,7 +100,7 @@ func TestACLClientFlows(t *testing.T) {
 	})
 
 	t.Run("retry and DLQ", func(t *testing.T) {
-		p := newProducer(t, s.Namesrv, producer.WithCredentials(appCreds))
+		p := newProducer(t, s.Namesrv, producer.WithCredentials(appCreds), producer.WithGroupName("FlowPG"))
 		a := newArrivals()
 		a.retry = func(m *primitive.MessageExt) bool { return string(m.Body) == "poison" }
 		newPushConsumer(t, s.Namesrv, "FlowRetry", consumerOpts{group: "FlowRetryCG", skipRouteWait: true,

@@ -20,6 +20,9 @@ type lockBodyAsProcessed struct {
 }
 
 type heartbeatAsProcessed struct {
+	ProducerDataSet []struct {
+		GroupName string `json:"groupName"`
+	} `json:"producerDataSet"`
 	ConsumerDataSet []struct {
 		GroupName           string `json:"groupName"`
 		SubscriptionDataSet []struct {
@@ -44,6 +47,8 @@ func FuzzBodyAgreement(f *testing.F) {
 		`{"consumerDataSet":[{"groupName":"G"},{"GroupName":"V","groupname":"W"}]}`,
 		`{"consumerDataSet":[{"groupName":"G"}],"ConsumerDataSet":[{"groupName":"V"}]}`,
 		`{"consumerDataSet":null}`,
+		`{"producerDataSet":[{"groupName":"PG"},{"GROUPNAME":"X"}]}`,
+		`{"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"},{"groupName":"Victim"}]}`,
 		`{"consumerGroup":"G","mqSet":null}`,
 	} {
 		f.Add(s)
@@ -94,6 +99,11 @@ func checkHeartbeatAgreement(t *testing.T, body string) {
 	var hb heartbeatAsProcessed
 	if json.Unmarshal([]byte(body), &hb) != nil {
 		return
+	}
+	for _, p := range hb.ProducerDataSet {
+		if p.GroupName != "CLIENT_INNER_PRODUCER" && !needs[groupNeed(p.GroupName, auth.Any)] {
+			t.Fatalf("HEART_BEAT: the processor joins producer group %q, the ACL checked %v", p.GroupName, needs)
+		}
 	}
 	for _, c := range hb.ConsumerDataSet {
 		if !needs[groupNeed(c.GroupName, auth.Sub)] {

@@ -102,6 +102,9 @@ type Source struct {
 	// transaction's half message, a delayed message) counts under its
 	// REAL_TOPIC.
 	Real bool
+	// Skip is a name that needs nothing (CLIENT_INNER_PRODUCER, the group
+	// of the producer every Java client instance runs for sending back).
+	Skip string
 }
 
 func (s Source) String() string {
@@ -123,6 +126,9 @@ func (s Source) String() string {
 		res = "topic of"
 	}
 	out := fmt.Sprintf("%s on %s %s", actionString(s.Perm), res, where)
+	if s.Skip != "" {
+		out += " (but " + s.Skip + ")"
+	}
 	if s.Optional {
 		out += " if present"
 	}
@@ -291,6 +297,9 @@ func (r Rule) resolve(ctx context.Context, req auth.Request) ([]Need, error) {
 
 func appendNeeds(out []Need, s Source, names []string) []Need {
 	for _, n := range names {
+		if s.Skip != "" && n == s.Skip {
+			continue
+		}
 		if s.Group {
 			out = append(out, groupNeed(n, s.Perm))
 		} else {
