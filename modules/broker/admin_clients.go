@@ -29,7 +29,7 @@ const consumeMsgTimeout int32 = 207
 // consumer-status round).
 const (
 	callClientTimeout  = 10 * time.Second
-	clientStatusTimout = 5 * time.Second
+	clientStatusTimeout = 5 * time.Second
 )
 
 // ProducerConnection is the GET_PRODUCER_CONNECTION_LIST answer (Java
@@ -256,7 +256,7 @@ func (b *Broker) handleConsumerStatus(ctx context.Context, p *remoting.Peer, req
 	answers := make(chan answer, len(chans))
 	for _, c := range chans {
 		go func() {
-			cctx, cancel := context.WithTimeout(ctx, clientStatusTimout)
+			cctx, cancel := context.WithTimeout(ctx, clientStatusTimeout)
 			defer cancel()
 			r, err := c.peer.Invoke(cctx, remoting.NewRequest(remoting.GetConsumerStatusFromClient, map[string]string{"topic": topic, "group": group}, nil))
 			if err != nil || r.Code != remoting.Success || len(r.Body) == 0 {
