@@ -28,7 +28,7 @@ const consumeMsgTimeout int32 = 207
 // callClientTimeout bounds a passed-through call (Java: 10 s; 5 s for the
 // consumer-status round).
 const (
-	callClientTimeout  = 10 * time.Second
+	callClientTimeout   = 10 * time.Second
 	clientStatusTimeout = 5 * time.Second
 )
 
