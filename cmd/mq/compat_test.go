@@ -95,8 +95,16 @@ var answeredEmpty = map[string]map[int32]string{
 // configuration) always answers an error, with the reason.
 var refusedByHandler = map[string]map[int32]string{
 	"namesrv": {},
-	"broker":  {},
+	"broker": {
+		remoting.UpdateAndCreateACLConfig:     aclOff,
+		remoting.DeleteACLConfig:              aclOff,
+		remoting.GetBrokerClusterACLInfo:      aclOff,
+		remoting.UpdateGlobalWhiteAddrsConfig: aclOff,
+		remoting.GetBrokerClusterACLConfig:    aclOff,
+	},
 }
+
+const aclOff = "ACL is off (the default), implemented with acl.enabled: true"
 
 // servedCodes starts the name server and the broker in process as `mq
 // dev` composes them (appOptions: server.Options plus mq's plugins) on
