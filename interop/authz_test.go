@@ -352,8 +352,8 @@ func TestAuthzTable(t *testing.T) {
 
 // TestClusterCredentialAtStart: a separate broker that must act as a
 // cluster member (a slave; a broker registering with name servers that
-// check) does not start without a credential that can, and the error
-// names the keys to set.
+// check) does not start without credentials, and the error names the
+// keys to set.
 func TestClusterCredentialAtStart(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "plain_acl.yml")
@@ -364,10 +364,10 @@ func TestClusterCredentialAtStart(t *testing.T) {
 		want string
 	}{
 		{"slave without keys", []string{"broker.role=SLAVE", "broker.id=1"}, "set acl.access_key and acl.secret_key to an account with role: broker"},
-		{"slave signing as an admin", []string{"broker.role=SLAVE", "broker.id=1", "acl.access_key=admin001", "acl.secret_key=adminSecret01"},
-			"acl.access_key admin001 is an account without role: broker"},
-		{"registering with checking name servers as an admin", []string{"acl.namesrv_enabled=true", "acl.access_key=admin001", "acl.secret_key=adminSecret01"},
-			"without role: broker"},
+		{"registering with checking name servers without keys", []string{"acl.namesrv_enabled=true"}, "acl.access_key and acl.secret_key"},
+		// An account without the role is logged, not fatal: the ACL file
+		// may be fixed while the broker runs (TestReadyzWhileRegistrationRefused).
+		{"slave signing as an admin", []string{"broker.role=SLAVE", "broker.id=1", "acl.access_key=admin001", "acl.secret_key=adminSecret01"}, ""},
 		{"slave signing as a cluster member", []string{"broker.role=SLAVE", "broker.id=1", "acl.access_key=broker01", "acl.secret_key=brokerSecret01"}, ""},
 	}
 	for _, tt := range tests {

@@ -2,7 +2,6 @@ package ha
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"go.uber.org/fx"
@@ -31,7 +30,7 @@ func newFromFx(p params) (*Service, error) {
 		return nil, err
 	}
 	if p.Guard != nil {
-		if err := needClusterCredential(p.Config, p.Broker.Config().Role, p.Guard); err != nil {
+		if err := needClusterCredential(p.Config, p.Broker.Config().Role, p.Guard, p.Logger); err != nil {
 			return nil, err
 		}
 		s.SetSigner(p.Guard.Sign)
@@ -78,7 +77,11 @@ var StorageDecorator = fx.Decorate(WrapStorage)
 var ErrNoClusterCredential = errors.New("ha: acl is on and this broker must sign as a cluster member: " +
 	"set acl.access_key and acl.secret_key to an account with role: broker (docs/SECURITY.md)")
 
-func needClusterCredential(cfg *Config, role string, g *kernel.Guard) error {
+// needClusterCredential fails when the broker must act as a cluster
+// member and has no credential at all; a credential its own ACL file
+// lists without role: broker is logged at Error (the file may be fixed
+// while the broker runs: it is reloaded).
+func needClusterCredential(cfg *Config, role string, g *kernel.Guard, log *slog.Logger) error {
 	replicates := cfg.Failover || role == broker.RoleSlave
 	if len(g.Interceptors) == 0 || !(replicates || g.NamesrvChecked()) {
 		return nil
@@ -91,8 +94,8 @@ func needClusterCredential(cfg *Config, role string, g *kernel.Guard) error {
 	}
 	for _, a := range g.Authenticators() {
 		if cs, ok := a.(auth.ClusterSigner); ok {
-			if err := cs.ClusterCredential(); err != nil {
-				return fmt.Errorf("%w: %v", ErrNoClusterCredential, err)
+			if err := cs.ClusterCredential(); err != nil && log != nil {
+				log.Error("ha: masters and name servers will refuse this broker's cluster requests until its account has role: broker", "err", err)
 			}
 		}
 	}
