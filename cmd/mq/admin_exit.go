@@ -77,16 +77,6 @@ func usageChecks(root *cobra.Command) {
 	walk(root)
 }
 
-// isTerminal reports whether r is an interactive terminal.
-func isTerminal(r any) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // confirm asks before a destructive action: --yes skips the question; a
 // terminal is asked (y/yes goes on); anything else — a script, a pipe —
 // is a usage error naming --yes. Tests hand an answer through SetIn.
