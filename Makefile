@@ -1,7 +1,7 @@
 # Quiver make targets. `make test` is the one CI runs.
 GO ?= go
 
-.PHONY: test lint race fuzz bench build soak
+.PHONY: test lint race fuzz bench build soak release
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -39,6 +39,28 @@ bench:
 
 build:
 	$(GO) build -o mq ./cmd/mq
+
+## release: static (CGO_ENABLED=0), stripped (-s -w, -trimpath) mq binaries
+## for RELEASE_TARGETS (os/arch or os/arm/<GOARM>) in dist/, named
+## mq-<version>-<os>-<arch>, with VERSION and COMMIT stamped (`mq version`)
+## and a SHA256SUMS file. Every target is one of the edge targets that
+## internal/lint/crossbuild_test.go builds in CI (TestReleaseTargets checks).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+RELEASE_TARGETS = linux/amd64 linux/arm64 linux/arm/7 darwin/arm64
+
+release:
+	rm -rf dist
+	mkdir -p dist
+	@set -e; for t in $(RELEASE_TARGETS); do \
+		os=$${t%%/*}; rest=$${t#*/}; arch=$${rest%%/*}; arm=""; \
+		case $$rest in */*) arm=$${rest#*/};; esac; \
+		out=dist/mq-$(VERSION)-$$os-$$arch$${arm:+v$$arm}; \
+		echo "go build $$out"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$$arm $(GO) build -trimpath \
+			-ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $$out ./cmd/mq; \
+	done
+	cd dist && sha256sum mq-* > SHA256SUMS
 
 ## soak: everything at full length: 20 SIGKILL rounds per crash test, the
 ## load and timer-accuracy runs, plus anything behind the soak build tag.

@@ -125,6 +125,7 @@ func (b *Broker) handleUpdateACL(ctx context.Context, adm auth.AccountAdmin, req
 	// is true, anything else (absent included) false.
 	u.Admin = strings.EqualFold(ext["admin"], "true")
 	if err := adm.UpdateAccount(ctx, u); err != nil {
+		//lint:ignore ST1005 the remark is Java's text, which tools match
 		return nil, fmt.Errorf("The accesskey[%s] corresponding to accessConfig has been updated failed: %w", ak, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, ""), nil
@@ -136,6 +137,7 @@ func (b *Broker) handleDeleteACL(ctx context.Context, adm auth.AccountAdmin, req
 		return nil, errors.New("the accessKey is missing")
 	}
 	if err := adm.DeleteAccount(ctx, ak); err != nil {
+		//lint:ignore ST1005 the remark is Java's text, which tools match
 		return nil, fmt.Errorf("The accesskey[%s] corresponding to accessConfig has been deleted failed: %w", ak, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, ""), nil
@@ -152,10 +154,12 @@ func (b *Broker) handleUpdateWhiteAddrs(ctx context.Context, adm auth.AccountAdm
 			return nil, err
 		}
 		if !sameFile(path, snap.File) {
+			//lint:ignore ST1005 the remark is Java's text, which tools match
 			return nil, fmt.Errorf("The globalWhiteAddresses[%s] has been updated failed: aclFileFullPath %s is not this broker's ACL file", raw, path)
 		}
 	}
 	if err := adm.SetGlobalWhiteAddrs(ctx, splitList(req.ExtFields, "globalWhiteAddrs")); err != nil {
+		//lint:ignore ST1005 the remark is Java's text, which tools match
 		return nil, fmt.Errorf("The globalWhiteAddresses[%s] has been updated failed: %w", raw, err)
 	}
 	return remoting.NewResponse(req, remoting.Success, ""), nil

@@ -45,6 +45,7 @@ func (a *ACL) AuthorizeAdmin(_ context.Context, req auth.Request) error {
 // UpdateAccount implements auth.AccountAdmin.
 func (a *ACL) UpdateAccount(_ context.Context, u auth.AccountUpdate) error {
 	if utf8.RuneCountInString(u.AccessKey) < minKeyLen || utf8.RuneCountInString(u.SecretKey) < minKeyLen {
+		//lint:ignore ST1005 the remark is Java's text, which tools match
 		return fmt.Errorf("The accessKey=%s and secretKey cannot be null and length should longer than 6", u.AccessKey)
 	}
 	for _, p := range [][]string{u.TopicPerms, u.GroupPerms} {

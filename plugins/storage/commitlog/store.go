@@ -830,7 +830,7 @@ func (s *Store) Close() error {
 	}
 	// Wait for an append in progress.
 	s.mu.Lock()
-	//nolint:staticcheck // empty critical section: a barrier.
+	//lint:ignore SA2001 empty critical section: a barrier for an append in progress.
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()

@@ -94,17 +94,11 @@ func (s *Store) repairWAL(d *walDamage) error {
 	return nil
 }
 
-// scanWAL walks a WAL's chunks. It returns the offset of the first chunk
-// it could not read (-1 if none) and the whole records that follow it in
-// later blocks, and whether any valid chunk of this log follows it.
-func scanWAL(b []byte, logNum uint32) (bad int64, after [][]byte, confirmed bool) {
-	bad, _, after, confirmed = scanWALCut(b, logNum)
-	return bad, after, confirmed
-}
-
-// scanWALCut is scanWAL that also returns where the WAL can be cut so that
-// it ends cleanly before the damage: the start of the record the first bad
-// chunk belongs to.
+// scanWALCut walks a WAL's chunks. It returns the offset of the first
+// chunk it could not read (-1 if none), where the WAL can be cut so that it
+// ends cleanly before the damage (the start of the record the first bad
+// chunk belongs to), the whole records that follow it in later blocks, and
+// whether any valid chunk of this log follows it.
 func scanWALCut(b []byte, logNum uint32) (bad, cut int64, after [][]byte, confirmed bool) {
 	bad, cut = -1, -1
 	var cur []byte
