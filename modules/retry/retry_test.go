@@ -121,17 +121,33 @@ func TestSendBackRetryThenDLQ(t *testing.T) {
 	require.Len(t, retried, 2)
 	assert.Equal(t, int32(0), retried[1].ReconsumeTimes)
 	assert.Equal(t, "y", string(retried[1].Body))
+	assert.Equal(t, dead[0].MsgID(), retried[1].Properties[PropertyResentFromDLQ], "the copy names the dead letter it came from")
 	res, err = s.Resend(context.Background(), "G", "nope")
 	require.NoError(t, err)
 	assert.Empty(t, res.Resent)
 
-	// The RESEND_DLQ request.
-	req := remoting.NewRequest(ResendDLQ, map[string]string{"group": "G", "all": "true"}, nil)
-	resp = b.Router().Handle(context.Background(), nil, req)
-	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
-	var rr ResendResult
-	require.NoError(t, json.Unmarshal(resp.Body, &rr))
+	// The RESEND_DLQ request: the dead letter was resent above, so
+	// without again=true it is skipped (and named), with it resent.
+	resendDLQ := func(ext map[string]string) ResendResult {
+		t.Helper()
+		resp := b.Router().Handle(context.Background(), nil, remoting.NewRequest(ResendDLQ, ext, nil))
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+		var rr ResendResult
+		require.NoError(t, json.Unmarshal(resp.Body, &rr))
+		return rr
+	}
+	rr := resendDLQ(map[string]string{"group": "G", "all": "true"})
+	assert.Empty(t, rr.Resent)
+	require.Len(t, rr.Skipped, 1)
+	assert.Equal(t, "U2", rr.Skipped[0].MsgID)
+	assert.Len(t, readAll(t, st, protocol.RetryTopic("G")), 2, "nothing resent twice")
+	rr = resendDLQ(map[string]string{"group": "G", "all": "true", "again": "true"})
 	assert.Len(t, rr.Resent, 1)
+	assert.Empty(t, rr.Skipped)
+	assert.Len(t, readAll(t, st, protocol.RetryTopic("G")), 3)
+	rr = resendDLQ(map[string]string{"group": "G", "msgId": "U2"})
+	assert.Empty(t, rr.Resent)
+	assert.Len(t, rr.Skipped, 1)
 }
 
 func TestSendBackDisabled(t *testing.T) {
