@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/transport"
 )
 
 func echoHandler() remoting.Handler {
@@ -61,4 +62,29 @@ func TestTotalConnectionLimit(t *testing.T) {
 	for _, h := range held {
 		h.Close()
 	}
+}
+
+// TestAnswerOverFrameLimit: a handler whose answer the frame limit cannot
+// carry (a huge batch result, say) does not leave the client waiting for
+// its timeout: the client gets SYSTEM_ERROR naming the limit, and the
+// connection keeps serving.
+func TestAnswerOverFrameLimit(t *testing.T) {
+	const codeHuge, codeSmall = 9001, 9002
+	h := remoting.HandlerFunc(func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		resp := remoting.NewResponse(req, remoting.Success, "")
+		if req.Code == codeHuge {
+			resp.Body = make([]byte, transport.DefaultMaxFrameSize+1)
+		}
+		return resp
+	})
+	_, addr := startServer(t, h, remoting.ServerOptions{})
+	c := newClient(t, nil)
+	resp, err := c.Invoke(ctxFor(t, 10*time.Second), addr, remoting.NewRequest(codeHuge, nil, nil))
+	require.NoError(t, err, "an answer, not a timeout")
+	assert.Equal(t, remoting.SystemError, resp.Code)
+	assert.Contains(t, resp.Remark, "exceeds the frame limit")
+	assert.Empty(t, resp.Body)
+	resp, err = c.Invoke(ctxFor(t, 10*time.Second), addr, remoting.NewRequest(codeSmall, nil, nil))
+	require.NoError(t, err)
+	assert.Equal(t, remoting.Success, resp.Code, "the connection keeps serving")
 }

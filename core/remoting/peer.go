@@ -330,7 +330,19 @@ func (p *Peer) serve(ctx context.Context, req *Command) {
 	}
 	resp.Opaque = req.Opaque
 	resp.Flag |= FlagResponse
-	if err := p.Send(ctx, resp); err != nil && !errors.Is(err, ErrPeerClosed) {
+	err := p.Send(ctx, resp)
+	if errors.Is(err, transport.ErrFrameTooLarge) {
+		// An answer the frame limit cannot carry would otherwise leave the
+		// client waiting for its timeout (and retrying what may already
+		// be done): it gets an error answer that says why instead.
+		p.log.Warn("response exceeds the frame limit: answered with an error", "code", req.Code, "err", err)
+		small := NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
+			req.Code, RequestCodeName(req.Code), err))
+		small.Opaque = req.Opaque
+		small.Flag |= FlagResponse
+		err = p.Send(ctx, small)
+	}
+	if err != nil && !errors.Is(err, ErrPeerClosed) {
 		p.log.Debug("write response", "code", req.Code, "err", err)
 	}
 }
@@ -421,7 +433,11 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 		c.Sent()
 	}
 	if err != nil {
-		p.Close()
+		// A frame refused for its size was not written (transports check
+		// the length first): the connection stays usable.
+		if !errors.Is(err, transport.ErrFrameTooLarge) {
+			p.Close()
+		}
 		return fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
 	}
 	return nil

@@ -21,7 +21,8 @@ var (
 	// ErrClosed is returned by operations on a closed Conn or Listener.
 	ErrClosed = errors.New("transport: closed")
 	// ErrFrameTooLarge is returned when a frame exceeds the configured limit,
-	// either on write or when a peer declares a larger length.
+	// either on write or when a peer declares a larger length. A write
+	// refused with it wrote nothing: the connection stays usable.
 	ErrFrameTooLarge = errors.New("transport: frame too large")
 	// ErrBadFrame reports a frame that cannot be a remoting frame.
 	ErrBadFrame = errors.New("transport: malformed frame")
