@@ -81,7 +81,7 @@ func sym(name, note string, d Dir) Profile { return Profile{Name: name, Note: no
 func Profiles() map[string]Profile {
 	cell := Bursty(0.02, 4, 0.5)
 	return map[string]Profile{
-		"lan": sym("lan", "0.2 ms RTT, no loss", Dir{Delay: 100 * time.Microsecond}),
+		"lan":   sym("lan", "0.2 ms RTT, no loss", Dir{Delay: 100 * time.Microsecond}),
 		"loss1": sym("loss1", "LAN with 1% random loss each way", Dir{Delay: 100 * time.Microsecond, Loss: 0.01}),
 		"loss5": sym("loss5", "LAN with 5% random loss each way", Dir{Delay: 100 * time.Microsecond, Loss: 0.05}),
 		"wifi": sym("wifi", "5 ms RTT ±1 ms jitter, 1% random loss each way, 0.1% reordering",
