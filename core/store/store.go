@@ -7,6 +7,31 @@
 // so that pull responses are the stored records concatenated. Every message
 // belongs to a queue (topic + queue id) in which it gets a dense, increasing
 // queue offset, and has a unique commit-log (physical) offset.
+//
+// # Ownership: what an implementation may keep
+//
+// The broker hands a store memory it is about to reuse, so nothing passed
+// to a call may be kept once the call returns; an engine copies (or
+// encodes) what it needs before returning:
+//
+//   - Append: the msgs slice is the caller's scratch, reused for the next
+//     batch; each *message.Ext is the broker's (it writes the positions
+//     into it afterwards); Body aliases the network frame the request
+//     arrived in, which the transport recycles for the next request
+//     (transport.FrameRecycler) as soon as the send handler returns; the
+//     Properties map is rebuilt for the next message. Strings (Topic,
+//     property values) are immutable and may be kept.
+//   - Read: ReadOptions.Filter and Match are called only during the call.
+//   - Metadata.SaveMeta: data is the caller's buffer.
+//   - Replicator.AppendReplica: recs alias the replication connection's
+//     read buffer.
+//
+// In the other direction, what a store returns: Read's records stay valid
+// until the next Read into the same ReadResult (they may alias the
+// result's buffer or an engine's mapped file, so callers must not write
+// to them); Lookup and KeyIndexer.QueryByKey return records the caller
+// owns. storetest.CheckBorrowedInputs (run by storetest.Run) checks these
+// rules by scribbling over every input after the call returns.
 package store
 
 import (
@@ -172,10 +197,13 @@ type Store interface {
 	// get consecutive queue offsets. On success every message is readable
 	// and durable within the promise of the flush mode; on error none is
 	// acknowledged (the error wraps ErrNotDurable when durability failed).
+	// Append keeps nothing of msgs after it returns: bodies alias recycled
+	// network frames (see the package doc, "Ownership").
 	Append(ctx context.Context, msgs []Message) ([]Position, error)
 	// Read reads queue q from offset, filling into.
 	Read(ctx context.Context, q Queue, offset int64, opts ReadOptions, into *ReadResult) error
-	// Lookup returns the stored record at a commit-log offset.
+	// Lookup returns the stored record at a commit-log offset, in a slice
+	// the caller owns.
 	Lookup(ctx context.Context, commitLogOffset int64) ([]byte, error)
 	// Offsets returns the queue's min offset and its next offset to write
 	// (max). A queue never written has 0, 0.
@@ -229,6 +257,7 @@ type QueueLister interface {
 // back to files in the data directory otherwise.
 type Metadata interface {
 	LoadMeta(name string) ([]byte, error) // ErrNotFound when absent
+	// SaveMeta stores a copy of data: the caller reuses its buffer.
 	SaveMeta(name string, data []byte) error
 }
 
@@ -251,7 +280,8 @@ type LogReader interface {
 // their commit-log offsets, queue offsets and store times; the first must
 // sit at this store's LogOffsets max (or where the source started a new
 // storage unit after it), and each must carry its queue's next offset.
-// Consume queues and indexes are rebuilt from the records.
+// Consume queues and indexes are rebuilt from the records. recs alias the
+// caller's read buffer: nothing of them may be kept after the call.
 type Replicator interface {
 	AppendReplica(ctx context.Context, recs [][]byte) error
 }

@@ -13,6 +13,10 @@
 // again on the same directory to check persistence, so it must not wipe
 // it. Optional interfaces (Metadata, KeyIndexer, QueueLister,
 // TopicDeleter, Flusher) are checked when the store implements them.
+// BorrowedInputs (CheckBorrowedInputs) checks the ownership rules of the
+// store package doc: it overwrites every buffer, map and struct handed to
+// Append and SaveMeta once the call returned, as the broker and the
+// transport do, and requires the stored messages unchanged.
 //
 // Read follows RocketMQ's DefaultMessageStore.getMessage: the status table
 // of PULL_MESSAGE, and the batch-full check (MaxMessages, MaxBytes) comes
@@ -86,6 +90,7 @@ func RunWithOptions(t *testing.T, open OpenFunc, o Options) {
 		{"Flusher", testFlusher},
 		{"Verifier", testVerifier},
 		{"Model", testModel},
+		{"BorrowedInputs", func(t *testing.T, h *Harness) { CheckBorrowedInputs(t, h.S) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
