@@ -50,6 +50,7 @@ type Controller struct {
 
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
+	layer *muxLayer
 	bolt  *raftboltdb.BoltStore
 
 	mu          sync.Mutex
@@ -57,6 +58,11 @@ type Controller struct {
 	leaderSince time.Time                 // zero when not the leader
 	stuck       map[string]int64          // broker name → epoch already logged as having no candidate
 	epochSeen   map[string]beat           // broker name → when the leader first saw its current epoch (hb.Epoch)
+	revoking    map[string]time.Time      // broker name → when the leader began deposing its master (confirm.go)
+
+	cmu       sync.Mutex
+	confirmed confirmState // the last confirmation of the applied state (confirm.go)
+	confirmOK bool         // the last confirmation round worked (for logging transitions)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -80,6 +86,7 @@ func New(cfg *Config, log *slog.Logger, onChange func(*Group)) (*Controller, err
 	return &Controller{
 		cfg: cfg, log: log.With("component", "controller"), fsm: NewFSM(onChange), now: time.Now,
 		beats: map[string]map[int64]beat{}, stuck: map[string]int64{}, epochSeen: map[string]beat{},
+		revoking: map[string]time.Time{},
 	}, nil
 }
 
@@ -109,11 +116,12 @@ func (c *Controller) Start(ctx context.Context) error {
 		bolt.Close()
 		return fmt.Errorf("controller: listen %s: %w", c.cfg.Listen, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(c.cfg.Listen, adv, 3, 2*time.Second, hl)
+	layer, err := newMuxLayer(c.cfg.Listen, adv, c.serveReadIndex)
 	if err != nil {
 		bolt.Close()
 		return fmt.Errorf("controller: listen %s: %w", c.cfg.Listen, err)
 	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hl})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(c.cfg.Listen)
 	rc.HeartbeatTimeout = c.cfg.RaftTimeout
@@ -150,13 +158,17 @@ func (c *Controller) Start(ctx context.Context) error {
 			return fmt.Errorf("controller: bootstrap: %w", err)
 		}
 	}
-	c.raft, c.trans, c.bolt = r, trans, bolt
+	c.raft, c.trans, c.layer, c.bolt = r, trans, layer, bolt
 	lctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
 		c.loop(lctx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.confirmLoop(lctx)
 	}()
 	c.log.Info("controller started", "listen", c.cfg.Listen, "peers", strings.Join(c.cfg.Peers, ","), "existing_state", has)
 	return nil
@@ -273,6 +285,7 @@ func (c *Controller) check() {
 	c.mu.Lock()
 	if !c.IsLeader() {
 		c.leaderSince = time.Time{}
+		clear(c.revoking)
 		c.mu.Unlock()
 		return
 	}
@@ -304,13 +317,21 @@ func (c *Controller) check() {
 
 	for _, g := range groups {
 		since := sinces[g.Name]
-		if cmd, ok := decide(g, beats[g.Name], since, now, c.cfg.DefaultFailoverTimeout); ok {
+		cmd, ok := decide(g, beats[g.Name], since, now, c.cfg.DefaultFailoverTimeout)
+		if ok && cmd.Op == opElect && !c.revoked(g, now) {
+			continue
+		}
+		if !ok || cmd.Op != opElect {
+			c.unrevoke(g.Name)
+		}
+		if ok {
 			ng, err := c.apply(cmd)
 			switch {
 			case errors.Is(err, ErrStale):
 			case err != nil:
 				c.log.Warn("commit", "op", cmd.Op, "broker", g.Name, "err", err)
 			case cmd.Op == opElect:
+				c.unrevoke(g.Name)
 				c.log.Warn("master lapsed: elected a new master", "broker", g.Name, "old_master", g.MasterID, "old_addr", g.MasterAddr,
 					"epoch", ng.Epoch, "master", ng.MasterID, "addr", ng.MasterAddr)
 			default:
@@ -328,6 +349,30 @@ func (c *Controller) check() {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// revoked reports whether g's master has been revoked for a whole vouch
+// lease, so that an election may be committed: the first call starts the
+// revocation (no controller vouches for the master any more once its
+// confirmation from before runs out; see confirm.go).
+func (c *Controller) revoked(g *Group, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.revoking[g.Name]
+	if !ok {
+		c.revoking[g.Name] = now
+		c.log.Warn("master lapsed: revoking it before the election", "broker", g.Name, "epoch", g.Epoch, "master", g.MasterAddr,
+			"wait", c.vouchLease())
+		return false
+	}
+	return now.Sub(at) >= c.vouchLease()
+}
+
+// unrevoke ends a revocation (the master came back, or it was replaced).
+func (c *Controller) unrevoke(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.revoking, name)
 }
 
 func cloneBeats(m map[int64]beat) map[int64]beat {
@@ -474,12 +519,13 @@ func (c *Controller) handle(_ context.Context, _ *remoting.Peer, req *remoting.C
 	return resp
 }
 
-// Attach plugs the controller into a name server: the Heartbeat handler
-// and the registration check. A deposed master is dropped from ns's routes
+// Attach plugs the controller into a name server: the Heartbeat handler,
+// the registration check and the vouch for masters in answers. A deposed master is dropped from ns's routes
 // by the onChange New was given (see DropOnChange).
 func (c *Controller) Attach(ns *namesrv.Server) {
 	ns.Router().RegisterFunc(Heartbeat, c.handle)
 	ns.SetRegisterCheck(c.CheckRegistration)
+	ns.SetMasterVouch(c.Vouch)
 }
 
 // DropOnChange returns the onChange that removes a deposed master from

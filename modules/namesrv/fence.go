@@ -1,6 +1,8 @@
 package namesrv
 
-import "github.com/quivermq/quiver/core/protocol"
+import (
+	"github.com/quivermq/quiver/core/protocol"
+)
 
 // EpochExt is the REGISTER_BROKER extField in which a broker under
 // automatic failover (ha.failover) names the controller epoch it serves.
@@ -53,4 +55,57 @@ func (t *RouteTable) DropMaster(brokerName, keepAddr string) string {
 		t.removeQueueDatas(brokerName)
 	}
 	return addr
+}
+
+// MasterVouch reports whether the name server may answer addr as the
+// master (id 0) of brokerName. The failover controller installs one
+// (Controller.Vouch) that refuses, for a broker name under failover, a
+// master its controller cannot confirm is the one of the current epoch
+// with a raft majority: such a master is left out of route and cluster
+// answers (its slaves stay), so clients do not write to a deposed master.
+type MasterVouch func(brokerName, addr string) bool
+
+// SetMasterVouch installs f (nil removes it). Call it before Start.
+func (s *Server) SetMasterVouch(f MasterVouch) {
+	s.mu.Lock()
+	s.vouch = f
+	s.mu.Unlock()
+}
+
+// MastersWithheld counts the masters left out of answers because the
+// vouch refused them (one per broker data per answer).
+func (s *Server) MastersWithheld() uint64 { return s.withheld.Load() }
+
+// withholdMasters removes from bds every master the vouch refuses; it
+// logs each broker name's change between withheld and served.
+func (s *Server) withholdMasters(bds []*protocol.BrokerData) {
+	s.mu.Lock()
+	vouch := s.vouch
+	s.mu.Unlock()
+	if vouch == nil {
+		return
+	}
+	for _, bd := range bds {
+		addr, ok := bd.BrokerAddrs[protocol.MasterID]
+		if !ok {
+			continue
+		}
+		held := !vouch(bd.BrokerName, addr)
+		if held {
+			delete(bd.BrokerAddrs, protocol.MasterID)
+			s.withheld.Add(1)
+		}
+		s.heldMu.Lock()
+		was := s.held[bd.BrokerName]
+		switch {
+		case held && was != addr:
+			s.held[bd.BrokerName] = addr
+			s.log.Warn("master withheld from answers: the controller cannot vouch for it (no raft majority confirmed the current epoch, or it is being deposed)",
+				"broker", bd.BrokerName, "addr", addr)
+		case !held && was != "":
+			delete(s.held, bd.BrokerName)
+			s.log.Info("master answered again: the controller vouches for it", "broker", bd.BrokerName, "addr", addr)
+		}
+		s.heldMu.Unlock()
+	}
 }

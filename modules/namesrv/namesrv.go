@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/core/protocol"
@@ -35,11 +36,16 @@ type Server struct {
 	router     *remoting.Router
 	serverOpts remoting.ServerOptions
 
+	withheld atomic.Uint64     // masters left out of answers (fence.go)
+	heldMu   sync.Mutex        // guards held
+	held     map[string]string // broker name → master withheld last (fence.go)
+
 	mu      sync.Mutex
 	started bool
 	stopped bool
 	srv     *remoting.Server
 	check   RegisterCheck
+	vouch   MasterVouch
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -67,6 +73,7 @@ func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, err
 		kv:         NewKVStore(cfg.KVConfigPath),
 		settings:   newRuntimeSettings(cfg),
 		router:     remoting.NewRouter(),
+		held:       map[string]string{},
 	}
 	s.router.RegisterFunc(remoting.RegisterBroker, s.registerBroker)
 	s.router.RegisterFunc(remoting.UnregisterBroker, s.unregisterBroker)
@@ -291,6 +298,11 @@ func (s *Server) getRouteInfoByTopic(_ context.Context, _ *remoting.Peer, req *r
 	if !found {
 		return remoting.NewResponse(req, remoting.TopicNotExist, "No topic route info in name server for the topic: "+topic)
 	}
+	bds := make([]*protocol.BrokerData, len(rd.BrokerDatas))
+	for i := range rd.BrokerDatas {
+		bds[i] = &rd.BrokerDatas[i]
+	}
+	s.withholdMasters(bds)
 	rd.OrderTopicConf = s.orderTopicConf(topic)
 	resp := ok(req)
 	resp.Body = rd.Encode()
@@ -298,7 +310,13 @@ func (s *Server) getRouteInfoByTopic(_ context.Context, _ *remoting.Peer, req *r
 }
 
 func (s *Server) getBrokerClusterInfo(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
-	return jsonResponse(req, s.routes.ClusterInfo())
+	ci := s.routes.ClusterInfo()
+	bds := make([]*protocol.BrokerData, 0, len(ci.BrokerAddrTable))
+	for _, bd := range ci.BrokerAddrTable {
+		bds = append(bds, bd)
+	}
+	s.withholdMasters(bds)
+	return jsonResponse(req, ci)
 }
 
 func (s *Server) getAllTopicList(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {

@@ -1,0 +1,494 @@
+package controller
+
+// Confirmation of the current epoch (issue 30): a name server answers a
+// failover group's master only while its controller can vouch that the
+// master is the one of the current epoch, as confirmed with a raft
+// majority within the last vouch lease. The leader confirms by
+// VerifyLeader (a heartbeat round to a quorum) after having applied its
+// commit index; a follower by a read index: it asks the leader (over the
+// raft port, see muxLayer) for its commit index, which the leader answers
+// only after a VerifyLeader started after the question arrived, and then
+// waits to have applied that index. Each confirmation vouches for the
+// state applied at that moment for one lease, counted from when the
+// question was sent. A controller in the raft minority, without a
+// leader, or behind the leader's log after a heal, cannot confirm and its
+// name server withholds the master (slaves stay readable).
+//
+// Because a confirmation vouches for a lease after it was asked, a
+// deposed master could still be vouched for during one lease after its
+// successor's election entry; so the leader revokes first: it names the
+// group as revoking in its answers (and stops vouching for it itself) and
+// commits the election only once a whole lease has passed since, when
+// every confirmation given before the revocation has run out.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// readIndexMagic opens a read-index connection on the raft port. Raft's
+// own connections start with an RPC type (0..4).
+const readIndexMagic byte = 'Q'
+
+// vouchLease is how long one confirmation lets the controller vouch for
+// the state it applied: half the raft timeout (raft's leader lease).
+func (c *Controller) vouchLease() time.Duration { return c.cfg.RaftTimeout / 2 }
+
+// confirmEvery is the confirmation cadence: three per lease, so one
+// lost round does not let a healthy controller's vouching lapse.
+func (c *Controller) confirmEvery() time.Duration { return max(c.vouchLease()/3, 10*time.Millisecond) }
+
+// confirmState is the result of the last confirmation.
+type confirmState struct {
+	until    time.Time       // vouching ends
+	revoking map[string]bool // groups the leader is deposing
+}
+
+// Vouch reports whether the name server may answer addr as the master
+// (id 0) of broker name: always for a name the controllers do not know
+// (no failover); for a group under failover only while the last
+// confirmation holds, addr is the master of the applied epoch, the epoch
+// started, and the leader is not deposing it.
+func (c *Controller) Vouch(name, addr string) bool {
+	g := c.fsm.Group(name)
+	if g == nil {
+		return true
+	}
+	c.mu.Lock()
+	_, revoking := c.revoking[name]
+	c.mu.Unlock()
+	c.cmu.Lock()
+	st := c.confirmed
+	c.cmu.Unlock()
+	return c.now().Before(st.until) && !st.revoking[name] && !revoking && g.MasterAddr == addr && g.Ready()
+}
+
+// Confirmed reports whether the controller can vouch for its state now.
+func (c *Controller) Confirmed() bool {
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	return c.now().Before(c.confirmed.until)
+}
+
+func (c *Controller) setConfirmed(until time.Time, revoking []string) {
+	rv := make(map[string]bool, len(revoking))
+	for _, n := range revoking {
+		rv[n] = true
+	}
+	c.cmu.Lock()
+	if until.After(c.confirmed.until) {
+		c.confirmed.until = until
+	}
+	c.confirmed.revoking = rv
+	was := c.confirmOK
+	c.confirmOK = true
+	c.cmu.Unlock()
+	if !was {
+		c.log.Info("controller confirmed the current epoch with a raft majority: vouching for masters again")
+	}
+}
+
+// confirmFailed logs the first failure after a success.
+func (c *Controller) confirmFailed(err error) {
+	c.cmu.Lock()
+	was := c.confirmOK
+	c.confirmOK = false
+	c.cmu.Unlock()
+	if was {
+		c.log.Warn("controller cannot confirm the current epoch with a raft majority: withholding failover masters once the lease ends",
+			"lease", c.vouchLease(), "err", err)
+	}
+}
+
+// revokingNow lists the groups being deposed (leader).
+func (c *Controller) revokingNow() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.revoking))
+	for n := range c.revoking {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// confirmLoop confirms every confirmEvery until ctx ends.
+func (c *Controller) confirmLoop(ctx context.Context) {
+	t := time.NewTicker(c.confirmEvery())
+	defer t.Stop()
+	var ri readIndexClient
+	defer ri.close()
+	var leaderTerm uint64 // term in which this leader applied a barrier
+	for {
+		start := c.now()
+		var err error
+		if c.raft.State() == raft.Leader {
+			ri.close()
+			err = c.confirmAsLeader(ctx, &leaderTerm)
+			if err == nil {
+				c.setConfirmed(start.Add(c.vouchLease()), c.revokingNow())
+			}
+		} else {
+			leaderTerm = 0
+			var res readIndexAnswer
+			res, err = c.confirmAsFollower(ctx, &ri)
+			if err == nil {
+				c.setConfirmed(start.Add(c.vouchLease()), res.Revoking)
+			}
+		}
+		if err != nil {
+			c.confirmFailed(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// confirmAsLeader verifies the leadership and waits for the commit index
+// read before it to be applied.
+func (c *Controller) confirmAsLeader(ctx context.Context, leaderTerm *uint64) error {
+	term := c.raft.CurrentTerm()
+	if *leaderTerm != term {
+		// A new leader knows the commit index once an entry of its term
+		// is committed: the barrier.
+		if err := c.raft.Barrier(c.vouchLease()).Error(); err != nil {
+			return fmt.Errorf("controller: barrier: %w", err)
+		}
+		*leaderTerm = term
+	}
+	ci, err := c.verifiedCommit()
+	if err != nil {
+		return err
+	}
+	return c.waitApplied(ctx, ci)
+}
+
+// verifiedCommit is the leader's read index: the commit index, returned
+// once a quorum confirmed the leadership after it was read.
+func (c *Controller) verifiedCommit() (uint64, error) {
+	if c.raft.State() != raft.Leader {
+		return 0, errors.New("controller: not the leader")
+	}
+	ci := c.raft.CommitIndex()
+	if err := c.raft.VerifyLeader().Error(); err != nil {
+		return 0, fmt.Errorf("controller: verify leadership: %w", err)
+	}
+	return ci, nil
+}
+
+// waitApplied waits up to one lease for raft to have applied index.
+func (c *Controller) waitApplied(ctx context.Context, index uint64) error {
+	deadline := time.Now().Add(c.vouchLease())
+	for c.raft.AppliedIndex() < index {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("controller: applied %d, behind the commit index %d", c.raft.AppliedIndex(), index)
+		}
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-c.fsm.Changed():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// confirmAsFollower asks the leader for its read index and waits to have
+// applied it.
+func (c *Controller) confirmAsFollower(ctx context.Context, ri *readIndexClient) (readIndexAnswer, error) {
+	addr, _ := c.raft.LeaderWithID()
+	if addr == "" {
+		ri.close()
+		return readIndexAnswer{}, errors.New("controller: no raft leader")
+	}
+	res, err := ri.ask(c.layer, string(addr), c.vouchLease())
+	if err != nil {
+		return res, err
+	}
+	return res, c.waitApplied(ctx, res.Commit)
+}
+
+// readIndexAnswer is the leader's answer on a read-index connection.
+type readIndexAnswer struct {
+	OK       bool     `json:"ok"`
+	Err      string   `json:"err,omitempty"`
+	Commit   uint64   `json:"commit"`
+	Revoking []string `json:"revoking,omitempty"`
+}
+
+// readIndexClient keeps one connection to the leader.
+type readIndexClient struct {
+	addr string
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func (ri *readIndexClient) close() {
+	if ri.conn != nil {
+		ri.conn.Close()
+		ri.conn, ri.r, ri.addr = nil, nil, ""
+	}
+}
+
+func (ri *readIndexClient) ask(layer *muxLayer, addr string, timeout time.Duration) (readIndexAnswer, error) {
+	var res readIndexAnswer
+	if ri.conn != nil && ri.addr != addr {
+		ri.close()
+	}
+	if ri.conn == nil {
+		conn, err := layer.Dial(raft.ServerAddress(addr), timeout)
+		if err != nil {
+			return res, fmt.Errorf("controller: read index: dial %s: %w", addr, err)
+		}
+		ri.conn, ri.r, ri.addr = conn, bufio.NewReader(conn), addr
+		conn.SetWriteDeadline(time.Now().Add(timeout))
+		if _, err := conn.Write([]byte{readIndexMagic}); err != nil {
+			ri.close()
+			return res, fmt.Errorf("controller: read index: %w", err)
+		}
+	}
+	ri.conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := ri.conn.Write([]byte("{}\n")); err != nil {
+		ri.close()
+		return res, fmt.Errorf("controller: read index: ask %s: %w", addr, err)
+	}
+	line, err := ri.r.ReadBytes('\n')
+	if err != nil {
+		ri.close()
+		return res, fmt.Errorf("controller: read index: answer of %s: %w", addr, err)
+	}
+	if err := json.Unmarshal(line, &res); err != nil {
+		ri.close()
+		return res, fmt.Errorf("controller: read index: answer of %s: %w", addr, err)
+	}
+	if !res.OK {
+		return res, fmt.Errorf("controller: read index: %s: %s", addr, res.Err)
+	}
+	return res, nil
+}
+
+// serveReadIndex answers one read-index connection: for each question
+// line, the read index (after a VerifyLeader started after the question
+// arrived) and the groups being deposed.
+func (c *Controller) serveReadIndex(conn net.Conn) {
+	defer conn.Close()
+	r := bufio.NewReader(io.LimitReader(conn, 1<<30))
+	for {
+		conn.SetReadDeadline(time.Now().Add(time.Minute))
+		line, err := r.ReadSlice('\n')
+		if err != nil || len(line) > 64 {
+			return
+		}
+		var res readIndexAnswer
+		ci, err := c.verifiedCommit()
+		if err != nil {
+			res.Err = err.Error()
+		} else {
+			res.OK, res.Commit, res.Revoking = true, ci, c.revokingNow()
+		}
+		out, _ := json.Marshal(res)
+		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write(append(out, '\n')); err != nil {
+			return
+		}
+	}
+}
+
+// muxLayer is raft's stream layer (TCP) with read-index connections
+// multiplexed on the same port by their first byte. block cuts every
+// connection and refuses new ones (tests: a partitioned controller).
+type muxLayer struct {
+	ln      net.Listener
+	adv     net.Addr
+	handle  func(net.Conn)
+	conns   chan net.Conn
+	closed  chan struct{}
+	once    sync.Once
+	blocked atomic.Bool
+	wg      sync.WaitGroup
+
+	mu   sync.Mutex
+	live map[net.Conn]struct{}
+}
+
+var _ raft.StreamLayer = (*muxLayer)(nil)
+
+func newMuxLayer(bind string, adv net.Addr, handle func(net.Conn)) (*muxLayer, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	if adv == nil {
+		adv = ln.Addr()
+	}
+	m := &muxLayer{ln: ln, adv: adv, handle: handle, conns: make(chan net.Conn), closed: make(chan struct{}), live: map[net.Conn]struct{}{}}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.acceptLoop()
+	}()
+	return m, nil
+}
+
+func (m *muxLayer) acceptLoop() {
+	for {
+		conn, err := m.ln.Accept()
+		if err != nil {
+			select {
+			case <-m.closed:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		if m.blocked.Load() {
+			conn.Close()
+			continue
+		}
+		conn = m.track(conn)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.sniff(conn)
+		}()
+	}
+}
+
+// sniff reads the first byte: a read-index connection is served here,
+// any other is handed to raft with that byte put back.
+func (m *muxLayer) sniff(conn net.Conn) {
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	if b[0] == readIndexMagic {
+		m.handle(conn)
+		return
+	}
+	select {
+	case m.conns <- &prefixConn{Conn: conn, first: b[0], has: true}:
+	case <-m.closed:
+		conn.Close()
+	}
+}
+
+// Accept implements net.Listener (raft's connections only).
+func (m *muxLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.conns:
+		return c, nil
+	case <-m.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting and closes every connection; it waits for the
+// layer's goroutines.
+func (m *muxLayer) Close() error {
+	var err error
+	m.once.Do(func() {
+		close(m.closed)
+		err = m.ln.Close()
+		m.cutAll()
+		m.wg.Wait()
+	})
+	return err
+}
+
+// Addr implements net.Listener: the advertised address.
+func (m *muxLayer) Addr() net.Addr { return m.adv }
+
+// Dial implements raft.StreamLayer.
+func (m *muxLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if m.blocked.Load() {
+		return nil, fmt.Errorf("controller: dial %s: transport blocked", address)
+	}
+	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	if err != nil {
+		return nil, err
+	}
+	return m.track(conn), nil
+}
+
+// setBlocked cuts this member off (true) or lets it talk again (false).
+func (m *muxLayer) setBlocked(b bool) {
+	m.blocked.Store(b)
+	if b {
+		m.cutAll()
+	}
+}
+
+func (m *muxLayer) track(conn net.Conn) net.Conn {
+	tc := &trackedConn{Conn: conn, m: m}
+	m.mu.Lock()
+	m.live[tc] = struct{}{}
+	m.mu.Unlock()
+	return tc
+}
+
+func (m *muxLayer) cutAll() {
+	m.mu.Lock()
+	conns := make([]net.Conn, 0, len(m.live))
+	for c := range m.live {
+		conns = append(conns, c)
+	}
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+type trackedConn struct {
+	net.Conn
+	m    *muxLayer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.m.mu.Lock()
+		delete(c.m.live, c)
+		c.m.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// prefixConn gives back the byte sniff read.
+type prefixConn struct {
+	net.Conn
+	first byte
+	has   bool
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if c.has && len(p) > 0 {
+		p[0] = c.first
+		c.has = false
+		return 1, nil
+	}
+	return c.Conn.Read(p)
+}

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// vouchWatch polls every controller's Vouch for addr until stopped and
+// records each poll that vouched for addr while some controller had
+// already applied an epoch in which addr is not the master (a deposed
+// master answered).
+type vouchWatch struct {
+	stop  chan struct{}
+	done  chan struct{}
+	polls atomic.Int64
+	stale atomic.Int64
+}
+
+func watchVouch(cs []*Controller, name string, addrs ...string) *vouchWatch {
+	w := &vouchWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			// Which of addrs were deposed before this round started.
+			deposed := map[string]bool{}
+			for _, c := range cs {
+				if g := c.fsm.Group(name); g != nil {
+					for _, a := range addrs {
+						if g.MasterAddr != a && g.Epoch > 1 {
+							deposed[a] = true
+						}
+					}
+				}
+			}
+			for _, c := range cs {
+				for a := range deposed {
+					w.polls.Add(1)
+					if c.Vouch(name, a) {
+						w.stale.Add(1)
+					}
+				}
+			}
+			time.Sleep(2 * time.Millisecond) // pacing only, not synchronisation
+		}
+	}()
+	return w
+}
+
+func (w *vouchWatch) close() { close(w.stop); <-w.done }
+
+// TestMinorityControllerWithholdsMaster: three controllers over loopback
+// raft; one follower's transport is blocked (cut off from the others).
+// Within a lease it stops vouching for the master; the majority elects a
+// new master after the old one lapses (revoking it for a lease first) and
+// no controller ever vouches for the deposed master; after the heal the
+// cut-off controller vouches for the new master only once it applied the
+// new epoch. Then the raft leader itself is cut off: it stops vouching
+// and the other two confirm under a new leader.
+func TestMinorityControllerWithholdsMaster(t *testing.T) {
+	cs := startControllers(t, 3)
+	leader := leaderOf(t, cs)
+	lease := leader.vouchLease()
+	ft := 800 * time.Millisecond
+	master := HeartbeatBody{Cluster: "c", Name: "b", MemberID: 0, Addr: "10.0.0.1:1", Founder: true, Offset: 100, Sync: true, FailoverTimeout: ft}
+	s1 := HeartbeatBody{Cluster: "c", Name: "b", MemberID: 1, Addr: "10.0.0.2:1", Offset: 100}
+	var g *Group
+	require.Eventually(t, func() bool { g = beatAll(cs, master); return g != nil }, 5*time.Second, 20*time.Millisecond)
+	master.Epoch, master.Master, s1.Epoch, master.InSync = 1, true, 1, []int64{1}
+	require.Eventually(t, func() bool {
+		beatAll(cs, s1)
+		g = beatAll(cs, master)
+		return len(g.InSync) == 1
+	}, 5*time.Second, 20*time.Millisecond)
+	for i, c := range cs {
+		require.Eventually(t, func() bool { return c.Vouch("b", master.Addr) }, 5*time.Second, 5*time.Millisecond, "controller %d vouches for the founder", i)
+		assert.False(t, c.Vouch("b", s1.Addr), "a slave is no master")
+		assert.True(t, c.Vouch("other", "10.9.9.9:1"), "a broker name without failover is not filtered")
+	}
+
+	// Cut one follower off.
+	var cut *Controller
+	for _, c := range cs {
+		if c != leader {
+			cut = c
+			break
+		}
+	}
+	w := watchVouch(cs, "b", master.Addr, s1.Addr)
+	cutAt := time.Now()
+	cut.layer.setBlocked(true)
+	require.Eventually(t, func() bool { return !cut.Vouch("b", master.Addr) }, 5*time.Second, time.Millisecond)
+	stopped := time.Since(cutAt)
+	t.Logf("the cut-off controller stopped vouching %s after the cut (lease %s)", stopped, lease)
+	assert.Less(t, stopped, lease+time.Second, "within the lease (plus scheduling slack)")
+	for _, c := range cs {
+		if c != cut {
+			assert.True(t, c.Vouch("b", master.Addr), "the majority keeps vouching")
+		}
+	}
+
+	// The master goes silent; slave 1 is elected by the majority.
+	silent := time.Now()
+	require.Eventually(t, func() bool { g = beatAll(cs, s1); return g.Epoch == 2 }, 10*time.Second, 20*time.Millisecond)
+	t.Logf("elected %s after the master went silent (failover timeout %s, revocation lease %s)", time.Since(silent), ft, lease)
+	assert.GreaterOrEqual(t, time.Since(silent), ft+lease-50*time.Millisecond, "the election waits a lease after the revocation")
+	s1.Epoch, s1.Ready = 2, true
+	require.Eventually(t, func() bool { g = beatAll(cs, s1); return g.Ready() }, 5*time.Second, 20*time.Millisecond)
+	s1.Master, s1.Ready = true, false
+	for _, c := range cs {
+		if c != cut {
+			require.Eventually(t, func() bool { beatAll(cs, s1); return c.Vouch("b", s1.Addr) }, 5*time.Second, 5*time.Millisecond)
+		}
+	}
+	assert.Equal(t, int64(1), cut.fsm.Group("b").Epoch, "the cut-off controller did not learn the new epoch")
+	assert.False(t, cut.Vouch("b", master.Addr))
+	assert.False(t, cut.Vouch("b", s1.Addr))
+
+	// Heal: the controller vouches for the new master once it applied it.
+	healAt := time.Now()
+	cut.layer.setBlocked(false)
+	require.Eventually(t, func() bool { return cut.Vouch("b", s1.Addr) }, 10*time.Second, time.Millisecond)
+	t.Logf("after the heal the controller vouched for the new master in %s", time.Since(healAt))
+	assert.Equal(t, int64(2), cut.fsm.Group("b").Epoch)
+
+	// The raft leader itself is cut off.
+	leader = leaderOf(t, cs)
+	cutAt = time.Now()
+	leader.layer.setBlocked(true)
+	require.Eventually(t, func() bool { return !leader.Vouch("b", s1.Addr) }, 5*time.Second, time.Millisecond)
+	t.Logf("the cut-off leader stopped vouching %s after the cut", time.Since(cutAt))
+	var others []*Controller
+	for _, c := range cs {
+		if c != leader {
+			others = append(others, c)
+		}
+	}
+	require.Eventually(t, func() bool {
+		beatAll(others, s1)
+		return others[0].Vouch("b", s1.Addr) && others[1].Vouch("b", s1.Addr) && (others[0].IsLeader() || others[1].IsLeader())
+	}, 10*time.Second, 10*time.Millisecond, "the majority confirms under a new leader")
+	leader.layer.setBlocked(false)
+
+	w.close()
+	t.Logf("%d polls of a deposed master, %d vouched", w.polls.Load(), w.stale.Load())
+	assert.Positive(t, w.polls.Load())
+	assert.Zero(t, w.stale.Load(), "no controller vouched for a deposed master")
+}
