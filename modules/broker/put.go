@@ -12,9 +12,19 @@ import (
 // delayed message to SCHEDULE_TOPIC_XXXX, a transaction module turns a
 // prepared message into a half message. It may also set the tag code the
 // consume-queue entry carries (return it with ok=true).
+//
+// m is borrowed: a sent message's Body aliases the request's network
+// frame, which the transport recycles once the send handler returns, and
+// m itself is written after the store call. A hook may rewrite m during
+// the call (Properties, Topic, QueueID) but keeps nothing of it afterwards
+// (copy the body, clone the map; strings may be kept), as store.Store's
+// Append does (see "Ownership" in package core/store).
 type PutHook func(ctx context.Context, m *message.Ext) (tagsCode int64, ok bool, err error)
 
-// StoredListener observes every stored batch (replication, metrics).
+// StoredListener observes every stored batch (replication, metrics). It
+// runs on the send path and borrows its arguments like a PutHook: msgs
+// (the caller's slice, bodies aliasing recycled frames) and pos are valid
+// only during the call.
 type StoredListener func(msgs []*message.Ext, pos []store.Position)
 
 // AddPutHook registers a hook; hooks run in registration order.
