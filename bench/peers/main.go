@@ -72,6 +72,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	quietOfficialClient()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, f)
 	cancel()
@@ -80,6 +81,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
 	}
+}
+
+// label names a target in the log lines (the client as well as the
+// server).
+func label(t target) string {
+	if l, ok := t.(interface{ label() string }); ok {
+		return l.label()
+	}
+	return t.name()
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -204,14 +214,20 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 		return err
 	}
 	defer n.close()
-	order := []target{q, n}
-	if round%2 == 1 {
-		order = []target{n, q}
-	}
-	// each runs fn on both systems; a failed run is logged and counted in
+	// o drives the same Quiver server with the official client; its rows
+	// are named "official client: ..." and compared with nats.go on
+	// JetStream.
+	o := &officialTarget{quiverTarget: q}
+	ob := &officialTarget{quiverTarget: q, batch: 32}
+	// eachOf runs fn on a Quiver target and JetStream, the order
+	// alternating with the round; a failed run is logged and counted in
 	// the table (the other system's figure still stands), only ctrl-C
 	// stops the whole run.
-	each := func(fn func(t target) error) error {
+	eachOf := func(qt target, fn func(t target) error) error {
+		order := []target{qt, n}
+		if round%2 == 1 {
+			order = []target{n, qt}
+		}
 		for _, t := range order {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -220,7 +236,7 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				logf("  FAILED %s: %v", t.name(), err)
+				logf("  FAILED %s: %v", label(t), err)
 				msg := strings.ReplaceAll(err.Error(), "\n", " ")
 				if len(msg) > 200 {
 					msg = msg[:200] + "…"
@@ -230,6 +246,7 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 		}
 		return nil
 	}
+	each := func(fn func(t target) error) error { return eachOf(q, fn) }
 	withTopic := func(t target, tag string, fn func(topic string) error) error {
 		topic, err := t.newTopic(ctx, tag)
 		if err != nil {
@@ -238,11 +255,11 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 		defer t.dropTopic(context.WithoutCancel(ctx), topic)
 		return fn(topic)
 	}
-	pub := func(name string, s pubSpec, tgt float64) error {
+	pubOn := func(qt target, name string, s pubSpec, tgt, cpuTgt float64) error {
 		if !f.want(name) {
 			return nil
 		}
-		return each(func(t target) error {
+		return eachOf(qt, func(t target) error {
 			return withTopic(t, "pub", func(topic string) error {
 				r, err := publish(ctx, t, topic, s)
 				if err != nil {
@@ -251,22 +268,50 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 				v := float64(r.msgs) / r.el.Seconds()
 				srvUs := float64(r.srvCPU.Microseconds()) / float64(r.msgs)
 				cliUs := float64(r.cliCPU.Microseconds()) / float64(r.msgs)
-				logf("  %-55s %-9s %9.0f msg/s %7.1f MB/s (%d msgs in %.1fs, %d errors; CPU µs/msg server %.1f client %.1f)",
-					name, t.name(), v, v*float64(s.size)/1e6, r.msgs, r.el.Seconds(), r.errs, srvUs, cliUs)
+				srvSys := float64(r.srvSys) / float64(r.msgs)
+				logf("  %-62s %-26s %9.0f msg/s %7.1f MB/s (%d msgs in %.1fs, %d errors; CPU µs/msg server %.1f client %.1f; syscalls/msg server %.2f client %.2f; p50 %v)",
+					name, label(t), v, v*float64(s.size)/1e6, r.msgs, r.el.Seconds(), r.errs, srvUs, cliUs, srvSys, float64(r.cliSys)/float64(r.msgs), r.p50)
 				if r.firstErr != nil {
 					logf("    first of %d errors: %v", r.errs, r.firstErr)
 				}
 				rep.add(name, "msg/s", false, tgt, t.name(), v)
-				if s.async && s.producers == 8 && s.size == 1024 {
-					rep.add(name+": server CPU per message", "µs", true, 0, t.name(), srvUs)
-					rep.add(name+": client CPU per message", "µs", true, 0, t.name(), cliUs)
+				if r.p50 > 0 {
+					rep.add(name+": send p50", "µs", true, 0, t.name(), float64(r.p50)/1e3)
 				}
-				if s.size >= 1024 && s.async && s.producers == 8 && !syncMode {
+				if cpuTgt > 0 || s.async && s.producers == 8 && s.size == 1024 {
+					rep.add(name+": server CPU per message", "µs", true, cpuTgt, t.name(), srvUs)
+					rep.add(name+": client CPU per message", "µs", true, 0, t.name(), cliUs)
+					rep.add(name+": server read+write syscalls per message", "calls", true, 0, t.name(), srvSys)
+				}
+				if s.size >= 64<<10 && s.async && !syncMode {
 					rep.add(name+": bandwidth", "MB/s", false, 0, t.name(), v*float64(s.size)/1e6)
 				}
 				return nil
 			})
 		})
+	}
+	pub := func(name string, s pubSpec, tgt float64) error { return pubOn(q, name, s, tgt, 0) }
+	// official runs the official client's send workloads (issue 24).
+	official := func(prefix string, cpuTgt float64) error {
+		for _, s := range []pubSpec{
+			{size: 1024, producers: 1},
+			{size: 1024, producers: 1, goroutines: 16},
+			{size: 1024, producers: 1, goroutines: 64},
+			{size: 1024, producers: 8, async: true},
+		} {
+			if syncMode && s.goroutines != 16 && !s.async {
+				continue
+			}
+			s.window, s.n, s.dur = f.window, f.n, f.dur
+			tg := 0.0
+			if s.goroutines == 16 || s.async {
+				tg = cpuTgt
+			}
+			if err := pubOn(o, prefix+s.String(), s, 0, tg); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if syncMode {
 		for _, s := range []pubSpec{
@@ -283,7 +328,10 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 				return err
 			}
 		}
-		return nil
+		return official("official client, sync-durable: ", 0)
+	}
+	if err := official("official client: ", 1); err != nil {
+		return err
 	}
 	for _, size := range []int{1024, 128} {
 		for _, producers := range []int{1, 8} {
@@ -310,12 +358,79 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 				if err != nil {
 					return err
 				}
-				v, err := drain(ctx, t, topic, have, consumers, 4*f.dur)
+				v, err := drain(ctx, t, topic, have, consumers, 4*f.dur, false)
 				if err != nil {
 					return err
 				}
 				logf("  %-55s %-9s %9.0f msg/s (%d msgs)", name, t.name(), v, have)
 				rep.add(name, "msg/s", false, 2, t.name(), v)
+				return nil
+			})
+		}); err != nil {
+			return err
+		}
+	}
+	// Big bodies (issue 24): bandwidth, not per-message cost; random
+	// bytes, 4 producers, a window of 64 MiB in flight per producer at
+	// most.
+	for _, size := range []int{64 << 10, 1 << 20} {
+		s := pubSpec{size: size, producers: 4, async: true, window: max(1, min(f.window, (4<<20)/size)), n: f.n, dur: f.dur, random: true}
+		if err := pub(s.String(), s, 0); err != nil {
+			return err
+		}
+		if err := pubOn(o, "official client: "+s.String(), s, 0, 0); err != nil {
+			return err
+		}
+	}
+	for _, ot := range []*officialTarget{o, ob} {
+		name := "official client: backlog consume 1 KiB, 1 push consumer, default options"
+		if ot.batch > 0 {
+			name = fmt.Sprintf("official client: backlog consume 1 KiB, 1 push consumer, batch %d", ot.batch)
+		}
+		if !f.want(name) {
+			continue
+		}
+		if err := eachOf(ot, func(t target) error {
+			return withTopic(t, "backlog", func(topic string) error {
+				// filled with Quiver's own client (fast, same bytes)
+				ft := t
+				if x, ok := t.(*officialTarget); ok {
+					ft = x.quiverTarget
+				}
+				want := min(f.n, 200_000)
+				have, err := fill(ctx, ft, topic, want, 1024, f.window, 4*f.dur)
+				if err != nil {
+					return err
+				}
+				srv0 := t.serverCPU()
+				v, err := drain(ctx, t, topic, have, 1, 4*f.dur, true)
+				if err != nil {
+					return err
+				}
+				srvUs := float64((t.serverCPU() - srv0).Microseconds()) / float64(have)
+				logf("  %-62s %-26s %9.0f msg/s (%d msgs; server CPU µs/msg %.1f)", name, label(t), v, have, srvUs)
+				rep.add(name, "msg/s", false, 0, t.name(), v)
+				rep.add(name+": server CPU per message", "µs", true, 0, t.name(), srvUs)
+				return nil
+			})
+		}); err != nil {
+			return err
+		}
+	}
+	if name := "official client: end-to-end at 5,000 msg/s, 1 KiB"; f.want(name) || f.want("latency") {
+		if err := eachOf(o, func(t target) error {
+			return withTopic(t, "e2e", func(topic string) error {
+				srv0 := t.serverCPU()
+				p50, p99, p999, err := latency(ctx, t, topic, 5000, f.latDur, 1024)
+				if err != nil {
+					return err
+				}
+				srvUs := float64((t.serverCPU() - srv0).Microseconds()) / (5000 * f.latDur.Seconds())
+				logf("  %-62s %-26s p50 %v p99 %v p999 %v (server CPU µs/msg %.1f)", name, label(t), p50, p99, p999, srvUs)
+				rep.add(name+": p50", "µs", true, 0, t.name(), float64(p50)/1e3)
+				rep.add(name+": p99", "µs", true, 1, t.name(), float64(p99)/1e3)
+				rep.add(name+": p999", "µs", true, 1, t.name(), float64(p999)/1e3)
+				rep.add(name+": server CPU per message", "µs", true, 1, t.name(), srvUs)
 				return nil
 			})
 		}); err != nil {
@@ -329,7 +444,7 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 				if err != nil {
 					return err
 				}
-				logf("  %-55s %-9s p50 %v p99 %v p999 %v", name, t.name(), p50, p99, p999)
+				logf("  %-62s %-26s p50 %v p99 %v p999 %v", name, label(t), p50, p99, p999)
 				rep.add(name+": p50", "µs", true, 0, t.name(), float64(p50)/1e3)
 				rep.add(name+": p99", "µs", true, 0.7, t.name(), float64(p99)/1e3)
 				rep.add(name+": p999", "µs", true, 0, t.name(), float64(p999)/1e3)

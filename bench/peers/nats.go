@@ -187,3 +187,5 @@ func (t *natsTarget) close() {
 	}
 	t.p.stop()
 }
+
+func (t *natsTarget) serverSyscalls() int64 { return t.p.syscalls() }

@@ -246,3 +246,28 @@ func selfCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// syscalls is the process's read and write system calls so far
+// (/proc/<pid>/io syscr + syscw; 0 where unreadable).
+func (p *proc) syscalls() int64 { return procSyscalls(fmt.Sprintf("/proc/%d/io", p.cmd.Process.Pid)) }
+
+// selfSyscalls is the harness's own read and write system calls.
+func selfSyscalls() int64 { return procSyscalls("/proc/self/io") }
+
+func procSyscalls(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "syscr" && k != "syscw") {
+			continue
+		}
+		var x int64
+		fmt.Sscan(strings.TrimSpace(v), &x)
+		n += x
+	}
+	return n
+}

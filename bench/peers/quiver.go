@@ -232,3 +232,5 @@ func (q *quiverTarget) close() {
 	}
 	q.p.stop()
 }
+
+func (q *quiverTarget) serverSyscalls() int64 { return q.p.syscalls() }

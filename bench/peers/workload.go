@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -18,12 +19,20 @@ type pubSpec struct {
 	window    int
 	n         int64         // total messages (all producers)
 	dur       time.Duration // longest run
+	// goroutines, when set, sync-sends from that many goroutines sharing
+	// one sender (producers is then 1).
+	goroutines int
+	// random fills the body with incompressible bytes.
+	random bool
 }
 
 func (s pubSpec) String() string {
 	m := "sync"
 	if s.async {
 		m = "async"
+	}
+	if s.goroutines > 0 {
+		return fmt.Sprintf("publish %s, %d goroutine(s) sharing 1 producer, %s", sizeName(s.size), s.goroutines, m)
 	}
 	return fmt.Sprintf("publish %s, %d producer(s), %s", sizeName(s.size), s.producers, m)
 }
@@ -52,6 +61,9 @@ type target interface {
 	newSender(ctx context.Context, topic string, i int) (sender, error)
 	// serverCPU is the server process's CPU time so far.
 	serverCPU() time.Duration
+	// serverSyscalls is the server process's read and write system calls
+	// so far (/proc/<pid>/io syscr + syscw; 0 where unknown).
+	serverSyscalls() int64
 	// consume delivers every message of topic to fn from consumers
 	// consumers of group (clustering: they share the messages), until ctx
 	// ends. It returns once the consumers are running; stop ends them.
@@ -63,6 +75,8 @@ type pubResult struct {
 	msgs, errs     int64
 	el             time.Duration
 	srvCPU, cliCPU time.Duration // CPU used during the timed part
+	srvSys, cliSys int64         // read/write syscalls during the timed part
+	p50            time.Duration // send latency (one goroutine, sync)
 	firstErr       error
 }
 
@@ -78,6 +92,9 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 		}
 	}()
 	body := make([]byte, s.size)
+	if s.random {
+		rand.Read(body)
+	}
 	for i := range senders {
 		x, err := t.newSender(ctx, topic, i)
 		if err != nil {
@@ -93,9 +110,22 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 	rctx, cancel := context.WithTimeout(ctx, s.dur)
 	defer cancel()
 	srv0, cli0 := t.serverCPU(), selfCPU()
+	ssys0, csys0 := t.serverSyscalls(), selfSyscalls()
+	var lats []int64
+	timed := !s.async && s.producers == 1 && s.goroutines <= 1
+	if timed {
+		lats = make([]int64, 0, min(s.n, 1<<20))
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, x := range senders {
+	workers := senders
+	if s.goroutines > 0 {
+		workers = make([]sender, s.goroutines)
+		for i := range workers {
+			workers[i] = senders[0]
+		}
+	}
+	for _, x := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -103,12 +133,16 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 			sem := make(chan struct{}, max(s.window, 1))
 			for rctx.Err() == nil && sent.Add(1) <= s.n {
 				if !s.async {
+					t0 := time.Now()
 					if err := x.send(rctx, body); err != nil {
 						if rctx.Err() == nil {
 							errs.Add(1)
 							firstErr.CompareAndSwap(nil, errBox{err})
 						}
 						continue
+					}
+					if timed && len(lats) < cap(lats) {
+						lats = append(lats, int64(time.Since(t0)))
 					}
 					acked.Add(1)
 					continue
@@ -141,7 +175,12 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 	}
 	wg.Wait()
 	el := time.Since(start)
-	r := pubResult{msgs: acked.Load(), errs: errs.Load(), el: el, srvCPU: t.serverCPU() - srv0, cliCPU: selfCPU() - cli0}
+	r := pubResult{msgs: acked.Load(), errs: errs.Load(), el: el, srvCPU: t.serverCPU() - srv0, cliCPU: selfCPU() - cli0,
+		srvSys: t.serverSyscalls() - ssys0, cliSys: selfSyscalls() - csys0}
+	if len(lats) > 0 {
+		slices.Sort(lats)
+		r.p50 = time.Duration(lats[len(lats)/2])
+	}
 	if b, ok := firstErr.Load().(errBox); ok {
 		r.firstErr = b.err
 	}
@@ -172,12 +211,20 @@ func fill(ctx context.Context, t target, topic string, n int64, size, window int
 
 // drain consumes a backlog of want messages with consumers consumers and
 // returns messages per second.
-func drain(ctx context.Context, t target, topic string, want int64, consumers int, d time.Duration) (float64, error) {
+//
+// With fromFirst the time counts from the first delivery, not from the
+// start of the consumers: a push consumer's start and rebalance are left
+// out of the timed window.
+func drain(ctx context.Context, t target, topic string, want int64, consumers int, d time.Duration, fromFirst bool) (float64, error) {
 	var got atomic.Int64
 	done := make(chan struct{})
 	var once sync.Once
 	start := time.Now()
+	var first atomic.Int64
 	stop, err := t.consume(ctx, topic, fmt.Sprintf("drain%d", consumers), consumers, func([]byte) {
+		if fromFirst && first.Load() == 0 {
+			first.CompareAndSwap(0, time.Now().UnixNano())
+		}
 		if got.Add(1) >= want {
 			once.Do(func() { close(done) })
 		}
@@ -193,6 +240,9 @@ func drain(ctx context.Context, t target, topic string, want int64, consumers in
 		return 0, ctx.Err()
 	}
 	el := time.Since(start)
+	if f := first.Load(); f != 0 {
+		el = time.Since(time.Unix(0, f))
+	}
 	n := got.Load()
 	if n < want {
 		return float64(n) / el.Seconds(), fmt.Errorf("%s: drained %d of %d in %s", t.name(), n, want, d)
@@ -208,6 +258,7 @@ func latency(ctx context.Context, t target, topic string, rate int, d time.Durat
 	lat := make([]int64, 0, total)
 	var mu sync.Mutex
 	var got atomic.Int64
+	var warmSeen atomic.Bool
 	done := make(chan struct{})
 	var once sync.Once
 	stop, err := t.consume(ctx, topic, "latency", 1, func(b []byte) {
@@ -215,7 +266,8 @@ func latency(ctx context.Context, t target, topic string, rate int, d time.Durat
 			return
 		}
 		ns := time.Now().UnixNano() - int64(binary.LittleEndian.Uint64(b))
-		if ns < 0 { // warm-up message (zero stamp is far in the past; guard)
+		if ns < 0 { // the warm-up message, stamped an hour ahead
+			warmSeen.Store(true)
 			return
 		}
 		mu.Lock()
@@ -242,7 +294,16 @@ func latency(ctx context.Context, t target, topic string, rate int, d time.Durat
 	if err := x.send(ctx, warm); err != nil {
 		return 0, 0, 0, fmt.Errorf("%s warm-up: %w", t.name(), err)
 	}
-	time.Sleep(500 * time.Millisecond) // let the consumer settle on the queues
+	// The consumer is settled on the queues (rebalanced, long-polling)
+	// once the warm-up message reached it.
+	settle := time.Now().Add(60 * time.Second)
+	for !warmSeen.Load() {
+		if time.Now().After(settle) || ctx.Err() != nil {
+			return 0, 0, 0, fmt.Errorf("%s: warm-up message not delivered within 60 s", t.name())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the other queues' pulls are held too
 	var inflight sync.WaitGroup
 	var errs atomic.Int64
 	start := time.Now()
