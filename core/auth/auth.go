@@ -17,11 +17,21 @@ var (
 )
 
 // Request is what an Authenticator sees of a remoting request.
+//
+// ExtFields and Body are borrowed for the duration of one call
+// (Authenticate, Checker.Check, AnswerFilter.FilterAnswer,
+// AccountAdmin.AuthorizeAdmin): for the hot request codes the map comes
+// from the decoder's pool and Body aliases the network frame the request
+// arrived in; once the handler returns, the router gives the map back to
+// the pool and the frame back to the transport, and both are refilled by
+// the next request. A plugin keeps nothing of either after it returns: it
+// copies what it needs (strings read from the map may be kept, and a
+// Principal holds only strings). authtest.CheckBorrowedInputs checks it.
 type Request struct {
 	Code       int32
 	RemoteAddr string
-	ExtFields  map[string]string
-	Body       []byte
+	ExtFields  map[string]string // borrowed; never written by a plugin
+	Body       []byte            // borrowed; never written by a plugin
 	// Lookup finds the message stored at a commit-log offset, for codes
 	// whose resource is a stored message's topic (VIEW_MESSAGE_BY_ID,
 	// END_TRANSACTION, CONSUMER_SEND_MSG_BACK). Nil where the process

@@ -15,7 +15,10 @@
 //     with -race);
 //   - the same request gives the same answer twice in a row;
 //   - an Authenticator that implements auth.Checker keeps the same rules
-//     in Check.
+//     in Check;
+//   - nothing of a request's ExtFields map or Body is kept after a call
+//     returns (CheckBorrowedInputs): the map is pooled and the body aliases
+//     a recycled network frame (see auth.Request).
 //
 // Requests (WithRequests) are well-formed requests the plugin accepts; the
 // suite checks that they pass, then mutates them (drops fields, changes
@@ -137,6 +140,10 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 				checkSecrets(t, o, "Check", err)
 			}
 		}
+	})
+	t.Run("BorrowedInputs", func(t *testing.T) {
+		an, az := open(t)
+		CheckBorrowedInputs(t, an, az, o.requests)
 	})
 	t.Run("MutatedRequests", func(t *testing.T) {
 		an, _ := open(t)

@@ -86,6 +86,10 @@ var broken = map[string]func() (auth.Authenticator, auth.Authorizer){
 	"not-deterministic":  func() (auth.Authenticator, auth.Authorizer) { f := &flaky{}; return f, f },
 	"authorize-sentinel": func() (auth.Authenticator, auth.Authorizer) { return auth.AllowAll{}, badAuthz{} },
 	"rejects-seed":       func() (auth.Authenticator, auth.Authorizer) { return rejectsSeed{}, auth.AllowAll{} },
+	"keeps-borrowed": func() (auth.Authenticator, auth.Authorizer) {
+		s := newSessions(false)
+		return s, s
+	},
 }
 
 // TestBrokenHelper runs the suite on one broken plugin when started by
@@ -96,6 +100,12 @@ func TestBrokenHelper(t *testing.T) {
 		t.Skip("helper")
 	}
 	open := broken[name]
+	if name == "keeps-borrowed" {
+		// Seeds it accepts: only the ownership rule is broken.
+		authtest.Run(t, func(*testing.T) (auth.Authenticator, auth.Authorizer) { return open() },
+			authtest.Rounds(100), authtest.WithRequests(sessionSeeds[:2]...))
+		return
+	}
 	authtest.Run(t, func(*testing.T) (auth.Authenticator, auth.Authorizer) { return open() },
 		authtest.Secrets(secret), authtest.Rounds(100),
 		authtest.WithRequests(auth.Request{Code: 10, ExtFields: map[string]string{"topic": "T"}}))
@@ -116,6 +126,7 @@ func TestSuiteCatchesBrokenPlugins(t *testing.T) {
 		{give: "not-deterministic", want: "the same request gave"},
 		{give: "authorize-sentinel", want: "does not wrap auth.ErrDenied"},
 		{give: "rejects-seed", want: "AcceptsGivenRequests"},
+		{give: "keeps-borrowed", want: "--- FAIL: TestBrokenHelper/BorrowedInputs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
