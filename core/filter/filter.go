@@ -32,7 +32,12 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("filter: %s expression %q: at position %d: %s", e.Type, e.Expr, e.Pos, e.Expected)
 }
 
-// Matcher decides whether a message matches a subscription.
+// Matcher decides whether a message matches a subscription. A compiled
+// Matcher is shared by every pull of a subscription: Match is safe for
+// concurrent use. props is borrowed for the call (a reader may decode each
+// record into one reused map): a Matcher keeps nothing of it after Match
+// returns (filtertest.CheckBorrowedInputs checks it). Compile's expr is a
+// string and may be kept.
 type Matcher interface {
 	Match(props message.Properties) bool
 }

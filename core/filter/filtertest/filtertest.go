@@ -2,8 +2,10 @@
 // pass. A plugin's test calls Run with its provider and a table of cases;
 // Run checks the cases and the properties the broker relies on: Compile is
 // deterministic and never panics, bad expressions are *filter.SyntaxError,
-// compiled matchers are safe for concurrent use, MatchesAll is honest, and
-// the tagsCode pre-filter never rejects a message that Match accepts.
+// compiled matchers are safe for concurrent use, MatchesAll is honest, the
+// tagsCode pre-filter never rejects a message that Match accepts, and a
+// matcher keeps nothing of the props map Match borrowed
+// (CheckBorrowedInputs).
 //
 // The tagsCode of a sample message is message.TagsHashCode of its TAGS
 // property (what a Java broker stores), unless the provider's Compiler has
@@ -147,6 +149,10 @@ func Run(t *testing.T, p filter.Provider, cases []Case) {
 
 	t.Run("Concurrent", func(t *testing.T) {
 		checkConcurrent(t, c, exprs, samples)
+	})
+
+	t.Run("BorrowedInputs", func(t *testing.T) {
+		CheckBorrowedInputs(t, c, exprs, samples)
 	})
 }
 
