@@ -53,6 +53,9 @@ type failover struct {
 	warned string
 
 	masterAddr atomic.Pointer[string]
+	// awaitStart: the last view named another member master of an epoch
+	// that has not started yet (heartbeat faster meanwhile).
+	awaitStart atomic.Bool
 	kick       chan struct{}
 	restart    func()
 }
@@ -96,7 +99,13 @@ func (f *failover) master() string {
 	return ""
 }
 
-func (f *failover) setMaster(addr string) { f.masterAddr.Store(&addr) }
+// setMaster names the master to follow ("" none); a pull running to
+// another one is cancelled at once.
+func (f *failover) setMaster(addr string) {
+	if old := f.masterAddr.Swap(&addr); old == nil || *old != addr {
+		f.s.switchMaster(addr)
+	}
+}
 
 // lease is how long a master stays writable after sending a heartbeat
 // that a raft leader answered: ha.failover_timeout less one
@@ -139,7 +148,7 @@ func (f *failover) leaseExpired() {
 
 // loop heartbeats every heartbeat_interval, and at once after a change.
 func (f *failover) loop() {
-	t := time.NewTicker(f.s.cfg.HeartbeatInterval)
+	t := time.NewTimer(f.s.cfg.HeartbeatInterval)
 	defer t.Stop()
 	f.mu.Lock()
 	f.armFenceLocked()
@@ -151,6 +160,13 @@ func (f *failover) loop() {
 	}()
 	for f.s.ctx.Err() == nil {
 		f.beat()
+		if f.awaitStart.Load() {
+			// A new master was elected and has not started: ask again
+			// soon, so this broker follows it as soon as it serves.
+			t.Reset(min(f.s.cfg.HeartbeatInterval, awaitStartBeat))
+		} else {
+			t.Reset(f.s.cfg.HeartbeatInterval)
+		}
 		select {
 		case <-f.s.ctx.Done():
 			return
@@ -159,6 +175,10 @@ func (f *failover) loop() {
 		}
 	}
 }
+
+// awaitStartBeat is the heartbeat period of a member waiting for an
+// elected master to start.
+const awaitStartBeat = 50 * time.Millisecond
 
 func (f *failover) kickNow() {
 	select {
@@ -254,6 +274,7 @@ func (f *failover) act(views []*controller.View, sent time.Time) {
 	}
 	expired := now.Sub(f.lastLeader) >= f.lease()
 	r := f.s.b.Role()
+	f.awaitStart.Store(false)
 	if g == nil {
 		if r.Writable && expired {
 			f.fenceLocked("no controller leader answered within the lease")
@@ -310,6 +331,7 @@ func (f *failover) act(views []*controller.View, sent time.Time) {
 		if !g.Ready() {
 			// The new master has not started: follow no one yet (keep the
 			// epoch, the cut point is not known).
+			f.awaitStart.Store(true)
 			f.setMaster("")
 			f.s.b.SetRole(broker.RoleState{Role: broker.RoleSlave, ID: f.slaveID, Epoch: f.epoch})
 			return

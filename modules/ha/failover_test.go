@@ -3,6 +3,7 @@ package ha
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -137,4 +138,88 @@ func TestFailoverRoles(t *testing.T) {
 	assert.Equal(t, broker.RoleState{Role: broker.RoleSlave, ID: defaultDemotedID, Epoch: 2}, r)
 	assert.Equal(t, "127.0.0.1:1", n.ha.fo.master())
 	assert.Equal(t, int32(1), n.restarts.Load(), "no second restart")
+}
+
+// TestSlaveSwitchesMasterAtOnce: a failover slave whose pull hangs on an
+// unresponsive master (a loopback listener that never answers) drops it
+// as soon as the controllers' view names a new master, and the new
+// SYNC_MASTER acknowledges a send at once, not after the hung pull's
+// timeout (ha.max_wait + 5 s).
+func TestSlaveSwitchesMasterAtOnce(t *testing.T) {
+	// The old master: accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	})
+	quiet := func(c *broker.Config, h *Config) {
+		h.Failover = true
+		h.FailoverTimeout, h.HeartbeatInterval = 5*time.Minute, time.Minute
+		h.MaxWait = time.Second
+		h.MetaInterval = time.Hour // no metadata copy on the same connection
+	}
+	mAddr := freeAddr(t)
+	m := startNode(t, t.TempDir(), mAddr, func(c *broker.Config, h *Config) {
+		quiet(c, h)
+		c.ID, c.Role, c.Advertise = 1, broker.RoleSlave, mAddr
+	})
+	sAddr := freeAddr(t)
+	s := startNode(t, t.TempDir(), sAddr, func(c *broker.Config, h *Config) {
+		quiet(c, h)
+		c.ID, c.Role, c.Advertise = 2, broker.RoleSlave, sAddr
+	})
+	name := m.b.Config().Name
+	old := ln.Addr().String()
+
+	// Epoch 1: the slave follows the unresponsive master.
+	g1 := &controller.Group{Name: name, Epoch: 1, MasterID: 0, MasterAddr: old, Sync: true, Epochs: []controller.EpochStart{{Epoch: 1, Start: 0}}}
+	s.ha.fo.act([]*controller.View{{Leader: true, Group: g1}}, time.Now())
+	m.ha.fo.act([]*controller.View{{Leader: true, Group: g1}}, time.Now())
+	select {
+	case <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slave did not connect to its master")
+	}
+
+	// Epoch 2: member 1 elected, started; the slave is told.
+	g2 := &controller.Group{Name: name, Epoch: 2, MasterID: 1, MasterAddr: mAddr, Sync: true, InSync: []int64{2},
+		Epochs: []controller.EpochStart{{Epoch: 1, Start: 0}, {Epoch: 2, Start: -1}}}
+	m.ha.fo.act([]*controller.View{{Leader: true, Group: g2}}, time.Now())
+	g2.Epochs[1].Start = 0
+	m.ha.fo.act([]*controller.View{{Leader: true, Group: g2}}, time.Now())
+	require.True(t, m.b.Role().Writable, "the new master serves")
+	promoted := time.Now()
+	s.ha.fo.act([]*controller.View{{Leader: true, Group: g2}}, time.Now())
+
+	c := newClient(t)
+	var first time.Duration
+	var notAvail int
+	require.Eventually(t, func() bool {
+		resp := send(t, c, m.addr, "T", 0, fmt.Sprintf("m-%d", notAvail))
+		if resp.Code == remoting.Success {
+			first = time.Since(promoted)
+			return true
+		}
+		notAvail++
+		return false
+	}, 10*time.Second, 5*time.Millisecond)
+	t.Logf("first acknowledged SYNC_MASTER send %s after the promotion (%d answered not available before)", first, notAvail)
+	// Without the cancellation the hung pull ends only with its transport
+	// or its timeout (ha.max_wait + 5 s): 1.2 s here at least.
+	assert.Less(t, first, time.Second, "the slave followed the new master at once")
+	assert.Equal(t, mAddr, s.ha.fo.master())
 }

@@ -81,6 +81,14 @@ type Service struct {
 	masterMax atomic.Int64
 	lag       atomic.Int64
 	following atomic.Bool
+	// pull is the running HA_PULL (follow's goroutine sets it): a change
+	// of master cancels it at once (switchMaster) instead of waiting for
+	// its answer or timeout from a master that may be unreachable.
+	pullMu     sync.Mutex
+	pullMaster string
+	pullCancel context.CancelFunc
+	// masterKick wakes follow when the master to follow changed.
+	masterKick chan struct{}
 
 	// fo is automatic failover (ha.failover); nil without it.
 	fo *failover
@@ -111,7 +119,7 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 	}
 	bc := b.Config()
 	s := &Service{
-		cfg: cfg, b: b, role: bc.Role, slaves: map[int64]*slaveState{}, wake: make(chan struct{}),
+		cfg: cfg, b: b, role: bc.Role, slaves: map[int64]*slaveState{}, wake: make(chan struct{}), masterKick: make(chan struct{}, 1),
 		log: log.With("component", "ha", "broker", bc.Name, "role", bc.Role),
 	}
 	lr, okR := b.Store().(store.LogReader)
@@ -509,6 +517,38 @@ func (s *Service) masterAddr() string {
 	return ""
 }
 
+// switchMaster is called when the master to follow became addr: a pull
+// running to another master is cancelled, and follow wakes up.
+func (s *Service) switchMaster(addr string) {
+	s.pullMu.Lock()
+	if s.pullCancel != nil && s.pullMaster != addr {
+		s.pullCancel()
+	}
+	s.pullMu.Unlock()
+	select {
+	case s.masterKick <- struct{}{}:
+	default:
+	}
+}
+
+// setPull records the running pull (cancel nil: none).
+func (s *Service) setPull(master string, cancel context.CancelFunc) {
+	s.pullMu.Lock()
+	s.pullMaster, s.pullCancel = master, cancel
+	s.pullMu.Unlock()
+}
+
+// sleepOrSwitch sleeps d, or less when the master to follow changes.
+func (s *Service) sleepOrSwitch(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.ctx.Done():
+	case <-s.masterKick:
+	case <-t.C:
+	}
+}
+
 func (s *Service) forgetMaster() {
 	s.masterMu.Lock()
 	s.master = ""
@@ -533,7 +573,7 @@ func (s *Service) follow() {
 				s.log.Warn("lost the master", "reason", "no committed master to follow")
 			}
 			if s.fo != nil {
-				s.sleep(100 * time.Millisecond)
+				s.sleepOrSwitch(100 * time.Millisecond)
 			} else {
 				s.sleep(time.Second)
 			}
@@ -554,7 +594,12 @@ func (s *Service) follow() {
 		}
 		req := remoting.NewRequest(HAPull, ext, nil)
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.MaxWait+5*time.Second)
+		s.setPull(master, cancel)
+		if s.fo != nil && s.fo.master() != master {
+			cancel() // the master changed since it was read
+		}
 		resp, err := s.invoke(ctx, master, req)
+		s.setPull("", nil)
 		cancel()
 		if err == nil && resp.Code != remoting.Success {
 			err = fmt.Errorf("code %d: %s", resp.Code, resp.Remark)
@@ -569,6 +614,16 @@ func (s *Service) follow() {
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return
+			}
+			if s.fo != nil && s.fo.master() != master {
+				// The controllers named another master: drop this one's
+				// connection (it may be unreachable) and follow at once.
+				if s.following.Swap(false) {
+					s.log.Info("master changed: dropped the pull to the old master", "old_master", master, "master", s.fo.master())
+				}
+				s.client.CloseAddr(master)
+				failures = 0
+				continue
 			}
 			if failures == 0 || failures%30 == 0 {
 				s.log.Warn("replicate from master", "master", master, "offset", from, "err", err)
