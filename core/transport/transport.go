@@ -33,10 +33,14 @@ var (
 // writes a frame atomically with respect to other writers.
 type Conn interface {
 	// ReadFrame returns the next whole frame. The returned slice is owned by
-	// the caller. It returns ErrClosed (possibly wrapped) or io.EOF once the
-	// connection is gone.
+	// the caller (until it hands it back through FrameRecycler, when the
+	// Conn has it). It returns ErrClosed (possibly wrapped) or io.EOF once
+	// the connection is gone.
 	ReadFrame(ctx context.Context) ([]byte, error)
-	// WriteFrame writes one frame made of the concatenation of parts.
+	// WriteFrame writes one frame made of the concatenation of parts. The
+	// parts are borrowed: the Conn keeps nothing of them once WriteFrame
+	// returns (remoting gives its header buffers back to a pool at once),
+	// so a transport that sends later copies them first.
 	WriteFrame(ctx context.Context, parts ...[]byte) error
 	// LocalAddr and RemoteAddr are "host:port" strings; RemoteAddr is what
 	// logs, ACL white lists and client tables show.
@@ -68,9 +72,25 @@ type FrameDeliverer interface {
 // RecycleFrame takes back a frame ReadFrame returned once nothing refers
 // to it (remoting does so after a handler that keeps nothing of its
 // request). Frames it does not recognise are left to the garbage
-// collector.
+// collector. This is why the layers above borrow request bodies (the
+// ownership rules of store.Store.Append and auth.Request): a recycled
+// frame holds the next request. A recycled frame must not change frames
+// ReadFrame returned earlier and that were not recycled.
 type FrameRecycler interface {
 	RecycleFrame(frame []byte)
+}
+
+// FrameBatcher is a Conn that can write several frames with one flush
+// (one write system call): remoting's writer goroutine uses it, where a
+// Conn has it, to send the frames queued while the last write ran.
+// WriteFrames writes frames in order, each the concatenation of its parts,
+// atomically with respect to other writers; like WriteFrame it keeps
+// nothing of the parts after it returns; a batch holding a frame above
+// MaxFrameSize (the largest frame the Conn sends) fails whole with
+// ErrFrameTooLarge before anything is written. transporttest checks both.
+type FrameBatcher interface {
+	WriteFrames(ctx context.Context, frames [][][]byte) error
+	MaxFrameSize() int
 }
 
 // Listener accepts frame connections.

@@ -23,7 +23,12 @@
 //   - a ReadFrame cancelled while no frame is in flight leaves the
 //     connection usable;
 //   - frames written before Close are delivered to the peer before it sees
-//     the end of the connection.
+//     the end of the connection;
+//   - where a Conn has the optional transport.FrameBatcher, a batch arrives
+//     whole and in order, its parts are not kept, and a batch with a frame
+//     above the limit is refused whole;
+//   - where a Conn has transport.FrameRecycler, recycling frames leaves
+//     later frames, and frames the reader still holds, intact.
 //
 // Frames from concurrent writers carry no order. By default the suite also
 // checks that frames written one after the other arrive in that order, as
@@ -109,6 +114,8 @@ func Run(t *testing.T, mk MakeFunc, opts ...Option) {
 		{"AcceptAfterClose", testAcceptAfterClose},
 		{"CloseUnblocksAccept", testCloseUnblocksAccept},
 		{"AcceptContextCancel", testAcceptCancel},
+		{"FrameBatcher", func(t *testing.T, mk MakeFunc) { testFrameBatcher(t, mk, o.unordered) }},
+		{"FrameRecycler", func(t *testing.T, mk MakeFunc) { testFrameRecycler(t, mk, o.unordered) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, mk) })
