@@ -109,12 +109,12 @@ func fakeConsumer(t *testing.T, broker, group, topic string, offset int64) {
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 }
 
+// TestAdminCommands drives each command group against one live mq dev
+// (in -short too: about ten seconds once mq is built): table and JSON
+// output checked on content, exit code 1 for unknown topics and groups.
 func TestAdminCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts mq dev")
-	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
-	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"metrics.listen=" + metricsAddr}})
+	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"metrics.listen=" + metricsAddr, "console.listen="}})
 	ns := dev.Namesrv
 	const topic, group = "AdminTopic", "AdminGroup"
 
@@ -134,11 +134,14 @@ func TestAdminCommands(t *testing.T) {
 		rows := parseTable(t, mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "4", "--write-queues", "4"))
 		require.Len(t, rows, 1)
 		assert.Equal(t, "4", rows[0]["READ QUEUES"])
-		var upd map[string]any
+		assert.Equal(t, "created", rows[0]["ACTION"])
+		assert.Equal(t, "broker-a", rows[0]["BROKER"])
+		var upd []topicRow
 		mqJSON(t, ns, &upd, "topic", "update", "--topic", topic, "--read-queues", "2", "--write-queues", "2")
-		assert.EqualValues(t, 2, upd["readQueueNums"])
-		_, err := mqRun(t, ns, "topic", "update", "--topic", "NoSuchTopic")
-		assert.ErrorContains(t, err, "does not exist")
+		require.Len(t, upd, 1)
+		assert.Equal(t, topicRow{Topic: topic, Broker: "broker-a", Addr: dev.Broker, ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}, upd[0])
+		assert.Contains(t, mqFail(t, ns, 1, "topic", "update", "--topic", "NoSuchTopic", "--perm", "6"), "topic NoSuchTopic does not exist")
+		assert.Contains(t, mqFail(t, ns, 1, "topic", "route", "--topic", "NoSuchTopic"), "does not exist")
 
 		// The name server learns of the update at the broker's next
 		// registration, which the update triggers.
@@ -187,8 +190,7 @@ func TestAdminCommands(t *testing.T) {
 		require.Len(t, rows, 2)
 		assert.Equal(t, "4", rows[0]["MAX OFFSET"])
 		assert.Equal(t, "-", rows[1]["LAST UPDATED"])
-		_, err := mqRun(t, ns, "topic", "status", "--topic", "NoSuchTopic")
-		assert.ErrorContains(t, err, "does not exist")
+		assert.Contains(t, mqFail(t, ns, 1, "topic", "status", "--topic", "NoSuchTopic"), "does not exist")
 	})
 
 	t.Run("message get", func(t *testing.T) {
@@ -276,6 +278,8 @@ func TestAdminCommands(t *testing.T) {
 		crows := parseTable(t, clients)
 		require.Len(t, crows, 1)
 		assert.Equal(t, "409", crows[0]["VERSION"])
+		assert.Contains(t, mqFail(t, ns, 1, "group", "status", "--group", "NoSuchGroup"), "NoSuchGroup does not exist")
+		assert.Contains(t, mqFail(t, ns, 1, "group", "create", "--group", group), "already exists")
 	})
 
 	t.Run("broker status", func(t *testing.T) {
@@ -299,12 +303,33 @@ func TestAdminCommands(t *testing.T) {
 	t.Run("metrics", func(t *testing.T) { checkMetrics(t, metricsAddr, topic, group) })
 
 	t.Run("offset reset and dlq list", func(t *testing.T) {
-		out := mqOK(t, ns, "offset", "reset", "--group", group, "--topic", topic, "--timestamp", "-1h")
+		out := mqOK(t, ns, "offset", "reset", "--group", group, "--topic", topic, "--timestamp", "-1h", "--yes")
 		assert.Contains(t, out, "reset to")
+		rows := parseTable(t, out)
+		require.Len(t, rows, 2)
+		assert.Equal(t, []string{"0", "0"}, column(rows, "OFFSET"))
 		var st groupStatus
 		mqJSON(t, ns, &st, "group", "status", "--group", group)
 		assert.EqualValues(t, 4, st.Lag)
+		var rep struct {
+			Group  string       `json:"group"`
+			Queues []resetQueue `json:"queues"`
+			Told   int          `json:"consumersNotified"`
+			Force  bool         `json:"force"`
+			Topic  string       `json:"topic"`
+		}
+		mqJSON(t, ns, &rep, "offset", "reset", "--group", group, "--topic", topic, "--timestamp", "now", "--yes")
+		assert.Equal(t, group, rep.Group)
+		require.Len(t, rep.Queues, 2)
+		assert.EqualValues(t, 4, rep.Queues[0].Offset, "now: the end of queue 0")
+		assert.Contains(t, mqFail(t, ns, 1, "offset", "reset", "--group", "NoSuchGroup", "--topic", topic, "--timestamp", "-1h", "--yes"), "does not exist")
+		assert.Contains(t, mqFail(t, ns, 1, "offset", "reset", "--group", group, "--topic", "NoSuchTopic", "--timestamp", "-1h", "--yes"), "does not exist")
 		assert.Contains(t, mqOK(t, ns, "dlq", "list", "--group", group), "no dead letters")
+		var dl []deadLetter
+		mqJSON(t, ns, &dl, "dlq", "list", "--group", group)
+		assert.Empty(t, dl)
+		assert.NotNil(t, dl, "an empty JSON list, not null")
+		assert.Contains(t, mqFail(t, ns, 1, "dlq", "list", "--group", "NoSuchGroup"), "does not exist")
 	})
 
 	t.Run("acl sign", func(t *testing.T) {
@@ -318,15 +343,18 @@ func TestAdminCommands(t *testing.T) {
 	})
 
 	t.Run("group and topic delete", func(t *testing.T) {
-		assert.Equal(t, "true", parseTable(t, mqOK(t, ns, "group", "delete", "--group", group))[0]["DELETED"])
+		assert.Equal(t, "true", parseTable(t, mqOK(t, ns, "group", "delete", "--group", group, "--yes"))[0]["DELETED"])
 		var gl []struct{ Group string }
 		mqJSON(t, ns, &gl, "group", "list")
 		for _, g := range gl {
 			assert.NotEqual(t, group, g.Group)
 		}
 		var del map[string]any
-		mqJSON(t, ns, &del, "topic", "delete", "--topic", topic)
+		mqJSON(t, ns, &del, "topic", "delete", "--topic", topic, "--yes")
 		assert.Equal(t, true, del["deleted"])
+		assert.Equal(t, []any{"broker-a"}, del["brokers"])
+		assert.Contains(t, mqFail(t, ns, 1, "topic", "delete", "--topic", topic, "--yes"), "not found")
+		assert.Contains(t, mqFail(t, ns, 1, "group", "delete", "--group", group, "--yes"), "not found")
 		var list []string
 		mqJSON(t, ns, &list, "topic", "list")
 		assert.NotContains(t, list, topic)
