@@ -1,0 +1,362 @@
+package doctest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/internal/testserver"
+)
+
+const (
+	blockTimeout = 90 * time.Second // one foreground block (or all tries of a retry block)
+	readyTimeout = 60 * time.Second // a background block's listeners
+	stopTimeout  = 30 * time.Second // SIGTERM to SIGKILL at the end of a guide
+)
+
+// block is one runnable fenced block of a guide.
+type block struct {
+	line       int // of the opening fence
+	script     string
+	background bool
+	retry      bool
+	defaults   bool
+}
+
+var marker = regexp.MustCompile(`^<!--\s*doctest(?::\s*([a-z ]*))?\s*-->$`)
+
+// parseGuide returns the runnable blocks of a guide, in order.
+func parseGuide(text string) ([]block, error) {
+	var out []block
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		m := marker.FindStringSubmatch(strings.TrimSpace(lines[i]))
+		if m == nil {
+			if strings.Contains(lines[i], "<!-- doctest") {
+				return nil, fmt.Errorf("line %d: malformed doctest marker %q", i+1, lines[i])
+			}
+			continue
+		}
+		b := block{}
+		for _, o := range strings.Fields(m[1]) {
+			switch o {
+			case "background":
+				b.background = true
+			case "retry":
+				b.retry = true
+			case "defaults":
+				b.defaults = true
+			default:
+				return nil, fmt.Errorf("line %d: unknown doctest option %q", i+1, o)
+			}
+		}
+		j := i + 1
+		for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
+			j++
+		}
+		if j == len(lines) || strings.TrimSpace(lines[j]) != "```sh" {
+			return nil, fmt.Errorf("line %d: a doctest marker must precede a ```sh block", i+1)
+		}
+		b.line = j + 1
+		var body []string
+		k := j + 1
+		for ; k < len(lines) && strings.TrimSpace(lines[k]) != "```"; k++ {
+			body = append(body, lines[k])
+		}
+		if k == len(lines) {
+			return nil, fmt.Errorf("line %d: unterminated ```sh block", j+1)
+		}
+		b.script = strings.Join(body, "\n") + "\n"
+		if strings.TrimSpace(b.script) == "" {
+			return nil, fmt.Errorf("line %d: empty runnable block", j+1)
+		}
+		out = append(out, b)
+		i = k
+	}
+	return out, nil
+}
+
+func TestParseGuide(t *testing.T) {
+	blocks, err := parseGuide("text\n<!-- doctest -->\n```sh\necho hi\n```\n\n<!-- doctest: background defaults -->\n\n```sh\nmq dev\n```\n```sh\nnot run\n```\n")
+	require.NoError(t, err)
+	require.Len(t, blocks, 2)
+	assert.Equal(t, block{line: 3, script: "echo hi\n"}, blocks[0])
+	assert.Equal(t, block{line: 9, script: "mq dev\n", background: true, defaults: true}, blocks[1])
+	for _, bad := range []string{
+		"<!-- doctest -->\ntext\n```sh\nx\n```\n",
+		"<!-- doctest -->\n```go\nx\n```\n",
+		"<!-- doctest: sometimes -->\n```sh\nx\n```\n",
+		"<!-- doctest -->\n```sh\nx\n",
+		"<!-- doctest-->x\n```sh\nx\n```\n",
+	} {
+		_, err := parseGuide(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+var loopbackAddr = regexp.MustCompile(`127\.0\.0\.1:(\d{2,5})\b`)
+
+// ports maps each port a guide's runnable blocks use on 127.0.0.1 to a
+// free one.
+func ports(t *testing.T, blocks []block) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, def := range []string{"9876", "10911", "9090", "8080"} {
+		out[def] = ""
+	}
+	for _, b := range blocks {
+		for _, m := range loopbackAddr.FindAllStringSubmatch(b.script, -1) {
+			out[m[1]] = ""
+		}
+	}
+	taken := map[int]bool{}
+	for p := range out {
+		for {
+			f := testserver.FreePort(t)
+			if !taken[f] {
+				taken[f] = true
+				out[p] = strconv.Itoa(f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func rewrite(s string, ports map[string]string) string {
+	return loopbackAddr.ReplaceAllStringFunc(s, func(a string) string {
+		return "127.0.0.1:" + ports[strings.TrimPrefix(a, "127.0.0.1:")]
+	})
+}
+
+// lockedBuffer collects a background process's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type bgProc struct {
+	cmdline string
+	cmd     *exec.Cmd
+	out     *lockedBuffer
+	done    chan struct{}
+}
+
+// guideRun is the state of one guide's run.
+type guideRun struct {
+	t     *testing.T
+	dir   string
+	env   []string
+	ports map[string]string
+	bg    []*bgProc
+}
+
+func (g *guideRun) blockEnv(b block) []string {
+	env := append([]string{}, g.env...)
+	if b.defaults {
+		env = append(env,
+			"QUIVER_NAMESRV__LISTEN=127.0.0.1:"+g.ports["9876"],
+			"QUIVER_BROKER__LISTEN=127.0.0.1:"+g.ports["10911"],
+			"QUIVER_METRICS__LISTEN=127.0.0.1:"+g.ports["9090"],
+			"QUIVER_CONSOLE__LISTEN=127.0.0.1:"+g.ports["8080"],
+		)
+	}
+	return env
+}
+
+func (g *guideRun) foreground(name string, b block, script string) {
+	t := g.t
+	deadline := time.Now().Add(blockTimeout)
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
+		cmd.Dir, cmd.Env = g.dir, g.blockEnv(b)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil {
+			t.Logf("%s:%d ok (attempt %d):\n%s", name, b.line, attempt, tailOf(string(out), 1500))
+			return
+		}
+		if !b.retry || time.Now().After(deadline) {
+			t.Fatalf("%s:%d: %v (attempt %d)\n--- block\n%s--- output\n%s%s", name, b.line, err, attempt, script, tailOf(string(out), 4000), g.bgLogs())
+		}
+		g.checkBackground(name)
+		time.Sleep(250 * time.Millisecond) // poll interval of a retry block, not synchronisation
+	}
+}
+
+func (g *guideRun) background(name string, b block, script string) {
+	t := g.t
+	sc := bufio.NewScanner(strings.NewReader(script))
+	var addrs []string
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		p := &bgProc{cmdline: line, out: &lockedBuffer{}, done: make(chan struct{})}
+		p.cmd = exec.Command("bash", "-c", "exec "+line)
+		p.cmd.Dir, p.cmd.Env = g.dir, g.blockEnv(b)
+		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		require.NoError(t, p.cmd.Start(), "%s:%d: %s", name, b.line, line)
+		go func() { _ = p.cmd.Wait(); close(p.done) }()
+		g.bg = append(g.bg, p)
+		addrs = append(addrs, loopbackAddr.FindAllString(line, -1)...)
+	}
+	if b.defaults {
+		addrs = append(addrs, "127.0.0.1:"+g.ports["9876"], "127.0.0.1:"+g.ports["10911"])
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for _, a := range addrs {
+		for {
+			g.checkBackground(name)
+			c, err := net.DialTimeout("tcp", a, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s:%d: %s not listening after %s%s", name, b.line, a, readyTimeout, g.bgLogs())
+			}
+			time.Sleep(100 * time.Millisecond) // poll interval
+		}
+	}
+}
+
+// checkBackground fails the guide when a background process has exited.
+func (g *guideRun) checkBackground(name string) {
+	for _, p := range g.bg {
+		select {
+		case <-p.done:
+			g.t.Fatalf("%s: background command %q exited: %v%s", name, p.cmdline, p.cmd.ProcessState, g.bgLogs())
+		default:
+		}
+	}
+}
+
+func (g *guideRun) bgLogs() string {
+	var sb strings.Builder
+	for _, p := range g.bg {
+		fmt.Fprintf(&sb, "\n--- background %q\n%s", p.cmdline, tailOf(p.out.String(), 3000))
+	}
+	return sb.String()
+}
+
+// stop sends SIGTERM to every background process group and waits; a
+// process still running after stopTimeout is killed and reported.
+func (g *guideRun) stop() {
+	for _, p := range g.bg {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	timer := time.NewTimer(stopTimeout)
+	defer timer.Stop()
+	for _, p := range g.bg {
+		select {
+		case <-p.done:
+		case <-timer.C:
+			for _, q := range g.bg {
+				_ = syscall.Kill(-q.cmd.Process.Pid, syscall.SIGKILL)
+			}
+			<-p.done
+			g.t.Errorf("background command %q did not stop on SIGTERM within %s", p.cmdline, stopTimeout)
+		}
+	}
+	for _, p := range g.bg {
+		<-p.done
+	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// guides are the files whose runnable blocks run: every docs/guide/*.md
+// (docs/guide/admin.md included when it exists).
+func guides(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../docs/guide/*.md")
+	require.NoError(t, err)
+	sort.Strings(files)
+	return files
+}
+
+// TestGuides runs every runnable block of every guide against a fresh
+// mq: each guide in its own directory, on its own free ports.
+func TestGuides(t *testing.T) {
+	files := guides(t)
+	require.NotEmpty(t, files)
+	bin := testserver.Binary(t)
+	ran := map[string]int{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		blocks, err := parseGuide(string(raw))
+		require.NoError(t, err, name)
+		ran[name] = len(blocks)
+		if len(blocks) == 0 {
+			continue
+		}
+		t.Run(strings.TrimSuffix(name, ".md"), func(t *testing.T) {
+			dir := t.TempDir()
+			p := ports(t, blocks)
+			env := []string{"HOME=" + dir, "PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"),
+				"QUIVER_NAMESRV=127.0.0.1:" + p["9876"], "LANG=C"}
+			for _, kv := range os.Environ() {
+				if k, _, _ := strings.Cut(kv, "="); k == "PATH" || k == "HOME" || k == "LANG" || strings.HasPrefix(k, "QUIVER_") {
+					continue
+				}
+				env = append(env, kv)
+			}
+			g := &guideRun{t: t, dir: dir, env: env, ports: p}
+			t.Cleanup(g.stop)
+			for _, b := range blocks {
+				script := rewrite(b.script, p)
+				if b.background {
+					g.background(name, b, script)
+				} else {
+					g.foreground(name, b, script)
+				}
+			}
+			g.checkBackground(name)
+		})
+	}
+	for _, must := range []string{"getting-started.md", "cluster.md"} {
+		assert.Greater(t, ran[must], 0, "docs/guide/%s has no runnable (doctest) block", must)
+	}
+}
