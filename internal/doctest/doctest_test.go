@@ -74,10 +74,13 @@ func parseGuide(text string) ([]block, error) {
 			return nil, fmt.Errorf("line %d: a doctest marker must precede a ```sh block", i+1)
 		}
 		b.line = j + 1
+		// A fence indented in a list item: its indentation is not part
+		// of the lines (here-document terminators must start the line).
+		indent := lines[j][:len(lines[j])-len(strings.TrimLeft(lines[j], " "))]
 		var body []string
 		k := j + 1
 		for ; k < len(lines) && strings.TrimSpace(lines[k]) != "```"; k++ {
-			body = append(body, lines[k])
+			body = append(body, strings.TrimPrefix(lines[k], indent))
 		}
 		if k == len(lines) {
 			return nil, fmt.Errorf("line %d: unterminated ```sh block", j+1)
@@ -98,6 +101,10 @@ func TestParseGuide(t *testing.T) {
 	require.Len(t, blocks, 2)
 	assert.Equal(t, block{line: 3, script: "echo hi\n"}, blocks[0])
 	assert.Equal(t, block{line: 9, script: "mq dev\n", background: true, defaults: true}, blocks[1])
+	blocks, err = parseGuide("1. step\n\n   <!-- doctest -->\n   ```sh\n   cat > f <<'EOF'\n   a: 1\n   EOF\n   ```\n")
+	require.NoError(t, err)
+	require.Len(t, blocks, 1)
+	assert.Equal(t, "cat > f <<'EOF'\na: 1\nEOF\n", blocks[0].script, "a list item's indentation is removed")
 	for _, bad := range []string{
 		"<!-- doctest -->\ntext\n```sh\nx\n```\n",
 		"<!-- doctest -->\n```go\nx\n```\n",
@@ -356,7 +363,7 @@ func TestGuides(t *testing.T) {
 			g.checkBackground(name)
 		})
 	}
-	for _, must := range []string{"getting-started.md", "cluster.md", "security.md"} {
+	for _, must := range []string{"getting-started.md", "cluster.md", "security.md", "operations.md"} {
 		assert.Greater(t, ran[must], 0, "docs/guide/%s has no runnable (doctest) block", must)
 	}
 }
