@@ -134,7 +134,11 @@ func publish(ctx context.Context, t target, topic string, s pubSpec) (pubResult,
 			for rctx.Err() == nil && sent.Add(1) <= s.n {
 				if !s.async {
 					t0 := time.Now()
-					if err := x.send(rctx, body); err != nil {
+					// ctx, not rctx: the official client arms its
+					// connection's write deadline from the context's, and a
+					// send cut at the end of the run would close the
+					// connection (counted as errors of the run).
+					if err := x.send(ctx, body); err != nil {
 						if rctx.Err() == nil {
 							errs.Add(1)
 							firstErr.CompareAndSwap(nil, errBox{err})
