@@ -95,6 +95,11 @@ type Peer struct {
 	cancellable  atomic.Int32
 	nextExpiry   atomic.Int64
 
+	// work hands requests to idle worker goroutines (handOff);
+	// idleWorkers counts those waiting.
+	work        chan *Command
+	idleWorkers atomic.Int32
+
 	done      chan struct{}
 	closeOnce sync.Once
 	closeErr  error // why pending calls failed; set before done is closed
@@ -176,6 +181,7 @@ func NewPeer(conn transport.Conn, h Handler, log *slog.Logger, opts PeerOptions)
 		sem:   make(chan struct{}, opts.MaxInFlight),
 		sweep: opts.SweepInterval,
 		done:  make(chan struct{}),
+		work:  make(chan *Command),
 		ID:    peerSeq.Add(1),
 	}
 	p.nextExpiry.Store(math.MaxInt64)
@@ -261,9 +267,54 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 	if inline {
 		p.serve(ctx, cmd)
 	} else {
-		go p.serve(ctx, cmd)
+		p.handOff(ctx, cmd)
 	}
 	return nil
+}
+
+// maxIdleWorkers bounds the warm handler goroutines a connection keeps
+// waiting for requests; more run while requests pile up, and leave once
+// theirs is answered.
+const maxIdleWorkers = 64
+
+// handOff runs req's handler on a warm worker goroutine of the
+// connection, or on a new one when none is idle. A worker's stack has
+// already grown to what the handlers need (a fresh goroutine starts at
+// 8 KiB and grows, newstack/copystack, through header parsing and the
+// interceptors on every request), and handing a request to a waiting
+// goroutine costs no goroutine creation.
+func (p *Peer) handOff(ctx context.Context, req *Command) {
+	select {
+	case p.work <- req:
+		return
+	default:
+	}
+	// Called only from Run's reading (before Run waits on bg).
+	p.bg.Add(1)
+	go p.worker(ctx, req)
+}
+
+// worker serves req, then waits for the next request handed off, until
+// the connection ends or maxIdleWorkers others already wait.
+func (p *Peer) worker(ctx context.Context, req *Command) {
+	defer p.bg.Done()
+	for {
+		p.serve(ctx, req)
+		if p.idleWorkers.Add(1) > maxIdleWorkers {
+			p.idleWorkers.Add(-1)
+			return
+		}
+		select {
+		case req = <-p.work:
+			p.idleWorkers.Add(-1)
+		case <-ctx.Done():
+			p.idleWorkers.Add(-1)
+			return
+		case <-p.done:
+			p.idleWorkers.Add(-1)
+			return
+		}
+	}
 }
 
 // answerBadHeader handles a frame whose header has a field of the wrong
