@@ -2,10 +2,15 @@ package main
 
 // The web console: `mq console --namesrv …` and, in `mq dev`,
 // console.listen (default 127.0.0.1:8080). One embedded page over a JSON
-// API built on the mq admin functions. Read-only unless started with
-// admin rights (--admin, console.admin; mq dev has them): the page asks
-// /api/info and offers resend and offset reset only when they are allowed,
-// and the API refuses them otherwise.
+// API built on the mq admin functions, with a URL route per page and
+// object (/topics/<name>, /groups/<g>, /messages/<id>, …: every path
+// that is no file and not under /api/ serves the page). Read-only unless
+// started with admin rights (--admin, console.admin): the page asks
+// /api/session and offers actions only when they are allowed, and the API
+// refuses them otherwise. console_security.go is the same-origin, CSRF and
+// login layer every request passes. mq dev's console has admin rights on
+// loopback; a console with admin rights on any other address needs
+// console.auth.
 
 import (
 	"context"
@@ -50,6 +55,10 @@ type consoleConfig struct {
 	Listen string `koanf:"listen"`
 	// Admin allows the console's actions (DLQ resend, offset reset).
 	Admin bool `koanf:"admin"`
+	// Auth is the login: empty (none), "acl" (an ACL account's access
+	// and secret key, whose permissions then bound the console), or a
+	// bcrypt hash of a password (mq console hash-password).
+	Auth string `koanf:"auth"`
 }
 
 type consoleServer struct {
@@ -58,6 +67,12 @@ type consoleServer struct {
 	opts    *adminOpts
 	allow   bool
 	log     *slog.Logger
+	// auth is console.auth; sessions the CSRF key and logins; loopback
+	// whether the listener is on a loopback address (then only loopback
+	// Host headers are served).
+	auth     consoleAuth
+	sessions *consoleSessions
+	loopback bool
 
 	hist *history
 	// seen is when the console was last used (unix ms): the sampler only
@@ -78,7 +93,7 @@ func newConsole(namesrv string, allow bool, opts *adminOpts, log *slog.Logger) *
 	if opts == nil {
 		opts = &adminOpts{output: "json"}
 	}
-	return &consoleServer{namesrv: namesrv, timeout: 10 * time.Second, opts: opts, allow: allow, log: log.With("component", "console"), hist: &history{}}
+	return &consoleServer{namesrv: namesrv, timeout: 10 * time.Second, opts: opts, allow: allow, log: log.With("component", "console"), hist: &history{}, sessions: newConsoleSessions()}
 }
 
 // Start binds addr synchronously, then serves and samples throughput and
@@ -88,6 +103,12 @@ func (c *consoleServer) Start(ctx context.Context, addr string, interval time.Du
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		c.loopback = true
+	} else if c.allow && c.auth.mode == consoleAuthNone {
+		_ = ln.Close()
+		return fmt.Errorf("console: admin rights on %s, which is not a loopback address, need a login (console.auth / --auth)", ln.Addr())
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -116,7 +137,7 @@ func (c *consoleServer) Start(ctx context.Context, addr string, interval time.Du
 			}
 		}
 	}()
-	c.log.Info("console listening", "addr", ln.Addr().String(), "admin", c.allow)
+	c.log.Info("console listening", "addr", ln.Addr().String(), "admin", c.allow, "auth", c.auth.mode)
 	return nil
 }
 
@@ -144,12 +165,29 @@ func (c *consoleServer) Stop(ctx context.Context) error {
 	return err
 }
 
+// adm is a connection signing with the console's keys (--access-key).
 func (c *consoleServer) adm(w io.Writer) *adm {
-	a := &adm{admin: newAdmin(c.namesrv, c.timeout), opts: c.opts, w: w}
-	if ak, sk := c.opts.accessKey, c.opts.secretKey; ak != "" {
+	return c.admWith(c.opts.accessKey, c.opts.secretKey)
+}
+
+// admWith is a connection signing with ak/sk (none when ak is empty).
+func (c *consoleServer) admWith(ak, sk string) *adm {
+	o := *c.opts
+	o.accessKey, o.secretKey = ak, sk
+	a := &adm{admin: newAdmin(c.namesrv, c.timeout), opts: &o, w: io.Discard}
+	if ak != "" {
 		a.admin.sign = func(ext map[string]string, body []byte) { acl.Sign(ext, body, ak, sk, "") }
 	}
 	return a
+}
+
+// admFor is the connection of a request: an ACL login signs with its
+// account's keys.
+func (c *consoleServer) admFor(r *http.Request) *adm {
+	if l := loginOf(r.Context()); l != nil && l.ak != "" {
+		return c.admWith(l.ak, l.sk)
+	}
+	return c.adm(io.Discard)
 }
 
 // api wraps a JSON endpoint: f's value is written as JSON, its error as
@@ -157,7 +195,7 @@ func (c *consoleServer) adm(w io.Writer) *adm {
 func (c *consoleServer) api(f func(ctx context.Context, a *adm, r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c.seen.Store(time.Now().UnixMilli())
-		a := c.adm(io.Discard)
+		a := c.admFor(r)
 		defer a.Close()
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
@@ -165,8 +203,11 @@ func (c *consoleServer) api(f func(ctx context.Context, a *adm, r *http.Request)
 		w.Header().Set("Content-Type", "application/json")
 		if err != nil {
 			code := http.StatusBadGateway
-			if errors.Is(err, errForbidden) {
+			switch {
+			case errors.Is(err, errForbidden):
 				code = http.StatusForbidden
+			case errors.Is(err, errBadRequest):
+				code = http.StatusBadRequest
 			}
 			w.WriteHeader(code)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
@@ -176,12 +217,40 @@ func (c *consoleServer) api(f func(ctx context.Context, a *adm, r *http.Request)
 	}
 }
 
-var errForbidden = errors.New("console is read-only (start it with --admin or console.admin: true)")
+var (
+	errForbidden  = errors.New("console is read-only (start it with --admin or console.admin: true)")
+	errBadRequest = errors.New("bad request")
+)
+
+// badRequest is an error answered with 400.
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errBadRequest, fmt.Sprintf(format, args...))
+}
 
 func (c *consoleServer) handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(consoleFiles, "console")
-	mux.Handle("GET /", http.FileServerFS(static))
+	files := http.FileServerFS(static)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A file of the page, or a route of the page (deep links).
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		if st, err := fs.Stat(static, name); name == "" || err != nil || st.IsDir() {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			http.ServeFileFS(w, r, static, "index.html")
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("console: no API %s %s", r.Method, r.URL.Path))
+	})
+	mux.HandleFunc("GET /api/session", c.handleSession)
+	mux.HandleFunc("POST /api/login", c.handleLogin)
+	mux.HandleFunc("POST /api/logout", c.handleLogout)
 	mux.HandleFunc("GET /api/info", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		return map[string]any{"namesrv": c.namesrv, "admin": c.allow}, nil
 	}))
@@ -293,7 +362,7 @@ func (c *consoleServer) handler() http.Handler {
 	mux.HandleFunc("GET /api/history", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		return c.hist.snapshot(), nil
 	}))
-	return mux
+	return c.guard(mux)
 }
 
 type queueOffset struct {
@@ -489,13 +558,18 @@ func (c *consoleServer) sample(ctx context.Context) {
 
 // consoleCmd is `mq console`.
 func consoleCmd() *cobra.Command {
-	var ns, listen string
+	var ns, listen, auth string
 	var allow bool
 	o := &adminOpts{output: "json"}
 	cmd := &cobra.Command{
 		Use: "console", Short: "Serve the web console for a cluster", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ca, err := parseConsoleAuth(auth)
+			if err != nil {
+				return usageError{err}
+			}
 			c := newConsole(ns, allow, o, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
+			c.auth = ca
 			if err := c.Start(cmd.Context(), listen, 10*time.Second); err != nil {
 				return err
 			}
@@ -508,19 +582,28 @@ func consoleCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&ns, "namesrv", adminNamesrv(), "name server address (env QUIVER_NAMESRV)")
 	cmd.Flags().StringVar(&listen, "listen", consoleDevListen, "address to serve on")
-	cmd.Flags().BoolVar(&allow, "admin", false, "allow DLQ resend and offset reset (default read-only)")
+	cmd.Flags().BoolVar(&allow, "admin", false, "allow the console's actions: topic changes, sends, DLQ resend, offset reset, broker config and ACL edits (default read-only; on a non-loopback address only with --auth)")
+	cmd.Flags().StringVar(&auth, "auth", "", `login: "acl" (an ACL account's keys, whose permissions bound the console) or a bcrypt password hash (mq console hash-password)`)
+	cmd.AddCommand(consoleHashCmd())
 	cmd.Flags().StringVar(&o.accessKey, "access-key", "", "ACL access key the console signs with")
 	cmd.Flags().StringVar(&o.secretKey, "secret-key", "", "ACL secret key")
 	return cmd
 }
 
 // consoleOption serves the console inside `mq dev`: console.listen
-// (default consoleDevListen; a busy default only logs) with console.admin
-// (default true in dev, where everything is local).
+// (default consoleDevListen, loopback; a busy default only logs) with
+// console.admin (default true in dev, where everything is local: the
+// console answers loopback Host names only, and actions need same-origin
+// requests with the session's CSRF token) and console.auth. Admin rights
+// on a non-loopback console.listen need console.auth (the start fails).
 func consoleOption(cfg *config.Config) fx.Option {
 	return fx.Invoke(func(lc fx.Lifecycle, log *slog.Logger) error {
 		cc := consoleConfig{Admin: true}
 		if err := cfg.Decode("console", &cc); err != nil {
+			return err
+		}
+		ca, err := parseConsoleAuth(cc.Auth)
+		if err != nil {
 			return err
 		}
 		soft := !cfg.Exists("console.listen")
@@ -535,6 +618,7 @@ func consoleOption(cfg *config.Config) fx.Option {
 			ns = namesrv.NewConfig().Listen
 		}
 		c := newConsole(ns, cc.Admin, nil, log)
+		c.auth = ca
 		lc.Append(fx.Hook{
 			OnStart: func(ctx context.Context) error {
 				err := c.Start(ctx, cc.Listen, 10*time.Second)

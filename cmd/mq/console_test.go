@@ -130,8 +130,9 @@ func TestConsoleAPI(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	assert.Equal(t, "console-body-0", ms[0].Body)
 
+	h := newConsoleHTTP(t, base)
 	var resent []retry.Resent
-	require.Equal(t, http.StatusOK, httpJSON(t, "POST", base+"/api/dlq/resend", url.Values{"group": {group}, "msgId": {ms[0].MsgID}}, &resent))
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/dlq/resend", url.Values{"group": {group}, "msgId": {ms[0].MsgID}}, nil, &resent))
 	require.Len(t, resent, 1)
 	require.Eventually(t, func() bool {
 		out, err := mqRun(t, ns, "message", "consume", "--topic", protocol.RetryTopic(group), "--output", "json")
@@ -143,7 +144,9 @@ func TestConsoleAPI(t *testing.T) {
 	}, 20*time.Second, 100*time.Millisecond, "resent dead letter in the retry topic")
 
 	var reset []queueOffset
-	require.Equal(t, http.StatusOK, httpJSON(t, "POST", base+"/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, &reset))
+	// The report: a cross-site reset was accepted (200).
+	assert.Equal(t, http.StatusForbidden, h.do("POST", "/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, map[string]string{"Origin": "http://evil.example"}, &e))
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, nil, &reset))
 	require.Len(t, reset, 1)
 	assert.EqualValues(t, 0, reset[0].Offset)
 
@@ -155,9 +158,10 @@ func TestConsoleAPI(t *testing.T) {
 	rbase := "http://" + ro.Addr()
 	httpJSON(t, "GET", rbase+"/api/info", nil, &info)
 	assert.Equal(t, false, info["admin"])
-	assert.Equal(t, http.StatusForbidden, httpJSON(t, "POST", rbase+"/api/dlq/resend", url.Values{"group": {group}}, &e))
+	rh := newConsoleHTTP(t, rbase)
+	assert.Equal(t, http.StatusForbidden, rh.do("POST", "/api/dlq/resend", url.Values{"group": {group}}, nil, &e))
 	assert.Contains(t, e["error"], "read-only")
-	assert.Equal(t, http.StatusForbidden, httpJSON(t, "POST", rbase+"/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, nil))
+	assert.Equal(t, http.StatusForbidden, rh.do("POST", "/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, nil, nil))
 	require.Eventually(t, func() bool {
 		var h []sample
 		httpJSON(t, "GET", rbase+"/api/history", nil, &h)
