@@ -19,7 +19,7 @@ func TestEnvKeep(t *testing.T) {
 		{"transports", true},
 		{"namesrv", false}, // QUIVER_NAMESRV is mq admin's
 		{"client_log", false},
-		{"nosuch.key", false},
+		{"nosuch.key", true}, // QUIVER_NOSUCH__KEY: configuration, refused by the plan
 		{"broker.", false},
 	}
 	for _, tt := range tests {

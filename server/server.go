@@ -15,6 +15,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -51,24 +52,21 @@ const (
 // stock modules own. Plugins configure themselves under them
 // (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
 func Sections() []string {
-	return []string{"auth", "broker", "filter", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+	return []string{"broker", "filter", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 }
 
 // EnvKeep says whether an environment key (QUIVER_BROKER__LISTEN read as
-// broker.listen) is server configuration: a key inside a known section, or
-// the top-level list transports. Other QUIVER_ variables, such as
-// QUIVER_NAMESRV for mq admin, are left to the tools that read them.
+// broker.listen) is server configuration: any key with a section (a
+// variable with __; one in an unknown section is then refused with the
+// rest of the configuration), or the top-level list transports. Other
+// QUIVER_ variables, such as QUIVER_NAMESRV for mq admin, are left to the
+// tools that read them.
 func EnvKeep(key string, sections []string) bool {
 	top, rest, nested := strings.Cut(key, ".")
 	if !nested {
 		return top == "transports"
 	}
-	for _, s := range sections {
-		if s == top {
-			return rest != ""
-		}
-	}
-	return false
+	return top != "" && rest != ""
 }
 
 // LoadConfig merges file, environment and --set values (config.Load),
@@ -76,9 +74,21 @@ func EnvKeep(key string, sections []string) bool {
 // registers with its own name server), and refuses top-level keys that
 // are neither Sections nor one of extra (sections a binary's plugins own).
 func LoadConfig(o config.Options, r Role, extra ...string) (*config.Config, error) {
-	known := append(Sections(), extra...)
+	cfg, err := Load(o, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := kernel.CheckTopLevel(cfg, append(Sections(), extra...)); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Load is LoadConfig without the check of top-level keys: Plan makes it,
+// with every other check, at once.
+func Load(o config.Options, r Role) (*config.Config, error) {
 	if o.EnvKeep == nil {
-		o.EnvKeep = func(key string) bool { return EnvKeep(key, known) }
+		o.EnvKeep = func(key string) bool { return EnvKeep(key, Sections()) }
 	}
 	cfg, err := config.Load(o)
 	if err != nil {
@@ -91,10 +101,48 @@ func LoadConfig(o config.Options, r Role, extra ...string) (*config.Config, erro
 		}
 		cfg.Set("broker.namesrv", []any{ns})
 	}
-	if err := kernel.CheckTopLevel(cfg, known); err != nil {
+	return cfg, nil
+}
+
+// ModuleSections are the configuration sections of every stock module,
+// whichever role runs them (one file may serve every process).
+func ModuleSections() []kernel.Section {
+	return []kernel.Section{broker.ConfigSection, ha.ConfigSection, metrics.ConfigSection, namesrv.ConfigSection,
+		retry.ConfigSection, schedule.ConfigSection, transaction.ConfigSection}
+}
+
+// Plan decodes and validates the whole configuration of role r before
+// anything is built or opened (mq --check-config, and every start): the
+// kernel's sections, every section of the plugins that plugins provide
+// and of every stock module, and the top-level keys (Sections, plus extra
+// for a binary's own). A broker needs broker.namesrv unless
+// broker.standalone is true. It returns every problem at once, in a
+// *kernel.PlanError.
+func Plan(cfg *config.Config, r Role, plugins fx.Option, extra ...kernel.Section) (*kernel.Plan, error) {
+	regs, err := kernel.LoadRegistries(cfg, plugins)
+	if err != nil {
 		return nil, err
 	}
-	return cfg, nil
+	secs := append(ModuleSections(), extra...)
+	known := kernel.KnownSections(Sections())
+	p, err := kernel.NewPlan(cfg, regs, secs, known)
+	var pe *kernel.PlanError
+	if err != nil && !errors.As(err, &pe) {
+		return nil, err
+	}
+	if r == Broker && p != nil {
+		if bc, ok := p.Section("broker").(*broker.Config); ok && bc != nil && len(bc.Namesrv) == 0 && !bc.Standalone {
+			if pe == nil {
+				pe = &kernel.PlanError{}
+			}
+			pe.Problems = append(pe.Problems, kernel.Problem{Key: "broker.namesrv",
+				Msg: "is empty: the broker would register with no name server and no client could find it (list the name servers, or set broker.standalone: true)"})
+		}
+	}
+	if pe != nil {
+		return p, pe
+	}
+	return p, nil
 }
 
 // Options composes the fx graph of role r on cfg. extra carries the

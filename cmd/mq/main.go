@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -20,7 +21,10 @@ func main() {
 		if errors.As(err, &ec) {
 			os.Exit(int(ec))
 		}
-		fmt.Fprintln(os.Stderr, "mq:", err)
+		// One line per problem (a configuration reports all of them).
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(os.Stderr, "mq:", line)
+		}
 		os.Exit(exitCodeOf(err)) // admin_exit.go: 1 failed, 2 usage
 	}
 }

@@ -23,7 +23,7 @@ import (
 )
 
 // sections are the top-level configuration keys some part of mq owns.
-var sections = []string{"acl", "auth", "broker", "console", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+var sections = []string{"acl", "broker", "console", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string
@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.configFile, "config", "", "YAML configuration file")
 	root.PersistentFlags().StringArrayVar(&g.sets, "set", nil, "override a key: --set broker.listen=127.0.0.1:10911 (repeatable)")
 	root.PersistentFlags().BoolVar(&g.checkConfig, "check-config", false, "validate the configuration and exit")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return refuseServerFlags(cmd) }
 	root.AddCommand(
 		serverCmd(g, "namesrv", "Run a name server", roleNamesrv),
 		serverCmd(g, "broker", "Run a broker", roleBroker),
@@ -78,6 +79,54 @@ func loadConfig(g *globalFlags, r role) (*config.Config, error) {
 	return server.LoadConfig(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets}, r, sections...)
 }
 
+// planConfig loads the configuration of a server role and decodes and
+// validates all of it (server.Plan) before anything is built: every
+// problem comes back at once, one line each.
+func planConfig(g *globalFlags, r role) (*config.Config, *kernel.Plan, error) {
+	cfg, err := server.Load(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets}, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := server.Plan(cfg, r, plugins(), consoleSection)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, plan, nil
+}
+
+// consoleSection is mq's own section (the console of mq dev).
+var consoleSection = kernel.Section{Key: "console", Decode: func(c *config.Config) (any, error) {
+	cc := &consoleConfig{Admin: true}
+	if err := c.Decode("console", cc); err != nil {
+		return cc, err
+	}
+	return cc, nil
+}}
+
+// serverFlags are the persistent flags only the commands that read the
+// server configuration use (namesrv, broker, dev, store).
+var serverFlags = []string{"config", "set", "check-config"}
+
+// refuseServerFlags refuses --config, --set and --check-config given to a
+// command that reads no configuration (mq admin, bench, plugins, console,
+// version), which would otherwise ignore them.
+func refuseServerFlags(cmd *cobra.Command) error {
+	top := cmd
+	for top.HasParent() && top.Parent().HasParent() {
+		top = top.Parent()
+	}
+	switch top.Name() {
+	case "namesrv", "broker", "dev", "store", "help", "completion", "mq":
+		return nil
+	}
+	for _, name := range serverFlags {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			return usagef("mq %s does not read --%s (it configures servers: mq namesrv, broker, dev and store); see mq %s --help for its own flags", top.Name(), name, top.Name())
+		}
+	}
+	return nil
+}
+
 // appOptions composes the fx graph of a role (server.Options) with mq's
 // plugins.
 func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
@@ -94,36 +143,26 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(g, r)
+			cfg, plan, err := planConfig(g, r)
 			if err != nil {
 				return err
+			}
+			if g.checkConfig {
+				// The plan decoded and validated every section; the graph
+				// is checked without running a constructor. Nothing is
+				// opened, bound or created.
+				if err := fx.ValidateApp(appOptions(cfg, r)); err != nil {
+					return rootCause(err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "configuration OK")
+				return nil
 			}
 			if devTLS {
 				if err := setupDevTLS(cfg, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}
-			if g.checkConfig {
-				if err := fx.ValidateApp(appOptions(cfg, r)); err != nil {
-					return err
-				}
-				// Constructing the graph decodes and validates every
-				// section; nothing is started. The store opens in a
-				// scratch directory so that checking never touches data.
-				scratch, err := os.MkdirTemp("", "mq-check-config-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(scratch)
-				cfg.Set("storage.dir", scratch)
-				app := fx.New(appOptions(cfg, r), fx.NopLogger)
-				if err := app.Err(); err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "configuration OK")
-				return nil
-			}
-			return run(cmd.Context(), appOptions(cfg, r))
+			return explainStart(run(cmd.Context(), appOptions(cfg, r)), plan)
 		},
 	}
 	if r == roleDev {

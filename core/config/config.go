@@ -28,6 +28,9 @@ const EnvPrefix = "QUIVER_"
 // Config is the merged configuration.
 type Config struct {
 	k *koanf.Koanf
+	// src maps each leaf key to the layer that set it last: the file's
+	// path, the environment variable's name, or "--set".
+	src map[string]string
 }
 
 // Options say where configuration comes from.
@@ -50,17 +53,26 @@ type Options struct {
 // Load merges the layers.
 func Load(o Options) (*Config, error) {
 	k := koanf.New(".")
+	src := map[string]string{}
 	if len(o.Defaults) > 0 {
 		if err := k.Load(confmap.Provider(o.Defaults, "."), nil); err != nil {
 			return nil, fmt.Errorf("config: defaults: %w", err)
 		}
 	}
 	if o.File != "" {
-		if err := k.Load(file.Provider(o.File), yaml.Parser()); err != nil {
+		fk := koanf.New(".")
+		if err := fk.Load(file.Provider(o.File), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config: load %s: %w", o.File, err)
+		}
+		for _, key := range fk.Keys() {
+			src[key] = o.File
+		}
+		if err := k.Merge(fk); err != nil {
 			return nil, fmt.Errorf("config: load %s: %w", o.File, err)
 		}
 	}
 	env := map[string]any{}
+	envNames := map[string]string{}
 	for _, kv := range o.Env {
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(name, EnvPrefix) {
@@ -72,10 +84,14 @@ func Load(o Options) (*Config, error) {
 			continue
 		}
 		env[key] = val
+		envNames[key] = name
 	}
 	if len(env) > 0 {
 		if err := k.Load(confmap.Provider(env, "."), nil); err != nil {
 			return nil, fmt.Errorf("config: environment: %w", err)
+		}
+		for key, name := range envNames {
+			src[key] = name
 		}
 	}
 	for _, s := range o.Sets {
@@ -87,15 +103,55 @@ func Load(o Options) (*Config, error) {
 		if err := k.Load(confmap.Provider(map[string]any{key: val}, "."), nil); err != nil {
 			return nil, fmt.Errorf("config: --set %q: %w", s, err)
 		}
+		src[key] = "--set"
 	}
-	return &Config{k: k}, nil
+	return &Config{k: k, src: src}, nil
 }
 
 // FromMap builds a Config from nested or flat values (tests, embedding).
 func FromMap(m map[string]any) *Config {
 	k := koanf.New(".")
 	_ = k.Load(confmap.Provider(m, "."), nil)
-	return &Config{k: k}
+	return &Config{k: k, src: map[string]string{}}
+}
+
+// Source names the layer that set key (a leaf, or a section: then the
+// layer of its first key that has one): the file's path, the environment
+// variable's name or "--set". It is "" for defaults and keys set by code.
+func (c *Config) Source(key string) string {
+	if s, ok := c.src[key]; ok {
+		return s
+	}
+	var under []string
+	for k := range c.src {
+		if strings.HasPrefix(k, key+".") {
+			under = append(under, k)
+		}
+	}
+	if len(under) > 0 {
+		sort.Strings(under)
+		return c.src[under[0]]
+	}
+	// A key inside a value set as a whole (a map given by --set).
+	for p := key; ; {
+		i := strings.LastIndexByte(p, '.')
+		if i < 0 {
+			return ""
+		}
+		p = p[:i]
+		if s, ok := c.src[p]; ok {
+			return s
+		}
+	}
+}
+
+// Without returns a copy of c without keys (and whatever is under them).
+func (c *Config) Without(keys ...string) *Config {
+	k := c.k.Copy()
+	for _, key := range keys {
+		k.Delete(key)
+	}
+	return &Config{k: k, src: c.src}
 }
 
 // Exists reports whether path is set.
@@ -163,7 +219,7 @@ func (c *Config) Decode(path string, out any) error {
 		WeaklyTypedInput: true,
 		Metadata:         &md,
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
+			durationHook,
 			mapstructure.TextUnmarshallerHookFunc(),
 			stringToSliceHook,
 		),
@@ -207,7 +263,7 @@ func collectDecodeErrs(path string, err error, errs *Errors) {
 	inner := de.Unwrap()
 	if keys, ok := strings.CutPrefix(inner.Error(), "has invalid keys: "); ok {
 		for _, k := range strings.Split(keys, ", ") {
-			*errs = append(*errs, fmt.Errorf("unknown key %s", joinKey(key, k)))
+			*errs = append(*errs, &KeyError{Key: joinKey(key, k), Unknown: true})
 		}
 		return
 	}
@@ -219,7 +275,7 @@ func keyErr(key string, err error) error {
 	if key == "" {
 		return errors.New(msg)
 	}
-	return fmt.Errorf("%s: %s", key, msg)
+	return &KeyError{Key: key, Msg: msg}
 }
 
 func joinKey(a, b string) string {
@@ -230,6 +286,23 @@ func joinKey(a, b string) string {
 		return a
 	}
 	return a + "." + b
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// durationHook decodes "500ms"-style strings into time.Duration with an
+// error that shows the value and an example (time's own message does
+// not say what a duration looks like).
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType || from.Kind() != reflect.String {
+		return data, nil
+	}
+	s := strings.TrimSpace(data.(string))
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a duration (e.g. 500ms)", data)
+	}
+	return d, nil
 }
 
 func stringToSliceHook(from, to reflect.Type, data any) (any, error) {
@@ -269,7 +342,77 @@ func (e Errors) Error() string {
 
 // Add records a problem at key.
 func (e *Errors) Add(key, format string, args ...any) {
-	*e = append(*e, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	*e = append(*e, &KeyError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Unwrap returns the problems (errors.As finds a *KeyError among them).
+func (e Errors) Unwrap() []error { return e }
+
+// KeyError is a problem with one key (or section): "broker.listen: must
+// be set".
+type KeyError struct {
+	Key string
+	Msg string
+	// Unknown says the key is not one the section has ("unknown key
+	// broker.lissten"); Msg may then hold a hint.
+	Unknown bool
+}
+
+func (e *KeyError) Error() string {
+	if e.Unknown {
+		if e.Msg != "" {
+			return "unknown key " + e.Key + "; " + e.Msg
+		}
+		return "unknown key " + e.Key
+	}
+	return e.Key + ": " + e.Msg
+}
+
+// Suggest returns the candidate closest to word when it is close enough
+// to be a likely typo (edit distance at most 2, or a third of its length
+// up to 3; 1 for words of three letters or fewer), or "".
+func Suggest(word string, candidates []string) string {
+	best, bestD := "", 0
+	for _, c := range candidates {
+		d := editDistance(word, c)
+		if best == "" || d < bestD || (d == bestD && c < best) {
+			best, bestD = c, d
+		}
+	}
+	limit := min(3, max(2, len(word)/3))
+	if len(word) <= 3 {
+		limit = 1
+	}
+	if best == "" || bestD > limit || bestD == 0 {
+		return ""
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	// Optimal string alignment: insertions, deletions, substitutions and
+	// adjacent transpositions (lsiten) cost one each.
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // Err returns nil when there are no problems.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -174,148 +173,74 @@ func newRegistries(in pluginsIn) (registriesOut, error) {
 	return out, nil
 }
 
-// NewTransports decodes `transports` (default [tcp]) and each enabled
-// transport's section `transport.<id>`.
-func NewTransports(cfg *config.Config, reg *TransportRegistry, rc RemotingConfig, log *slog.Logger) (*transport.Set, error) {
-	ids := []string{"tcp"}
-	if cfg.Exists("transports") {
-		ids = cfg.Strings("transports")
-	}
-	var enabled []transport.Provider
-	cfgs := map[string]any{}
-	for _, id := range ids {
-		if _, dup := cfgs[id]; dup {
-			// Enabling one transport twice would bind its address twice.
-			return nil, fmt.Errorf("config: transports: %q is listed twice", id)
-		}
-		p, err := reg.Get(id)
-		if err != nil {
-			return nil, fmt.Errorf("config: transports: %w", err)
-		}
-		c := p.NewConfig()
-		if err := cfg.Decode("transport."+id, c); err != nil {
-			return nil, err
-		}
-		if v, ok := c.(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				return nil, fmt.Errorf("config: transport.%s: %w", id, err)
-			}
-		}
-		enabled = append(enabled, p)
-		cfgs[id] = c
-	}
-	return transport.NewSet(enabled, cfgs, transport.Deps{Logger: log.With("component", "transport"), MaxFrameSize: int(rc.MaxFrameSize)}), nil
-}
-
 var storageSharedKeys = []string{"engine", "dir", "flush", "flush_interval", "retention", "max_message_size", "clean_at", "disk_max_used_ratio"}
 
-// storageSettings decodes the engine-independent storage keys.
-func storageSettings(cfg *config.Config) (StorageConfig, error) {
-	sc := DefaultStorageConfig()
-	shared := map[string]any{}
-	for _, k := range storageSharedKeys {
-		if cfg.Exists("storage." + k) {
-			shared[k] = cfg.String("storage." + k)
-		}
+// OpenStore opens the engine named by storage.engine with its section
+// storage.<engine> (tools that open a store without an application: mq
+// store verify, mq store migrate). It refuses a directory another engine
+// wrote (EngineMismatchError).
+func OpenStore(ctx context.Context, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
+	pl := &planner{cfg: cfg}
+	p := &Plan{Config: cfg}
+	pl.planStorage(p, reg, false)
+	if len(pl.problems) > 0 {
+		return nil, &PlanError{Problems: pl.problems}
 	}
-	if err := config.FromMap(map[string]any{"storage": shared}).Decode("storage", &sc); err != nil {
-		return sc, err
-	}
-	if sc.DiskMaxUsedRatio < 0 || sc.DiskMaxUsedRatio > 1 {
-		return sc, fmt.Errorf("config: storage.disk_max_used_ratio: %v is outside 0..1", sc.DiskMaxUsedRatio)
-	}
-	if _, err := retention.ParseHours(sc.CleanAt); err != nil {
-		return sc, fmt.Errorf("config: storage.clean_at: %w", err)
-	}
-	return sc, nil
+	return openStore(ctx, p.Storage, log)
 }
 
-// OpenStore opens the engine named by storage.engine with its section
-// storage.<engine>.
-func OpenStore(ctx context.Context, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
-	// Engine sections are decoded by the engine; storageSettings keeps them
-	// out of the strict decode of the shared keys.
-	sc, err := storageSettings(cfg)
-	if err != nil {
+// openStore checks the directory's engine, opens the store and records
+// the engine in the directory.
+func openStore(ctx context.Context, sc StorageSettings, log *slog.Logger) (store.Store, error) {
+	id := sc.Engine.ID()
+	if err := checkEngine(sc.Dir, id, sc.engines); err != nil {
 		return nil, err
-	}
-	p, err := reg.Get(sc.Engine)
-	if err != nil {
-		return nil, fmt.Errorf("config: storage.engine: %w", err)
-	}
-	if err := checkStorageKeys(cfg, reg); err != nil {
-		return nil, err
-	}
-	mode := store.FlushMode(sc.Flush)
-	if mode != store.FlushAsync && mode != store.FlushSync {
-		return nil, fmt.Errorf("config: storage.flush: %q is neither async nor sync", sc.Flush)
-	}
-	ec := p.NewConfig()
-	if err := cfg.Decode("storage."+sc.Engine, ec); err != nil {
-		return nil, err
-	}
-	if v, ok := ec.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
-			return nil, fmt.Errorf("config: storage.%s: %w", sc.Engine, err)
-		}
-	}
-	dir, err := filepath.Abs(sc.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("config: storage.dir: %w", err)
 	}
 	deps := store.Deps{
-		Logger: log.With("component", "storage."+sc.Engine),
-		Settings: store.Settings{Dir: dir, Flush: mode, FlushInterval: sc.FlushInterval,
+		Logger: log.With("component", "storage."+id),
+		Settings: store.Settings{Dir: sc.Dir, Flush: store.FlushMode(sc.Flush), FlushInterval: sc.FlushInterval,
 			Retention: sc.Retention, MaxMessageSize: int(sc.MaxMessageSize)},
 	}
-	st, err := p.Open(ctx, ec, deps)
+	st, err := sc.Engine.Open(ctx, sc.EngineConfig, deps)
 	if err != nil {
-		return nil, fmt.Errorf("storage %s: open %s: %w", sc.Engine, dir, err)
+		return nil, fmt.Errorf("storage %s: open %s: %w", id, sc.Dir, err)
+	}
+	if err := markEngine(sc.Dir, id); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return st, nil
-}
-
-func checkStorageKeys(cfg *config.Config, reg *StorageRegistry) error {
-	known := map[string]bool{}
-	for _, k := range storageSharedKeys {
-		known[k] = true
-	}
-	for _, id := range reg.IDs() {
-		known[id] = true
-	}
-	for _, k := range cfg.Keys() {
-		if rest, ok := strings.CutPrefix(k, "storage."); ok {
-			top, _, _ := strings.Cut(rest, ".")
-			if !known[top] {
-				return fmt.Errorf("config: unknown key storage.%s", rest)
-			}
-		}
-	}
-	return nil
 }
 
 // Module provides the logger, remoting settings, plugin registries and the
 // enabled transports. The store is provided by StorageModule so processes
 // without one (mq namesrv) never open it.
 var Module = fx.Module("kernel",
-	fx.Provide(NewLogger, NewRemotingConfig, newRegistries, NewTransports, NewGuard),
+	fx.Provide(NewLogger, newPlanFx, newRegistries, NewGuard,
+		func(p *Plan) RemotingConfig { return p.Remoting },
+		func(p *Plan, log *slog.Logger) *transport.Set {
+			return transport.NewSet(p.Transports, p.TransportConfigs, transport.Deps{Logger: log.With("component", "transport"), MaxFrameSize: int(p.Remoting.MaxFrameSize)})
+		}),
 )
 
-// StorageModule opens the configured store and closes it on stop.
+// StorageModule opens the configured store and closes it on stop. It
+// locks storage.dir first (the lock file names this process, so a second
+// one is told which process holds it) and refuses a directory another
+// engine wrote.
 var StorageModule = fx.Module("kernel.storage",
-	fx.Provide(func(lc fx.Lifecycle, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
-		st, err := OpenStore(context.Background(), cfg, reg, log)
+	fx.Provide(func(lc fx.Lifecycle, p *Plan, log *slog.Logger) (store.Store, error) {
+		sc := p.Storage
+		unlock, err := lockDir(sc.Dir)
 		if err != nil {
 			return nil, err
 		}
-		lc.Append(fx.StopHook(func() error { return st.Close() }))
-		sc, err := storageSettings(cfg)
+		st, err := openStore(context.Background(), sc, log)
 		if err != nil {
+			unlock()
 			return nil, err
 		}
-		hours, _ := retention.ParseHours(sc.CleanAt)
-		dir, _ := filepath.Abs(sc.Dir)
-		cl := retention.New(st, retention.Config{Retention: sc.Retention, CleanAt: hours, MaxUsedRatio: sc.DiskMaxUsedRatio, Dir: dir},
+		lc.Append(fx.StopHook(func() error { defer unlock(); return st.Close() }))
+		cl := retention.New(st, retention.Config{Retention: sc.Retention, CleanAt: sc.CleanHours, MaxUsedRatio: sc.DiskMaxUsedRatio, Dir: sc.Dir},
 			log.With("component", "storage.retention"))
 		// Appended after the store's hook, so it stops before the store closes.
 		lc.Append(fx.StartStopHook(cl.Start, cl.Stop))

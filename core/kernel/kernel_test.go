@@ -61,15 +61,15 @@ func TestModuleTransportErrors(t *testing.T) {
 		want string
 	}{
 		{name: "unknown", give: map[string]any{"transports": []any{"nope"}},
-			want: `config: transports: unknown transport "nope" (registered: fake)`},
+			want: `transports: unknown transport "nope" (registered: fake)`},
 		{name: "default tcp not registered", give: map[string]any{},
-			want: `config: transports: unknown transport "tcp" (registered: fake)`},
+			want: `transports: unknown transport "tcp" (registered: fake)`},
 		{name: "listed twice", give: map[string]any{"transports": "fake;fake"},
-			want: `config: transports: "fake" is listed twice`},
+			want: `transports: "fake" is listed twice`},
 		{name: "unknown key in section", give: map[string]any{"transports": "fake", "transport.fake.windw": 3},
 			want: `unknown key transport.fake.windw`},
 		{name: "invalid section", give: map[string]any{"transports": "fake", "transport.fake.window": 0},
-			want: `config: transport.fake: window must be positive`},
+			want: `transport.fake: window must be positive`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,17 +179,17 @@ func TestOpenStoreErrors(t *testing.T) {
 		want string
 	}{
 		{name: "unknown engine", give: map[string]any{"storage.engine": "pebel"},
-			want: `config: storage.engine: unknown storage engine "pebel" (registered: commitlog, pebble)`},
+			want: `storage.engine: unknown storage engine "pebel" (registered: commitlog, pebble)`},
 		{name: "unknown key under storage", give: map[string]any{"storage.bogus": 1},
-			want: `config: unknown key storage.bogus`},
+			want: `unknown key storage.bogus`},
 		{name: "section of an unknown engine", give: map[string]any{"storage.pebel.segment_size": "1MiB"},
-			want: `config: unknown key storage.pebel.segment_size`},
+			want: `unknown key storage.pebel; did you mean storage.pebble?`},
 		{name: "unknown key in engine section", give: map[string]any{"storage.commitlog.segment_sise": "1MiB"},
 			want: `unknown key storage.commitlog.segment_sise`},
 		{name: "invalid engine section", give: map[string]any{"storage.commitlog.segment_size": "1"},
-			want: `config: storage.commitlog: segment_size must be at least 1KiB`},
+			want: `storage.commitlog: segment_size must be at least 1KiB`},
 		{name: "bad flush", give: map[string]any{"storage.flush": "sometimes"},
-			want: `config: storage.flush: "sometimes" is neither async nor sync`},
+			want: `storage.flush: "sometimes" is neither async nor sync`},
 		{name: "bad duration", give: map[string]any{"storage.retention": "3 fortnights"},
 			want: `storage.retention:`},
 		{name: "bad size", give: map[string]any{"storage.max_message_size": "4XB"},

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"net"
 	"net/netip"
 	"time"
 
@@ -24,6 +25,10 @@ type Config struct {
 	Role string `koanf:"role"`
 	// Namesrv lists the name servers to register with.
 	Namesrv []string `koanf:"namesrv"`
+	// Standalone says the broker runs without name servers on purpose
+	// (tests, a single-node setup whose clients know its address): mq
+	// broker refuses an empty Namesrv otherwise.
+	Standalone bool `koanf:"standalone"`
 	// AutoCreateTopic lets producers create topics by sending (TBW102).
 	AutoCreateTopic bool `koanf:"auto_create_topic"`
 	// DefaultTopicQueues is the queue count of TBW102 (the cap for
@@ -81,9 +86,13 @@ func (c *Config) Validate() error {
 	var errs config.Errors
 	if c.Listen == "" {
 		errs.Add("broker.listen", "must be set")
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs.Add("broker.listen", "%q is not host:port", c.Listen)
 	}
 	adv := c.AdvertiseAddr()
-	if _, err := netip.ParseAddrPort(adv); err != nil {
+	if _, _, err := net.SplitHostPort(c.Listen); c.Advertise == "" && err != nil {
+		// broker.listen is at fault, and said so above.
+	} else if _, err := netip.ParseAddrPort(adv); err != nil {
 		errs.Add("broker.advertise", "%q is not an ip:port (RocketMQ clients need an IP literal): %v", adv, err)
 	}
 	if c.Name == "" {

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"go.uber.org/fx"
 
@@ -81,10 +80,36 @@ func NewFilters(cfg *config.Config, reg *kernel.FilterRegistry) (map[string]filt
 	return out, nil
 }
 
+// ConfigSection is the broker section, decoded by the kernel's plan.
+var ConfigSection = kernel.Section{Key: "broker", Decode: func(c *config.Config) (any, error) { return NewConfigFrom(c) }}
+
+func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Config](p, "broker") }
+
+// filtersFromPlan is NewFilters on the sections the plan decoded.
+func filtersFromPlan(p *kernel.Plan, reg *kernel.FilterRegistry) (map[string]filter.Compiler, error) {
+	out := map[string]filter.Compiler{}
+	for _, id := range reg.IDs() {
+		prov, _ := reg.Get(id)
+		c, ok := p.FilterConfigs[id]
+		if !ok {
+			c = prov.NewConfig()
+		}
+		comp, err := prov.New(c)
+		if err != nil {
+			return nil, fmt.Errorf("filter %s: %w", id, err)
+		}
+		if !p.PropertyFilter && prov.Type() != filter.TypeTag {
+			comp = refused{typ: prov.Type()}
+		}
+		out[prov.Type()] = comp
+	}
+	return out, nil
+}
+
 type params struct {
 	fx.In
 	Config     *Config
-	Raw        *config.Config
+	Plan       *kernel.Plan
 	Store      store.Store
 	Transports *transport.Set
 	Filters    *kernel.FilterRegistry
@@ -94,24 +119,13 @@ type params struct {
 }
 
 func newFromFx(p params) (*Broker, error) {
-	filters, err := NewFilters(p.Raw, p.Filters)
+	filters, err := filtersFromPlan(p.Plan, p.Filters)
 	if err != nil {
 		return nil, err
 	}
-	dir := p.Raw.String("storage.dir")
-	if dir == "" {
-		dir = kernel.DefaultStorageConfig().Dir
-	}
-	retention := kernel.DefaultStorageConfig().Retention
-	if s := p.Raw.String("storage.retention"); s != "" {
-		// Validated by the kernel when it opened the store.
-		if d, err := time.ParseDuration(s); err == nil {
-			retention = d
-		}
-	}
 	deps := Deps{
 		Store: p.Store, Transports: p.Transports, Filters: filters, Logger: p.Logger,
-		DataDir: dir, Retention: retention, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
+		DataDir: p.Plan.Storage.Dir, Retention: p.Plan.Storage.Retention, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
 		MaxConns: p.Remoting.MaxConnections, MaxConnsPerHost: p.Remoting.MaxConnectionsPerIP,
 	}
 	if p.Guard != nil {
@@ -131,7 +145,8 @@ func newFromFx(p params) (*Broker, error) {
 // name-server registration. It needs kernel.Module, kernel.StorageModule
 // and at least one transport.
 var Module = fx.Module("broker",
-	fx.Provide(NewConfigFrom, newFromFx),
+	fx.Provide(configFromPlan, newFromFx),
+	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(lc fx.Lifecycle, b *Broker) {
 		lc.Append(fx.Hook{
 			OnStart: b.Start,

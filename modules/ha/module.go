@@ -13,13 +13,18 @@ import (
 	"github.com/quivermq/quiver/modules/broker"
 )
 
+// ConfigSection is the ha section, decoded by the kernel's plan.
+var ConfigSection = kernel.Section{Key: "ha", Decode: func(c *config.Config) (any, error) { return NewConfigFrom(c) }}
+
+func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Config](p, "ha") }
+
 type params struct {
 	fx.In
 	Config     *Config
 	Broker     *broker.Broker
 	Transports *transport.Set
 	Logger     *slog.Logger
-	Root       *config.Config
+	Plan       *kernel.Plan
 	Shutdowner fx.Shutdowner
 	Guard      *kernel.Guard `optional:"true"`
 }
@@ -36,10 +41,7 @@ func newFromFx(p params) (*Service, error) {
 		s.SetSigner(p.Guard.Sign)
 	}
 	if p.Config.Failover {
-		dir, err := StorageDir(p.Root)
-		if err != nil {
-			return nil, err
-		}
+		dir := p.Plan.Storage.Dir
 		restart := func() {
 			if err := p.Shutdowner.Shutdown(fx.ExitCode(RestartExitCode)); err != nil {
 				p.Logger.Error("ha: request restart", "err", err)
@@ -58,7 +60,8 @@ func newFromFx(p params) (*Service, error) {
 // decide the role. It provides *Service (Lag, for metrics). Compose
 // StorageDecorator too, so that a truncation failover records is applied.
 var Module = fx.Module("ha",
-	fx.Provide(NewConfigFrom, newFromFx),
+	fx.Provide(configFromPlan, newFromFx),
+	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) {
 		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
 	}),

@@ -12,11 +12,16 @@ import (
 	"github.com/quivermq/quiver/modules/namesrv"
 )
 
+// ConfigSection is the metrics section, decoded by the kernel's plan.
+var ConfigSection = kernel.Section{Key: "metrics", Decode: func(c *config.Config) (any, error) { return NewConfigFrom(c) }}
+
+func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Config](p, "metrics") }
+
 type params struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Config    *Config
-	Raw       *config.Config
+	Plan      *kernel.Plan
 	Logger    *slog.Logger
 	Broker    *broker.Broker  `optional:"true"`
 	Namesrv   *namesrv.Server `optional:"true"`
@@ -26,17 +31,14 @@ type params struct {
 
 func newFromFx(p params, soft bool) (*Service, error) {
 	cfg := *p.Config
-	if soft && !p.Raw.Exists("metrics.listen") {
+	if soft && !p.Plan.Config.Exists("metrics.listen") {
 		cfg.Listen = DevListen
 	} else {
 		soft = false
 	}
 	deps := Deps{Broker: p.Broker, Namesrv: p.Namesrv, Logger: p.Logger}
 	if p.Broker != nil {
-		deps.StorageDir = p.Raw.String("storage.dir")
-		if deps.StorageDir == "" {
-			deps.StorageDir = kernel.DefaultStorageConfig().Dir
-		}
+		deps.StorageDir = p.Plan.Storage.Dir
 	}
 	if p.HA != nil {
 		deps.Replica = p.HA
@@ -56,13 +58,15 @@ func newFromFx(p params, soft bool) (*Service, error) {
 // Module serves metrics.listen (off by default) for the broker and/or
 // name server of the app.
 var Module = fx.Module("metrics",
-	fx.Provide(NewConfigFrom),
+	fx.Provide(configFromPlan),
+	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(p params) error { _, err := newFromFx(p, false); return err }),
 )
 
 // DevModule is Module for `mq dev`: when metrics.listen is unset it serves
 // DevListen, and only logs if that address is busy (another mq dev).
 var DevModule = fx.Module("metrics",
-	fx.Provide(NewConfigFrom),
+	fx.Provide(configFromPlan),
+	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(p params) error { _, err := newFromFx(p, true); return err }),
 )

@@ -5,14 +5,21 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 )
+
+// ConfigSection is the namesrv section, decoded by the kernel's plan.
+var ConfigSection = kernel.Section{Key: "namesrv", Decode: func(c *config.Config) (any, error) { return NewConfigFrom(c) }}
+
+func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Config](p, "namesrv") }
 
 // Module runs a name server: it decodes the namesrv section, builds the
 // Server from the kernel's transports and logger, starts it with the app
 // and stops it on shutdown.
 var Module = fx.Module("namesrv",
-	fx.Provide(NewConfigFrom, New),
+	kernel.AsSection(ConfigSection),
+	fx.Provide(configFromPlan, New),
 	fx.Invoke(registerLifecycle),
 )
 

@@ -2,31 +2,32 @@ package transaction
 
 import (
 	"log/slog"
-	"time"
 
 	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 )
+
+// ConfigSection is the transaction section, decoded by the kernel's plan.
+var ConfigSection = kernel.Section{Key: "transaction", Decode: func(c *config.Config) (any, error) { return NewConfigFrom(c) }}
+
+func configFromPlan(p *kernel.Plan) (*Config, error) {
+	return kernel.Setting[*Config](p, "transaction")
+}
 
 type params struct {
 	fx.In
 	Lifecycle fx.Lifecycle
 	Config    *Config
-	Raw       *config.Config
+	Plan      *kernel.Plan
 	Broker    *broker.Broker
 	Logger    *slog.Logger
 }
 
 func newFromFx(p params) (*Service, error) {
-	var retention time.Duration
-	if v := p.Raw.String("storage.retention"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			retention = d
-		}
-	}
-	s, err := New(p.Config, Deps{Broker: p.Broker, Logger: p.Logger, Retention: retention})
+	s, err := New(p.Config, Deps{Broker: p.Broker, Logger: p.Logger, Retention: p.Plan.Storage.Retention})
 	if err != nil {
 		return nil, err
 	}
@@ -38,6 +39,7 @@ func newFromFx(p params) (*Service, error) {
 // END_TRANSACTION processor and the check-back service. It needs
 // broker.Module.
 var Module = fx.Module("transaction",
-	fx.Provide(NewConfigFrom, newFromFx),
+	fx.Provide(configFromPlan, newFromFx),
+	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(*Service) {}),
 )

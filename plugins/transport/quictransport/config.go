@@ -67,6 +67,7 @@ type Config struct {
 // NewConfig returns the defaults.
 func NewConfig() *Config {
 	return &Config{
+		ClientAuth:       "none",
 		IdleTimeout:      30 * time.Second,
 		KeepAlive:        10 * time.Second,
 		MaxStreams:       1024,

@@ -1,0 +1,766 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.uber.org/fx"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/retention"
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// Section is a module's configuration section: its top-level key and the
+// function that decodes it strictly and validates it (a module's
+// NewConfigFrom). Modules feed theirs to the plan through AsSection.
+type Section struct {
+	Key    string
+	Decode func(*config.Config) (any, error)
+}
+
+// GroupSection is the value group of module sections.
+const GroupSection = "config.section"
+
+// AsSection provides s to the plan's value group.
+func AsSection(s Section) fx.Option {
+	return fx.Provide(fx.Annotate(func() Section { return s }, fx.ResultTags(`group:"config.section"`)))
+}
+
+// KnownSections lists the top-level keys a process accepts besides the
+// kernel's and its modules' (those of the modules of other roles, so that
+// one file serves every process, and a binary's own). Supplied, it makes
+// the plan refuse other top-level keys.
+type KnownSections []string
+
+// Registries are the four plugin registries.
+type Registries struct {
+	Storage   *StorageRegistry
+	Transport *TransportRegistry
+	Filter    *FilterRegistry
+	Auth      *AuthRegistry
+}
+
+// LoadRegistries collects the plugins that opts provide (each plugin's
+// Module) without building anything else: the plan needs their
+// descriptors before the application is assembled.
+func LoadRegistries(cfg *config.Config, plugins fx.Option) (Registries, error) {
+	var r Registries
+	app := fx.New(Supply(cfg), Module, plugins, fx.NopLogger, fx.Populate(&r.Storage, &r.Transport, &r.Filter, &r.Auth))
+	if err := app.Err(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// StorageSettings are the engine-independent storage settings, decoded
+// once: Dir is absolute, Flush checked, CleanHours parsed.
+type StorageSettings struct {
+	StorageConfig
+	CleanHours []int
+	// Engine and EngineConfig are the selected engine and its decoded,
+	// validated section storage.<engine>.
+	Engine       store.Provider
+	EngineConfig any
+	engines      []string // every registered engine (checkEngine)
+}
+
+// Plan is the configuration of a process, decoded and validated before
+// anything is built: typed settings for the kernel, every plugin section
+// (<seam>.<id>, decoded whether or not the plugin is enabled) and every
+// module section. Modules take their settings from it (Setting), never
+// from raw keys.
+type Plan struct {
+	Config   *config.Config
+	Log      LogConfig
+	Remoting RemotingConfig
+	Storage  StorageSettings
+	// Transports are the enabled transports, in the order of `transports`,
+	// with their decoded sections.
+	Transports       []transport.Provider
+	TransportConfigs map[string]any
+	// PropertyFilter is filter.property_filter; FilterConfigs the decoded
+	// filter.<id> sections of every registered filter.
+	PropertyFilter bool
+	FilterConfigs  map[string]any
+	sections       map[string]any
+}
+
+// Setting returns the decoded section key of a module.
+func Setting[T any](p *Plan, key string) (T, error) {
+	var zero T
+	v, ok := p.sections[key]
+	if !ok {
+		return zero, fmt.Errorf("kernel: no section %s in the plan (is its module composed with kernel.AsSection?)", key)
+	}
+	t, ok := v.(T)
+	if !ok {
+		return zero, fmt.Errorf("kernel: section %s is a %T, not a %T", key, v, zero)
+	}
+	return t, nil
+}
+
+// Problem is one thing wrong with the configuration.
+type Problem struct {
+	// Key is the key or section at fault ("" for a problem of no key).
+	Key string
+	// Msg says what is wrong; for an unknown key, an optional hint.
+	Msg     string
+	Unknown bool
+	// Source is the layer that set Key: a file, an environment variable
+	// or "--set" ("" for defaults).
+	Source string
+}
+
+func (p Problem) String() string {
+	var s string
+	switch {
+	case p.Unknown && p.Msg != "":
+		s = "unknown key " + p.Key + "; " + p.Msg
+	case p.Unknown:
+		s = "unknown key " + p.Key
+	case p.Key == "":
+		s = p.Msg
+	case strings.HasPrefix(p.Msg, "is "):
+		s = p.Key + " " + p.Msg // "transport.quic is set but ..."
+	default:
+		s = p.Key + ": " + p.Msg
+	}
+	switch {
+	case p.Source == "":
+	case p.Source == "--set":
+		s += " (from --set)"
+	case strings.HasPrefix(p.Source, config.EnvPrefix):
+		s += " (from environment variable " + p.Source + ")"
+	default:
+		s += " (in " + p.Source + ")"
+	}
+	return s
+}
+
+// PlanError is every problem of a configuration, one per line.
+type PlanError struct{ Problems []Problem }
+
+func (e *PlanError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// planner collects problems while decoding.
+type planner struct {
+	cfg      *config.Config
+	problems []Problem
+}
+
+func (pl *planner) add(key, format string, args ...any) {
+	pl.problems = append(pl.problems, Problem{Key: key, Msg: fmt.Sprintf(format, args...), Source: pl.source(key)})
+}
+
+func (pl *planner) unknown(key string, candidates []string) {
+	p := Problem{Key: key, Unknown: true, Source: pl.source(key)}
+	parent, last := "", key
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		parent, last = key[:i+1], key[i+1:]
+	}
+	if s := config.Suggest(last, candidates); s != "" {
+		p.Msg = "did you mean " + parent + s + "?"
+	}
+	pl.problems = append(pl.problems, p)
+}
+
+// source prefers the most specific layer that set key or a key under it.
+func (pl *planner) source(key string) string {
+	if key == "" {
+		return ""
+	}
+	best := ""
+	for _, k := range pl.cfg.Keys() {
+		if k != key && !strings.HasPrefix(k, key+".") {
+			continue
+		}
+		s := pl.cfg.Source(k)
+		if rank(s) > rank(best) {
+			best = s
+		}
+	}
+	if best == "" {
+		best = pl.cfg.Source(key)
+	}
+	return best
+}
+
+func rank(src string) int {
+	switch {
+	case src == "":
+		return 0
+	case src == "--set":
+		return 3
+	case strings.HasPrefix(src, config.EnvPrefix):
+		return 2
+	}
+	return 1
+}
+
+// absorb turns a decode or validation error into problems.
+func (pl *planner) absorb(section string, err error, candidates func(key string) []string) {
+	if err == nil {
+		return
+	}
+	var ke *config.KeyError
+	var errs config.Errors
+	switch {
+	case errors.As(err, &errs):
+		for _, e := range errs {
+			pl.absorb(section, e, candidates)
+		}
+	case errors.As(err, &ke):
+		if ke.Unknown && ke.Msg == "" {
+			var cands []string
+			if candidates != nil {
+				cands = candidates(ke.Key)
+			}
+			pl.unknown(ke.Key, cands)
+			return
+		}
+		pl.problems = append(pl.problems, Problem{Key: ke.Key, Msg: ke.Msg, Unknown: ke.Unknown, Source: pl.source(ke.Key)})
+	default:
+		msg := strings.TrimPrefix(err.Error(), "config: ")
+		key := section
+		if k, rest, ok := strings.Cut(msg, ": "); ok && !strings.ContainsAny(k, " \"") && (k == section || strings.HasPrefix(k, section+".")) {
+			key, msg = k, rest
+		}
+		pl.add(key, "%s", msg)
+	}
+}
+
+// structKeys lists the koanf keys of the struct v points to, one level
+// deep, for suggestions.
+func structKeys(v any) []string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		k, _, _ := strings.Cut(t.Field(i).Tag.Get("koanf"), ",")
+		if k != "" && k != "-" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// keysOf returns a candidates function for the struct of a section: the
+// keys of the struct at the unknown key's parent.
+func keysOf(section string, v any) func(string) []string {
+	return func(key string) []string {
+		rest := strings.TrimPrefix(key, section+".")
+		t := reflect.TypeOf(v)
+		parts := strings.Split(rest, ".")
+		for _, p := range parts[:len(parts)-1] {
+			for t.Kind() == reflect.Pointer {
+				t = t.Elem()
+			}
+			if t.Kind() != reflect.Struct {
+				return nil
+			}
+			found := false
+			for i := 0; i < t.NumField(); i++ {
+				if k, _, _ := strings.Cut(t.Field(i).Tag.Get("koanf"), ","); k == p {
+					t, found = t.Field(i).Type, true
+					break
+				}
+			}
+			if !found {
+				return nil
+			}
+		}
+		return structKeys(reflect.New(t).Interface())
+	}
+}
+
+// decodePlugin decodes section into a fresh config of a plugin (newCfg)
+// strictly and, when validate is set, validates it. It returns the config
+// and whether it differs from the defaults.
+func (pl *planner) decodePlugin(section string, newCfg func() any, validate bool) (any, bool) {
+	decode := func(cfg *config.Config) (any, error) {
+		c := newCfg()
+		if err := cfg.Decode(section, c); err != nil {
+			return c, err
+		}
+		if validate {
+			if v, ok := c.(interface{ Validate() error }); ok {
+				return c, v.Validate()
+			}
+		}
+		return c, nil
+	}
+	c, ok := pl.decodeAll(section, decode)
+	return c, ok && !reflect.DeepEqual(c, newCfg())
+}
+
+// decodeAll runs decode on the configuration and absorbs its problems.
+// When it fails on unknown keys it runs again without them, so that the
+// values of the known keys are checked too and every problem of the
+// section is reported at once. ok is false when there was any problem.
+func (pl *planner) decodeAll(section string, decode func(*config.Config) (any, error)) (v any, ok bool) {
+	v, err := decode(pl.cfg)
+	if err == nil {
+		return v, true
+	}
+	var cands func(string) []string
+	if v != nil {
+		cands = keysOf(section, v)
+	}
+	pl.absorb(section, err, cands)
+	var unknown []string
+	walkKeyErrors(err, func(ke *config.KeyError) {
+		if ke.Unknown {
+			unknown = append(unknown, ke.Key)
+		}
+	})
+	if len(unknown) == 0 {
+		return v, false
+	}
+	v2, err := decode(pl.cfg.Without(unknown...))
+	pl.absorb(section, err, nil) // the known keys' problems
+	if v2 != nil {
+		v = v2
+	}
+	return v, false
+}
+
+// walkKeyErrors calls f for each *config.KeyError in err's tree.
+func walkKeyErrors(err error, f func(*config.KeyError)) {
+	if err == nil {
+		return
+	}
+	if ke, ok := err.(*config.KeyError); ok {
+		f(ke)
+		return
+	}
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range m.Unwrap() {
+			walkKeyErrors(e, f)
+		}
+		return
+	}
+	walkKeyErrors(errors.Unwrap(err), f)
+}
+
+// childSections lists the sub-keys of section that are set (their first
+// path element).
+func (pl *planner) children(section string) []string {
+	seen := map[string]bool{}
+	for _, k := range pl.cfg.Keys() {
+		if rest, ok := strings.CutPrefix(k, section+"."); ok {
+			first, _, _ := strings.Cut(rest, ".")
+			seen[first] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NewPlan decodes and validates the whole configuration: log, remoting,
+// storage (shared keys and storage.<engine> of every registered engine),
+// transports and transport.<id> of every registered transport, filter
+// and filter.<id>, the auth plugins' sections (<id>, as acl) and the
+// module sections. A plugin's section is decoded strictly whether or not
+// the plugin is enabled; one of a disabled plugin that differs from its
+// defaults is refused (its keys would do nothing). Every problem is
+// reported at once in a *PlanError, each with its key and the layer that
+// set it. With known non-nil, top-level keys outside the kernel's, the
+// modules' and known are refused too.
+func NewPlan(cfg *config.Config, regs Registries, sections []Section, known KnownSections) (*Plan, error) {
+	pl := &planner{cfg: cfg}
+	p := &Plan{Config: cfg, sections: map[string]any{}, TransportConfigs: map[string]any{}, FilterConfigs: map[string]any{}}
+
+	// log
+	p.Log = LogConfig{Level: "info", Format: "text"}
+	if err := cfg.Decode("log", &p.Log); err != nil {
+		pl.absorb("log", err, keysOf("log", &p.Log))
+	}
+	if _, err := parseLevel(p.Log.Level); err != nil {
+		pl.add("log.level", "%q is none of debug, info, warn, error", p.Log.Level)
+	}
+	if p.Log.Format != "text" && p.Log.Format != "json" {
+		pl.add("log.format", "%q is neither text nor json", p.Log.Format)
+	}
+
+	// remoting
+	rc, err := NewRemotingConfig(cfg)
+	pl.absorb("remoting", err, keysOf("remoting", &rc))
+	p.Remoting = rc
+
+	pl.planStorage(p, regs.Storage, true)
+	pl.planTransports(p, regs.Transport)
+	pl.planFilters(p, regs.Filter)
+	pl.planAuth(regs.Auth)
+
+	// modules
+	topLevel := []string{"log", "remoting", "storage", "transport", "transports", "filter"}
+	if regs.Auth != nil {
+		topLevel = append(topLevel, regs.Auth.IDs()...)
+	}
+	for _, s := range sections {
+		if _, dup := p.sections[s.Key]; dup {
+			return nil, fmt.Errorf("kernel: configuration section %s is provided twice", s.Key)
+		}
+		v, _ := pl.decodeAll(s.Key, s.Decode)
+		p.sections[s.Key] = v
+		top, _, _ := strings.Cut(s.Key, ".")
+		topLevel = append(topLevel, top)
+	}
+	if known != nil {
+		topLevel = append(topLevel, known...)
+		slices.Sort(topLevel)
+		topLevel = slices.Compact(topLevel)
+		for _, top := range cfg.TopLevel() {
+			if slices.Contains(topLevel, top) {
+				continue
+			}
+			msg := "unknown section " + top
+			if top == "auth" && regs.Auth != nil {
+				msg += " (an auth plugin is configured in its own section: " + strings.Join(regs.Auth.IDs(), ", ") + ")"
+			} else if s := config.Suggest(top, topLevel); s != "" {
+				msg += "; did you mean " + s + "?"
+			}
+			pl.problems = append(pl.problems, Problem{Msg: msg, Source: pl.source(top)})
+		}
+	}
+	if len(pl.problems) > 0 {
+		sort.SliceStable(pl.problems, func(i, j int) bool { return pl.problems[i].Key < pl.problems[j].Key })
+		return p, &PlanError{Problems: pl.problems}
+	}
+	return p, nil
+}
+
+// planStorage decodes the storage section; with others set, the sections
+// of the engines not selected are refused when they differ from their
+// defaults.
+func (pl *planner) planStorage(p *Plan, reg *StorageRegistry, others bool) {
+	cfg := pl.cfg
+	sc := DefaultStorageConfig()
+	shared := map[string]any{}
+	engines := []string{}
+	if reg != nil {
+		engines = reg.IDs()
+	}
+	for _, k := range pl.children("storage") {
+		switch {
+		case slices.Contains(storageSharedKeys, k):
+			shared[k] = cfg.Get("storage." + k)
+		case slices.Contains(engines, k):
+		default:
+			pl.unknown("storage."+k, append(slices.Clone(storageSharedKeys), engines...))
+		}
+	}
+	if err := config.FromMap(map[string]any{"storage": shared}).Decode("storage", &sc); err != nil {
+		pl.absorb("storage", err, nil)
+	}
+	if sc.DiskMaxUsedRatio < 0 || sc.DiskMaxUsedRatio > 1 {
+		pl.add("storage.disk_max_used_ratio", "%v is outside 0..1", sc.DiskMaxUsedRatio)
+	}
+	hours, err := retention.ParseHours(sc.CleanAt)
+	if err != nil {
+		pl.add("storage.clean_at", "%v", strings.TrimPrefix(err.Error(), "retention: "))
+	}
+	if sc.Retention < 0 {
+		pl.add("storage.retention", "%s must not be negative", pl.cfg.String("storage.retention"))
+	}
+	if sc.FlushInterval <= 0 {
+		pl.add("storage.flush_interval", "%s must be positive", sc.FlushInterval)
+	}
+	if mode := store.FlushMode(sc.Flush); mode != store.FlushAsync && mode != store.FlushSync {
+		pl.add("storage.flush", "%q is neither async nor sync", sc.Flush)
+	}
+	if sc.MaxMessageSize < 1 {
+		pl.add("storage.max_message_size", "%d must be positive", sc.MaxMessageSize)
+	}
+	if sc.Dir == "" {
+		pl.add("storage.dir", "must be set")
+	} else if dir, err := filepath.Abs(sc.Dir); err != nil {
+		pl.add("storage.dir", "%v", err)
+	} else {
+		sc.Dir = dir
+	}
+	p.Storage = StorageSettings{StorageConfig: sc, CleanHours: hours, engines: engines}
+	if reg == nil || len(engines) == 0 {
+		return // a binary without storage (a name server)
+	}
+	if prov, err := reg.Get(sc.Engine); err != nil {
+		msg := err.Error()
+		if s := config.Suggest(sc.Engine, engines); s != "" {
+			msg += "; did you mean " + s + "?"
+		}
+		pl.add("storage.engine", "%s", msg)
+	} else {
+		p.Storage.Engine = prov
+	}
+	for _, id := range engines {
+		prov, _ := reg.Get(id)
+		sel := id == sc.Engine
+		c, changed := pl.decodePlugin("storage."+id, prov.NewConfig, sel)
+		if sel {
+			p.Storage.EngineConfig = c
+		} else if changed && others {
+			pl.add("storage."+id, "is set but storage.engine is %s: its keys do nothing (remove them, or set storage.engine: %s)", sc.Engine, id)
+		}
+	}
+}
+
+func (pl *planner) planTransports(p *Plan, reg *TransportRegistry) {
+	cfg := pl.cfg
+	ids := []string{"tcp"}
+	if cfg.Exists("transports") {
+		ids = cfg.Strings("transports")
+	}
+	var registered []string
+	if reg != nil {
+		registered = reg.IDs()
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			pl.add("transports", "%q is listed twice", id)
+			continue
+		}
+		seen[id] = true
+		if reg == nil {
+			continue
+		}
+		prov, err := reg.Get(id)
+		if err != nil {
+			msg := err.Error()
+			if s := config.Suggest(id, registered); s != "" {
+				msg += "; did you mean " + s + "?"
+			}
+			pl.add("transports", "%s", msg)
+			continue
+		}
+		p.Transports = append(p.Transports, prov)
+	}
+	if reg == nil {
+		return
+	}
+	for _, k := range pl.children("transport") {
+		if !slices.Contains(registered, k) {
+			pl.unknown("transport."+k, registered)
+		}
+	}
+	for _, id := range registered {
+		prov, _ := reg.Get(id)
+		c, changed := pl.decodePlugin("transport."+id, prov.NewConfig, seen[id])
+		if seen[id] {
+			p.TransportConfigs[id] = c
+		} else if changed {
+			pl.add("transport."+id, "is set but %s is not enabled: its keys do nothing (add %s to transports, or remove them)", strings.ToUpper(id), id)
+		}
+	}
+}
+
+func (pl *planner) planFilters(p *Plan, reg *FilterRegistry) {
+	p.PropertyFilter = true
+	if reg == nil {
+		return
+	}
+	registered := reg.IDs()
+	for _, k := range pl.children("filter") {
+		if k != "property_filter" && !slices.Contains(registered, k) {
+			pl.unknown("filter."+k, append([]string{"property_filter"}, registered...))
+		}
+	}
+	if pl.cfg.Exists("filter.property_filter") {
+		sec := struct {
+			PropertyFilter bool `koanf:"property_filter"`
+		}{true}
+		if err := config.FromMap(map[string]any{"filter": map[string]any{"property_filter": pl.cfg.Get("filter.property_filter")}}).Decode("filter", &sec); err != nil {
+			pl.absorb("filter", err, nil)
+		}
+		p.PropertyFilter = sec.PropertyFilter
+	}
+	for _, id := range registered {
+		prov, _ := reg.Get(id)
+		c, _ := pl.decodePlugin("filter."+id, prov.NewConfig, true)
+		p.FilterConfigs[id] = c
+	}
+}
+
+// planAuth checks the section <id> of every auth plugin: <id>.enabled and
+// <id>.namesrv_enabled are booleans, the rest is the plugin's config.
+func (pl *planner) planAuth(reg *AuthRegistry) {
+	if reg == nil {
+		return
+	}
+	for _, id := range reg.IDs() {
+		if !pl.cfg.Exists(id) {
+			continue
+		}
+		prov, _ := reg.Get(id)
+		enabled := false
+		for _, k := range []string{"enabled", NamesrvKey} {
+			key := id + "." + k
+			if !pl.cfg.Exists(key) {
+				continue
+			}
+			v := strings.ToLower(pl.cfg.String(key))
+			switch {
+			case truthy(v):
+				enabled = enabled || k == "enabled"
+			case v == "false" || v == "0" || v == "no" || v == "off" || v == "":
+			default:
+				pl.add(key, "%q is not a boolean (true or false)", pl.cfg.String(key))
+			}
+		}
+		section := map[string]any{}
+		for _, k := range pl.cfg.Keys() {
+			if rest, ok := strings.CutPrefix(k, id+"."); ok && rest != "enabled" && rest != NamesrvKey {
+				section[rest] = pl.cfg.Get(k)
+			}
+		}
+		c := prov.NewConfig()
+		if err := config.FromMap(map[string]any{id: section}).Decode(id, c); err != nil {
+			pl.absorb(id, err, func(string) []string { return append(structKeys(c), "enabled", NamesrvKey) })
+			continue
+		}
+		if enabled {
+			if v, ok := c.(interface{ Validate() error }); ok {
+				if err := v.Validate(); err != nil {
+					pl.absorb(id, err, nil)
+				}
+			}
+		} else if !reflect.DeepEqual(c, prov.NewConfig()) {
+			pl.add(id, "is set but %s.enabled is false: its keys do nothing (set %s.enabled: true, or remove them)", id, id)
+		}
+	}
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+type planIn struct {
+	fx.In
+	Config    *config.Config
+	Storage   *StorageRegistry
+	Transport *TransportRegistry
+	Filter    *FilterRegistry
+	Auth      *AuthRegistry
+	Sections  []Section     `group:"config.section"`
+	Known     KnownSections `optional:"true"`
+}
+
+// newPlanFx builds the plan inside the application (the same pass a
+// binary may run before it, see NewPlan).
+func newPlanFx(in planIn) (*Plan, error) {
+	secs := slices.Clone(in.Sections)
+	sort.Slice(secs, func(i, j int) bool { return secs[i].Key < secs[j].Key })
+	return NewPlan(in.Config, Registries{Storage: in.Storage, Transport: in.Transport, Filter: in.Filter, Auth: in.Auth}, secs, in.Known)
+}
+
+// Section returns the decoded section key (nil when the plan has none).
+func (p *Plan) Section(key string) any { return p.sections[key] }
+
+// AddrKey names the key whose setting (or default) is the address addr
+// (broker.listen for 127.0.0.1:10911), "" when none is: a start-up error
+// about an address can then say which key to change.
+func (p *Plan) AddrKey(addr string) string {
+	if p == nil {
+		return ""
+	}
+	keys := make([]string, 0, len(p.sections))
+	for k := range p.sections {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var found string
+	visit := func(key, val string) bool {
+		if sameAddr(val, addr) {
+			found = key
+			return true
+		}
+		return false
+	}
+	for _, k := range keys {
+		if walkStrings(k, reflect.ValueOf(p.sections[k]), visit) {
+			return found
+		}
+	}
+	for _, k := range p.Config.Keys() {
+		if visit(k, p.Config.String(k)) {
+			return found
+		}
+	}
+	return ""
+}
+
+func walkStrings(key string, v reflect.Value, visit func(key, val string) bool) bool {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return false
+		}
+		v = v.Elem()
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return visit(key, v.String())
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("koanf"), ",")
+			if name == "" || name == "-" || !t.Field(i).IsExported() {
+				continue
+			}
+			if walkStrings(key+"."+name, v.Field(i), visit) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sameAddr(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	norm := func(h string) string {
+		switch h {
+		case "", "0.0.0.0", "::":
+			return "*"
+		case "localhost", "::1":
+			return "127.0.0.1"
+		}
+		return h
+	}
+	na, nb := norm(ha), norm(hb)
+	return na == nb || na == "*" || nb == "*"
+}
