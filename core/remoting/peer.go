@@ -81,7 +81,7 @@ type Peer struct {
 	// out: requests waiting for the writer goroutine (batch is nil when
 	// the transport cannot write several frames at once).
 	out   writeQueue
-	batch frameBatcher
+	batch transport.FrameBatcher
 	// recycler takes back request frames after scoped handlers (nil when
 	// the transport does not reuse them).
 	recycler transport.FrameRecycler
@@ -185,7 +185,7 @@ func NewPeer(conn transport.Conn, h Handler, log *slog.Logger, opts PeerOptions)
 		ID:    peerSeq.Add(1),
 	}
 	p.nextExpiry.Store(math.MaxInt64)
-	if b, ok := conn.(frameBatcher); ok {
+	if b, ok := conn.(transport.FrameBatcher); ok {
 		p.batch = b
 	}
 	if r, ok := conn.(transport.FrameRecycler); ok {
@@ -940,14 +940,6 @@ func (p *Peer) expire() {
 // (the transport's write combining) instead of through the writer
 // goroutine; a test switch, for measuring one against the other.
 var directAsyncWrites = false
-
-// frameBatcher is what a transport offers to write several frames with
-// one flush; tcp.Conn has it. WriteFrames writes frames in order, each the
-// concatenation of its parts; MaxFrameSize is the largest frame it sends.
-type frameBatcher interface {
-	WriteFrames(ctx context.Context, frames [][][]byte) error
-	MaxFrameSize() int
-}
 
 // writeQueue holds encoded requests for the writer goroutine.
 type writeQueue struct {
