@@ -29,7 +29,7 @@ cleanup() {
   rm -rf "$bin"
 }
 trap cleanup EXIT
-go build -o "$bin/mq" ./cmd/mq
+if [ -n "${QUIVER_MQ_BINARY:-}" ]; then cp "$QUIVER_MQ_BINARY" "$bin/mq"; else go build -o "$bin/mq" ./cmd/mq; fi
 go build -o "$bin/linkemu" ./bench/lossy/linkemu/cmd/linkemu
 go test -c -o "$bin/lossy.test" ./bench/lossy
 results=${QUIVER_LAB_OUT:-$bin/results.txt}
