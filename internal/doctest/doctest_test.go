@@ -363,7 +363,7 @@ func TestGuides(t *testing.T) {
 			g.checkBackground(name)
 		})
 	}
-	for _, must := range []string{"getting-started.md", "cluster.md", "security.md", "operations.md", "edge.md"} {
+	for _, must := range []string{"getting-started.md", "cluster.md", "security.md", "operations.md", "edge.md", "migrating.md"} {
 		assert.Greater(t, ran[must], 0, "docs/guide/%s has no runnable (doctest) block", must)
 	}
 }
