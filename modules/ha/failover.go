@@ -204,7 +204,11 @@ func (f *failover) heartbeat() controller.HeartbeatBody {
 	return hb
 }
 
-// beat sends a heartbeat to every name server and acts on the answers.
+// beat sends a heartbeat to every name server and acts on the answers:
+// as soon as a raft leader answered (its view is the committed state), or
+// once every name server answered or timed out. An unreachable name
+// server does not slow the heartbeat down: its request finishes in the
+// background within its timeout.
 func (f *failover) beat() {
 	hb := f.heartbeat()
 	sent := time.Now()
@@ -213,25 +217,36 @@ func (f *failover) beat() {
 		return
 	}
 	nss := f.s.b.Config().Namesrv
-	views := make([]*controller.View, len(nss))
-	var wg sync.WaitGroup
+	type answer struct {
+		i int
+		v *controller.View
+	}
+	answers := make(chan answer, len(nss))
 	for i, ns := range nss {
-		wg.Add(1)
+		f.s.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer f.s.wg.Done()
 			ctx, cancel := context.WithTimeout(f.s.ctx, min(2*time.Second, max(500*time.Millisecond, 2*f.s.cfg.HeartbeatInterval)))
 			defer cancel()
+			a := answer{i: i}
 			resp, err := f.s.invoke(ctx, ns, remoting.NewRequest(controller.Heartbeat, nil, body))
-			if err != nil || resp.Code != remoting.Success {
-				return
+			if err == nil && resp.Code == remoting.Success {
+				var v controller.View
+				if json.Unmarshal(resp.Body, &v) == nil {
+					a.v = &v
+				}
 			}
-			var v controller.View
-			if json.Unmarshal(resp.Body, &v) == nil {
-				views[i] = &v
-			}
+			answers <- a
 		}()
 	}
-	wg.Wait()
+	views := make([]*controller.View, len(nss))
+	for range nss {
+		a := <-answers
+		views[a.i] = a.v
+		if a.v != nil && a.v.Leader {
+			break
+		}
+	}
 	f.act(views, sent)
 }
 
