@@ -15,7 +15,10 @@
 //     becomes true shortly, like a broker's registration);
 //   - defaults: the block's processes listen on the guide's free ports
 //     instead of the default 9876, 10911, 9090 and 8080 (for a bare
-//     `mq dev`).
+//     `mq dev`);
+//   - go (alone, before a ```go block): a whole Go program, built inside
+//     the module through a -overlay (so it may import the official client
+//     and Quiver's) and run; it must exit 0.
 //
 // Every 127.0.0.1:PORT in a guide's runnable blocks is replaced by a free
 // loopback port (the same one for each PORT within a guide), the blocks

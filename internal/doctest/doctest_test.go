@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -37,6 +38,7 @@ type block struct {
 	background bool
 	retry      bool
 	defaults   bool
+	goProgram  bool // a ```go block: a whole program, built in the module and run
 }
 
 var marker = regexp.MustCompile(`^<!--\s*doctest(?::\s*([a-z ]*))?\s*-->$`)
@@ -62,6 +64,8 @@ func parseGuide(text string) ([]block, error) {
 				b.retry = true
 			case "defaults":
 				b.defaults = true
+			case "go":
+				b.goProgram = true
 			default:
 				return nil, fmt.Errorf("line %d: unknown doctest option %q", i+1, o)
 			}
@@ -70,8 +74,15 @@ func parseGuide(text string) ([]block, error) {
 		for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
 			j++
 		}
-		if j == len(lines) || strings.TrimSpace(lines[j]) != "```sh" {
-			return nil, fmt.Errorf("line %d: a doctest marker must precede a ```sh block", i+1)
+		fence := "```sh"
+		if b.goProgram {
+			if b.background || b.retry || b.defaults {
+				return nil, fmt.Errorf("line %d: the go option takes no other", i+1)
+			}
+			fence = "```go"
+		}
+		if j == len(lines) || strings.TrimSpace(lines[j]) != fence {
+			return nil, fmt.Errorf("line %d: this doctest marker must precede a %s block", i+1, fence)
 		}
 		b.line = j + 1
 		// A fence indented in a list item: its indentation is not part
@@ -108,6 +119,8 @@ func TestParseGuide(t *testing.T) {
 	for _, bad := range []string{
 		"<!-- doctest -->\ntext\n```sh\nx\n```\n",
 		"<!-- doctest -->\n```go\nx\n```\n",
+		"<!-- doctest: go -->\n```sh\nx\n```\n",
+		"<!-- doctest: go retry -->\n```go\nx\n```\n",
 		"<!-- doctest: sometimes -->\n```sh\nx\n```\n",
 		"<!-- doctest -->\n```sh\nx\n",
 		"<!-- doctest-->x\n```sh\nx\n```\n",
@@ -181,6 +194,7 @@ type bgProc struct {
 type guideRun struct {
 	t     *testing.T
 	dir   string
+	root  string // module root
 	env   []string
 	ports map[string]string
 	bg    []*bgProc
@@ -262,6 +276,33 @@ func (g *guideRun) background(name string, b block, script string) {
 	}
 }
 
+// goProgram builds and runs a guide's Go program inside the module (so
+// it uses the module's dependencies: the official client, Quiver's
+// client) through a build overlay, without writing into the tree.
+func (g *guideRun) goProgram(name string, b block, src string) {
+	t := g.t
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "main.go")
+	require.NoError(t, os.WriteFile(file, []byte(src), 0o644))
+	pkgDir := filepath.Join(g.root, "internal", "doctest", fmt.Sprintf("guide_program_%d", b.line))
+	ov, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(pkgDir, "main.go"): file}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "overlay.json"), ov, 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*blockTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "-overlay", filepath.Join(tmp, "overlay.json"), "./"+filepath.ToSlash(strings.TrimPrefix(pkgDir, g.root+string(filepath.Separator))))
+	cmd.Dir = g.root
+	cmd.Env = append(os.Environ(), "QUIVER_NAMESRV=127.0.0.1:"+g.ports["9876"])
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s:%d: go program: %v\n--- output\n%s%s", name, b.line, err, tailOf(string(out), 4000), g.bgLogs())
+	}
+	t.Logf("%s:%d ok:\n%s", name, b.line, tailOf(string(out), 1500))
+}
+
 // checkBackground fails the guide when a background process has exited.
 func (g *guideRun) checkBackground(name string) {
 	for _, p := range g.bg {
@@ -328,6 +369,8 @@ func TestGuides(t *testing.T) {
 	files := guides(t)
 	require.NotEmpty(t, files)
 	bin := testserver.Binary(t)
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
 	ran := map[string]int{}
 	for _, f := range files {
 		name := filepath.Base(f)
@@ -350,20 +393,23 @@ func TestGuides(t *testing.T) {
 				}
 				env = append(env, kv)
 			}
-			g := &guideRun{t: t, dir: dir, env: env, ports: p}
+			g := &guideRun{t: t, dir: dir, root: root, env: env, ports: p}
 			t.Cleanup(g.stop)
 			for _, b := range blocks {
 				script := rewrite(b.script, p)
-				if b.background {
+				switch {
+				case b.goProgram:
+					g.goProgram(name, b, script)
+				case b.background:
 					g.background(name, b, script)
-				} else {
+				default:
 					g.foreground(name, b, script)
 				}
 			}
 			g.checkBackground(name)
 		})
 	}
-	for _, must := range []string{"getting-started.md", "cluster.md", "security.md", "operations.md", "edge.md", "migrating.md"} {
+	for _, must := range []string{"getting-started.md", "cluster.md", "security.md", "operations.md", "edge.md", "migrating.md", "connecting-apps.md"} {
 		assert.Greater(t, ran[must], 0, "docs/guide/%s has no runnable (doctest) block", must)
 	}
 }
