@@ -259,6 +259,7 @@ var (
 	descNSTopics   = prometheus.NewDesc("quiver_namesrv_topics", "Topics the name server routes.", nil, nil)
 	descNSBrokers  = prometheus.NewDesc("quiver_namesrv_brokers", "Broker addresses registered with the name server.", nil, nil)
 	descNSClusters = prometheus.NewDesc("quiver_namesrv_clusters", "Clusters registered with the name server.", nil, nil)
+	descNSWithheld = prometheus.NewDesc("quiver_namesrv_masters_withheld_total", "Masters of broker groups under automatic failover left out of route and cluster answers because this name server's controller could not vouch for them (no raft majority confirmed the current epoch, or the master is being deposed).", nil, nil)
 )
 
 // Store damage (store.Verifier).
@@ -473,6 +474,7 @@ func (c *namesrvCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descNSTopics
 	ch <- descNSBrokers
 	ch <- descNSClusters
+	ch <- descNSWithheld
 }
 
 func (c *namesrvCollector) Collect(ch chan<- prometheus.Metric) {
@@ -487,6 +489,7 @@ func (c *namesrvCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descNSBrokers, prometheus.GaugeValue, float64(addrs))
 	ch <- prometheus.MustNewConstMetric(descNSClusters, prometheus.GaugeValue, float64(len(ci.ClusterAddrTable)))
+	ch <- prometheus.MustNewConstMetric(descNSWithheld, prometheus.CounterValue, float64(c.n.MastersWithheld()))
 }
 
 // internalTopic tells the broker's own topics (system, cluster and broker
