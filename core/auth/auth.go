@@ -2,6 +2,38 @@
 // Authenticator identifies who sent a request; an Authorizer decides
 // whether that principal may act on a resource. The default allows all.
 // The conformance suite lives in authtest.
+//
+// # Authorization by the guard
+//
+// A plugin's Provider.Open returns an Authenticator and an Authorizer;
+// those two declared interfaces are all a plugin needs. The kernel's guard
+// (core/kernel/guard.go) checks every request before its handler runs:
+//
+//   - By default it calls Authenticate, then Authorize for what the
+//     request code needs (core/kernel/guard_needs.go): auth.Pub on the
+//     topic of a send; auth.Sub on the topic and on the group (as
+//     %RETRY%<group>, IsGroup set) of a pull or an offset query or
+//     update; auth.Sub on the topic of the offset and message queries and
+//     on the group of CONSUMER_SEND_MSG_BACK and GET_CONSUMER_LIST_BY_GROUP;
+//     nothing more than a valid sender for HEART_BEAT, UNREGISTER_CLIENT,
+//     (UN)LOCK_BATCH_MQ, GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CLUSTER_INFO;
+//     a cluster member (Principal.Cluster or Trusted) for REGISTER_BROKER,
+//     UNREGISTER_BROKER and QUERY_DATA_VERSION; and auth.Admin (on the zero
+//     Resource) for every other code, so that a code the table does not
+//     know is closed rather than open.
+//   - An Authenticator that also implements Checker decides by its own
+//     table instead (RocketMQ's ACL knows which resources every code and
+//     body names): the guard calls Check and nothing else.
+//   - An Authenticator with a method Interceptor() remoting.Interceptor
+//     (and no Checker) installs that interceptor as it is; it then owns the
+//     whole decision, the process's own cluster credential included.
+//
+// A refusal is answered NO_PERMISSION with the error's message as the
+// remark, so errors name what is missing and never a secret. The other
+// optional interfaces (Signer, RequestSigner, AnswerFilter, ClusterSigner,
+// AccountAdmin) are found by type assertion on the Authenticator.
+// examples/custom-auth is a plugin written against the declared interfaces
+// only.
 package auth
 
 import (

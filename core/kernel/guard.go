@@ -155,14 +155,19 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 				break
 			}
 		}
+		if an == nil || az == nil {
+			return nil, fmt.Errorf("auth %s: Open returned no Authenticator or no Authorizer", id)
+		}
+		// The declared interfaces are enough; the optional ones (package
+		// core/auth, "Authorization by the guard") take over when offered.
 		var ic remoting.Interceptor
 		switch x := an.(type) {
 		case auth.Checker:
 			ic = g.checkerInterceptor(x) // guard_cluster.go
-		case interface{ Interceptor() remoting.Interceptor }:
+		case interceptorProvider:
 			ic = x.Interceptor()
 		default:
-			return nil, fmt.Errorf("auth %s: the plugin offers neither an interceptor nor auth.Checker", id)
+			ic = g.declaredInterceptor(an, az) // guard_needs.go
 		}
 		g.Interceptors = append(g.Interceptors, ic)
 		f, _ := an.(auth.AnswerFilter)
@@ -189,6 +194,14 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 		g.local = local
 	}
 	return g, nil
+}
+
+// interceptorProvider is the optional interface of an auth plugin that
+// checks requests itself, as a remoting interceptor (see package core/auth,
+// "Authorization by the guard"). It is declared here rather than in
+// core/auth, which does not import core/remoting.
+type interceptorProvider interface {
+	Interceptor() remoting.Interceptor
 }
 
 func truthy(s string) bool { return s == "true" || s == "1" || s == "yes" || s == "on" }
