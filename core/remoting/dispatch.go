@@ -1,0 +1,185 @@
+package remoting
+
+// Requests arriving on a Peer: decoding, the hand-off to warm worker
+// goroutines, and the answers (bad headers included).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// dispatch decodes a received frame and completes the call it answers or
+// runs its handler (on this goroutine when inline, otherwise on a new one),
+// waiting while MaxInFlight handlers run. It may run on several goroutines
+// at once (transport.FrameDeliverer).
+func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
+	cmd, err := Decode(frame)
+	if err != nil {
+		var he *HeaderShapeError
+		if errors.As(err, &he) {
+			p.answerBadHeader(ctx, he, frame)
+			return nil
+		}
+		p.log.Warn("closing connection: undecodable frame", "err", err, "bytes", len(frame))
+		return err
+	}
+	if p.recycler != nil {
+		cmd.frame, cmd.recycler = frame, p.recycler
+	}
+	if cmd.IsResponse() {
+		p.complete(cmd)
+		return nil
+	}
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.handlers.Add(1)
+	if inline {
+		p.serve(ctx, cmd)
+	} else {
+		p.handOff(ctx, cmd)
+	}
+	return nil
+}
+
+// maxIdleWorkers bounds the warm handler goroutines a connection keeps
+// waiting for requests; more run while requests pile up, and leave once
+// theirs is answered.
+const maxIdleWorkers = 64
+
+// handOff runs req's handler on a warm worker goroutine of the
+// connection, or on a new one when none is idle. A worker's stack has
+// already grown to what the handlers need (a fresh goroutine starts at
+// 8 KiB and grows, newstack/copystack, through header parsing and the
+// interceptors on every request), and handing a request to a waiting
+// goroutine costs no goroutine creation.
+func (p *Peer) handOff(ctx context.Context, req *Command) {
+	select {
+	case p.work <- req:
+		return
+	default:
+	}
+	// Called only from Run's reading (before Run waits on bg).
+	p.bg.Add(1)
+	go p.worker(ctx, req)
+}
+
+// worker serves req, then waits for the next request handed off, until
+// the connection ends or maxIdleWorkers others already wait.
+func (p *Peer) worker(ctx context.Context, req *Command) {
+	defer p.bg.Done()
+	for {
+		p.serve(ctx, req)
+		if p.idleWorkers.Add(1) > maxIdleWorkers {
+			p.idleWorkers.Add(-1)
+			return
+		}
+		select {
+		case req = <-p.work:
+			p.idleWorkers.Add(-1)
+		case <-ctx.Done():
+			p.idleWorkers.Add(-1)
+			return
+		case <-p.done:
+			p.idleWorkers.Add(-1)
+			return
+		}
+	}
+}
+
+// answerBadHeader handles a frame whose header has a field of the wrong
+// shape but whose opaque could be read: a request gets a SYSTEM_ERROR
+// answer naming the field, a response fails the call waiting for it, a
+// oneway request is dropped; the connection stays open (Java's broker
+// closes it on any header it cannot decode, which a client can only
+// see as a timeout). Each bad frame costs one small answer written from
+// the reading goroutine (reading waits for it, so nothing piles up) and
+// WARN lines are rate-limited per connection.
+func (p *Peer) answerBadHeader(ctx context.Context, he *HeaderShapeError, frame []byte) {
+	p.logBadHeader(he, len(frame))
+	if p.recycler != nil {
+		p.recycler.RecycleFrame(frame) // he refers to nothing in it
+	}
+	switch {
+	case he.Flag&FlagResponse != 0:
+		p.complete(&Command{
+			Code: SystemError, Language: ServerLanguage, Opaque: he.Opaque, Flag: FlagResponse,
+			Remark:        "undecodable response header: field " + he.Field + ": " + he.Problem,
+			ExtFields:     map[string]string{},
+			SerializeType: he.SerializeType,
+		})
+	case he.Flag&FlagOneway != 0:
+	default:
+		req := &Command{Code: he.Code, Opaque: he.Opaque, SerializeType: he.SerializeType}
+		resp := NewResponse(req, SystemError, "malformed request header: field "+he.Field+": "+he.Problem)
+		if err := p.Send(ctx, resp); err != nil && !errors.Is(err, ErrPeerClosed) {
+			p.log.Debug("write bad-header answer", "err", err)
+		}
+	}
+}
+
+// badHeaderLogEvery is how often a connection sending wrong-shaped
+// headers logs at WARN; the frames in between are counted and logged at
+// DEBUG.
+const badHeaderLogEvery = 10 * time.Second
+
+func (p *Peer) logBadHeader(he *HeaderShapeError, size int) {
+	n := p.badHeaders.Add(1)
+	now := peerClock(time.Now())
+	last := p.badHeaderLogged.Load()
+	if (last == 0 || now-last >= int64(badHeaderLogEvery)) && p.badHeaderLogged.CompareAndSwap(last, now) {
+		p.log.Warn("malformed header: answered with an error, connection kept", "err", he,
+			"code", he.Code, "opaque", he.Opaque, "flag", he.Flag, "bytes", size, "bad_headers", n)
+		return
+	}
+	p.log.Debug("malformed header", "err", he, "code", he.Code, "opaque", he.Opaque, "flag", he.Flag, "bad_headers", n)
+}
+
+func (p *Peer) serve(ctx context.Context, req *Command) {
+	defer func() {
+		<-p.sem
+		p.handlers.Done()
+	}()
+	var resp *Command
+	if p.handler == nil {
+		resp = NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	} else {
+		resp = p.safeHandle(ctx, req)
+	}
+	if resp == nil || req.IsOneway() {
+		return
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	err := p.Send(ctx, resp)
+	if errors.Is(err, transport.ErrFrameTooLarge) {
+		// An answer the frame limit cannot carry would otherwise leave the
+		// client waiting for its timeout (and retrying what may already
+		// be done): it gets an error answer that says why instead.
+		p.log.Warn("response exceeds the frame limit: answered with an error", "code", req.Code, "err", err)
+		small := NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
+			req.Code, RequestCodeName(req.Code), err))
+		small.Opaque = req.Opaque
+		small.Flag |= FlagResponse
+		err = p.Send(ctx, small)
+	}
+	if err != nil && !errors.Is(err, ErrPeerClosed) {
+		p.log.Debug("write response", "code", req.Code, "err", err)
+	}
+}
+
+func (p *Peer) safeHandle(ctx context.Context, req *Command) (resp *Command) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("request handler panicked", "code", req.Code, "panic", r)
+			resp = NewResponse(req, SystemError, fmt.Sprintf("internal error handling request %d", req.Code))
+		}
+	}()
+	return p.handler.Handle(ctx, p, req)
+}
