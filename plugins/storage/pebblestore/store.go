@@ -120,6 +120,10 @@ type Store struct {
 	// then fails at once with ENOSPC instead of queueing behind a write
 	// stall (the broker answers SERVICE_NOT_AVAILABLE, disk full).
 	noSpace atomic.Bool
+	// stallStart is when the current Pebble write stall began (UnixNano,
+	// 0 when none); stallLog limits the stall lines.
+	stallStart atomic.Int64
+	stallLog   logLimiter
 
 	// mu serializes offset assignment and batch commits (see the package
 	// documentation). The fields below it are the writer's state.
@@ -282,6 +286,17 @@ func (s *Store) pebbleOptions() *pebble.Options {
 					s.noSpace.Store(true)
 				}
 			},
+			// A write stall holds every Append: say so, with Pebble's
+			// reason, and how long it lasted (at most a line a second).
+			WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+				s.stallStart.Store(time.Now().UnixNano())
+				s.stallLog.warn(s.log, "pebble write stall: appends wait", "reason", info.Reason)
+			},
+			WriteStallEnd: func() {
+				if t0 := s.stallStart.Swap(0); t0 != 0 {
+					s.stallLog.warn(s.log, "pebble write stall ended", "after", time.Since(time.Unix(0, t0)).Round(time.Millisecond))
+				}
+			},
 			FlushEnd: func(info pebble.FlushInfo) {
 				switch {
 				case info.Err == nil:
@@ -292,17 +307,46 @@ func (s *Store) pebbleOptions() *pebble.Options {
 			},
 		},
 		MemTableSize:                uint64(c.MemTableSize),
-		MemTableStopWritesThreshold: 2,
+		MemTableStopWritesThreshold: memTableStops(int64(c.MemTableSize)),
 		CacheSize:                   int64(c.BlockCacheSize),
 		MaxOpenFiles:                c.MaxOpenFiles,
 		L0CompactionThreshold:       c.L0CompactionThreshold,
-		L0StopWritesThreshold:       c.L0StopWritesThreshold,
+		L0StopWritesThreshold:       l0Stops(c.L0StopWritesThreshold, int64(c.MemTableSize)),
 		CompactionConcurrencyRange:  func() (int, int) { return 1, n },
 		FormatMajorVersion:          pebble.FormatNewest,
 	}
 	cs := compressions[c.Compression]
 	o.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return cs })
 	return o
+}
+
+// minMemTableQueue is the memtable memory (the active one and those
+// queued for flushing) Pebble may hold before writes stall. With Pebble's
+// usual stop at two memtables, a small memtable_size stalls writes every
+// time one flush takes longer than filling one memtable: at 256KiB and
+// 5 MB/s of messages, 50 ms. Small memtables are allowed more of them, up
+// to this much memory, and a flush writes all queued ones at once.
+const minMemTableQueue = 4 << 20
+
+// memTableStops is Pebble's MemTableStopWritesThreshold for memtables of
+// size bytes: at least 2, and enough to queue minMemTableQueue.
+func memTableStops(size int64) int {
+	return int(max(2, (minMemTableQueue+size-1)/max(size, 1)))
+}
+
+// l0Stops is Pebble's L0StopWritesThreshold for l0_stop_writes_threshold
+// stops and memtables of size bytes. Every flush adds an L0 file, so
+// memtables smaller than the default fill L0 proportionally faster: the
+// threshold is scaled up so that it stands for at least as much L0 data
+// as stops × the default memtable. The issue-29 stall (256KiB memtables,
+// 5,000 msg/s of 1 KiB, one compaction at a time on a loaded 2-core
+// machine) was this limit: "L0 file count limit exceeded", many times a
+// second, while compactions of the tiny files lagged.
+func l0Stops(stops int, size int64) int {
+	if size <= 0 || size >= DefaultMemTableSize {
+		return stops
+	}
+	return int((int64(stops)*DefaultMemTableSize + size - 1) / size)
 }
 
 // pebbleLogger routes Pebble's log to slog. Fatalf panics instead of
@@ -345,6 +389,17 @@ type logLimiter struct {
 	mu         sync.Mutex
 	last       time.Time
 	suppressed int64
+}
+
+// warn logs msg at Warn if allowed, with the count of lines suppressed
+// since the last one.
+func (l *logLimiter) warn(log *slog.Logger, msg string, args ...any) {
+	if n, ok := l.allow(); ok {
+		if n > 0 {
+			args = append(args, "suppressed", n)
+		}
+		log.Warn(msg, args...)
+	}
 }
 
 func (l *logLimiter) allow() (int64, bool) {
