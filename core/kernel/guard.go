@@ -131,13 +131,9 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 		}
 		p, _ := reg.Get(id)
 		pc := p.NewConfig()
-		section := map[string]any{}
-		for _, k := range cfg.Keys() {
-			if rest, ok := cutPrefix(k, id+"."); ok && rest != "enabled" && rest != NamesrvKey {
-				section[rest] = cfg.Get(k)
-			}
-		}
-		if err := config.FromMap(map[string]any{id: section}).Decode(id, pc); err != nil {
+		// The section without the guard's own keys; nested keys (a map
+		// field: token.tokens.alice) stay nested.
+		if err := cfg.Without(id+".enabled", id+"."+NamesrvKey).Decode(id, pc); err != nil {
 			return nil, err
 		}
 		if v, ok := pc.(interface{ Validate() error }); ok {
@@ -205,10 +201,3 @@ type interceptorProvider interface {
 }
 
 func truthy(s string) bool { return s == "true" || s == "1" || s == "yes" || s == "on" }
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return "", false
-}

@@ -104,3 +104,28 @@ func TestGuardDeclaredInterfaces(t *testing.T) {
 	g.Sign(req)
 	assert.Equal(t, remoting.Success, r.Handle(context.Background(), nil, req).Code)
 }
+
+type mapConfig struct {
+	Tokens map[string]string `koanf:"tokens"`
+}
+
+type mapProvider struct{ got *mapConfig }
+
+func (mapProvider) ID() string     { return "mapped" }
+func (mapProvider) NewConfig() any { return &mapConfig{} }
+func (p mapProvider) Open(_ context.Context, cfg any, _ auth.Deps) (auth.Authenticator, auth.Authorizer, error) {
+	*p.got = *cfg.(*mapConfig)
+	return declaredOnly{}, declaredOnly{}, nil
+}
+
+// A plugin's section is decoded with its nested keys (a map field), less
+// the guard's own enabled and namesrv_enabled.
+func TestGuardDecodesNestedKeys(t *testing.T) {
+	got := &mapConfig{}
+	reg, err := NewRegistry("auth plugin", []auth.Provider{mapProvider{got: got}}, auth.Provider.ID)
+	require.NoError(t, err)
+	cfg := config.FromMap(map[string]any{"mapped": map[string]any{"enabled": true, NamesrvKey: false, "tokens": map[string]any{"alice": "a-token", "bob": "b-token"}}})
+	_, err = NewGuard(fxtest.NewLifecycle(t), cfg, reg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"alice": "a-token", "bob": "b-token"}, got.Tokens)
+}
