@@ -8,19 +8,15 @@ import (
 	"path/filepath"
 
 	"github.com/quivermq/quiver/core/config"
-	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
 )
 
 // setupDevTLS turns TLS on for TCP with a development certificate kept in
 // <storage.dir>/tls (generated on first use), trusted by the process's own
 // dialers (the broker registering with its name server).
-func setupDevTLS(cfg *config.Config, log io.Writer) error {
-	dir := cfg.String("storage.dir")
-	if dir == "" {
-		dir = kernel.DefaultStorageConfig().Dir
-	}
-	dir = filepath.Join(dir, "tls")
+// storageDir is the plan's absolute storage.dir.
+func setupDevTLS(cfg *config.Config, storageDir string, log io.Writer) error {
+	dir := filepath.Join(storageDir, "tls")
 	certFile, keyFile := filepath.Join(dir, "dev-cert.pem"), filepath.Join(dir, "dev-key.pem")
 	if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -158,7 +158,7 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 				return nil
 			}
 			if devTLS {
-				if err := setupDevTLS(cfg, cmd.ErrOrStderr()); err != nil {
+				if err := setupDevTLS(cfg, plan.Storage.Dir, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}

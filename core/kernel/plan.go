@@ -309,8 +309,10 @@ func (pl *planner) decodePlugin(section string, newCfg func() any, validate bool
 		}
 		return c, nil
 	}
-	c, ok := pl.decodeAll(section, decode)
-	return c, ok && !reflect.DeepEqual(c, newCfg())
+	// A section with problems may still say what it set (decodeAll
+	// decodes again without the unknown keys).
+	c, _ := pl.decodeAll(section, decode)
+	return c, !reflect.DeepEqual(c, newCfg())
 }
 
 // decodeAll runs decode on the configuration and absorbs its problems.
@@ -631,14 +633,10 @@ func (pl *planner) planAuth(reg *AuthRegistry) {
 				pl.add(key, "%q is not a boolean (true or false)", pl.cfg.String(key))
 			}
 		}
-		section := map[string]any{}
-		for _, k := range pl.cfg.Keys() {
-			if rest, ok := strings.CutPrefix(k, id+"."); ok && rest != "enabled" && rest != NamesrvKey {
-				section[rest] = pl.cfg.Get(k)
-			}
-		}
+		// The section less the guard's keys; nested keys (a map field,
+		// token.tokens.alice) stay nested.
 		c := prov.NewConfig()
-		if err := config.FromMap(map[string]any{id: section}).Decode(id, c); err != nil {
+		if err := pl.cfg.Without(id+".enabled", id+"."+NamesrvKey).Decode(id, c); err != nil {
 			pl.absorb(id, err, func(string) []string { return append(structKeys(c), "enabled", NamesrvKey) })
 			continue
 		}

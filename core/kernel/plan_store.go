@@ -29,8 +29,8 @@ type EngineMismatchError struct {
 }
 
 func (e *EngineMismatchError) Error() string {
-	return fmt.Sprintf("storage.dir %s holds a %s store but storage.engine is %s (set storage.engine: %s, or convert the data with mq store migrate --from %s --to <new dir>)",
-		e.Dir, e.Found, e.Want, e.Found, e.Dir)
+	return fmt.Sprintf("storage.dir %s holds a %s store but storage.engine is %s (set storage.engine: %s, or convert the data: mq store migrate --from-engine %s --from %s --to-engine %s --to <new dir>)",
+		e.Dir, e.Found, e.Want, e.Found, e.Found, e.Dir, e.Want)
 }
 
 // DirLockedError: another process (or store) holds storage.dir.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
@@ -16,15 +15,6 @@ import (
 // Dir is the failover state directory of a store: <storage.dir>/ha (the
 // epoch served last and a pending truncation).
 func Dir(storageDir string) string { return filepath.Join(storageDir, "ha") }
-
-// StorageDir is the absolute storage.dir of cfg, as the kernel opens it.
-func StorageDir(cfg *config.Config) (string, error) {
-	dir := kernel.DefaultStorageConfig().Dir
-	if cfg.Exists("storage.dir") {
-		dir = cfg.String("storage.dir")
-	}
-	return filepath.Abs(dir)
-}
 
 // WrapStorage decorates the storage registry (fx.Decorate) so that every
 // engine applies a truncation the failover service recorded before its
