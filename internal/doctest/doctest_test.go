@@ -383,6 +383,11 @@ func TestGuides(t *testing.T) {
 			continue
 		}
 		t.Run(strings.TrimSuffix(name, ".md"), func(t *testing.T) {
+			for _, tool := range []string{"bash", "curl", "grep", "sed", "awk"} {
+				if _, err := exec.LookPath(tool); err != nil && (tool == "bash" || strings.Contains(string(raw), tool+" ")) {
+					t.Skipf("%s needs %s, which is not installed", name, tool)
+				}
+			}
 			dir := t.TempDir()
 			p := ports(t, blocks)
 			env := []string{"HOME=" + dir, "PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"),
