@@ -407,3 +407,45 @@ func TestAccessors(t *testing.T) {
 	assert.Equal(t, "pebble", cfg.String("storage.engine"))
 	assert.Equal(t, "/d", cfg.String("storage.dir"), "Set keeps siblings")
 }
+
+func TestSource(t *testing.T) {
+	file := writeYAML(t, "broker:\n  listen: file\n  name: n\nstorage:\n  dir: d\n")
+	cfg, err := config.Load(config.Options{File: file, Env: []string{"QUIVER_BROKER__NAME=e"}, Sets: []string{"storage.dir=s"},
+		Defaults: map[string]any{"log.level": "info"}})
+	require.NoError(t, err)
+	tests := []struct{ give, want string }{
+		{"broker.listen", file},
+		{"broker.name", "QUIVER_BROKER__NAME"},
+		{"storage.dir", "--set"},
+		{"log.level", ""},
+		{"broker", file}, // a section: the layer of its first key (listen)
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, cfg.Source(tt.give), tt.give)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	keys := []string{"listen", "advertise", "name", "namesrv", "id"}
+	tests := []struct{ give, want string }{
+		{"lissten", "listen"},
+		{"lsiten", "listen"},
+		{"advertize", "advertise"},
+		{"namesvr", "namesrv"},
+		{"ip", "id"},
+		{"zzzzzz", ""},
+		{"listen", ""}, // not a typo
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, config.Suggest(tt.give, keys), tt.give)
+	}
+}
+
+func TestDurationErrorShowsValue(t *testing.T) {
+	var c struct {
+		D time.Duration `koanf:"d"`
+	}
+	err := config.FromMap(map[string]any{"s.d": "fast"}).Decode("s", &c)
+	require.Error(t, err)
+	assert.Equal(t, `config: s.d: "fast" is not a duration (e.g. 500ms)`, err.Error())
+}

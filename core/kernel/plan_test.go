@@ -1,0 +1,112 @@
+package kernel_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+)
+
+type moduleConfig struct {
+	Listen string `koanf:"listen"`
+	Limit  int    `koanf:"limit"`
+}
+
+var moduleSection = kernel.Section{Key: "mod", Decode: func(c *config.Config) (any, error) {
+	mc := &moduleConfig{Listen: "127.0.0.1:1", Limit: 1}
+	if err := c.Decode("mod", mc); err != nil {
+		return mc, err
+	}
+	var errs config.Errors
+	if mc.Limit < 1 {
+		errs.Add("mod.limit", "%d must be positive", mc.Limit)
+	}
+	return mc, errs.Err()
+}}
+
+func planRegs(t *testing.T) kernel.Registries {
+	return kernel.Registries{Storage: storageRegistry(t)}
+}
+
+// TestPlanReportsEveryProblem: one pass collects the problems of every
+// section, each with its key, a suggestion for typos and the layer that
+// set it; a module section's known keys are checked even when a typo
+// made its strict decode fail.
+func TestPlanReportsEveryProblem(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "q.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("mod:\n  limt: 3\n  limit: 0\nstorage:\n  flush: sometimes\n"), 0o600))
+	cfg, err := config.Load(config.Options{File: file,
+		Env:  []string{"QUIVER_STORAGE__RETENTION=-1h", "QUIVER_MDO__X=1"},
+		Sets: []string{"storage.pebble.segment_size=1MiB", "storage.dirr=x"}})
+	require.NoError(t, err)
+	_, err = kernel.NewPlan(cfg, planRegs(t), []kernel.Section{moduleSection}, kernel.KnownSections{})
+	var pe *kernel.PlanError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, strings.Join([]string{
+		"unknown section mdo; did you mean mod? (from environment variable QUIVER_MDO__X)",
+		"mod.limit: 0 must be positive (in " + file + ")",
+		"unknown key mod.limt; did you mean mod.limit? (in " + file + ")",
+		"unknown key storage.dirr; did you mean storage.dir? (from --set)",
+		`storage.flush: "sometimes" is neither async nor sync (in ` + file + ")",
+		"storage.pebble is set but storage.engine is commitlog: its keys do nothing (remove them, or set storage.engine: pebble) (from --set)",
+		"storage.retention: -1h must not be negative (from environment variable QUIVER_STORAGE__RETENTION)",
+	}, "\n"), pe.Error())
+}
+
+func TestPlanSettings(t *testing.T) {
+	cfg := config.FromMap(map[string]any{"mod.limit": 5, "storage.dir": "rel", "storage.retention": "1h"})
+	p, err := kernel.NewPlan(cfg, planRegs(t), []kernel.Section{moduleSection}, nil)
+	require.NoError(t, err)
+	mc, err := kernel.Setting[*moduleConfig](p, "mod")
+	require.NoError(t, err)
+	assert.Equal(t, 5, mc.Limit)
+	abs, _ := filepath.Abs("rel")
+	assert.Equal(t, abs, p.Storage.Dir, "storage.dir is absolute, once")
+	assert.Equal(t, "commitlog", p.Storage.Engine.ID())
+	assert.Equal(t, "mod.listen", p.AddrKey("127.0.0.1:1"))
+	assert.Equal(t, "", p.AddrKey("127.0.0.1:2"))
+	_, err = kernel.Setting[*moduleConfig](p, "other")
+	assert.Error(t, err)
+}
+
+// TestEngineGuard: a directory one engine wrote is refused by the other,
+// whether the engine file says so or only the engine's directory does.
+func TestEngineGuard(t *testing.T) {
+	dir := t.TempDir()
+	reg := storageRegistry(t, &fakeEngine{id: "commitlog"}, &fakeEngine{id: "pebble"})
+	open := func(engine string) error {
+		cfg := config.FromMap(map[string]any{"storage.dir": dir, "storage.engine": engine})
+		st, err := kernel.OpenStore(context.Background(), cfg, reg, discardLogger())
+		if err == nil {
+			require.NoError(t, st.Close())
+		}
+		return err
+	}
+	require.NoError(t, open("commitlog"))
+	b, err := os.ReadFile(filepath.Join(dir, kernel.EngineFile))
+	require.NoError(t, err)
+	assert.Equal(t, "commitlog\n", string(b))
+	var me *kernel.EngineMismatchError
+	require.ErrorAs(t, open("pebble"), &me)
+	assert.Equal(t, "commitlog", me.Found)
+	require.NoError(t, open("commitlog"))
+
+	// Without the engine file, the engine's directory tells.
+	old := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(old, "pebble"), 0o755))
+	cfg := config.FromMap(map[string]any{"storage.dir": old, "storage.engine": "commitlog"})
+	_, err = kernel.OpenStore(context.Background(), cfg, reg, discardLogger())
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, "pebble", me.Found)
+	assert.Contains(t, err.Error(), "mq store migrate --from-engine pebble --from "+old+" --to-engine commitlog")
+	assert.False(t, errors.Is(err, store.ErrBadArgument))
+}
