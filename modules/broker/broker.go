@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -77,6 +78,7 @@ type Broker struct {
 	stats       *brokerStats  // VIEW_BROKER_STATS_DATA (admin_stats.go)
 	registerNow chan struct{}
 	regs        registrations // regstate.go
+	regBusy     sync.Map      // name server → a registration in flight (register.go)
 	ctx         context.Context
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
@@ -101,16 +103,24 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		return nil, fmt.Errorf("broker: advertise address: %w", err)
 	}
 	meta := newMetaStore(deps.Store, deps.DataDir)
-	topics, err := newTopicTable(meta)
+	// Topic and subscription-group changes are journaled (journal.go)
+	// under <dataDir>/config, whichever engine keeps the documents.
+	journalDir := ""
+	if deps.DataDir != "" {
+		journalDir = filepath.Join(deps.DataDir, "config")
+	}
+	topics, err := newTopicTable(meta, journalDir, log)
 	if err != nil {
 		return nil, err
 	}
 	offsets, err := newOffsetTable(meta)
 	if err != nil {
+		topics.close()
 		return nil, err
 	}
-	groups, err := newGroupTable(meta)
+	groups, err := newGroupTable(meta, journalDir, log)
 	if err != nil {
+		topics.close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -262,6 +272,12 @@ func (b *Broker) Stop(ctx context.Context) error {
 	b.nsrv.Close()
 	b.wg.Wait()
 	if err := b.offsets.flush(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.topics.close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.groups.close(); err != nil {
 		errs = append(errs, err)
 	}
 	if f, ok := b.store.(store.Flusher); ok {

@@ -1,6 +1,10 @@
 package broker
 
 import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
 	"sort"
 	"sync"
 )
@@ -28,17 +32,25 @@ type groupTable struct {
 	mu     sync.RWMutex
 	groups map[string]*GroupConfig
 	meta   *metaStore
-	// saveMu orders saves: the document is built and written under it, so
-	// a slower save never overwrites a newer one.
+	// saveMu orders changes: a change's journal record (or document) is
+	// written under it (see topicTable).
 	saveMu sync.Mutex
+	jr     *journal // journal.go; nil without a data directory
+	comp   compactor
+	log    *slog.Logger
 }
 
 type groupDoc struct {
 	SubscriptionGroupTable map[string]*GroupConfig `json:"subscriptionGroupTable"`
+	// JournalSeq is the last journal record the document holds.
+	JournalSeq uint64 `json:"quiverJournalSeq,omitempty"`
 }
 
-func newGroupTable(meta *metaStore) (*groupTable, error) {
-	g := &groupTable{groups: map[string]*GroupConfig{}, meta: meta}
+func newGroupTable(meta *metaStore, journalDir string, log *slog.Logger) (*groupTable, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &groupTable{groups: map[string]*GroupConfig{}, meta: meta, log: log}
 	var doc groupDoc
 	if _, err := meta.load("subscriptionGroup", &doc); err != nil {
 		return nil, err
@@ -46,7 +58,67 @@ func newGroupTable(meta *metaStore) (*groupTable, error) {
 	for k, v := range doc.SubscriptionGroupTable {
 		g.groups[k] = v
 	}
+	if journalDir == "" {
+		return g, nil
+	}
+	jr, recs, err := openJournal(filepath.Join(journalDir, "subscriptionGroup.journal"), log)
+	if err != nil {
+		return nil, err
+	}
+	g.jr = jr
+	for _, r := range recs {
+		if r.Seq <= doc.JournalSeq {
+			continue
+		}
+		if len(r.Value) == 0 {
+			delete(g.groups, r.Name)
+			continue
+		}
+		var c GroupConfig
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			jr.close()
+			return nil, fmt.Errorf("broker: subscription group journal record %d (%s): %w", r.Seq, r.Name, err)
+		}
+		g.groups[r.Name] = &c
+	}
+	if jr.size() > 0 {
+		if err := g.compact(); err != nil {
+			jr.close()
+			return nil, err
+		}
+	}
 	return g, nil
+}
+
+// compact writes the whole document and cuts the journal (see
+// topicTable.compact).
+func (g *groupTable) compact() error {
+	g.saveMu.Lock()
+	g.mu.RLock()
+	doc := g.docLocked()
+	g.mu.RUnlock()
+	doc.JournalSeq = g.jr.lastSeq()
+	g.saveMu.Unlock()
+	if err := g.meta.save("subscriptionGroup", doc); err != nil {
+		return err
+	}
+	return g.jr.cut(doc.JournalSeq)
+}
+
+// close folds the journal into the document and closes it.
+func (g *groupTable) close() error {
+	if g.jr == nil {
+		return nil
+	}
+	g.comp.wait()
+	var err error
+	if g.jr.size() > 0 {
+		err = g.compact()
+	}
+	if cerr := g.jr.close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // getOrCreate returns the group's config, creating the default one (as
@@ -74,14 +146,14 @@ func (g *groupTable) getOrCreateAll(names []string) ([]*GroupConfig, error) {
 	if !missing {
 		return out, nil
 	}
-	return out, g.update(func() bool {
-		created := false
+	return out, g.update(func() []string {
+		var created []string
 		for i, n := range names {
 			c, ok := g.groups[n]
 			if !ok {
 				c = defaultGroupConfig(n)
 				g.groups[n] = c
-				created = true
+				created = append(created, n)
 			}
 			out[i] = c
 		}
@@ -89,33 +161,60 @@ func (g *groupTable) getOrCreateAll(names []string) ([]*GroupConfig, error) {
 	})
 }
 
-// update applies f under the lock and saves the document if f reports a
-// change; saves are ordered (saveMu).
-func (g *groupTable) update(f func() bool) error {
+// update applies f under the lock; f returns the names it changed, each
+// journaled (or the whole document saved without a journal).
+func (g *groupTable) update(f func() []string) error {
 	g.saveMu.Lock()
-	defer g.saveMu.Unlock()
 	g.mu.Lock()
-	if !f() {
+	names := f()
+	if len(names) == 0 {
 		g.mu.Unlock()
+		g.saveMu.Unlock()
 		return nil
 	}
-	doc := g.docLocked()
+	if g.jr == nil {
+		doc := g.docLocked()
+		g.mu.Unlock()
+		defer g.saveMu.Unlock()
+		return g.meta.save("subscriptionGroup", doc)
+	}
+	recs := make([]journalRecord, len(names))
+	var err error
+	for i, n := range names {
+		recs[i] = journalRecord{Name: n}
+		if c, ok := g.groups[n]; ok && err == nil {
+			recs[i].Value, err = json.Marshal(c)
+		}
+	}
+	live := len(g.groups)
 	g.mu.Unlock()
-	return g.meta.save("subscriptionGroup", doc)
+	if err == nil {
+		err = g.jr.append(recs)
+	}
+	g.saveMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("broker: subscription groups: %w", err)
+	}
+	g.comp.maybe(g.jr, live, func() {
+		if err := g.compact(); err != nil {
+			g.log.Error("subscription groups: compact the journal", "err", err)
+		}
+	})
+	return nil
 }
 
 func (g *groupTable) put(c *GroupConfig) error {
 	cp := *c
-	return g.update(func() bool {
+	return g.update(func() []string {
 		g.groups[c.GroupName] = &cp
-		return true
+		return []string{c.GroupName}
 	})
 }
 
 func (g *groupTable) remove(name string) error {
-	return g.update(func() bool {
+	return g.update(func() []string {
 		delete(g.groups, name)
-		return true
+		return []string{name}
 	})
 }
 

@@ -1,6 +1,10 @@
 package broker
 
 import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -14,18 +18,31 @@ type topicTable struct {
 	topics  map[string]*protocol.TopicConfig
 	version protocol.DataVersion
 	meta    *metaStore
-	// saveMu orders saves: the document is built and written under it, so
-	// a slower save never overwrites a newer one.
+	// saveMu orders changes: a change's journal record (or document) is
+	// written under it, so records are in the order of the changes and a
+	// slower save never overwrites a newer one.
 	saveMu sync.Mutex
+	// jr is the change journal (journal.go); nil when the broker has no
+	// data directory, where every change saves the whole document.
+	jr   *journal
+	comp compactor
+	log  *slog.Logger
 }
 
 type topicDoc struct {
 	DataVersion      protocol.DataVersion             `json:"dataVersion"`
 	TopicConfigTable map[string]*protocol.TopicConfig `json:"topicConfigTable"`
+	// JournalSeq is the last journal record the document holds.
+	JournalSeq uint64 `json:"quiverJournalSeq,omitempty"`
 }
 
-func newTopicTable(meta *metaStore) (*topicTable, error) {
-	t := &topicTable{topics: map[string]*protocol.TopicConfig{}, meta: meta}
+// newTopicTable loads the topics document and, with a journal directory,
+// the changes journaled after it.
+func newTopicTable(meta *metaStore, journalDir string, log *slog.Logger) (*topicTable, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &topicTable{topics: map[string]*protocol.TopicConfig{}, meta: meta, log: log}
 	var doc topicDoc
 	ok, err := meta.load("topics", &doc)
 	if err != nil {
@@ -37,9 +54,90 @@ func newTopicTable(meta *metaStore) (*topicTable, error) {
 		}
 		t.version = doc.DataVersion
 	}
+	if journalDir != "" {
+		jr, recs, err := openJournal(filepath.Join(journalDir, "topics.journal"), log)
+		if err != nil {
+			return nil, err
+		}
+		t.jr = jr
+		replayed := 0
+		for _, r := range recs {
+			if r.Seq <= doc.JournalSeq {
+				continue
+			}
+			if err := t.apply(r); err != nil {
+				jr.close()
+				return nil, err
+			}
+			replayed++
+		}
+		if jr.size() > 0 {
+			// Fold what was journaled into the document now (after a
+			// crash, or a stop that could not compact).
+			if err := t.compact(); err != nil {
+				jr.close()
+				return nil, err
+			}
+			log.Info("topics: journaled changes folded into the document", "replayed", replayed)
+		}
+	}
 	t.version.Timestamp = time.Now().UnixMilli()
 	t.version.Counter++
 	return t, nil
+}
+
+// apply replays one journal record.
+func (t *topicTable) apply(r journalRecord) error {
+	if len(r.Value) == 0 {
+		delete(t.topics, r.Name)
+	} else {
+		var c protocol.TopicConfig
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			return fmt.Errorf("broker: topics journal record %d (%s): %w", r.Seq, r.Name, err)
+		}
+		t.topics[r.Name] = &c
+	}
+	if len(r.Version) > 0 {
+		var v protocol.DataVersion
+		if err := json.Unmarshal(r.Version, &v); err != nil {
+			return fmt.Errorf("broker: topics journal record %d: data version: %w", r.Seq, err)
+		}
+		t.version = v
+	}
+	return nil
+}
+
+// compact writes the whole document, holding everything journaled so far,
+// and cuts the journal to what came after it. Changes wait only while the
+// table is copied, not while the document is written.
+func (t *topicTable) compact() error {
+	t.saveMu.Lock()
+	t.mu.RLock()
+	doc := t.docLocked()
+	t.mu.RUnlock()
+	doc.JournalSeq = t.jr.lastSeq()
+	t.saveMu.Unlock()
+	if err := t.meta.save("topics", doc); err != nil {
+		return err
+	}
+	return t.jr.cut(doc.JournalSeq)
+}
+
+// close waits for a background compaction, folds the journal into the
+// document and closes it.
+func (t *topicTable) close() error {
+	if t.jr == nil {
+		return nil
+	}
+	t.comp.wait()
+	var err error
+	if t.jr.size() > 0 {
+		err = t.compact()
+	}
+	if cerr := t.jr.close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (t *topicTable) get(name string) (*protocol.TopicConfig, bool) {
@@ -57,13 +155,13 @@ func (t *topicTable) get(name string) (*protocol.TopicConfig, bool) {
 func (t *topicTable) put(c *protocol.TopicConfig) (bool, error) {
 	cp := *c
 	changed := false
-	err := t.update(func() bool {
+	err := t.update(func() []string {
 		if old, ok := t.topics[c.TopicName]; ok && *old == cp {
-			return false
+			return nil
 		}
 		t.topics[c.TopicName] = &cp
 		changed = true
-		return true
+		return []string{c.TopicName}
 	})
 	return changed, err
 }
@@ -97,8 +195,8 @@ func (t *topicTable) putAllIfAbsent(cs []*protocol.TopicConfig) ([]*protocol.Top
 	if !missing {
 		return got, created, nil
 	}
-	err := t.update(func() bool {
-		changed := false
+	err := t.update(func() []string {
+		var changed []string
 		for i, c := range cs {
 			if old, ok := t.topics[c.TopicName]; ok {
 				cp := *old
@@ -108,7 +206,8 @@ func (t *topicTable) putAllIfAbsent(cs []*protocol.TopicConfig) ([]*protocol.Top
 			cp := *c
 			t.topics[c.TopicName] = &cp
 			ret := cp
-			got[i], created[i], changed = &ret, true, true
+			got[i], created[i] = &ret, true
+			changed = append(changed, c.TopicName)
 		}
 		return changed
 	})
@@ -120,31 +219,71 @@ func (t *topicTable) putAllIfAbsent(cs []*protocol.TopicConfig) ([]*protocol.Top
 
 func (t *topicTable) remove(name string) (bool, error) {
 	removed := false
-	err := t.update(func() bool {
+	err := t.update(func() []string {
 		if _, ok := t.topics[name]; !ok {
-			return false
+			return nil
 		}
 		delete(t.topics, name)
 		removed = true
-		return true
+		return []string{name}
 	})
 	return removed, err
 }
 
-// update applies f under the lock, bumps the data version and saves the
-// document if f reports a change; saves are ordered (saveMu).
-func (t *topicTable) update(f func() bool) error {
+// update applies f under the lock; f returns the names it changed. The
+// data version is bumped and each change journaled (one record each, one
+// fsync for all), or the whole document saved where there is no journal.
+func (t *topicTable) update(f func() []string) error {
 	t.saveMu.Lock()
-	defer t.saveMu.Unlock()
 	t.mu.Lock()
-	if !f() {
+	names := f()
+	if len(names) == 0 {
 		t.mu.Unlock()
+		t.saveMu.Unlock()
 		return nil
 	}
 	t.bump()
-	doc := t.docLocked()
+	if t.jr == nil {
+		doc := t.docLocked()
+		t.mu.Unlock()
+		defer t.saveMu.Unlock()
+		return t.meta.save("topics", doc)
+	}
+	recs, err := t.recordsLocked(names)
+	live := len(t.topics)
 	t.mu.Unlock()
-	return t.meta.save("topics", doc)
+	if err == nil {
+		err = t.jr.append(recs)
+	}
+	t.saveMu.Unlock()
+	if err != nil {
+		return err
+	}
+	t.comp.maybe(t.jr, live, func() {
+		if err := t.compact(); err != nil {
+			t.log.Error("topics: compact the journal", "err", err)
+		}
+	})
+	return nil
+}
+
+// recordsLocked builds the journal records of names' current state.
+func (t *topicTable) recordsLocked(names []string) ([]journalRecord, error) {
+	ver, err := json.Marshal(t.version)
+	if err != nil {
+		return nil, fmt.Errorf("broker: topics journal: %w", err)
+	}
+	recs := make([]journalRecord, len(names))
+	for i, n := range names {
+		recs[i] = journalRecord{Name: n}
+		if c, ok := t.topics[n]; ok {
+			if recs[i].Value, err = json.Marshal(c); err != nil {
+				return nil, fmt.Errorf("broker: topics journal %s: %w", n, err)
+			}
+		}
+	}
+	recs[len(recs)-1].Version = ver
+	return recs, nil
 }
 
 func (t *topicTable) bump() {
