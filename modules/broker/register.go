@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"hash/crc32"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/core/protocol"
@@ -42,23 +40,24 @@ func (b *Broker) registerAll(ctx context.Context) {
 	}
 	// In parallel, as Java's registerBrokerAll does: a name server that
 	// is slow to answer (one whose failover controller waits to apply a
-	// new epoch) does not hold back the others.
-	var refused atomic.Bool
-	var wg sync.WaitGroup
+	// new epoch, or one cut off by a partition) does not hold back the
+	// others, nor the next round: a name server whose registration is
+	// still waiting is skipped until it answers or times out.
 	for _, ns := range b.cfg.Namesrv {
-		wg.Add(1)
+		if _, busy := b.regBusy.LoadOrStore(ns, true); busy {
+			continue
+		}
+		b.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if b.registerOne(ctx, ns, role, raw) {
-				refused.Store(true)
+			defer b.wg.Done()
+			defer b.regBusy.Delete(ns)
+			if b.registerOne(ctx, ns, role, raw) && role.Writable && role.Epoch > 0 {
+				// A name server that has not applied the epoch yet
+				// refuses a new master: try again soon rather than at
+				// the next interval.
+				b.retryRegister()
 			}
 		}()
-	}
-	wg.Wait()
-	if refused.Load() && role.Writable && role.Epoch > 0 {
-		// A name server that has not applied the epoch yet refuses a new
-		// master: try again soon rather than at the next interval.
-		b.retryRegister()
 	}
 }
 

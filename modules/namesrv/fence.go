@@ -76,14 +76,15 @@ func (s *Server) SetMasterVouch(f MasterVouch) {
 // vouch refused them (one per broker data per answer).
 func (s *Server) MastersWithheld() uint64 { return s.withheld.Load() }
 
-// withholdMasters removes from bds every master the vouch refuses; it
-// logs each broker name's change between withheld and served.
-func (s *Server) withholdMasters(bds []*protocol.BrokerData) {
+// withholdMasters removes from bds every master the vouch refuses and
+// reports the broker names it withheld; it logs each broker name's
+// change between withheld and served.
+func (s *Server) withholdMasters(bds []*protocol.BrokerData) (withheld []string) {
 	s.mu.Lock()
 	vouch := s.vouch
 	s.mu.Unlock()
 	if vouch == nil {
-		return
+		return nil
 	}
 	for _, bd := range bds {
 		addr, ok := bd.BrokerAddrs[protocol.MasterID]
@@ -94,6 +95,7 @@ func (s *Server) withholdMasters(bds []*protocol.BrokerData) {
 		if held {
 			delete(bd.BrokerAddrs, protocol.MasterID)
 			s.withheld.Add(1)
+			withheld = append(withheld, bd.BrokerName)
 		}
 		s.heldMu.Lock()
 		was := s.held[bd.BrokerName]
@@ -108,4 +110,24 @@ func (s *Server) withholdMasters(bds []*protocol.BrokerData) {
 		}
 		s.heldMu.Unlock()
 	}
+	return withheld
+}
+
+// routeWithoutMaster is the remark of a topic route refused because every
+// master it would name is withheld. The official clients then keep the
+// route they had (a periodic refresh) or ask the next name server (a new
+// producer falls back to the default topic's route there); a route with
+// no master at all would instead leave a producer without a queue until
+// its next refresh (30 s). With other masters left, the route is answered
+// without the withheld ones (their slaves stay readable).
+const routeWithoutMaster = "this name server cannot vouch for the master of %s (its failover controller could not confirm the current epoch with a raft majority): ask another name server"
+
+// hasMaster reports whether any of bds names a master.
+func hasMaster(bds []*protocol.BrokerData) bool {
+	for _, bd := range bds {
+		if _, ok := bd.BrokerAddrs[protocol.MasterID]; ok {
+			return true
+		}
+	}
+	return false
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // TestMasterVouchWithholdsMaster: while the vouch refuses a master, route
-// and cluster answers leave out its id 0 and keep its slave (readable);
-// the count grows; once the vouch accepts again, the master is answered.
+// and cluster answers leave out its id 0 and keep its slave (readable); a
+// route whose every master is withheld is refused (SYSTEM_ERROR); the
+// count grows; once the vouch accepts again, the master is answered.
 func TestMasterVouchWithholdsMaster(t *testing.T) {
 	s, addr := startServer(t)
 	var deny atomic.Bool
@@ -25,6 +26,9 @@ func TestMasterVouchWithholdsMaster(t *testing.T) {
 	slave.id, slave.addr = 1, "127.0.0.1:10921"
 	other := brokerA
 	other.name, other.addr = "broker-b", "127.0.0.1:10931"
+	other.topics = []*protocol.TopicConfig{topic("TopicA", 4, 6), topic("TopicB", 4, 6)}
+	master.topics = []*protocol.TopicConfig{topic("TopicA", 4, 6), topic("TopicOnlyA", 4, 6)}
+	slave.topics = master.topics
 	for _, b := range []broker{master, slave, other} {
 		require.Equal(t, remoting.Success, invoke(t, c, addr, b.registerJSON(t)).Code)
 	}
@@ -60,11 +64,18 @@ func TestMasterVouchWithholdsMaster(t *testing.T) {
 		assert.Equal(t, map[int64]string{0: other.addr}, got["broker-b"], "another broker name is untouched")
 	}
 	assert.Equal(t, uint64(2), s.MastersWithheld())
+	// A topic whose every master is withheld: an error, so that clients
+	// keep their route or ask another name server.
+	resp := invoke(t, c, addr, routeReq("TopicOnlyA"))
+	assert.Equal(t, remoting.SystemError, resp.Code)
+	assert.Contains(t, resp.Remark, "cannot vouch for the master of broker-a")
+	assert.Equal(t, uint64(3), s.MastersWithheld())
 	assert.Equal(t, map[int64]string{0: master.addr, 1: slave.addr}, s.Routes().ClusterInfo().BrokerAddrTable["broker-a"].BrokerAddrs,
 		"the route table keeps the registration")
 
 	deny.Store(false)
 	assert.Equal(t, both, route()["broker-a"])
 	assert.Equal(t, both, cluster()["broker-a"])
-	assert.Equal(t, uint64(2), s.MastersWithheld())
+	assert.Equal(t, remoting.Success, invoke(t, c, addr, routeReq("TopicOnlyA")).Code)
+	assert.Equal(t, uint64(3), s.MastersWithheld())
 }

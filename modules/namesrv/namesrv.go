@@ -13,6 +13,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -302,7 +303,9 @@ func (s *Server) getRouteInfoByTopic(_ context.Context, _ *remoting.Peer, req *r
 	for i := range rd.BrokerDatas {
 		bds[i] = &rd.BrokerDatas[i]
 	}
-	s.withholdMasters(bds)
+	if held := s.withholdMasters(bds); len(held) > 0 && !hasMaster(bds) {
+		return sysErr(req, routeWithoutMaster, strings.Join(held, ", "))
+	}
 	rd.OrderTopicConf = s.orderTopicConf(topic)
 	resp := ok(req)
 	resp.Body = rd.Encode()
