@@ -43,6 +43,11 @@ const maxIdleStreams = 128
 // peer's to write on again.
 const passLength = 0xFFFFFFFF
 
+// coalesceFrame is the size up to which a frame that must wait for flow
+// control (or is above smallFrame) is copied into one buffer and written
+// in one call.
+const coalesceFrame = 1 << 20
+
 // readAhead is the read buffer of a stream's reader.
 const readAhead = 4 << 10
 
@@ -670,6 +675,19 @@ func (c *Conn) writeBlocking(ctx context.Context, s *stream, deadline time.Time,
 func writeAll(s *stream, n int, parts [][]byte) error {
 	if n+4 <= smallFrame {
 		_, err := s.str.Write(s.buf)
+		return err
+	}
+	if n+4 <= coalesceFrame {
+		// One Write: quic-go packs a blocking Write's data as the packets
+		// go out, so a Write per part (the length word, a pull answer's
+		// header, each message) wakes its sender for each and sends parts
+		// in packets of their own, partly filled: more packets to lose.
+		b := make([]byte, 0, n+4)
+		b = binary.BigEndian.AppendUint32(b, uint32(n))
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		_, err := s.str.Write(b)
 		return err
 	}
 	var lb [4]byte
