@@ -270,9 +270,7 @@ func (c *consoleServer) handler() http.Handler {
 		}
 		return out, nil
 	}))
-	mux.HandleFunc("GET /api/topics", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
-		return c.topics(ctx, a)
-	}))
+	c.apiRoutes(mux) // console_api.go
 	mux.HandleFunc("GET /api/groups", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		return c.groups(ctx, a)
 	}))
@@ -297,10 +295,13 @@ func (c *consoleServer) handler() http.Handler {
 		if err != nil {
 			return nil, err
 		}
+		if end < begin {
+			return nil, badRequest("the time range ends before it begins")
+		}
 		if key := q.Get("key"); key != "" {
 			return a.queryMessages(ctx, topic, key, begin, end, 32)
 		}
-		ms, err := a.readMessages(ctx, topic, true, 0, begin, 200)
+		ms, err := a.readMessages(ctx, topic, true, 0, begin, 1000)
 		if err != nil {
 			return nil, err
 		}
@@ -310,7 +311,10 @@ func (c *consoleServer) handler() http.Handler {
 				out = append(out, m)
 			}
 		}
-		return out, nil
+		if q.Get("page") == "" {
+			return out, nil
+		}
+		return paged(r, out)
 	}))
 	mux.HandleFunc("GET /api/dlq", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		group := r.URL.Query().Get("group")
@@ -323,16 +327,17 @@ func (c *consoleServer) handler() http.Handler {
 		}
 		return ms, err
 	}))
-	mux.HandleFunc("POST /api/dlq/resend", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
-		if !c.allow {
-			return nil, errForbidden
+	mux.HandleFunc("POST /api/dlq/resend", c.action(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		group, id := strings.TrimSpace(r.FormValue("group")), strings.TrimSpace(r.FormValue("msgId"))
+		if group == "" {
+			return nil, badRequest("give a group")
 		}
-		return a.resendDLQData(ctx, r.FormValue("group"), r.FormValue("msgId"))
+		if id == "" && r.FormValue("all") != "true" {
+			return nil, badRequest("give msgId, or all=true to resend every dead letter")
+		}
+		return a.resendDLQData(ctx, group, id, r.FormValue("again") == "true")
 	}))
-	mux.HandleFunc("POST /api/offset/reset", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
-		if !c.allow {
-			return nil, errForbidden
-		}
+	mux.HandleFunc("POST /api/offset/reset", c.action(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		ts, err := parseAdminTime(r.FormValue("timestamp"), time.Now())
 		if err != nil {
 			return nil, err
@@ -461,7 +466,7 @@ func (c *consoleServer) groups(ctx context.Context, a *adm) ([]groupSummary, err
 
 // resendDLQData resends a group's dead letters (one by id, or all) and
 // returns what was resent.
-func (a *adm) resendDLQData(ctx context.Context, group, msgID string) ([]retry.Resent, error) {
+func (a *adm) resendDLQData(ctx context.Context, group, msgID string, again bool) ([]retry.Resent, error) {
 	brokers, ok, err := a.route(ctx, protocol.DLQTopic(group))
 	if err != nil {
 		return nil, err
@@ -474,6 +479,9 @@ func (a *adm) resendDLQData(ctx context.Context, group, msgID string) ([]retry.R
 		ext["msgId"] = msgID
 	} else {
 		ext["all"] = "true"
+	}
+	if again {
+		ext["again"] = "true"
 	}
 	out := []retry.Resent{}
 	for _, bq := range brokers {

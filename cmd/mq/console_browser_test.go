@@ -6,19 +6,23 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/websocket"
 
+	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/client/consumer"
+	"github.com/quivermq/quiver/client/producer"
+	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/internal/testserver"
@@ -26,15 +30,16 @@ import (
 
 // cdp is a minimal Chrome DevTools Protocol client for one page.
 type cdp struct {
-	t  *testing.T
-	ws *websocket.Conn
-	id int
+	t    *testing.T
+	ws   *websocket.Conn
+	id   *int   // shared by the copies of sub
+	base string // the console, http://host:port
 }
 
 func (c *cdp) call(method string, params map[string]any) json.RawMessage {
 	c.t.Helper()
-	c.id++
-	id := c.id
+	*c.id++
+	id := *c.id
 	require.NoError(c.t, websocket.JSON.Send(c.ws, map[string]any{"id": id, "method": method, "params": params}))
 	for {
 		var msg struct {
@@ -117,7 +122,9 @@ func startChromium(t *testing.T) *cdp {
 	t.Cleanup(func() { removeAllRetry(t, profile, 10*time.Second) })
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--remote-debugging-port=0", "--remote-allow-origins=*", "--user-data-dir="+profile, "--window-size=1280,900", "about:blank")
+		"--remote-debugging-port=0", "--remote-allow-origins=*",
+		// evil.example is a page of the cross-site test, served on 127.0.0.1.
+		"--host-resolver-rules=MAP evil.example 127.0.0.1", "--user-data-dir="+profile, "--window-size=1280,900", "about:blank")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -154,7 +161,7 @@ func startChromium(t *testing.T) *cdp {
 	ws, err := websocket.Dial(target.WS, "", "http://localhost/")
 	require.NoError(t, err)
 	t.Cleanup(func() { ws.Close() })
-	c := &cdp{t: t, ws: ws}
+	c := &cdp{t: t, ws: ws, id: new(int)}
 	c.call("Page.enable", nil)
 	c.call("Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false})
 	return c
@@ -177,88 +184,312 @@ func removeAllRetry(t *testing.T, dir string, d time.Duration) {
 	}
 }
 
-// TestConsoleInBrowser opens the console of a live mq dev with traffic in
-// headless Chromium: the topic and the group with its lag, a search by
-// key showing the body, and a DLQ resend whose message reaches the retry
-// topic.
+// sub is b for subtest t.
+func (c *cdp) sub(t *testing.T) *cdp {
+	cp := *c
+	cp.t = t
+	return &cp
+}
+
+// open loads path of the console afresh (a reload: deep links).
+func (c *cdp) open(path string) {
+	c.t.Helper()
+	c.call("Page.navigate", map[string]any{"url": c.base + path})
+	c.waitFor(`document.readyState === "complete" && document.getElementById("mode") && document.getElementById("mode").textContent !== ""`, "page loaded: "+path)
+}
+
+// click clicks the element of a CSS selector.
+func (c *cdp) click(sel string) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf(`document.querySelector(%q)`, sel), "element "+sel)
+	c.eval(fmt.Sprintf(`document.querySelector(%q).click()`, sel))
+}
+
+// submit fills form id's fields and submits it.
+func (c *cdp) submit(form string, fields map[string]string) {
+	c.t.Helper()
+	js, _ := json.Marshal(fields)
+	c.eval(fmt.Sprintf(`(() => { const f = document.getElementById(%q); const v = %s;
+		for (const k in v) { const e = f.elements[k]; if (e.type === "checkbox") e.checked = v[k] === "true"; else e.value = v[k]; }
+		f.requestSubmit(); })()`, form, js))
+}
+
+// confirm answers the page's confirmation dialog, typing expect when the
+// dialog asks for it.
+func (c *cdp) confirm(ok bool, expect string) {
+	c.t.Helper()
+	c.waitFor(`document.getElementById("confirm").open`, "confirmation dialog")
+	if expect != "" {
+		c.eval(fmt.Sprintf(`document.getElementById("confirm-input").value = %q`, expect))
+	}
+	if ok {
+		c.click("#confirm-ok")
+	} else {
+		c.click("#confirm-cancel")
+	}
+	c.waitFor(`!document.getElementById("confirm").open`, "dialog closed")
+}
+
+// text is the page's visible text.
+func (c *cdp) text(sel string) string {
+	c.t.Helper()
+	s, _ := c.eval(fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)).(string)
+	return s
+}
+
+// evilSite serves, as http://evil.example:<port>/ (mapped to 127.0.0.1 in
+// Chromium), a page that tries to reset the console's offsets: by fetch
+// and by a classic form post.
+func evilSite(t *testing.T, console string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<!doctype html><body><form id="f" method="POST" action="%[1]s/api/offset/reset">
+<input name="group" value="BillingGroup"><input name="topic" value="OrdersTopic"><input name="timestamp" value="-1h"></form>
+<script>window.tried = fetch(%[1]q + "/api/offset/reset", {method: "POST", mode: "no-cors", credentials: "include",
+  headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "group=BillingGroup&topic=OrdersTopic&timestamp=-1h"}).then(() => "sent", e => "failed " + e);</script></body>`, console)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return fmt.Sprintf("http://evil.example:%d/", ln.Addr().(*net.TCPAddr).Port)
+}
+
+// consumerOffset is the group's committed offset of queue 0 of topic.
+func consumerOffset(t *testing.T, ns, group, topic string) int64 {
+	t.Helper()
+	var st groupStatus
+	mqJSON(t, ns, &st, "group", "status", "--group", group, "--output", "json")
+	for _, q := range st.Queues {
+		if q.Topic == topic && q.QueueID == 0 {
+			return q.ConsumerOffset
+		}
+	}
+	t.Fatalf("no queue 0 of %s in %+v", topic, st)
+	return 0
+}
+
+// TestConsoleInBrowser drives every page and action of the console of a
+// live mq dev with traffic in headless Chromium, one subtest each, deep
+// links loaded afresh; and a cross-site page's attempts to act are
+// refused.
 func TestConsoleInBrowser(t *testing.T) {
 	b := startChromium(t)
 	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr}})
 	ns := dev.Namesrv
+	b.base = "http://" + consoleAddr
 	const topic, group = "OrdersTopic", "BillingGroup"
 	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "2", "--write-queues", "2")
-	var first string
+	for _, tp := range []string{"PageTopicA", "PageTopicB", "PageTopicC"} {
+		mqOK(t, ns, "topic", "create", "--topic", tp, "--read-queues", "1", "--write-queues", "1")
+	}
+	var ids []string
 	for i := 0; i < 5; i++ {
 		var res map[string]any
 		mqJSON(t, ns, &res, "message", "send", "--topic", topic, "--body", fmt.Sprintf(`{"order":%d,"amount":%d}`, 1000+i, 10*i), "--keys", fmt.Sprintf("order-%d", 1000+i), "--tags", "created")
-		if i == 0 {
-			first = res["offsetMsgId"].(string)
-		}
+		ids = append(ids, res["offsetMsgId"].(string))
 	}
 	fakeConsumer(t, dev.Broker, group, topic, 2) // 3 behind on queue 0
-	_, off, err := message.ParseOffsetMsgID(first)
-	require.NoError(t, err)
-	c := benchClient()
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	r, err := c.Invoke(ctx, dev.Broker, remoting.NewRequest(remoting.ConsumerSendMsgBack, map[string]string{
-		"group": group, "offset": fmt.Sprint(off), "delayLevel": "-1", "originMsgId": first}, nil))
-	require.NoError(t, err)
-	require.Equal(t, remoting.Success, r.Code, r.Remark)
-
-	b.call("Page.navigate", map[string]any{"url": "http://" + consoleAddr + "/"})
-	b.waitFor(`document.querySelector("#cluster-table td") && document.body.innerText.includes("broker-a")`, "cluster page")
-	b.waitFor(`document.getElementById("mode").textContent.startsWith("admin")`, "admin mode")
-	b.screenshot("console-cluster")
-
-	b.eval(`document.querySelector('a[data-p="topics"]').click()`)
-	b.waitFor(`[...document.querySelectorAll("#topics-table tr")].some(r => r.innerText.includes("`+topic+`") && r.cells[2].innerText === "5")`, "topic with 5 messages")
-	b.eval(`document.querySelector('a[data-topic="` + topic + `"]').click()`)
-	b.waitFor(`document.querySelectorAll("#topic-queues tr").length === 3`, "topic queues")
-	b.screenshot("console-topics")
-
-	b.eval(`document.querySelector('a[data-p="groups"]').click()`)
-	b.waitFor(`[...document.querySelectorAll("#groups-table tr")].some(r => r.innerText.includes("`+group+`") && r.cells[1].innerText === "3" && r.cells[2].innerText === "1")`, "group with lag 3 and one client")
-	b.eval(`document.querySelector('a[data-group="` + group + `"]').click()`)
-	b.waitFor(`document.getElementById("group-title").textContent.includes("lag 3") && document.querySelector("#group-clients td")`, "group detail")
-	b.screenshot("console-groups")
-
-	b.eval(`document.querySelector('a[data-p="messages"]').click()`)
-	b.eval(`(() => { const f = document.getElementById("search"); f.topic.value = "` + topic + `"; f.key.value = "order-1003"; f.requestSubmit(); })()`)
-	b.waitFor(`document.getElementById("messages-table").innerText.includes('{"order":1003,"amount":30}')`, "message body found by key")
-	b.waitFor(`document.getElementById("message-detail").textContent.includes("order-1003")`, "message properties")
-	b.screenshot("console-messages")
-
-	b.eval(`document.querySelector('a[data-p="dlq"]').click()`)
-	b.eval(`(() => { const f = document.getElementById("dlq-form"); f.group.value = "` + group + `"; f.requestSubmit(); })()`)
-	b.waitFor(`document.querySelector("#dlq-table button[data-id]")`, "dead letter with a resend button")
-	b.screenshot("console-dlq")
-	b.eval(`document.querySelector("#dlq-table button[data-id]").click()`)
-	b.waitFor(`document.getElementById("dlq-result").textContent.includes("resent 1 message")`, "resend done")
-
-	// The resent message is delivered to the group again, through its
-	// retry topic: the console finds it there.
-	b.eval(`document.querySelector('a[data-p="messages"]').click()`)
-	b.eval(`(() => { const f = document.getElementById("search"); f.id.value = ""; f.key.value = ""; f.topic.value = "%RETRY%` + group + `"; f.requestSubmit(); })()`)
-	b.waitFor(`document.getElementById("messages-table").innerText.includes('{"order":1000,"amount":0}')`, "resent message in the retry topic")
-	require.True(t, strings.Contains(b.eval(`document.getElementById("mode").textContent`).(string), ns))
-
-	// And a consumer of the group takes it: pull the group's retry queue
-	// as the group does.
-	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer pcancel()
-	pr, err := c.Invoke(pctx, dev.Broker, remoting.NewRequest(remoting.PullMessage, map[string]string{
-		"consumerGroup": group, "topic": "%RETRY%" + group, "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
-		"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG"}, nil))
-	require.NoError(t, err)
-	require.Equal(t, remoting.Success, pr.Code, pr.Remark)
-	consumed, err := message.DecodeAll(pr.Body)
-	require.NoError(t, err)
-	var bodies []string
-	for _, m := range consumed {
-		bodies = append(bodies, string(m.Body))
+	rc := benchClient()
+	defer rc.Close()
+	for _, id := range ids[:2] { // two dead letters
+		_, off, err := message.ParseOffsetMsgID(id)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r, err := rc.Invoke(ctx, dev.Broker, remoting.NewRequest(remoting.ConsumerSendMsgBack, map[string]string{
+			"group": group, "offset": fmt.Sprint(off), "delayLevel": "-1", "originMsgId": id}, nil))
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, r.Code, r.Remark)
 	}
-	require.Contains(t, bodies, `{"order":1000,"amount":0}`, "the group consumes the resent dead letter")
+	// A live producer and a live consumer (Quiver's client) for the
+	// connection and running-info views.
+	live := liveClients(t, ns, "LiveTopic", "LiveProducerGroup", "LiveConsumerGroup")
+
+	t.Run("cross-site refusal", func(t *testing.T) {
+		b := b.sub(t)
+		require.EqualValues(t, 2, consumerOffset(t, ns, group, topic))
+		b.call("Page.navigate", map[string]any{"url": evilSite(t, b.base)})
+		b.waitFor(`window.tried`, "evil page loaded")
+		require.Equal(t, "sent", b.eval(`window.tried`), "the fetch reached the console (its answer is opaque)")
+		b.eval(`document.getElementById("f").submit()`)
+		b.waitFor(`location.href.startsWith("`+b.base+`") && document.body.innerText.includes("cross-origin request refused (Origin") && document.body.innerText.includes("http://evil.example:")`, "form post refused")
+		require.EqualValues(t, 2, consumerOffset(t, ns, group, topic), "offsets untouched")
+	})
+	t.Run("cluster", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/")
+		b.waitFor(`document.querySelector("#cluster-table td") && document.body.innerText.includes("broker-a")`, "cluster page")
+		b.waitFor(`document.getElementById("mode").textContent.startsWith("admin")`, "admin mode")
+		b.waitFor(`document.querySelectorAll("#chart-tput text.xtick").length >= 5 && /^\d\d:\d0$/.test(document.querySelector("#chart-tput text.xtick").textContent)`, "time axis")
+		b.waitFor(`document.querySelectorAll("#chart-lag text.ytick").length === 5`, "value axis")
+		b.screenshot("console-cluster")
+	})
+	t.Run("groups", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/groups")
+		b.waitFor(`[...document.querySelectorAll("#groups-table tr")].some(r => r.innerText.includes("`+group+`") && r.cells[1].innerText === "3" && r.cells[2].innerText === "1")`, "group with lag 3 and one client")
+		b.click(`#groups-table a[href="/groups/` + group + `"]`)
+		b.waitFor(`document.getElementById("group-title").textContent.includes("lag 3") && document.querySelector("#group-clients td")`, "group detail")
+		b.screenshot("console-groups")
+	})
+	t.Run("consumer running info", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/groups/" + live.consumerGroup)
+		b.waitFor(`document.querySelector("#group-clients button[data-client]")`, "live consumer listed")
+		b.click("#group-clients button[data-client]")
+		b.waitFor(`document.getElementById("running-info").textContent.includes("LiveTopic")`, "running info")
+	})
+	t.Run("producers", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/producers")
+		b.submit("producer-form", map[string]string{"group": live.producerGroup})
+		b.waitFor(`location.pathname === "/producers/`+live.producerGroup+`" && document.getElementById("producers-table").innerText.includes("GO")`, "producer connection")
+	})
+	t.Run("topics paged", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/topics?q=PageTopic&size=2")
+		b.waitFor(`document.querySelectorAll("#topics-table tr").length === 3 && document.getElementById("topics-pager").innerText.includes("page 1 of 2 (3)")`, "first page")
+		b.click(`#topics-pager button[data-n="2"]`)
+		b.waitFor(`location.search.includes("page=2") && document.getElementById("topics-table").innerText.includes("PageTopicC")`, "second page")
+		b.open("/topics")
+		b.waitFor(`[...document.querySelectorAll("#topics-table tr")].some(r => r.innerText.includes("`+topic+`") && r.cells[2].innerText === "5")`, "topic with 5 messages")
+		b.screenshot("console-topics")
+		b.click(`#topics-table a[href="/topics/` + topic + `"]`)
+		b.waitFor(`location.pathname === "/topics/`+topic+`" && document.querySelectorAll("#topic-queues tr").length === 3`, "topic page by link")
+	})
+	t.Run("topic deep link", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/topics/" + topic)
+		b.waitFor(`document.querySelectorAll("#topic-queues tr").length === 3 && document.getElementById("topic-configs").innerText.includes("`+dev.Broker+`")`, "topic page on reload")
+	})
+	t.Run("topic create", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/topics")
+		b.submit("topic-create", map[string]string{"topic": "ConsoleMade", "readQueues": "3", "writeQueues": "3"})
+		b.waitFor(`location.pathname === "/topics/ConsoleMade" && document.querySelectorAll("#topic-queues tr").length === 4`, "created with 3 queues")
+		b.submit("topic-create", map[string]string{"topic": "ConsoleMade"})
+		b.waitFor(`document.getElementById("error").textContent.includes("exists")`, "a second create refused")
+	})
+	t.Run("topic update", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/topics/ConsoleMade")
+		b.waitFor(`document.getElementById("topic-update").writeQueues.value === "3"`, "form filled")
+		b.submit("topic-update", map[string]string{"readQueues": "2", "writeQueues": "2", "perm": "4"})
+		b.waitFor(`document.getElementById("notice").textContent.includes("updated") && document.getElementById("topic-configs").innerText.includes("\t2\t2\t4")`, "updated config")
+	})
+	t.Run("send test message", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/topics/" + topic)
+		b.submit("send-form", map[string]string{"tags": "probe", "keys": "console-sent", "body": "hello from the console", "properties": "origin=console\ntrace = 7"})
+		b.waitFor(`document.getElementById("send-result").textContent.includes("offsetMsgId")`, "sent")
+		var ms []messageView
+		mqJSON(t, ns, &ms, "message", "query", "--topic", topic, "--key", "console-sent", "--output", "json")
+		require.Len(t, ms, 1)
+		require.Equal(t, "hello from the console", ms[0].Body)
+		require.Equal(t, "probe", ms[0].Tags)
+		require.Equal(t, "console", ms[0].Properties["origin"])
+		require.Equal(t, "7", ms[0].Properties["trace"])
+	})
+	t.Run("topic delete", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/topics/ConsoleMade")
+		b.click("#topic-delete")
+		b.confirm(false, "")
+		require.Contains(t, mqOK(t, ns, "topic", "list"), "ConsoleMade", "cancelled: still there")
+		b.click("#topic-delete")
+		b.confirm(true, "ConsoleMade")
+		b.waitFor(`location.pathname === "/topics" && document.getElementById("notice").textContent.includes("deleted topic ConsoleMade")`, "deleted")
+		require.NotContains(t, mqOK(t, ns, "topic", "list"), "ConsoleMade")
+	})
+	t.Run("messages by key", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/messages")
+		b.submit("search", map[string]string{"topic": topic, "key": "order-1003"})
+		b.waitFor(`document.getElementById("messages-table").innerText.includes('{"order":1003,"amount":30}')`, "message body found by key")
+		b.waitFor(`document.getElementById("message-detail").textContent.includes("order-1003")`, "message properties")
+		b.screenshot("console-messages")
+	})
+	t.Run("messages by time range, paged", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/messages?topic=" + topic + "&begin=-1h&end=now&size=2")
+		b.waitFor(`document.getElementById("messages-pager").innerText.includes("page 1 of 3 (6)")`, "6 messages, 2 a page")
+		b.click(`#messages-pager button[data-n="2"]`)
+		b.waitFor(`location.search.includes("page=2") && document.querySelector('#messages-pager button[data-n="3"]')`, "second page")
+		b.click(`#messages-pager button[data-n="3"]`)
+		b.waitFor(`location.search.includes("page=3") && document.querySelectorAll("#messages-table tr").length === 3`, "last page")
+		b.open("/messages?topic=" + topic + "&begin=-1h&end=-30m")
+		b.waitFor(`document.getElementById("messages-pager").innerText.includes("(0)")`, "none before -30m")
+	})
+	t.Run("message deep link", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/messages/" + ids[4])
+		b.waitFor(`document.getElementById("message-detail").textContent.includes("order-1004")`, "message by id on reload")
+	})
+	t.Run("dlq resend one", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/dlq/" + group)
+		b.waitFor(`document.querySelectorAll("#dlq-table button[data-id]").length === 2`, "two dead letters with resend buttons")
+		b.screenshot("console-dlq")
+		b.click("#dlq-table button[data-id]")
+		b.waitFor(`document.getElementById("dlq-result").textContent.includes("resent 1 message")`, "resend done")
+	})
+	t.Run("dlq resend all", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/dlq")
+		b.submit("dlq-form", map[string]string{"group": group})
+		b.waitFor(`location.pathname === "/dlq/`+group+`" && !document.getElementById("dlq-resend-all").hidden`, "resend all offered")
+		b.click("#dlq-resend-all")
+		b.confirm(true, "")
+		// The one resent before is skipped (a second resend needs again).
+		b.waitFor(`document.getElementById("dlq-result").textContent.includes("resent 1 message")`, "resend all done")
+		b.open("/messages?topic=%25RETRY%25" + group + "&begin=-1h&end=now")
+		b.waitFor(`document.getElementById("messages-table").innerText.includes('{"order":1000,"amount":0}') && document.getElementById("messages-table").innerText.includes('{"order":1001,"amount":10}')`, "both resent in the retry topic")
+	})
+	t.Run("offset reset", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/offsets")
+		b.submit("reset-form", map[string]string{"group": group, "topic": topic, "timestamp": "-1h"})
+		b.confirm(false, "")
+		require.EqualValues(t, 2, consumerOffset(t, ns, group, topic), "cancelled")
+		b.submit("reset-form", map[string]string{"group": group, "topic": topic, "timestamp": "-1h"})
+		b.confirm(true, "")
+		b.waitFor(`document.querySelectorAll("#reset-table tr").length === 3`, "reset table")
+		require.EqualValues(t, 0, consumerOffset(t, ns, group, topic))
+	})
+	t.Run("broker config", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/config")
+		b.waitFor(`document.getElementById("config-table").innerText.includes("brokerName")`, "config table")
+		b.submit("config-edit", map[string]string{"key": "waitTimeMillsInSendQueue", "value": "250"})
+		b.confirm(true, "")
+		b.waitFor(`document.getElementById("notice").textContent.includes("set waitTimeMillsInSendQueue") && [...document.querySelectorAll("#config-table tr")].some(r => r.cells[0].innerText === "waitTimeMillsInSendQueue" && r.cells[1].innerText === "250")`, "config changed")
+	})
+}
+
+type liveSet struct{ producerGroup, consumerGroup string }
+
+// liveClients runs a producer (one message sent) and a push consumer of
+// Quiver's client on topic until the test ends.
+func liveClients(t *testing.T, ns, topic, pgroup, cgroup string) liveSet {
+	t.Helper()
+	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "1", "--write-queues", "1")
+	c, err := client.New(client.WithNameServers(ns), transports.WithDialer())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := producer.New(c, pgroup)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	_, err = p.SendSync(ctx, client.NewMessage(topic, []byte("live")))
+	require.NoError(t, err)
+	pc, err := consumer.NewPush(c, cgroup, func(context.Context, []*client.MessageExt) consumer.Result { return consumer.ConsumeSuccess })
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, consumer.Tags("*")))
+	require.NoError(t, pc.Start(ctx))
+	t.Cleanup(func() { pc.Shutdown(context.Background()) })
+	return liveSet{producerGroup: pgroup, consumerGroup: cgroup}
 }

@@ -224,20 +224,18 @@ func sameOrigin(r *http.Request) error {
 		scheme = "https"
 	}
 	self := scheme + "://" + strings.ToLower(r.Host)
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return errors.New("cross-site request refused")
-	}
 	if o := r.Header.Get("Origin"); o != "" {
 		if !strings.EqualFold(o, self) {
 			return fmt.Errorf("cross-origin request refused (Origin %q is not %s)", o, self)
 		}
-		return nil
-	}
-	if ref := r.Header.Get("Referer"); ref != "" {
+	} else if ref := r.Header.Get("Referer"); ref != "" {
 		u, err := url.Parse(ref)
 		if err != nil || !strings.EqualFold(u.Scheme+"://"+u.Host, self) {
 			return fmt.Errorf("cross-origin request refused (Referer %q is not on %s)", ref, self)
 		}
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return errors.New("cross-site request refused")
 	}
 	return nil
 }

@@ -81,9 +81,9 @@ func TestConsoleAPI(t *testing.T) {
 	assert.Equal(t, dev.Broker, cluster[0]["addr"])
 
 	require.Eventually(t, func() bool {
-		var ts []topicSummary
-		httpJSON(t, "GET", base+"/api/topics", nil, &ts)
-		for _, s := range ts {
+		var ts listPage[topicSummary]
+		httpJSON(t, "GET", base+"/api/topics?q=console", nil, &ts)
+		for _, s := range ts.Items {
 			if s.Topic == topic {
 				return s.Messages == 3 && len(s.Queues) == 1 && s.Queues[0].MaxOffset == 3
 			}

@@ -1,36 +1,100 @@
 "use strict";
-let info = {admin:false};
-const $ = id => document.getElementById(id);
-const esc = s => String(s ?? "").replace(/[&<>"]/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c]));
-const fmt = ms => ms > 0 ? new Date(ms).toISOString() : "-";
+// The Quiver console page. Routes: /cluster, /topics, /topics/<name>,
+// /groups, /groups/<group>, /producers[/<group>], /messages[/<id>],
+// /dlq[/<group>], /offsets, /config, /acl. Actions send the session's
+// CSRF token and ask for confirmation where they destroy or move data.
+let info = {admin: false, auth: "", user: ""};
 let csrf = "";
+const $ = id => document.getElementById(id);
+const esc = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+const fmt = ms => ms > 0 ? new Date(ms).toISOString() : "-";
+const enc = encodeURIComponent;
+
 async function api(path, opts) {
   opts = opts || {};
   if (opts.method && opts.method !== "GET") opts.headers = Object.assign({"X-Quiver-CSRF": csrf}, opts.headers || {});
   const r = await fetch(path, opts);
   const v = await r.json();
+  if (r.status === 401 && info.auth) { showLogin(); }
   if (!r.ok) throw new Error(v.error || r.statusText);
   return v;
 }
+const post = (path, data) => api(path, {method: "POST", body: new URLSearchParams(data)});
+function formData(f) {
+  const d = {};
+  for (const [k, v] of new FormData(f)) d[k] = v;
+  return d;
+}
 function show(err) { $("error").textContent = err ? String(err.message || err) : ""; }
+function notice(s) { $("notice").textContent = s || ""; }
 function table(el, head, rows) {
   el.innerHTML = "<tr>" + head.map(h => "<th>" + esc(h) + "</th>").join("") + "</tr>" +
-    rows.map(r => "<tr>" + r.map(c => typeof c === "object" && c && c.html ? "<td>" + c.html + "</td>" : "<td>" + esc(c) + "</td>").join("") + "</tr>").join("");
+    rows.map(r => "<tr>" + r.map(c => typeof c === "object" && c && c.html !== undefined ? "<td>" + c.html + "</td>" : "<td>" + esc(c) + "</td>").join("") + "</tr>").join("");
 }
+const link = (href, text) => ({html: `<a href="${esc(href)}">${esc(text)}</a>`});
+
+// ask shows the confirmation dialog; with expect, the user must type it.
+function ask(text, expect) {
+  return new Promise(resolve => {
+    const d = $("confirm"), input = $("confirm-input");
+    $("confirm-text").textContent = text;
+    $("confirm-expect").textContent = expect || "";
+    $("confirm-expect-row").hidden = !expect;
+    input.value = "";
+    const done = ok => { d.close(); $("confirm-ok").onclick = $("confirm-cancel").onclick = null; resolve(ok); };
+    $("confirm-ok").onclick = e => { e.preventDefault(); if (expect && input.value !== expect) { input.focus(); return; } done(true); };
+    $("confirm-cancel").onclick = e => { e.preventDefault(); done(false); };
+    d.oncancel = () => resolve(false);
+    d.showModal();
+  });
+}
+
+// pager draws page buttons for a paged answer; go(n) loads page n.
+function pager(el, p, go) {
+  const pages = Math.max(1, Math.ceil(p.total / p.size));
+  el.innerHTML = `<button data-n="${p.page - 1}" ${p.page <= 1 ? "disabled" : ""}>‹ Prev</button>` +
+    `<span>page ${p.page} of ${pages} (${p.total})</span> ` +
+    `<button data-n="${p.page + 1}" ${p.page >= pages ? "disabled" : ""}>Next ›</button>`;
+  el.querySelectorAll("button").forEach(b => b.onclick = () => go(+b.dataset.n));
+}
+
+// chart draws series of [epoch ms, value] over the last hour with a time
+// axis (ticks every 10 minutes) and a value axis.
 function chart(svg, series) {
   const w = +svg.getAttribute("width"), h = +svg.getAttribute("height");
-  let all = series.flatMap(s => s.points.map(p => p[1])); const max = Math.max(1, ...all);
-  const t0 = Date.now() - 3600e3;
-  svg.innerHTML = series.map((s, i) => {
-    const pts = s.points.map(([t, v]) => ((t - t0) / 3600e3 * w).toFixed(1) + "," + (h - 14 - v / max * (h - 24)).toFixed(1)).join(" ");
-    const color = ["#1f77b4","#d62728","#2ca02c","#9467bd","#ff7f0e"][i % 5];
-    return `<polyline fill="none" stroke="${color}" stroke-width="1.5" points="${pts}"/><text x="${6 + i * 140}" y="${h - 2}" fill="${color}" font-size="11">${esc(s.name)}</text>`;
-  }).join("") + `<text x="${w - 70}" y="12" font-size="11">max ${max.toFixed(1)}</text>`;
+  const L = 50, R = 10, T = 10, B = 34, pw = w - L - R, ph = h - T - B;
+  const now = Date.now(), t0 = now - 3600e3;
+  const max = Math.max(1, ...series.flatMap(s => s.points.map(p => p[1])));
+  const x = t => L + (t - t0) / 3600e3 * pw, y = v => T + ph - v / max * ph;
+  let out = "";
+  for (let i = 0; i <= 4; i++) {
+    const v = max * i / 4;
+    out += `<line class="grid" x1="${L}" x2="${L + pw}" y1="${y(v)}" y2="${y(v)}"/><text class="ytick" x="${L - 4}" y="${y(v) + 4}" text-anchor="end">${v >= 100 ? v.toFixed(0) : v.toFixed(1)}</text>`;
+  }
+  const step = 600e3;
+  for (let t = Math.ceil(t0 / step) * step; t <= now; t += step) {
+    const d = new Date(t), lbl = String(d.getHours()).padStart(2, "0") + ":" + String(d.getMinutes()).padStart(2, "0");
+    out += `<line class="axis" x1="${x(t)}" x2="${x(t)}" y1="${T + ph}" y2="${T + ph + 4}"/><text class="xtick" x="${x(t)}" y="${T + ph + 16}" text-anchor="middle">${lbl}</text>`;
+  }
+  out += `<line class="axis" x1="${L}" x2="${L + pw}" y1="${T + ph}" y2="${T + ph}"/><line class="axis" x1="${L}" x2="${L}" y1="${T}" y2="${T + ph}"/>`;
+  out += series.map((s, i) => {
+    const color = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"][i % 5];
+    const pts = s.points.filter(p => p[0] >= t0).map(([t, v]) => x(t).toFixed(1) + "," + y(v).toFixed(1)).join(" ");
+    return `<polyline fill="none" stroke="${color}" stroke-width="1.5" points="${pts}"/><text x="${L + 6 + i * 140}" y="${h - 2}" fill="${color}">${esc(s.name)}</text>`;
+  }).join("");
+  svg.innerHTML = out;
 }
-const loaders = {
+
+async function brokerOptions(sel) {
+  if (sel.options.length) return;
+  const bs = await api("/api/cluster");
+  sel.innerHTML = bs.filter(b => b.brokerId === 0).map(b => `<option value="${esc(b.addr)}">${esc(b.brokerName)} (${esc(b.addr)})</option>`).join("");
+}
+
+const pages = {
   async cluster() {
     const bs = await api("/api/cluster");
-    table($("cluster-table"), ["Cluster","Broker","Id","Address","Version","In","Out","Connections","Held pulls","Busy (store)"],
+    table($("cluster-table"), ["Cluster", "Broker", "Id", "Address", "Version", "In", "Out", "Connections", "Held pulls", "Busy (store)"],
       bs.map(b => [b.cluster, b.brokerName, b.brokerId, b.addr, b.runtime?.brokerVersionDesc, b.runtime?.msgPutTotalTodayNow,
         b.runtime?.msgGetTotalTodayNow, b.runtime?.quiverConnections, b.runtime?.quiverHeldPulls, b.runtime?.quiverFlowBusyStore]));
     const hist = await api("/api/history");
@@ -39,61 +103,226 @@ const loaders = {
     const groups = [...new Set(hist.flatMap(s => Object.keys(s.lag || {})))];
     chart($("chart-lag"), groups.map(g => ({name: g, points: hist.map(s => [s.time, (s.lag || {})[g] || 0])})));
   },
-  async topics() {
-    const ts = await api("/api/topics");
-    table($("topics-table"), ["Topic","Queues","Messages","Last update"], ts.map(t => [
-      {html: `<a href="#" data-topic="${esc(t.topic)}">${esc(t.topic)}</a>`}, t.queues.length, t.messages,
+  async topics(_, q) {
+    const f = $("topic-search");
+    f.q.value = q.get("q") || "";
+    const size = q.get("size") || "20";
+    const p = await api("/api/topics?" + new URLSearchParams({q: f.q.value, page: q.get("page") || "1", size}));
+    table($("topics-table"), ["Topic", "Queues", "Messages", "Last update"], p.items.map(t => [
+      link("/topics/" + enc(t.topic), t.topic), t.queues.length, t.messages,
       fmt(Math.max(0, ...t.queues.map(q => q.lastUpdateTimestamp)))]));
-    $("topics-table").querySelectorAll("a[data-topic]").forEach(a => a.onclick = e => { e.preventDefault(); topicDetail(ts.find(t => t.topic === a.dataset.topic)); });
+    pager($("topics-pager"), p, n => nav("/topics?" + new URLSearchParams({q: f.q.value, page: n, size})));
+  },
+  async topic(name) {
+    $("topic-title").textContent = "Topic " + name;
+    $("topic-messages").href = "/messages?" + new URLSearchParams({topic: name, begin: "-1h", end: "now"});
+    const t = await api("/api/topics/" + enc(name));
+    table($("topic-queues"), ["Broker", "Queue", "Min offset", "Max offset", "Last update"], t.queues.map(q => [q.brokerName, q.queueId, q.minOffset, q.maxOffset, fmt(q.lastUpdateTimestamp)]));
+    const cs = Object.entries(t.configs || {});
+    table($("topic-configs"), ["Broker", "Read queues", "Write queues", "Perm", "Order"], cs.map(([a, c]) => [a, c.readQueueNums, c.writeQueueNums, c.perm, c.order]));
+    if (cs.length) { const f = $("topic-update"), c = cs[0][1]; f.readQueues.value = c.readQueueNums; f.writeQueues.value = c.writeQueueNums; f.perm.value = c.perm; f.order.checked = !!c.order; }
+    $("send-result").textContent = "";
   },
   async groups() {
     const gs = await api("/api/groups");
-    table($("groups-table"), ["Group","Lag","Online clients"], gs.map(g => [{html: `<a href="#" data-group="${esc(g.group)}">${esc(g.group)}</a>`}, g.lag, g.clients]));
-    $("groups-table").querySelectorAll("a[data-group]").forEach(a => a.onclick = e => { e.preventDefault(); groupDetail(a.dataset.group).catch(show); });
+    table($("groups-table"), ["Group", "Lag", "Online clients"], gs.map(g => [link("/groups/" + enc(g.group), g.group), g.lag, g.clients]));
   },
-  async messages() {}, async dlq() {}, async offsets() {},
+  async group(g) {
+    $("group-dlq").href = "/dlq/" + enc(g);
+    $("running-info").textContent = "";
+    const st = await api("/api/group?group=" + enc(g));
+    $("group-title").textContent = `${g}: lag ${st.lag}` + (st.consumeType ? ` (${st.consumeType}, ${st.messageModel})` : "");
+    table($("group-queues"), ["Topic", "Broker", "Queue", "Broker offset", "Consumer offset", "Lag", "Last consumed"],
+      st.queues.map(q => [q.topic, q.brokerName, q.queueId, q.brokerOffset, q.consumerOffset, q.lag, fmt(q.lastTimestamp)]));
+    table($("group-clients"), ["Client id", "Address", "Language", "Version", "Broker", ""], st.clients.map(c =>
+      [c.clientId, c.clientAddr, c.language, c.version, c.broker, {html: `<button data-client="${esc(c.clientId)}">Running info</button>`}]));
+    $("group-clients").querySelectorAll("button[data-client]").forEach(b => b.onclick = () =>
+      api("/api/consumers/running?" + new URLSearchParams({group: g, clientId: b.dataset.client}))
+        .then(r => { $("running-info").textContent = r.runningInfo; }).catch(show));
+  },
+  async producers(g) {
+    $("producer-form").group.value = g || "";
+    if (!g) { $("producers-table").innerHTML = ""; return; }
+    const cs = await api("/api/producers?group=" + enc(g));
+    table($("producers-table"), ["Client id", "Address", "Language", "Version", "Broker"], cs.map(c => [c.clientId, c.clientAddr, c.language, c.version, c.broker]));
+  },
+  async messages(id, q) {
+    const f = $("search");
+    for (const k of ["topic", "key", "begin", "end"]) if (q.has(k)) f[k].value = q.get(k);
+    f.id.value = id || "";
+    if (id) return messageRows(await api("/api/messages?id=" + enc(id)));
+    if (!q.get("topic")) { $("messages-table").innerHTML = ""; $("messages-pager").innerHTML = ""; $("message-detail").textContent = ""; return; }
+    const params = new URLSearchParams(q);
+    if (!q.get("key")) { params.set("page", q.get("page") || "1"); params.set("size", q.get("size") || "50"); }
+    const res = await api("/api/messages?" + params);
+    if (Array.isArray(res)) { messageRows(res); $("messages-pager").innerHTML = ""; return; }
+    messageRows(res.items);
+    pager($("messages-pager"), res, n => { const p = new URLSearchParams(q); p.set("page", n); nav("/messages?" + p); });
+  },
+  async dlq(g) {
+    $("dlq-form").group.value = g || "";
+    $("dlq-resend-all").hidden = !g || !info.admin;
+    if (!g) { $("dlq-table").innerHTML = ""; return; }
+    await listDLQ(g);
+  },
+  async offsets() {},
+  async config() {
+    const sel = $("config-broker");
+    await brokerOptions(sel);
+    const c = await api("/api/broker/config?broker=" + enc(sel.value));
+    table($("config-table"), ["Key", "Value"], Object.keys(c.config).sort().map(k => [k, c.config[k]]));
+  },
+  async acl() {
+    const sel = $("acl-broker");
+    await brokerOptions(sel);
+    $("acl-table").innerHTML = "";
+    const c = await api("/api/acl?broker=" + enc(sel.value));
+    $("acl-white").textContent = "Global white addresses: " + ((c.acl.globalWhiteAddrs || []).join(", ") || "none");
+    const head = ["Access key", "Admin", "White address", "Default topic perm", "Default group perm", "Topic perms", "Group perms"];
+    if (info.admin) head.push("");
+    table($("acl-table"), head, (c.acl.plainAccessConfigs || []).map(a => {
+      const r = [a.accessKey, a.admin, a.whiteRemoteAddress, a.defaultTopicPerm, a.defaultGroupPerm, (a.topicPerms || []).join(", "), (a.groupPerms || []).join(", ")];
+      if (info.admin) r.push({html: `<button class="danger" data-ak="${esc(a.accessKey)}">Delete…</button>`});
+      return r;
+    }));
+    $("acl-table").querySelectorAll("button[data-ak]").forEach(b => b.onclick = async () => {
+      if (!await ask(`Delete the ACL account ${b.dataset.ak} on every master broker?`, b.dataset.ak)) return;
+      try { await post("/api/acl/delete", {accessKey: b.dataset.ak}); notice(`deleted account ${b.dataset.ak}`); await pages.acl(); } catch (e) { show(e); }
+    });
+  },
+  async login() {},
 };
-function topicDetail(t) {
-  $("topic-title").textContent = t.topic;
-  table($("topic-queues"), ["Broker","Queue","Min offset","Max offset","Last update"], t.queues.map(q => [q.brokerName, q.queueId, q.minOffset, q.maxOffset, fmt(q.lastUpdateTimestamp)]));
-}
-async function groupDetail(g) {
-  const st = await api("/api/group?group=" + encodeURIComponent(g));
-  $("group-title").textContent = `${g}: lag ${st.lag}`;
-  table($("group-queues"), ["Topic","Broker","Queue","Broker offset","Consumer offset","Lag","Last consumed"],
-    st.queues.map(q => [q.topic, q.brokerName, q.queueId, q.brokerOffset, q.consumerOffset, q.lag, fmt(q.lastTimestamp)]));
-  table($("group-clients"), ["Client id","Address","Language","Version"], st.clients.map(c => [c.clientId, c.clientAddr, c.language, c.version]));
-}
+
 function messageRows(ms) {
-  table($("messages-table"), ["Topic","Queue","Offset","Msg id","Offset msg id","Tags","Keys","Stored","Body"],
-    ms.map((m, i) => [m.topic, m.queueId, m.queueOffset, m.msgId, {html: `<a href="#" data-i="${i}">${esc(m.offsetMsgId)}</a>`}, m.tags, m.keys, fmt(m.storeTimestamp), m.body]));
-  $("messages-table").querySelectorAll("a[data-i]").forEach(a => a.onclick = e => { e.preventDefault(); $("message-detail").textContent = JSON.stringify(ms[+a.dataset.i], null, 2); });
+  table($("messages-table"), ["Topic", "Queue", "Offset", "Msg id", "Offset msg id", "Tags", "Keys", "Stored", "Body"],
+    ms.map((m, i) => [m.topic, m.queueId, m.queueOffset, m.msgId, {html: `<a href="/messages/${enc(m.offsetMsgId)}" data-i="${i}">${esc(m.offsetMsgId)}</a>`}, m.tags, m.keys, fmt(m.storeTimestamp), m.body]));
+  $("messages-table").querySelectorAll("a[data-i]").forEach(a => a.onclick = e => {
+    e.preventDefault(); e.stopPropagation(); history.pushState(null, "", a.getAttribute("href"));
+    $("message-detail").textContent = JSON.stringify(ms[+a.dataset.i], null, 2);
+  });
   $("message-detail").textContent = ms.length === 1 ? JSON.stringify(ms[0], null, 2) : "";
 }
-$("search").onsubmit = e => { e.preventDefault(); show();
-  api("/api/messages?" + new URLSearchParams(new FormData(e.target))).then(messageRows).catch(show); };
+
 async function listDLQ(group) {
-  const ms = await api("/api/dlq?group=" + encodeURIComponent(group));
-  const head = ["Queue","Offset","Msg id","Original topic","Reconsumes","Stored","Body"];
+  const ms = await api("/api/dlq?group=" + enc(group));
+  const head = ["Queue", "Offset", "Msg id", "Original topic", "Reconsumes", "Stored", "Body"];
   if (info.admin) head.push("");
-  table($("dlq-table"), head, ms.map(m => { const r = [m.queueId, m.queueOffset, m.msgId, m.properties?.RETRY_TOPIC, m.reconsumeTimes, fmt(m.storeTimestamp), m.body];
-    if (info.admin) r.push({html: `<button data-id="${esc(m.msgId)}">Resend</button>`}); return r; }));
-  $("dlq-table").querySelectorAll("button[data-id]").forEach(b => b.onclick = () => resend(group, b.dataset.id));
+  table($("dlq-table"), head, ms.map(m => {
+    const r = [m.queueId, m.queueOffset, m.msgId, m.properties?.RETRY_TOPIC, m.reconsumeTimes, fmt(m.storeTimestamp), m.body];
+    if (info.admin) r.push({html: `<button data-id="${esc(m.msgId)}">Resend</button>`});
+    return r;
+  }));
+  $("dlq-table").querySelectorAll("button[data-id]").forEach(b => b.onclick = () => resend(group, {msgId: b.dataset.id}));
 }
-async function resend(group, id) {
-  try { const r = await api("/api/dlq/resend", {method: "POST", body: new URLSearchParams({group, msgId: id})});
-    $("dlq-result").textContent = `resent ${r.length} message(s) to %RETRY%${group}`; await listDLQ(group); } catch (e) { show(e); }
+async function resend(group, what) {
+  try {
+    const r = await post("/api/dlq/resend", Object.assign({group}, what));
+    $("dlq-result").textContent = `resent ${r.length} message(s) to %RETRY%${group}`;
+    await listDLQ(group);
+  } catch (e) { show(e); }
 }
-$("dlq-form").onsubmit = e => { e.preventDefault(); show(); listDLQ(new FormData(e.target).get("group")).catch(show); };
-$("reset-form").onsubmit = e => { e.preventDefault(); show();
-  api("/api/offset/reset", {method: "POST", body: new URLSearchParams(new FormData(e.target))})
-    .then(rs => table($("reset-table"), ["Broker","Queue","New offset"], rs.map(r => [r.broker, r.queue, r.offset]))).catch(show); };
-function go(p) {
-  document.querySelectorAll("header a").forEach(a => a.classList.toggle("on", a.dataset.p === p));
-  document.querySelectorAll("section").forEach(s => s.classList.toggle("on", s.id === p));
-  show(); loaders[p]().catch(show);
+
+// Forms.
+$("topic-search").onsubmit = e => { e.preventDefault(); nav("/topics?" + new URLSearchParams({q: e.target.q.value})); };
+$("topic-create").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = formData(e.target); d.mode = "create";
+  try { await post("/api/topics", d); nav("/topics/" + enc(d.topic), `created topic ${d.topic}`); } catch (err) { show(err); }
+};
+$("topic-update").onsubmit = async e => {
+  e.preventDefault(); show();
+  const name = current().arg, d = formData(e.target); d.mode = "update"; d.topic = name;
+  try { await post("/api/topics", d); notice(`updated topic ${name}`); await pages.topic(name); } catch (err) { show(err); }
+};
+$("topic-delete").onclick = async () => {
+  const name = current().arg;
+  if (!await ask(`Delete topic ${name} and its messages on every broker?`, name)) return;
+  try { await post("/api/topics/" + enc(name) + "/delete", {confirm: name}); nav("/topics", `deleted topic ${name}`); } catch (err) { show(err); }
+};
+$("send-form").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = formData(e.target); d.topic = current().arg;
+  try { const r = await post("/api/messages/send", d); $("send-result").textContent = "sent " + JSON.stringify(r, null, 2); } catch (err) { show(err); }
+};
+$("producer-form").onsubmit = e => { e.preventDefault(); nav("/producers/" + enc(e.target.group.value)); };
+$("search").onsubmit = e => {
+  e.preventDefault();
+  const d = formData(e.target);
+  if (d.id.trim()) { nav("/messages/" + enc(d.id.trim())); return; }
+  delete d.id; if (!d.key) delete d.key;
+  nav("/messages?" + new URLSearchParams(d));
+};
+$("dlq-form").onsubmit = e => { e.preventDefault(); nav("/dlq/" + enc(e.target.group.value)); };
+$("dlq-resend-all").onclick = async () => {
+  const g = current().arg;
+  if (!await ask(`Resend every dead letter of ${g} to %RETRY%${g}?`)) return;
+  await resend(g, {all: "true"});
+};
+$("reset-form").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = formData(e.target);
+  if (!await ask(`Reset the offsets of group ${d.group} on topic ${d.topic} to ${d.timestamp}? Its consumers will re-read or skip messages.`)) return;
+  try {
+    const rs = await post("/api/offset/reset", d);
+    table($("reset-table"), ["Broker", "Queue", "New offset"], rs.map(r => [r.broker, r.queue, r.offset]));
+  } catch (err) { show(err); }
+};
+$("config-form").onsubmit = e => { e.preventDefault(); show(); pages.config().catch(show); };
+$("config-edit").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = formData(e.target); d.broker = $("config-broker").value;
+  if (!await ask(`Set ${d.key} = ${d.value} on broker ${d.broker}?`)) return;
+  try { await post("/api/broker/config", d); notice(`set ${d.key} on ${d.broker}`); await pages.config(); } catch (err) { show(err); }
+};
+$("acl-form").onsubmit = e => { e.preventDefault(); show(); pages.acl().catch(show); };
+$("acl-edit").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = formData(e.target); d.admin = e.target.admin.checked ? "true" : "false";
+  if (!await ask(`Save the ACL account ${d.accessKey} on every master broker?`)) return;
+  try { await post("/api/acl", d); notice(`saved account ${d.accessKey}`); e.target.secretKey.value = ""; await pages.acl(); } catch (err) { show(err); }
+};
+$("login-form").onsubmit = async e => {
+  e.preventDefault(); show();
+  try { setInfo(await post("/api/login", formData(e.target))); e.target.reset(); route(); } catch (err) { show(err); }
+};
+$("logout").onclick = async () => { try { setInfo(await post("/api/logout", {})); showLogin(); } catch (err) { show(err); } };
+
+// Routing.
+function current() {
+  const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  const p = parts[0] || "cluster", arg = parts.slice(1).join("/");
+  const detail = {topics: "topic", groups: "group"};
+  return {nav: p, page: arg && detail[p] ? detail[p] : p, arg};
 }
-document.querySelectorAll("header a[data-p]").forEach(a => a.onclick = () => go(a.dataset.p));
-api("/api/session").then(i => { info = i; csrf = i.csrf; $("mode").textContent = (i.admin ? "admin" : "read-only") + " · " + i.namesrv;
-  $("nav-offsets").hidden = !i.admin; go("cluster"); }).catch(show);
-setInterval(() => { const on = document.querySelector("section.on"); if (on && (on.id === "cluster" || on.id === "topics" || on.id === "groups")) loaders[on.id]().catch(show); }, 10000);
+// nav goes to url; msg is a notice shown there.
+function nav(url, msg) { history.pushState(null, "", url); route(); notice(msg); }
+function activate(id, navp) {
+  document.querySelectorAll("header a[data-p]").forEach(a => a.classList.toggle("on", a.dataset.p === navp));
+  document.querySelectorAll("main section").forEach(s => s.classList.toggle("on", s.id === id));
+}
+function showLogin() { activate("login", ""); }
+function route() {
+  show(); notice();
+  if (info.auth && !info.user) { showLogin(); return; }
+  const c = current();
+  if (!pages[c.page]) { show("no page " + location.pathname); return; }
+  activate(c.page, c.nav);
+  pages[c.page](c.arg, new URLSearchParams(location.search)).catch(show);
+}
+function setInfo(i) {
+  info = i; csrf = i.csrf;
+  $("mode").textContent = (i.admin ? "admin" : "read-only") + " · " + i.namesrv + (i.user ? " · " + i.user : "");
+  $("nav-offsets").hidden = !i.admin;
+  $("logout").hidden = !i.user;
+  document.body.classList.toggle("admin", !!i.admin);
+  document.body.classList.toggle("auth-password", i.auth === "password");
+  document.body.classList.toggle("auth-acl", i.auth === "acl");
+}
+document.addEventListener("click", e => {
+  const a = e.target.closest("a[href^='/']");
+  if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+  e.preventDefault(); nav(a.getAttribute("href"));
+});
+window.onpopstate = route;
+api("/api/session").then(i => { setInfo(i); route(); }).catch(show);
+setInterval(() => { const c = current(); if (document.querySelector("section.on") && ["cluster", "groups"].includes(c.page)) pages[c.page](c.arg, new URLSearchParams(location.search)).catch(show); }, 10000);
