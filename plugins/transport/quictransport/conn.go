@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -106,6 +107,12 @@ type Conn struct {
 	deliver    func([]byte) error
 	delivering sync.WaitGroup
 	deliverErr error
+
+	// dialIP is the local address a dialled connection's socket is bound
+	// to (nil on accepted connections, which do not migrate); paths are
+	// the endpoints Migrate moved the connection to, released on Close.
+	dialIP net.IP
+	paths  []*endpoint
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -856,6 +863,13 @@ func (c *Conn) Close() error {
 		c.qc.CloseWithError(codeClosed, "closed")
 		c.wg.Wait()
 		c.release()
+		c.mu.Lock()
+		paths := c.paths
+		c.paths = nil
+		c.mu.Unlock()
+		for _, ep := range paths {
+			ep.release()
+		}
 	})
 	return nil
 }

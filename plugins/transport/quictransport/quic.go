@@ -295,7 +295,58 @@ func Dial(ctx context.Context, addr string, cfg *Config, deps transport.Deps) (*
 		}
 		return nil, fmt.Errorf("quictransport: dial %s: %w", addr, err)
 	}
-	return newConn(qc, cfg, maxOr(deps.MaxFrameSize), loggerOf(deps), ep.release), nil
+	c := newConn(qc, cfg, maxOr(deps.MaxFrameSize), loggerOf(deps), ep.release)
+	c.dialIP = udp.LocalAddr().(*net.UDPAddr).IP
+	return c, nil
+}
+
+// Migrate moves a dialled connection to a new UDP socket (a new local
+// port; the address the kernel routes the peer from): QUIC connection
+// migration, as when a device changes networks or its NAT binding
+// changes. The new path is validated with the peer (PATH_CHALLENGE and
+// PATH_RESPONSE) before traffic switches to it; frames in flight are
+// retransmitted on it, so nothing acknowledged is lost, and the session
+// (streams, TLS keys, remoting state) stays. Only the dialling end
+// migrates; an accepted connection returns an error.
+func (c *Conn) Migrate(ctx context.Context) error {
+	if c.dialIP == nil {
+		return errors.New("quictransport: migrate: only a dialled connection migrates")
+	}
+	if c.isClosed() {
+		return transport.ErrClosed
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: c.dialIP})
+	if err != nil {
+		return fmt.Errorf("quictransport: migrate: %w", err)
+	}
+	ep := newEndpoint(udp)
+	path, err := c.qc.AddPath(ep.tr)
+	if err != nil {
+		ep.release()
+		return fmt.Errorf("quictransport: migrate: %w", err)
+	}
+	if err := path.Probe(ctx); err != nil {
+		path.Close()
+		ep.release()
+		return fmt.Errorf("quictransport: migrate: probe %s: %w", udp.LocalAddr(), err)
+	}
+	if err := path.Switch(); err != nil {
+		path.Close()
+		ep.release()
+		return fmt.Errorf("quictransport: migrate: switch to %s: %w", udp.LocalAddr(), err)
+	}
+	c.mu.Lock()
+	if c.isClosed() {
+		c.mu.Unlock()
+		ep.release()
+		return transport.ErrClosed
+	}
+	// The old socket stays open until Close: its quic.Transport owns the
+	// connection, and late packets of the old path still arrive there.
+	c.paths = append(c.paths, ep)
+	c.mu.Unlock()
+	c.log.Info("connection migrated", "local", udp.LocalAddr().String())
+	return nil
 }
 
 func resolve(ctx context.Context, host, port string) (*net.UDPAddr, error) {
