@@ -149,7 +149,13 @@ func (a *adm) upsertGroup(ctx context.Context, c *cobra.Command, f *groupFlags, 
 		return fmt.Errorf("consumer group %s does not exist", f.group)
 	}
 	changed := c.Flags().Changed
-	out := []groupConfigJSON{}
+	// groupRow is one broker's config of the group, as the table shows it.
+	type groupRow struct {
+		groupConfigJSON
+		Broker  string `json:"broker"`
+		Created bool   `json:"created"`
+	}
+	out := []groupRow{}
 	var rows [][]string
 	for _, m := range ms {
 		gc := groupConfigJSON{GroupName: f.group, ConsumeEnable: f.consumeEnable, ConsumeFromMinEnable: f.fromMin, ConsumeBroadcastEnable: f.broadcast,
@@ -182,7 +188,7 @@ func (a *adm) upsertGroup(ctx context.Context, c *cobra.Command, f *groupFlags, 
 		if _, err := a.callOK(ctx, m.Addr, remoting.UpdateAndCreateSubscriptionGroup, nil, body); err != nil {
 			return err
 		}
-		out = append(out, gc)
+		out = append(out, groupRow{gc, m.Name, action == "created"})
 		rows = append(rows, []string{f.group, m.Name, strconv.Itoa(gc.RetryQueueNums), strconv.Itoa(gc.RetryMaxTimes), strconv.FormatBool(gc.ConsumeEnable), strconv.FormatBool(gc.ConsumeMessageOrderly), action})
 	}
 	return a.print(out, "GROUP\tBROKER\tRETRY QUEUES\tRETRY MAX\tCONSUME ENABLED\tORDERLY\tACTION", rows)

@@ -139,10 +139,17 @@ func (a *adm) getMessage(ctx context.Context, id, topic string) error {
 	if err != nil {
 		return err
 	}
+	if len(found) > 1 && a.opts.output == "json" {
+		// The first in full, the others (the table's second list) in more.
+		return a.print(struct {
+			messageView
+			More []messageView `json:"more"`
+		}{found[0], found[1:]}, "", nil)
+	}
 	if err := a.printMessage(found[0]); err != nil {
 		return err
 	}
-	if len(found) > 1 && a.opts.output != "json" {
+	if len(found) > 1 {
 		fmt.Fprintf(a.w, "\n%d more message(s) carry this id:\n", len(found)-1)
 		return a.printMessages(found[1:])
 	}
