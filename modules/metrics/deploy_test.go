@@ -92,9 +92,15 @@ func dashboardQueries(t *testing.T, path string) []deployQuery {
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var d struct {
+		UID    string `json:"uid"`
 		Panels []struct {
-			Title   string `json:"title"`
-			Type    string `json:"type"`
+			ID         int             `json:"id"`
+			Title      string          `json:"title"`
+			Type       string          `json:"type"`
+			Datasource json.RawMessage `json:"datasource"`
+			GridPos    *struct {
+				H, W, X, Y int
+			} `json:"gridPos"`
 			Targets []struct {
 				Expr string `json:"expr"`
 			} `json:"targets"`
@@ -108,11 +114,18 @@ func dashboardQueries(t *testing.T, path string) []deployQuery {
 		} `json:"templating"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &d), "%s", path)
+	require.NotEmpty(t, d.UID, "%s: the dashboard needs a uid (stable links, re-imports replace it)", path)
 	var out []deployQuery
+	ids := map[int]bool{}
 	for _, p := range d.Panels {
+		assert.False(t, ids[p.ID], "%s: panel id %d used twice", path, p.ID)
+		ids[p.ID] = true
+		require.NotNil(t, p.GridPos, "%s: panel %q has no gridPos", path, p.Title)
+		assert.True(t, p.GridPos.W > 0 && p.GridPos.X+p.GridPos.W <= 24, "%s: panel %q is outside the 24-column grid", path, p.Title)
 		if p.Type == "row" {
 			continue
 		}
+		assert.Contains(t, string(p.Datasource), "${datasource}", "%s: panel %q does not use the data source variable", path, p.Title)
 		require.NotEmpty(t, p.Targets, "%s: panel %q has no query", path, p.Title)
 		for _, tg := range p.Targets {
 			require.NotEmpty(t, tg.Expr, "%s: panel %q has an empty query", path, p.Title)
