@@ -1,6 +1,7 @@
 package quictransport
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -62,6 +63,19 @@ type Config struct {
 	// for the peer to take the frames written before it (at most 5 s).
 	// 0 disables it.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// ZeroRTT lets a client that reconnects to a server it had a session
+	// with send its first frames in the first flight (0-RTT), saving the
+	// handshake's round trip, and lets a server accept them. Both ends
+	// must enable it. Default false: 0-RTT data can be replayed by an
+	// attacker on the path, and a replayed SEND_MESSAGE stores the
+	// message again; enable it only where duplicates are acceptable
+	// (RocketMQ consumers must tolerate them anyway) and the link's round
+	// trip matters (satellite, cellular).
+	ZeroRTT bool `koanf:"zero_rtt"`
+
+	// sessions caches TLS session tickets for the dialler (NewConfig
+	// makes it; a Config built otherwise does not resume sessions).
+	sessions tls.ClientSessionCache
 }
 
 // NewConfig returns the defaults.
@@ -74,6 +88,7 @@ func NewConfig() *Config {
 		HandshakeTimeout: 10 * time.Second,
 		DialTimeout:      15 * time.Second,
 		WriteTimeout:     30 * time.Second,
+		sessions:         tls.NewLRUClientSessionCache(64),
 	}
 }
 

@@ -134,12 +134,20 @@ func quicConfig(cfg *Config) *quic.Config {
 		KeepAlivePeriod:       cfg.KeepAlive,
 		MaxIncomingStreams:    int64(cfg.MaxStreams),
 		MaxIncomingUniStreams: -1,
+		Allow0RTT:             cfg.ZeroRTT,
 	}
+}
+
+// quicListener is quic.Listener or, with zero_rtt, quic.EarlyListener.
+type quicListener interface {
+	Accept(ctx context.Context) (*quic.Conn, error)
+	Close() error
+	Addr() net.Addr
 }
 
 // Listener accepts QUIC frame connections on one UDP socket.
 type Listener struct {
-	ln       *quic.Listener
+	ln       quicListener
 	addr     string
 	ep       *endpoint
 	cfg      *Config
@@ -173,7 +181,14 @@ func Listen(ctx context.Context, addr string, cfg *Config, deps transport.Deps) 
 		return nil, fmt.Errorf("quictransport: listen %s: %w", addr, err)
 	}
 	ep := newEndpoint(pc.(*net.UDPConn))
-	ln, err := ep.tr.Listen(tc, quicConfig(cfg))
+	var ln quicListener
+	if cfg.ZeroRTT {
+		// Connections come out of Accept once the client's first flight
+		// (with its 0-RTT frames) is in, before the handshake completes.
+		ln, err = ep.tr.ListenEarly(tc, quicConfig(cfg))
+	} else {
+		ln, err = ep.tr.Listen(tc, quicConfig(cfg))
+	}
 	if err != nil {
 		ep.release()
 		return nil, fmt.Errorf("quictransport: listen %s: %w", addr, err)
@@ -287,7 +302,11 @@ func Dial(ctx context.Context, addr string, cfg *Config, deps transport.Deps) (*
 		return nil, fmt.Errorf("quictransport: dial %s: %w", addr, err)
 	}
 	ep := newEndpoint(udp)
-	qc, err := ep.tr.Dial(ctx, raddr, tc, quicConfig(cfg))
+	dial := ep.tr.Dial
+	if cfg.ZeroRTT {
+		dial = ep.tr.DialEarly
+	}
+	qc, err := dial(ctx, raddr, tc, quicConfig(cfg))
 	if err != nil {
 		ep.release()
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {

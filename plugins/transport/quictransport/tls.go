@@ -52,6 +52,10 @@ func clientTLS(cfg *Config, host string) (*tls.Config, error) {
 		NextProtos: []string{ALPN},
 		MinVersion: tls.VersionTLS13,
 		ServerName: cfg.ServerName,
+		// TLS session tickets: a reconnect resumes the session (no
+		// certificate chain to send and verify), and with zero_rtt its
+		// first requests go out in the first flight.
+		ClientSessionCache: scopedCache(cfg),
 	}
 	if tc.ServerName == "" {
 		tc.ServerName = host
@@ -74,3 +78,22 @@ func clientTLS(cfg *Config, host string) (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// scopedCache is cfg's session cache with its keys scoped to the client
+// identity and trust settings: a resumed session keeps the identity it was
+// made with, so a dialler whose client certificate (or trust) differs must
+// not resume another's session. Nil when cfg has no cache.
+func scopedCache(cfg *Config) tls.ClientSessionCache {
+	if cfg.sessions == nil {
+		return nil
+	}
+	return scoped{c: cfg.sessions, scope: fmt.Sprintf("%q|%q|%q|%t|", cfg.ClientCertFile, cfg.ClientKeyFile, cfg.CAFile, cfg.InsecureSkipVerify)}
+}
+
+type scoped struct {
+	c     tls.ClientSessionCache
+	scope string
+}
+
+func (s scoped) Get(key string) (*tls.ClientSessionState, bool) { return s.c.Get(s.scope + key) }
+func (s scoped) Put(key string, cs *tls.ClientSessionState)     { s.c.Put(s.scope+key, cs) }
