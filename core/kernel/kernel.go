@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -251,17 +252,25 @@ var StorageModule = fx.Module("kernel.storage",
 // Supply returns the fx option that puts cfg in the graph.
 func Supply(cfg *config.Config) fx.Option { return fx.Supply(cfg) }
 
-// CheckTopLevel refuses top-level keys no section owns.
+// CheckTopLevel refuses top-level keys no section owns, each with a
+// close match or the known sections, and the layer that set it.
 func CheckTopLevel(cfg *config.Config, known []string) error {
-	ok := map[string]bool{}
-	for _, k := range known {
-		ok[k] = true
-	}
-	var errs config.Errors
+	known = slices.Compact(slices.Sorted(slices.Values(known)))
+	pl := &planner{cfg: cfg}
 	for _, k := range cfg.TopLevel() {
-		if !ok[k] {
-			errs.Add(k, "unknown configuration section (known: %s)", strings.Join(known, ", "))
+		if slices.Contains(known, k) {
+			continue
 		}
+		msg := "unknown section " + k
+		if s := config.Suggest(k, known); s != "" {
+			msg += "; did you mean " + s + "?"
+		} else {
+			msg += " (known: " + strings.Join(known, ", ") + ")"
+		}
+		pl.problems = append(pl.problems, Problem{Msg: msg, Source: pl.source(k)})
 	}
-	return errs.Err()
+	if len(pl.problems) == 0 {
+		return nil
+	}
+	return &PlanError{Problems: pl.problems}
 }

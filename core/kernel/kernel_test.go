@@ -218,9 +218,9 @@ func TestCheckTopLevel(t *testing.T) {
 		{name: "all known", give: map[string]any{"broker.listen": ":1", "storage.engine": "x", "log.level": "info"}},
 		{name: "empty", give: map[string]any{}},
 		{name: "one unknown", give: map[string]any{"broker.listen": ":1", "brokr.listen": ":2"},
-			want: []string{"brokr: unknown configuration section (known: broker, log, storage)"}},
+			want: []string{"unknown section brokr; did you mean broker?"}},
 		{name: "two unknown", give: map[string]any{"a": 1, "z.y": 2},
-			want: []string{"a: unknown configuration section (known: broker, log, storage)", "z: unknown configuration section (known: broker, log, storage)"}},
+			want: []string{"unknown section a (known: broker, log, storage)", "unknown section z (known: broker, log, storage)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,11 +229,11 @@ func TestCheckTopLevel(t *testing.T) {
 				assert.NoError(t, err)
 				return
 			}
-			var errs config.Errors
-			require.True(t, errors.As(err, &errs), "%v", err)
-			require.Len(t, errs, len(tt.want))
+			var pe *kernel.PlanError
+			require.True(t, errors.As(err, &pe), "%v", err)
+			require.Len(t, pe.Problems, len(tt.want))
 			for i, w := range tt.want {
-				assert.EqualError(t, errs[i], w)
+				assert.Equal(t, w, pe.Problems[i].String())
 			}
 		})
 	}
