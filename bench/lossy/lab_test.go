@@ -316,8 +316,11 @@ func TestLabTable(t *testing.T) {
 	med := func(v []float64) float64 {
 		s := append([]float64(nil), v...)
 		sort.Float64s(s)
-		if len(s) == 0 {
+		switch {
+		case len(s) == 0:
 			return 0
+		case len(s)%2 == 0:
+			return (s[len(s)/2-1] + s[len(s)/2]) / 2
 		}
 		return s[len(s)/2]
 	}
@@ -347,6 +350,6 @@ func TestLabTable(t *testing.T) {
 			}
 		}
 		fmt.Printf("| %s | %s | %s | %s | %v | %v | %d | %s | %s |\n", k.profile, k.workload, k.transport, runsOf(c.rate),
-			medD(c.p50).Round(10*time.Microsecond), medD(c.p99).Round(10*time.Microsecond), c.errs, ratio, pr)
+			medD(c.p50).Round(100*time.Microsecond), medD(c.p99).Round(100*time.Microsecond), c.errs, ratio, pr)
 	}
 }
