@@ -115,6 +115,15 @@ func dashboardQueries(t *testing.T, path string) []deployQuery {
 	}
 	require.NoError(t, json.Unmarshal(raw, &d), "%s", path)
 	require.NotEmpty(t, d.UID, "%s: the dashboard needs a uid (stable links, re-imports replace it)", path)
+	for i, p := range d.Panels {
+		for _, q := range d.Panels[:i] {
+			if p.GridPos != nil && q.GridPos != nil {
+				a, b := p.GridPos, q.GridPos
+				overlap := a.X < b.X+b.W && b.X < a.X+a.W && a.Y < b.Y+b.H && b.Y < a.Y+a.H
+				assert.False(t, overlap, "%s: panels %q and %q overlap", path, p.Title, q.Title)
+			}
+		}
+	}
 	var out []deployQuery
 	ids := map[int]bool{}
 	for _, p := range d.Panels {
