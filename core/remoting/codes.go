@@ -112,6 +112,11 @@ const (
 	ResendDLQ           int32 = 1001 // QUIVER_RESEND_DLQ: resend dead letters of a group
 	HAPull              int32 = 1100 // QUIVER_HA_PULL: slave pulls the master's commit log
 	ControllerHeartbeat int32 = 1101 // QUIVER_CONTROLLER_HEARTBEAT: broker ↔ controller
+
+	// RegisterTopicInNamesrv is RocketMQ 5's REGISTER_TOPIC_IN_NAMESRV
+	// (not in 4.9): a broker registers one topic's queue data without
+	// its whole topic table. Listed with Quiver's codes.
+	RegisterTopicInNamesrv int32 = 217
 )
 
 // CodeName is a request code and its Java (or Quiver) name.
@@ -225,6 +230,7 @@ var QuiverRequestCodes = []CodeName{
 	{ResendDLQ, "QUIVER_RESEND_DLQ"},
 	{HAPull, "QUIVER_HA_PULL"},
 	{ControllerHeartbeat, "QUIVER_CONTROLLER_HEARTBEAT"},
+	{RegisterTopicInNamesrv, "REGISTER_TOPIC_IN_NAMESRV"},
 }
 
 // RequestCodeName returns the Java (or Quiver) name of a request code, or

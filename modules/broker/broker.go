@@ -78,6 +78,7 @@ type Broker struct {
 	stats       *brokerStats  // VIEW_BROKER_STATS_DATA (admin_stats.go)
 	registerNow chan struct{}
 	regs        registrations // regstate.go
+	treg        topicRegs     // register_topic.go
 	regBusy     sync.Map      // name server → a registration in flight (register.go)
 	ctx         context.Context
 	cancel      context.CancelFunc
@@ -130,6 +131,7 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		clients: newClientTable(), filters: newFilterCache(deps.Filters),
 		registerNow: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 	}
+	b.treg.init()
 	b.gate = newSendGate(cfg.SendQueueCapacity, cfg.BusyTimeout, newQuotas(cfg.Quota))
 	b.tagsCode = message.TagsCode
 	if tc, ok := deps.Filters[filter.TypeTag].(filter.TagsCoder); ok {

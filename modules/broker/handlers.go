@@ -310,7 +310,7 @@ func (b *Broker) handleCreateTopic(ctx context.Context, p *remoting.Peer, req *r
 	}
 	if changed {
 		b.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
-		b.triggerRegister()
+		b.topicsChanged(tc.TopicName)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"hash/crc32"
+	"maps"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/quivermq/quiver/core/protocol"
@@ -12,7 +14,7 @@ import (
 )
 
 func (b *Broker) registerLoop(ctx context.Context) {
-	b.registerAll(ctx)
+	b.registerAll(ctx, false)
 	t := time.NewTicker(b.cfg.RegisterInterval)
 	defer t.Stop()
 	for {
@@ -20,24 +22,44 @@ func (b *Broker) registerLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			b.registerAll(ctx, true)
 		case <-b.registerNow:
+			b.registerAll(ctx, false)
+		case <-b.treg.now:
+			b.registerTopics(ctx)
 		}
-		b.registerAll(ctx)
 	}
 }
 
-// registerAll registers with every configured name server.
-func (b *Broker) registerAll(ctx context.Context) {
+// fullEvery is how many periodic registrations in a row may be digests
+// (QUERY_DATA_VERSION answered "unchanged") before a full one is sent
+// anyway, as a safety net.
+const fullEvery = 10
+
+// registerAll registers with every configured name server. A periodic
+// registration first asks each name server that took an earlier one
+// whether it holds the broker's current data version (QUERY_DATA_VERSION,
+// which also counts as the broker's heartbeat there, in Java's name server
+// as in ours) and sends the whole topic table only when it does not: a
+// heartbeat costs the same at 100 topics and at 100,000.
+func (b *Broker) registerAll(ctx context.Context, periodic bool) {
 	role := b.Role()
 	if len(b.cfg.Namesrv) == 0 || role.Hidden {
 		return
 	}
-	body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
-	raw, err := json.Marshal(&body)
-	if err != nil {
-		b.log.Error("encode registration", "err", err)
-		return
+	b.treg.mu.Lock()
+	b.treg.periods++
+	if b.treg.periods >= fullEvery {
+		periodic, b.treg.periods = false, 0
 	}
+	held := maps.Clone(b.treg.announced)
+	b.treg.mu.Unlock()
+	dv := b.topics.dataVersion()
+	var body protocol.RegisterBrokerBody
+	encode := sync.OnceValues(func() ([]byte, error) {
+		body = protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
+		return json.Marshal(&body)
+	})
 	// In parallel, as Java's registerBrokerAll does: a name server that
 	// is slow to answer (one whose failover controller waits to apply a
 	// new epoch, or one cut off by a partition) does not hold back the
@@ -51,7 +73,25 @@ func (b *Broker) registerAll(ctx context.Context) {
 		go func() {
 			defer b.wg.Done()
 			defer b.regBusy.Delete(ns)
-			if b.registerOne(ctx, ns, role, raw) && role.Writable && role.Epoch > 0 {
+			if v, known := held[ns]; periodic && known && v == dv && b.unchangedAt(ctx, ns, role, dv) {
+				b.treg.digests.Add(1)
+				return
+			}
+			raw, err := encode()
+			if err != nil {
+				b.log.Error("encode registration", "err", err)
+				return
+			}
+			res := b.registerOne(ctx, ns, role, raw)
+			b.treg.fulls.Add(1)
+			b.treg.mu.Lock()
+			if res == registered {
+				b.treg.announced[ns] = body.TopicConfigSerializeWrapper.DataVersion
+			} else {
+				delete(b.treg.announced, ns)
+			}
+			b.treg.mu.Unlock()
+			if res == regRefused && role.Writable && role.Epoch > 0 {
 				// A name server that has not applied the epoch yet
 				// refuses a new master: try again soon rather than at
 				// the next interval.
@@ -61,6 +101,32 @@ func (b *Broker) registerAll(ctx context.Context) {
 	}
 }
 
+// unchangedAt asks ns whether it holds dv for this broker
+// (QUERY_DATA_VERSION); true when it answers that nothing changed, which
+// refreshes the broker's liveness there.
+func (b *Broker) unchangedAt(ctx context.Context, ns string, role RoleState, dv protocol.DataVersion) bool {
+	body, err := json.Marshal(dv)
+	if err != nil {
+		return false
+	}
+	req := remoting.NewRequest(remoting.QueryDataVersion, map[string]string{
+		"brokerName":  b.cfg.Name,
+		"brokerAddr":  b.cfg.AdvertiseAddr(),
+		"clusterName": b.cfg.Cluster,
+		"brokerId":    strconv.FormatInt(role.ID, 10),
+	}, body)
+	if b.deps.Sign != nil {
+		b.deps.Sign(req)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+	resp, err := b.nsrv.Invoke(rctx, ns, req)
+	cancel()
+	if err != nil || resp.Code != remoting.Success {
+		return false
+	}
+	return resp.Ext("changed") == "false"
+}
+
 // bodyCrc32 is REGISTER_BROKER's bodyCrc32 as a Java broker sends it:
 // UtilAll.crc32(body), the CRC-32 with its top bit cleared, as a decimal
 // int (never negative).
@@ -68,8 +134,17 @@ func bodyCrc32(body []byte) string {
 	return strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)&0x7FFFFFFF), 10)
 }
 
-// registerOne registers with ns; it reports whether ns refused.
-func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw []byte) (refused bool) {
+// regResult is how a registration went.
+type regResult int
+
+const (
+	registered regResult = iota
+	regRefused
+	regFailed // no answer
+)
+
+// registerOne registers with ns.
+func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw []byte) (res regResult) {
 	ext := map[string]string{
 		"brokerName":   b.cfg.Name,
 		"brokerAddr":   b.cfg.AdvertiseAddr(),
@@ -93,15 +168,16 @@ func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw
 	cancel()
 	switch {
 	case err != nil:
+		res = regFailed
 		if ctx.Err() == nil {
 			b.log.Warn("register with name server", "namesrv", ns, "err", err)
 		}
 	case resp.Code == remoting.NoPermission:
-		refused = true
+		res = regRefused
 		b.log.Error("register with name server refused: the name server checks ACL; set acl.access_key and acl.secret_key to an account with role: broker",
 			"namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 	case resp.Code != remoting.Success:
-		refused = true
+		res = regRefused
 		b.log.Warn("register with name server refused", "namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 	default:
 		b.log.Debug("registered with name server", "namesrv", ns)
@@ -109,7 +185,7 @@ func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw
 	if err == nil {
 		b.regs.record(ns, resp) // regstate.go: /readyz
 	}
-	return refused
+	return res
 }
 
 // epochExt is namesrv.EpochExt (the broker does not import the name

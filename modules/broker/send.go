@@ -283,7 +283,7 @@ func (b *Broker) createTopic(tc *protocol.TopicConfig) (*protocol.TopicConfig, e
 	}
 	if created {
 		b.log.Info("topic created", "topic", tc.TopicName, "queues", tc.WriteQueueNums, "perm", tc.Perm)
-		b.triggerRegister()
+		b.topicsChanged(tc.TopicName)
 	}
 	return got, nil
 }
@@ -329,21 +329,19 @@ func (b *Broker) ensureConsumerGroups(req *remoting.Command, cds []protocol.Cons
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
-	n := 0
+	var made []string
 	for i, c := range created {
 		if c {
-			n++
-			if n <= 10 {
+			made = append(made, tcs[i].TopicName)
+			if len(made) <= 10 {
 				b.log.Info("topic created", "topic", tcs[i].TopicName, "queues", tcs[i].WriteQueueNums, "perm", tcs[i].Perm)
 			}
 		}
 	}
-	if n > 0 {
-		if n > 10 {
-			b.log.Info("retry topics created", "count", n)
-		}
-		b.triggerRegister()
+	if len(made) > 10 {
+		b.log.Info("retry topics created", "count", len(made))
 	}
+	b.topicsChanged(made...)
 	return nil
 }
 

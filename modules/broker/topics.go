@@ -300,6 +300,13 @@ func (t *topicTable) docLocked() topicDoc {
 	return topicDoc{DataVersion: t.version, TopicConfigTable: m}
 }
 
+// dataVersion is the table's current data version.
+func (t *topicTable) dataVersion() protocol.DataVersion {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.version
+}
+
 // snapshot returns a copy of the table and its version.
 func (t *topicTable) snapshot() protocol.TopicConfigWrapper {
 	t.mu.RLock()

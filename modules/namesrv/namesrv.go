@@ -78,6 +78,7 @@ func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, err
 	}
 	s.router.RegisterFunc(remoting.RegisterBroker, s.registerBroker)
 	s.router.RegisterFunc(remoting.UnregisterBroker, s.unregisterBroker)
+	s.router.RegisterFunc(remoting.RegisterTopicInNamesrv, s.registerTopic)
 	s.router.RegisterFunc(remoting.GetRouteInfoByTopic, s.getRouteInfoByTopic)
 	s.router.RegisterFunc(remoting.GetBrokerClusterInfo, s.getBrokerClusterInfo)
 	s.router.RegisterFunc(remoting.GetAllTopicListFromNameServer, s.getAllTopicList)

@@ -104,6 +104,7 @@ var table = func() map[int32]Rule {
 		// Cluster members.
 		kind(remoting.RegisterBroker, ClusterOnly, "a fake broker would receive the topic's messages"),
 		kind(remoting.UnregisterBroker, ClusterOnly, "it removes a broker's routes"),
+		kind(remoting.RegisterTopicInNamesrv, ClusterOnly, "a fake route would send a topic's messages to another broker"),
 		kind(remoting.QueryDataVersion, ClusterOnly, "brokers ask it before registering"),
 		kind(remoting.RegisterFilterServer, ClusterOnly, notServed),
 		kind(remoting.HAPull, ClusterOnly, "the whole commit log; a fake slave would make a SYNC_MASTER acknowledge what no replica holds"),
