@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/quivermq/quiver/core/remoting/remotingtest"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/core/transport/transporttest"
 )
@@ -22,26 +23,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testLogger logs to t.Log until the test's cleanups have run.
-func testLogger(t testing.TB) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(b, "\n")))
-	}
-	return len(b), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return remotingtest.Logger(t) }
 
 func testConfig() *Config {
 	cfg := NewConfig()
