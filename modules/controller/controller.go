@@ -12,7 +12,10 @@
 // registration whose epoch and address are not the committed ones and
 // drops a deposed master from its routes as soon as it applies the new
 // epoch, so no name server ever shows two masters for one broker name.
-// See docs/REPLICATION.md.
+// A name server answers a group's master only while its controller can
+// vouch for it (confirm.go: the current epoch confirmed with a raft
+// majority within a lease), so one cut off from the majority never
+// points clients at a deposed master. See docs/REPLICATION.md.
 package controller
 
 import (
