@@ -409,11 +409,13 @@ func mqadminAliases(run runner) []*cobra.Command {
 		brokerSel(c, &broker, &cluster)
 		return func(ctx context.Context, a *adm) error { return a.aclVersion(ctx, broker, cluster) }
 	}, run))
-	add(alias("getAclConfig", "ACL accounts per broker (acl config)", func(c *cobra.Command) func(context.Context, *adm) error {
+	getACL := alias("getAclConfig", "ACL accounts per broker (acl config)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var broker, cluster string
 		brokerSel(c, &broker, &cluster)
 		return func(ctx context.Context, a *adm) error { return a.aclConfig(ctx, broker, cluster) }
-	}, run))
+	}, run)
+	getACL.Aliases = []string{"getAccessConfigSubCommand"} // 4.9's name of the command
+	add(getACL)
 	return out
 }
 
