@@ -29,7 +29,6 @@ import (
 // server takes no config file); TestEdgeSetsMatchFile keeps them equal.
 var edgeSets = map[string][]string{
 	"common": {
-		"remoting.max_in_flight=64",
 		"broker.send_queue_capacity=512",
 		"broker.pull_bytes_max=128KiB",
 	},
