@@ -195,14 +195,14 @@ func TestConfigurationReference(t *testing.T) {
 		require.NoError(t, os.WriteFile(configRef, []byte(got), 0o644))
 		return
 	}
-	want, err := os.ReadFile(configRef)
-	require.NoError(t, err, "generate it: go test ./internal/doctest -run TestConfigurationReference -update")
-	assert.Equal(t, got, string(want), "docs/guide/configuration.md is stale: go test ./internal/doctest -run TestConfigurationReference -update")
 	for _, s := range sections {
 		for _, k := range s.keys {
-			if k.leaf {
-				assert.Contains(t, string(want), "| `"+k.path+"` |", "key %s (%s) missing", k.path, envName(k.path))
+			if k.leaf && !strings.Contains(got, "| `"+k.path+"` |") {
+				t.Errorf("key %s (%s) missing from the rendering", k.path, envName(k.path))
 			}
 		}
 	}
+	want, err := os.ReadFile(configRef)
+	require.NoError(t, err, "generate it: go test ./internal/doctest -run TestConfigurationReference -update")
+	assert.Equal(t, got, string(want), "docs/guide/configuration.md is stale after a change of config.example.yaml: regenerate it with go test ./internal/doctest -run TestConfigurationReference -update")
 }
