@@ -493,3 +493,53 @@ func liveClients(t *testing.T, ns, topic, pgroup, cgroup string) liveSet {
 	t.Cleanup(func() { pc.Shutdown(context.Background()) })
 	return liveSet{producerGroup: pgroup, consumerGroup: cgroup}
 }
+
+// TestConsoleACLInBrowser: with console.auth: acl the page asks for a
+// login; an admin account sees the ACL page, adds an account and deletes
+// it after confirming with its name; logging out asks again.
+func TestConsoleACLInBrowser(t *testing.T) {
+	b := startChromium(t)
+	ns, base := aclDev(t)
+	b.base = base
+	signed := []string{"--access-key", "adminKey01", "--secret-key", "adminSecret01"}
+
+	t.Run("login", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/acl")
+		b.waitFor(`document.getElementById("login").classList.contains("on")`, "login form")
+		b.submit("login-form", map[string]string{"accessKey": "adminKey01", "secretKey": "wrong-secret"})
+		b.waitFor(`document.getElementById("error").textContent.includes("wrong credentials")`, "wrong secret refused")
+		b.submit("login-form", map[string]string{"accessKey": "adminKey01", "secretKey": "adminSecret01"})
+		b.waitFor(`document.getElementById("mode").textContent.includes("adminKey01") && document.getElementById("acl").classList.contains("on")`, "logged in, on the page asked for")
+	})
+	t.Run("acl accounts", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/acl")
+		b.waitFor(`document.getElementById("acl-table").innerText.includes("appKey01") && document.getElementById("acl-table").innerText.includes("PUB|SUB")`, "accounts")
+		require.NotContains(t, b.text("#acl"), "appSecret01")
+	})
+	t.Run("acl account create", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/acl")
+		b.waitFor(`document.getElementById("acl-table").innerText.includes("appKey01")`, "accounts")
+		b.submit("acl-edit", map[string]string{"accessKey": "consoleKey01", "secretKey": "consoleSecret01", "defaultTopicPerm": "SUB", "topicPerms": "OrdersTopic=PUB"})
+		b.confirm(true, "")
+		b.waitFor(`document.getElementById("acl-table").innerText.includes("consoleKey01") && document.getElementById("acl-table").innerText.includes("OrdersTopic=PUB")`, "account created")
+		require.Contains(t, mqOK(t, ns, append([]string{"acl", "config"}, signed...)...), "consoleKey01")
+	})
+	t.Run("acl account delete", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/acl")
+		b.click(`#acl-table button[data-ak="consoleKey01"]`)
+		b.confirm(true, "consoleKey01")
+		b.waitFor(`document.getElementById("notice").textContent.includes("deleted account consoleKey01") && !document.getElementById("acl-table").innerText.includes("consoleKey01")`, "account deleted")
+	})
+	t.Run("logout", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/cluster")
+		b.click("#logout")
+		b.waitFor(`document.getElementById("login").classList.contains("on")`, "login asked again")
+		b.open("/topics")
+		b.waitFor(`document.getElementById("login").classList.contains("on") && !document.getElementById("topics").classList.contains("on")`, "no page without a login")
+	})
+}

@@ -214,3 +214,26 @@ func TestParseConsoleAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestConsoleHashPassword: mq console hash-password prints a bcrypt hash
+// of the stdin line (spaces kept) that console.auth accepts.
+func TestConsoleHashPassword(t *testing.T) {
+	cmd := consoleCmd()
+	var out strings.Builder
+	cmd.SetArgs([]string{"hash-password"})
+	cmd.SetIn(strings.NewReader("correct horse battery\n"))
+	cmd.SetOut(&out)
+	require.NoError(t, cmd.Execute())
+	hash := strings.TrimSpace(out.String())
+	require.NoError(t, bcrypt.CompareHashAndPassword([]byte(hash), []byte("correct horse battery")))
+	ca, err := parseConsoleAuth(hash)
+	require.NoError(t, err)
+	assert.Equal(t, consoleAuthPassword, ca.mode)
+
+	cmd = consoleCmd()
+	cmd.SetArgs([]string{"hash-password"})
+	cmd.SetIn(strings.NewReader(""))
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	assert.ErrorContains(t, cmd.Execute(), "give the password on stdin")
+}

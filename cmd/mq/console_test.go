@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/modules/retry"
+	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
 func httpJSON(t *testing.T, method, u string, form url.Values, v any) int {
@@ -167,4 +170,74 @@ func TestConsoleAPI(t *testing.T) {
 		httpJSON(t, "GET", rbase+"/api/history", nil, &h)
 		return len(h) >= 2 && h[len(h)-1].In >= 3 && h[len(h)-1].Lag[group] == 3
 	}, 10*time.Second, 20*time.Millisecond, "history samples")
+}
+
+// aclDev starts mq dev with ACL on (appKey01: a plain account that may
+// publish and subscribe; adminKey01: an admin) and its console logging
+// in with ACL accounts.
+func aclDev(t *testing.T) (ns, base string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	require.NoError(t, os.WriteFile(file, []byte(`accounts:
+  - accessKey: appKey01
+    secretKey: appSecret01
+    admin: false
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+  - accessKey: adminKey01
+    secretKey: adminSecret01
+    admin: true
+`), 0o644))
+	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+	dev := testserver.StartDev(t, testserver.Options{Sets: []string{
+		"acl.enabled=true", "acl.file=" + file, "acl.access_key=adminKey01", "acl.secret_key=adminSecret01",
+		"console.listen=" + consoleAddr, "console.auth=acl",
+	}, Sign: func(ext map[string]string, body []byte) { acl.Sign(ext, body, "adminKey01", "adminSecret01", "") }})
+	return dev.Namesrv, "http://" + consoleAddr
+}
+
+// TestConsoleACLLogin: with console.auth: acl the console needs a login
+// with an ACL account's keys, refuses a wrong secret, and acts with the
+// account's rights: a plain account may send but not create topics or
+// read the ACL; an admin may, and secrets are never shown.
+func TestConsoleACLLogin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts mq dev")
+	}
+	_, base := aclDev(t)
+	h := newConsoleHTTP(t, base)
+	var e map[string]string
+	assert.Equal(t, http.StatusUnauthorized, h.do("GET", "/api/topics", nil, nil, &e))
+	assert.Equal(t, http.StatusUnauthorized, h.do("POST", "/api/login", url.Values{"accessKey": {"appKey01"}, "secretKey": {"wrongSecret01"}}, nil, &e))
+	assert.Contains(t, e["error"], "wrong credentials")
+	assert.Equal(t, http.StatusUnauthorized, h.do("POST", "/api/login", url.Values{"accessKey": {"nobody01"}, "secretKey": {"appSecret01"}}, nil, &e))
+
+	var si sessionInfo
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/login", url.Values{"accessKey": {"appKey01"}, "secretKey": {"appSecret01"}}, nil, &si))
+	assert.Equal(t, "appKey01", si.User)
+	h.csrf = si.CSRF
+	assert.Equal(t, http.StatusBadGateway, h.do("POST", "/api/topics", url.Values{"topic": {"AclConsoleTopic"}, "mode": {"create"}}, nil, &e))
+	assert.Contains(t, e["error"], "no permission")
+	assert.Equal(t, http.StatusBadGateway, h.do("GET", "/api/acl", nil, nil, &e))
+	assert.Contains(t, e["error"], "no permission")
+
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/logout", nil, nil, &si))
+	h.csrf = si.CSRF
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/login", url.Values{"accessKey": {"adminKey01"}, "secretKey": {"adminSecret01"}}, nil, &si))
+	h.csrf = si.CSRF
+	var res map[string]any
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/topics", url.Values{"topic": {"AclConsoleTopic"}, "mode": {"create"}, "readQueues": {"1"}, "writeQueues": {"1"}}, nil, &res))
+	require.Equal(t, http.StatusOK, h.do("GET", "/api/acl", nil, nil, &res))
+	accts := res["acl"].(map[string]any)["plainAccessConfigs"].([]any)
+	require.Len(t, accts, 2)
+	for _, a := range accts {
+		assert.Empty(t, a.(map[string]any)["secretKey"], "secrets are never shown")
+	}
+
+	// The plain account may send to the topic the admin made.
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/logout", nil, nil, &si))
+	h.csrf = si.CSRF
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/login", url.Values{"accessKey": {"appKey01"}, "secretKey": {"appSecret01"}}, nil, &si))
+	h.csrf = si.CSRF
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/messages/send", url.Values{"topic": {"AclConsoleTopic"}, "body": {"from app"}}, nil, &res))
 }
