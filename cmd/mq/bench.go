@@ -100,6 +100,12 @@ type benchReport struct {
 	MaxMicros   float64 `json:"max_us"`
 	Concurrency int     `json:"concurrency"`
 	Size        int     `json:"size"`
+	// Unknown counts requests in flight when the run stopped (its
+	// duration ended or it was interrupted): the broker may or may not
+	// have stored them. Messages are acknowledged (sent, for oneway),
+	// Errors failed.
+	Unknown     int64 `json:"unknown"`
+	Interrupted bool  `json:"interrupted"`
 }
 
 func (r *benchReport) fill(n, errs, bytes int64, el time.Duration, lat *latencies) {
@@ -125,21 +131,66 @@ func printReport(w io.Writer, r *benchReport, asJSON bool) error {
 	if r.P50Micros > 0 {
 		fmt.Fprintf(w, "latency      p50 %.0fµs  p99 %.0fµs  p999 %.0fµs  max %.0fµs\n", r.P50Micros, r.P99Micros, r.P999Micros, r.MaxMicros)
 	}
+	fmt.Fprintln(w, summaryLine(r))
 	return nil
 }
 
-// progress prints a live line to stderr until stop is closed.
-func progress(stop <-chan struct{}, count *atomic.Int64, start time.Time) {
-	t := time.NewTicker(time.Second)
+// summaryLine says how a run ended: what was acknowledged, what failed
+// and what was left unknown (in flight when it stopped).
+func summaryLine(r *benchReport) string {
+	how := "finished"
+	if r.Interrupted {
+		how = "interrupted"
+	}
+	done := "acknowledged"
+	switch {
+	case r.Mode == "produce-oneway":
+		done = "sent (oneway: no acknowledgement)"
+	case r.Mode == "consume":
+		done = "received"
+	}
+	return fmt.Sprintf("summary      %s: %d %s, %d failed, %d unknown (in flight when it stopped)", how, r.Messages, done, r.Errors, r.Unknown)
+}
+
+// progressOut is where a run reports progress every interval: a live
+// line rewritten in place on a terminal, plain lines otherwise (a pipe or
+// a file gets no \r or escape codes). The zero value reports nothing.
+type progressOut struct {
+	w        io.Writer
+	tty      bool
+	interval time.Duration
+}
+
+// stderrProgress reports to stderr every second.
+func stderrProgress() progressOut {
+	return progressOut{w: os.Stderr, tty: isTerminal(os.Stderr), interval: time.Second}
+}
+
+// progress prints the count until stop is closed; done is closed when it
+// has returned.
+func progress(po progressOut, stop <-chan struct{}, done chan<- struct{}, count *atomic.Int64, start time.Time) {
+	defer close(done)
+	if po.w == nil {
+		<-stop
+		return
+	}
+	t := time.NewTicker(po.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
-			fmt.Fprint(os.Stderr, "\r\033[K")
+			if po.tty {
+				fmt.Fprint(po.w, "\r\033[K")
+			}
 			return
 		case <-t.C:
 			n := count.Load()
-			fmt.Fprintf(os.Stderr, "\r\033[K%d messages, %.0f msg/s", n, float64(n)/time.Since(start).Seconds())
+			line := fmt.Sprintf("%d messages, %.0f msg/s", n, float64(n)/time.Since(start).Seconds())
+			if po.tty {
+				fmt.Fprint(po.w, "\r\033[K"+line)
+			} else {
+				fmt.Fprintln(po.w, line)
+			}
 		}
 	}
 }
@@ -226,6 +277,7 @@ type produceFlags struct {
 	duration    time.Duration
 	mode        string
 	output      string
+	progress    progressOut
 }
 
 func benchCmd() *cobra.Command {
@@ -249,6 +301,7 @@ func benchProduceCmd() *cobra.Command {
 		Short: "Send messages as fast as the broker takes them and report throughput and latency",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.progress = stderrProgress()
 			r, err := benchProduce(cmd.Context(), f)
 			if err != nil {
 				return err
@@ -267,11 +320,11 @@ func benchProduceCmd() *cobra.Command {
 	return cmd
 }
 
-func benchProduce(ctx context.Context, f *produceFlags) (*benchReport, error) {
+func benchProduce(parent context.Context, f *produceFlags) (*benchReport, error) {
 	if f.concurrency < 1 || f.size < 1 {
 		return nil, errors.New("bench: --concurrency and --size must be positive")
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.duration)
+	ctx, cancel := context.WithTimeout(parent, f.duration)
 	defer cancel()
 	clients := make([]*remoting.Client, f.concurrency)
 	for i := range clients {
@@ -287,12 +340,12 @@ func benchProduce(ctx context.Context, f *produceFlags) (*benchReport, error) {
 		body[i] = byte('a' + i%26)
 	}
 	lat := newLatencies()
-	var sent, errs, budget atomic.Int64
+	var sent, errs, unknown, budget atomic.Int64
 	budget.Store(f.count)
 	take := func() bool { return f.count == 0 || budget.Add(-1) >= 0 }
 	start := time.Now()
-	stop := make(chan struct{})
-	go progress(stop, &sent, start)
+	stop, progressDone := make(chan struct{}), make(chan struct{})
+	go progress(f.progress, stop, progressDone, &sent, start)
 	var wg sync.WaitGroup
 	inflight := 1
 	if f.mode == "async" {
@@ -316,7 +369,11 @@ func benchProduce(ctx context.Context, f *produceFlags) (*benchReport, error) {
 					t0 := time.Now()
 					if f.mode == "oneway" {
 						if err := c.InvokeOneway(ctx, q.addr, req); err != nil {
-							errs.Add(1)
+							if ctx.Err() != nil {
+								unknown.Add(1) // written or not when the run stopped
+							} else {
+								errs.Add(1)
+							}
 							continue
 						}
 						sent.Add(1)
@@ -325,10 +382,12 @@ func benchProduce(ctx context.Context, f *produceFlags) (*benchReport, error) {
 					rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 					resp, err := c.Invoke(rctx, q.addr, req)
 					rcancel()
+					if err != nil && ctx.Err() != nil {
+						unknown.Add(1) // in flight when the run stopped: stored or not
+						continue
+					}
 					if err != nil || resp.Code != remoting.Success {
-						if ctx.Err() == nil {
-							errs.Add(1)
-						}
+						errs.Add(1)
 						continue
 					}
 					lat.record(time.Since(t0))
@@ -339,8 +398,9 @@ func benchProduce(ctx context.Context, f *produceFlags) (*benchReport, error) {
 	}
 	wg.Wait()
 	close(stop)
+	<-progressDone
 	el := time.Since(start)
-	r := &benchReport{Mode: "produce-" + f.mode, Concurrency: f.concurrency, Size: f.size}
+	r := &benchReport{Mode: "produce-" + f.mode, Concurrency: f.concurrency, Size: f.size, Unknown: unknown.Load(), Interrupted: parent.Err() != nil}
 	n := sent.Load()
 	var l *latencies
 	if f.mode != "oneway" {
@@ -439,6 +499,7 @@ type consumeFlags struct {
 	batch       int
 	duration    time.Duration
 	output      string
+	progress    progressOut
 }
 
 func benchConsumeCmd() *cobra.Command {
@@ -448,6 +509,7 @@ func benchConsumeCmd() *cobra.Command {
 		Short: "Pull a topic's backlog from every queue with N consumers and report throughput and pull latency",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.progress = stderrProgress()
 			r, err := benchConsume(cmd.Context(), f)
 			if err != nil {
 				return err
@@ -468,11 +530,11 @@ func benchConsumeCmd() *cobra.Command {
 
 // benchConsume reads every queue of the topic from its min offset to the
 // max it had at the start; each pull is timed.
-func benchConsume(ctx context.Context, f *consumeFlags) (*benchReport, error) {
+func benchConsume(parent context.Context, f *consumeFlags) (*benchReport, error) {
 	if f.concurrency < 1 || f.batch < 1 {
 		return nil, errors.New("bench: --concurrency and --batch must be positive")
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.duration)
+	ctx, cancel := context.WithTimeout(parent, f.duration)
 	defer cancel()
 	a := newAdmin(f.namesrv, 10*time.Second)
 	defer a.Close()
@@ -510,11 +572,11 @@ func benchConsume(ctx context.Context, f *consumeFlags) (*benchReport, error) {
 		}
 	}
 	lat := newLatencies()
-	var got, errs, bytes, budget atomic.Int64
+	var got, errs, unknown, bytes, budget atomic.Int64
 	budget.Store(f.count)
 	start := time.Now()
-	stop := make(chan struct{})
-	go progress(stop, &got, start)
+	stop, progressDone := make(chan struct{}), make(chan struct{})
+	go progress(f.progress, stop, progressDone, &got, start)
 	var wg sync.WaitGroup
 	for c := 0; c < f.concurrency; c++ {
 		wg.Add(1)
@@ -535,7 +597,9 @@ func benchConsume(ctx context.Context, f *consumeFlags) (*benchReport, error) {
 					resp, err := cl.Invoke(rctx, s.addr, req)
 					rcancel()
 					if err != nil {
-						if ctx.Err() == nil {
+						if ctx.Err() != nil {
+							unknown.Add(1) // a pull cut short: nothing is committed
+						} else {
 							errs.Add(1)
 						}
 						break
@@ -560,7 +624,8 @@ func benchConsume(ctx context.Context, f *consumeFlags) (*benchReport, error) {
 	}
 	wg.Wait()
 	close(stop)
-	r := &benchReport{Mode: "consume", Concurrency: f.concurrency, Size: f.batch}
+	<-progressDone
+	r := &benchReport{Mode: "consume", Concurrency: f.concurrency, Size: f.batch, Unknown: unknown.Load(), Interrupted: parent.Err() != nil}
 	r.fill(got.Load(), errs.Load(), bytes.Load(), time.Since(start), lat)
 	return r, nil
 }

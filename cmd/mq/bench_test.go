@@ -1,7 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +110,117 @@ func TestBenchProduceOverQUIC(t *testing.T) {
 	assert.Zero(t, r.Errors)
 	assert.Equal(t, "quic://127.0.0.1:1", withScheme("quic://127.0.0.1:9876", "127.0.0.1:1"))
 	assert.Equal(t, "127.0.0.1:1", withScheme("127.0.0.1:9876", "127.0.0.1:1"))
+}
+
+// TestBenchProgressNotATerminal: with its output on a pipe (TCGETS fails)
+// mq bench prints plain progress lines, no \r and no escape codes; the
+// summary line gives acknowledged, failed and unknown.
+func TestBenchProgressNotATerminal(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	assert.False(t, isTerminal(pw), "a pipe is no terminal")
+	var lines bytes.Buffer
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&lines, pr); close(copied) }()
+
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen="}})
+	f := &produceFlags{namesrv: srv.Namesrv, topic: "BenchPlain", size: 64, concurrency: 2, count: 0, duration: 400 * time.Millisecond, mode: "sync",
+		progress: progressOut{w: pw, tty: isTerminal(pw), interval: 20 * time.Millisecond}}
+	r, err := benchProduce(context.Background(), f)
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	<-copied
+	out := lines.String()
+	assert.NotContains(t, out, "\r")
+	assert.NotContains(t, out, "\x1b")
+	progressLine := regexp.MustCompile(`^\d+ messages, \d+ msg/s$`)
+	var n int
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		assert.Regexp(t, progressLine, l)
+		n++
+	}
+	assert.GreaterOrEqual(t, n, 2, "a line per interval:\n%s", out)
+	assert.Positive(t, r.Messages)
+	assert.False(t, r.Interrupted, "the duration ran out: finished")
+
+	var rep bytes.Buffer
+	require.NoError(t, printReport(&rep, r, false))
+	assert.Contains(t, rep.String(), fmt.Sprintf("summary      finished: %d acknowledged, %d failed, %d unknown (in flight when it stopped)\n", r.Messages, r.Errors, r.Unknown))
+	var js map[string]any
+	rep.Reset()
+	require.NoError(t, printReport(&rep, r, true))
+	require.NoError(t, json.Unmarshal(rep.Bytes(), &js))
+	assert.EqualValues(t, r.Unknown, js["unknown"])
+	assert.Equal(t, false, js["interrupted"])
+
+	// A terminal gets the line rewritten in place, and cleared at the end.
+	tty := &lockedBuffer{}
+	stop, done := make(chan struct{}), make(chan struct{})
+	var count atomic.Int64
+	count.Store(7)
+	go progress(progressOut{w: tty, tty: true, interval: time.Millisecond}, stop, done, &count, time.Now())
+	require.Eventually(t, func() bool { return strings.Contains(tty.String(), "7 messages") }, 5*time.Second, time.Millisecond)
+	close(stop)
+	<-done
+	assert.True(t, strings.HasPrefix(tty.String(), "\r\x1b[K7 messages"), "%q", tty.String())
+	assert.True(t, strings.HasSuffix(tty.String(), "\r\x1b[K"), "%q", tty.String())
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a goroutine writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestBenchInterrupted: a run whose context is cancelled (SIGINT in mq)
+// ends with a report saying so, and its figures bound what the broker
+// stored: acknowledged <= stored <= acknowledged + unknown.
+func TestBenchInterrupted(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen="}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &produceFlags{namesrv: srv.Namesrv, topic: "BenchInterrupted", size: 64, concurrency: 2, count: 0, duration: time.Minute, mode: "async"}
+	res := make(chan *benchReport, 1)
+	go func() {
+		r, err := benchProduce(ctx, f)
+		assert.NoError(t, err)
+		res <- r
+	}()
+	a := newAdmin(srv.Namesrv, 5*time.Second)
+	defer a.Close()
+	stored := func() int64 {
+		qs, err := (&adm{admin: a, opts: &adminOpts{output: "json"}, w: io.Discard}).topicStatus(context.Background(), f.topic)
+		if err != nil {
+			return -1
+		}
+		var n int64
+		for _, q := range qs {
+			n += q.MaxOffset
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return stored() >= 200 }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	r := <-res
+	assert.True(t, r.Interrupted)
+	assert.Zero(t, r.Errors)
+	got := stored()
+	assert.GreaterOrEqual(t, got, r.Messages, "every acknowledged message is stored")
+	assert.LessOrEqual(t, got, r.Messages+r.Unknown, "what is stored beyond the acknowledged was in flight: counted unknown")
+	var rep bytes.Buffer
+	require.NoError(t, printReport(&rep, r, false))
+	assert.Contains(t, rep.String(), fmt.Sprintf("summary      interrupted: %d acknowledged, 0 failed, %d unknown", r.Messages, r.Unknown))
 }
