@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 	"maps"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/quivermq/quiver/core/protocol"
@@ -48,18 +47,15 @@ func (b *Broker) registerAll(ctx context.Context, periodic bool) {
 		return
 	}
 	b.treg.mu.Lock()
-	b.treg.periods++
-	if b.treg.periods >= fullEvery {
-		periodic, b.treg.periods = false, 0
+	if periodic {
+		b.treg.periods++
+		if b.treg.periods >= fullEvery {
+			periodic, b.treg.periods = false, 0
+		}
 	}
 	held := maps.Clone(b.treg.announced)
 	b.treg.mu.Unlock()
 	dv := b.topics.dataVersion()
-	var body protocol.RegisterBrokerBody
-	encode := sync.OnceValues(func() ([]byte, error) {
-		body = protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
-		return json.Marshal(&body)
-	})
 	// In parallel, as Java's registerBrokerAll does: a name server that
 	// is slow to answer (one whose failover controller waits to apply a
 	// new epoch, or one cut off by a partition) does not hold back the
@@ -72,12 +68,16 @@ func (b *Broker) registerAll(ctx context.Context, periodic bool) {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			defer b.regBusy.Delete(ns)
+			defer b.doneAt(ns)
 			if v, known := held[ns]; periodic && known && v == dv && b.unchangedAt(ctx, ns, role, dv) {
 				b.treg.digests.Add(1)
 				return
 			}
-			raw, err := encode()
+			// The whole table covers the topics waiting to be registered
+			// one by one there (taken before the table is copied).
+			b.takePending(ns)
+			body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
+			raw, err := json.Marshal(&body)
 			if err != nil {
 				b.log.Error("encode registration", "err", err)
 				return

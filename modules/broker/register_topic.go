@@ -31,8 +31,9 @@ const maxIncremental = 256
 type topicRegs struct {
 	now chan struct{} // pending topics to register
 
-	mu      sync.Mutex
-	pending map[string]struct{}
+	mu sync.Mutex
+	// pending is, per name server, the topics still to register there.
+	pending map[string]map[string]struct{}
 	// announced is, per name server, the data version it took in the last
 	// registration that succeeded there; absent when unknown.
 	announced map[string]protocol.DataVersion
@@ -47,78 +48,109 @@ type topicRegs struct {
 
 func (r *topicRegs) init() {
 	r.now = make(chan struct{}, 1)
-	r.pending = map[string]struct{}{}
+	r.pending = map[string]map[string]struct{}{}
 	r.announced = map[string]protocol.DataVersion{}
 	r.unsupported = map[string]bool{}
 }
 
 // topicsChanged registers the named topics with the name servers soon.
 func (b *Broker) topicsChanged(names ...string) {
-	if len(names) == 0 {
+	if len(names) == 0 || len(b.cfg.Namesrv) == 0 {
 		return
 	}
+	many := false
 	b.treg.mu.Lock()
-	for _, n := range names {
-		b.treg.pending[n] = struct{}{}
+	for _, ns := range b.cfg.Namesrv {
+		p := b.treg.pending[ns]
+		if p == nil {
+			p = map[string]struct{}{}
+			b.treg.pending[ns] = p
+		}
+		for _, n := range names {
+			p[n] = struct{}{}
+		}
+		many = many || len(p) > maxIncremental
 	}
-	many := len(b.treg.pending) > maxIncremental
 	b.treg.mu.Unlock()
 	if many {
 		b.triggerRegister()
 		return
 	}
+	b.kickTopics()
+}
+
+// kickTopics wakes the registration loop for pending topics.
+func (b *Broker) kickTopics() {
 	select {
 	case b.treg.now <- struct{}{}:
 	default:
 	}
 }
 
-// registerTopics registers the pending topics with every name server.
-func (b *Broker) registerTopics(ctx context.Context) {
+// takePending removes and returns ns's pending topics.
+func (b *Broker) takePending(ns string) []string {
 	b.treg.mu.Lock()
-	names := make([]string, 0, len(b.treg.pending))
-	for n := range b.treg.pending {
-		names = append(names, n)
+	defer b.treg.mu.Unlock()
+	p := b.treg.pending[ns]
+	if len(p) == 0 {
+		return nil
 	}
-	clear(b.treg.pending)
-	b.treg.mu.Unlock()
+	out := make([]string, 0, len(p))
+	for n := range p {
+		out = append(out, n)
+	}
+	delete(b.treg.pending, ns)
+	return out
+}
+
+// hasPending reports whether topics wait to be registered at ns.
+func (b *Broker) hasPending(ns string) bool {
+	b.treg.mu.Lock()
+	defer b.treg.mu.Unlock()
+	return len(b.treg.pending[ns]) > 0
+}
+
+// registerTopics registers the pending topics with every name server that
+// has no registration in flight; a name server that has one gets them when
+// it finishes (doneAt).
+func (b *Broker) registerTopics(ctx context.Context) {
 	role := b.Role()
-	if len(names) == 0 || len(b.cfg.Namesrv) == 0 || role.Hidden || role.ID != protocol.MasterID {
-		return // slaves' topics are not routed
-	}
-	if len(names) > maxIncremental {
-		b.registerAll(ctx, false)
-		return
-	}
-	next := b.topics.dataVersion()
-	var qds []protocol.TopicConfig
-	for _, n := range names {
-		if c, ok := b.topics.get(n); ok {
-			qds = append(qds, *c)
+	if len(b.cfg.Namesrv) == 0 || role.Hidden || role.ID != protocol.MasterID {
+		for _, ns := range b.cfg.Namesrv {
+			b.takePending(ns) // slaves' topics are not routed
 		}
+		return
 	}
 	full := false
 	for _, ns := range b.cfg.Namesrv {
 		b.treg.mu.Lock()
 		prev, known := b.treg.announced[ns]
 		unsupported := b.treg.unsupported[ns]
+		n := len(b.treg.pending[ns])
 		b.treg.mu.Unlock()
-		if unsupported {
+		if n == 0 {
+			continue
+		}
+		if unsupported || n > maxIncremental {
 			full = true
 			continue
 		}
 		if _, busy := b.regBusy.LoadOrStore(ns, true); busy {
-			// A registration is in flight there (perhaps from before
-			// these changes): the next periodic one finds the version
-			// changed and sends the whole table.
-			b.forget(ns)
-			continue
+			continue // doneAt kicks again when that registration ends
+		}
+		names := b.takePending(ns)
+		next := b.topics.dataVersion()
+		var tcs []protocol.TopicConfig
+		for _, n := range names {
+			if c, ok := b.topics.get(n); ok {
+				tcs = append(tcs, *c)
+			}
 		}
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			defer b.regBusy.Delete(ns)
-			switch b.registerTopicsAt(ctx, ns, qds, prev, known, next) {
+			defer b.doneAt(ns)
+			switch b.registerTopicsAt(ctx, ns, tcs, prev, known, next) {
 			case registered:
 				b.treg.mu.Lock()
 				b.treg.announced[ns] = next
@@ -133,6 +165,14 @@ func (b *Broker) registerTopics(ctx context.Context) {
 	}
 	if full {
 		b.registerAll(ctx, false)
+	}
+}
+
+// doneAt ends a registration in flight at ns and kicks the pending topics.
+func (b *Broker) doneAt(ns string) {
+	b.regBusy.Delete(ns)
+	if b.hasPending(ns) {
+		b.kickTopics()
 	}
 }
 
