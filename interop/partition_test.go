@@ -794,7 +794,6 @@ func TestPartitions(t *testing.T) {
 		d := time.Duration(500+randInt(int(pp.maxHold/time.Millisecond)-500)) * time.Millisecond
 		kind := randInt(3)
 		m := masterIdx(g)
-		cutAt = time.Now()
 		switch kind {
 		case 0:
 			lab.isolate(m)
@@ -812,7 +811,11 @@ func TestPartitions(t *testing.T) {
 		t.Logf("PARTITION: random round %d: kind %d for %s", r, kind, d)
 		hold(d)
 		lab.heal()
-		g = stable(fmt.Sprintf("random round %d", r))
+		healAt := time.Now()
+		ng := stable(fmt.Sprintf("random round %d", r))
+		t.Logf("PARTITION: random round %d: epoch %d → %d, stable %s after the heal (2 s of it the stability window)", r, g.Epoch, ng.Epoch,
+			time.Since(healAt).Round(time.Millisecond))
+		g = ng
 	}
 
 	close(stop)
