@@ -13,6 +13,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/store/migrate"
@@ -123,6 +124,11 @@ func runMigrate(cmd *cobra.Command, g *globalFlags, f *migrateFlags) error {
 	if err != nil {
 		return fmt.Errorf("store migrate: %w (run the same command again to resume)", err)
 	}
+	journals, err := copyJournals(from, to)
+	if err != nil {
+		return fmt.Errorf("store migrate: %w (run the same command again to resume)", err)
+	}
+	rep.Meta = append(rep.Meta, journals...)
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "migrated %s (%s) to %s (%s): %d queues, %d messages, %s in %s\n",
 		from, f.fromEngine, to, f.toEngine, rep.Queues, rep.Messages, config.ByteSize(rep.Bytes), rep.Elapsed.Round(time.Millisecond))
@@ -145,6 +151,31 @@ func printProgress(w io.Writer, p migrate.Progress) {
 		pct = float64(p.Messages) * 100 / float64(p.Total)
 	}
 	fmt.Fprintf(w, "\r%-8s %d/%d messages (%.1f%%) %s   ", p.Phase, p.Messages, p.Total, pct, config.ByteSize(p.Bytes))
+}
+
+// copyJournals copies the broker's metadata journals (config/*.journal:
+// topic and subscription-group changes not yet folded into their
+// documents, as after a crash) next to the documents just copied, which
+// name the last journal record they hold, so the target broker replays
+// exactly what they lack. The copies are made durable.
+func copyJournals(from, to string) ([]string, error) {
+	files, _ := filepath.Glob(filepath.Join(from, "config", "*.journal"))
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("copy journal %s: %w", f, err)
+		}
+		dir := filepath.Join(to, "config")
+		if err := durable.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("copy journal %s: %w", f, err)
+		}
+		if err := durable.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			return nil, fmt.Errorf("copy journal %s: %w", f, err)
+		}
+		out = append(out, filepath.Base(f))
+	}
+	return out, nil
 }
 
 // metaNames are the documents to copy from a source that cannot list its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -32,6 +33,10 @@ func TestStoreMigrate(t *testing.T) {
 	require.NoError(t, src.SaveMeta("consumerOffset", []byte(`{"offsetTable":{}}`)))
 	require.NoError(t, src.SaveMeta("custom", []byte(`{}`)))
 	require.NoError(t, src.Close())
+	// A broker's journal of topic changes not yet folded into topics (as
+	// after a crash) goes with the documents.
+	journal := []byte("journal bytes")
+	require.NoError(t, os.WriteFile(filepath.Join(a, "config", "topics.journal"), journal, 0o644))
 
 	run := func(args ...string) (string, error) {
 		cmd := newRootCmd()
@@ -46,6 +51,10 @@ func TestStoreMigrate(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "50 messages")
 	assert.Contains(t, out, "consumerOffset, custom")
+	assert.Contains(t, out, "topics.journal")
+	got, err := os.ReadFile(filepath.Join(b, "config", "topics.journal"))
+	require.NoError(t, err)
+	assert.Equal(t, journal, got)
 	out, err = run("store", "migrate", "--from-engine", "pebble", "--from", b, "--to-engine", "commitlog", "--to", c)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "store timestamps were not kept")
