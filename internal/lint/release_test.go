@@ -246,8 +246,31 @@ func TestSystemdUnits(t *testing.T) {
 				assert.True(t, sawConfig, "%q reads no configuration under /etc/quiver", c)
 				checkConfig(t, bin, t.TempDir(), nil, args)
 			}
+			verifyUnit(t, u, bin)
 		})
 	}
+}
+
+// verifyUnit runs `systemd-analyze verify` on a copy of the unit whose
+// mq is the binary built here, where systemd-analyze is installed: it
+// names unknown directives and bad values (which systemd would only log
+// and ignore), so any output fails.
+func verifyUnit(t *testing.T, unit, bin string) {
+	t.Helper()
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Logf("systemd-analyze not installed: %s not verified by systemd", filepath.Base(unit))
+		return
+	}
+	raw, err := os.ReadFile(unit)
+	require.NoError(t, err)
+	cp := filepath.Join(t.TempDir(), filepath.Base(unit))
+	require.NoError(t, os.WriteFile(cp, []byte(strings.ReplaceAll(string(raw), "/usr/local/bin/mq", bin)), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, sa, "verify", cp).CombinedOutput()
+	assert.NoError(t, err, "systemd-analyze verify %s: %s", filepath.Base(unit), out)
+	assert.Empty(t, strings.TrimSpace(string(out)), "systemd-analyze verify %s", filepath.Base(unit))
 }
 
 // dockerfile is what TestDockerfileCommands reads from the Dockerfile.
