@@ -18,7 +18,8 @@ package main
 //     logged-in session (401). An ACL login is checked against a broker
 //     and the console then signs that session's requests with the
 //     account's keys, so the account's permissions bound what it may do.
-//     A login rotates the session id.
+//     A login rotates the session id; 20 failed logins a minute from one
+//     address are answered with 429.
 //   - Responses forbid framing and inline scripts (CSP), so the page
 //     cannot be clickjacked into confirming an action.
 
@@ -100,11 +101,11 @@ type consoleSessions struct {
 
 	mu     sync.Mutex
 	logins map[string]*consoleLogin
-	fails  []time.Time // failed logins of the last minute
+	fails  map[string][]time.Time // failed logins of the last minute by client IP
 }
 
 func newConsoleSessions() *consoleSessions {
-	return &consoleSessions{key: []byte(randToken()), logins: map[string]*consoleLogin{}}
+	return &consoleSessions{key: []byte(randToken()), logins: map[string]*consoleLogin{}, fails: map[string][]time.Time{}}
 }
 
 func randToken() string {
@@ -160,24 +161,42 @@ func (s *consoleSessions) drop(id string) {
 	delete(s.logins, id)
 }
 
-// throttled reports whether too many logins failed in the last minute;
-// failed records one failure.
-func (s *consoleSessions) throttled() bool {
+// throttled reports whether too many logins from ip failed in the last
+// minute; failed records one failure.
+func (s *consoleSessions) throttled(ip string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cut := time.Now().Add(-time.Minute)
-	i := 0
-	for i < len(s.fails) && s.fails[i].Before(cut) {
-		i++
+	for k, ts := range s.fails {
+		i := 0
+		for i < len(ts) && ts[i].Before(cut) {
+			i++
+		}
+		if i == len(ts) {
+			delete(s.fails, k)
+		} else {
+			s.fails[k] = ts[i:]
+		}
 	}
-	s.fails = s.fails[i:]
-	return len(s.fails) >= 20
+	return len(s.fails[ip]) >= 20
 }
 
-func (s *consoleSessions) failed() {
+func (s *consoleSessions) failed(ip string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fails = append(s.fails, time.Now())
+	if len(s.fails) >= 10000 { // bounded memory: forget the oldest state
+		clear(s.fails)
+	}
+	s.fails[ip] = append(s.fails[ip], time.Now())
+}
+
+// clientIP is the host part of r's remote address.
+func clientIP(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
 }
 
 // sessionID is the request's session cookie, "" when it has none.
@@ -330,7 +349,7 @@ func (c *consoleServer) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "console: no login configured (console.auth)")
 		return
 	}
-	if c.sessions.throttled() {
+	if c.sessions.throttled(clientIP(r)) {
 		writeJSONError(w, http.StatusTooManyRequests, "console: too many failed logins, try again in a minute")
 		return
 	}
@@ -352,7 +371,7 @@ func (c *consoleServer) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.log.Warn("console: login refused", "remote", r.RemoteAddr, "user", l.user, "err", err)
 		if errors.Is(err, errBadLogin) {
-			c.sessions.failed()
+			c.sessions.failed(clientIP(r))
 			writeJSONError(w, http.StatusUnauthorized, "console: login refused: "+err.Error())
 			return
 		}

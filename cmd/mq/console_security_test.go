@@ -237,3 +237,18 @@ func TestConsoleHashPassword(t *testing.T) {
 	cmd.SetErr(io.Discard)
 	assert.ErrorContains(t, cmd.Execute(), "give the password on stdin")
 }
+
+// TestConsoleLoginThrottle: 20 failed logins a minute from one address
+// are answered with 429, even with the right password.
+func TestConsoleLoginThrottle(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
+	require.NoError(t, err)
+	base := startTestConsole(t, false, string(hash))
+	h := newConsoleHTTP(t, base)
+	for i := 0; i < 20; i++ {
+		require.Equal(t, http.StatusUnauthorized, h.do("POST", "/api/login", url.Values{"password": {"wrong"}}, nil, nil))
+	}
+	var e map[string]string
+	assert.Equal(t, http.StatusTooManyRequests, h.do("POST", "/api/login", url.Values{"password": {"right"}}, nil, &e))
+	assert.Contains(t, e["error"], "too many failed logins")
+}
