@@ -48,8 +48,9 @@ func httpJSON(t *testing.T, method, u string, form url.Values, v any) int {
 
 // TestConsoleAPI drives the console of a live mq dev over HTTP: the page,
 // the topic and the group with its lag, a key search showing the body, and
-// a DLQ resend whose message reaches the retry topic. (No browser test:
-// chromedp is not in go.mod and no Chromium is installed here.)
+// a DLQ resend whose message reaches the retry topic, an offset reset
+// (refused from another origin) and a read-only console refusing actions.
+// The page itself: console_browser_test.go.
 func TestConsoleAPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts mq dev")
