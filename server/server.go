@@ -156,6 +156,9 @@ func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
 		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
 			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
 			l.UseLogLevel(slog.LevelDebug)
+			// fx's failures are the caller's to report (mq prints one
+			// line per problem); their chain is for debugging.
+			l.UseErrorLevel(slog.LevelDebug)
 			return l
 		}),
 		fx.StartTimeout(30 * time.Second),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
 )
 
@@ -194,4 +196,21 @@ func TestStartErrorDebugKeepsChain(t *testing.T) {
 	require.GreaterOrEqual(t, len(lines), 2, stderr)
 	assert.Equal(t, fmt.Sprintf("mq: broker.listen %s is in use (set broker.listen or stop the other process)", busy.Addr()), lines[0])
 	assert.Contains(t, stderr, "(debug)")
+}
+
+// TestStartErrorWholeStderr runs the mq binary: a busy port prints one
+// line on stderr and nothing else (fx's own failure logs are debug).
+func TestStartErrorWholeStderr(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testserver.Binary(t), "namesrv", "--set", "namesrv.listen="+busy.Addr().String())
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.Error(t, cmd.Run())
+	require.NoError(t, ctx.Err())
+	assert.Equal(t, fmt.Sprintf("mq: namesrv.listen %s is in use (set namesrv.listen or stop the other process)\n", busy.Addr()), stderr.String())
 }
