@@ -163,6 +163,7 @@ func configKeys() []configKey {
 		sizeKey("pull_bytes_max", "maxTransferBytesOnMessageInMemory", func(c *Config) *config.ByteSize { return &c.PullBytesMax }),
 		durKey("rebalance_lock_max_live_time", "", func(c *Config) *time.Duration { return &c.RebalanceLockMaxLiveTime }, false),
 		durKey("busy_timeout", "waitTimeMillsInSendQueue", func(c *Config) *time.Duration { return &c.BusyTimeout }, true),
+		durKey("store_busy_timeout", "osPageCacheBusyTimeOutMills", func(c *Config) *time.Duration { return &c.StoreBusyTimeout }, true),
 		fixed("send_queue_capacity", "sendThreadPoolQueueCapacity", func(c *Config) string { return strconv.Itoa(c.SendQueueCapacity) }),
 	}
 }
@@ -306,7 +307,7 @@ func (b *Broker) UpdateConfig(props map[string]string) ([]string, error) {
 		return nil, &ConfigUpdateError{Code: remoting.SystemError, Reason: err.Error()}
 	}
 	b.rt.live.Store(&next)
-	b.gate.setBusyTimeout(next.BusyTimeout)
+	b.gate.setBusyTimeout(next.BusyTimeout, next.StoreBusyTimeout)
 	b.rt.stampLocked(b.obs.bootMs)
 	b.rt.counter++
 	b.rt.stamp = nowMs()

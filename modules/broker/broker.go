@@ -132,7 +132,7 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		registerNow: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 	}
 	b.treg.init()
-	b.gate = newSendGate(cfg.SendQueueCapacity, cfg.BusyTimeout, newQuotas(cfg.Quota))
+	b.gate = newSendGate(cfg.SendQueueCapacity, cfg.BusyTimeout, cfg.StoreBusyTimeout, newQuotas(cfg.Quota))
 	b.tagsCode = message.TagsCode
 	if tc, ok := deps.Filters[filter.TypeTag].(filter.TagsCoder); ok {
 		b.tagsCode = tc.TagsCode

@@ -59,9 +59,14 @@ type Config struct {
 	// RebalanceLockMaxLiveTime is how long an orderly consumer's queue lock
 	// lasts without renewal (Java rocketmq.broker.rebalance.lockMaxLiveTime).
 	RebalanceLockMaxLiveTime time.Duration `koanf:"rebalance_lock_max_live_time"`
-	// BusyTimeout sheds a send (SYSTEM_BUSY) that waited this long for a
-	// slot, or that arrives while a store write has been stuck this long.
+	// BusyTimeout sheds a send (SYSTEM_BUSY, [TIMEOUT_CLEAN_QUEUE]) that
+	// waited this long for a slot (Java waitTimeMillsInSendQueue).
 	BusyTimeout time.Duration `koanf:"busy_timeout"`
+	// StoreBusyTimeout sheds a send (SYSTEM_BUSY, [PC_SYNCHRONIZED]) that
+	// arrives while a store write has been stuck this long (Java
+	// osPageCacheBusyTimeOutMills, 1 s): an fsync that stalls for a few
+	// hundred milliseconds on a loaded disk is not yet overload.
+	StoreBusyTimeout time.Duration `koanf:"store_busy_timeout"`
 	// SendQueueCapacity bounds the sends held at once.
 	SendQueueCapacity int `koanf:"send_queue_capacity"`
 	// Quota holds optional per-topic and per-producer-group rate limits.
@@ -77,7 +82,7 @@ func NewConfig() *Config {
 		ClientExpiry: 120 * time.Second, ScanInterval: 10 * time.Second,
 		OffsetFlushInterval: 5 * time.Second, MaxMessageSize: 4 << 20,
 		PullBatchMax: 1024, PullBytesMax: 256 << 10, RebalanceLockMaxLiveTime: 60 * time.Second,
-		BusyTimeout: 200 * time.Millisecond, SendQueueCapacity: 10000,
+		BusyTimeout: 200 * time.Millisecond, StoreBusyTimeout: time.Second, SendQueueCapacity: 10000,
 	}
 }
 
@@ -135,6 +140,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BusyTimeout <= 0 {
 		errs.Add("broker.busy_timeout", "must be positive")
+	}
+	if c.StoreBusyTimeout <= 0 {
+		errs.Add("broker.store_busy_timeout", "must be positive")
 	}
 	if c.SendQueueCapacity < 1 {
 		errs.Add("broker.send_queue_capacity", "must be at least 1")

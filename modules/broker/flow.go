@@ -20,11 +20,12 @@ const (
 // sendGate bounds the sends a broker holds at once and sheds load when the
 // store cannot keep up: a send that waited longer than busyTimeout for a
 // slot, or arrives while a store write has been stuck for longer than
-// busyTimeout, is answered SYSTEM_BUSY at once instead of queueing without
-// bound. Pulls and heartbeats never pass through it.
+// storeBusyTimeout, is answered SYSTEM_BUSY at once instead of queueing
+// without bound. Pulls and heartbeats never pass through it.
 type sendGate struct {
 	slots       chan struct{}
 	busyTimeout atomic.Int64 // nanoseconds; UPDATE_BROKER_CONFIG may change it
+	storeBusy   atomic.Int64 // nanoseconds: the store-latency guard
 	now         func() time.Time
 
 	inflight     atomic.Int64
@@ -39,9 +40,10 @@ type sendGate struct {
 	storeErrLog logLimiter
 }
 
-func newSendGate(capacity int, busyTimeout time.Duration, q *quotas) *sendGate {
+func newSendGate(capacity int, busyTimeout, storeBusyTimeout time.Duration, q *quotas) *sendGate {
 	g := &sendGate{slots: make(chan struct{}, capacity), now: time.Now, quotas: q}
 	g.busyTimeout.Store(int64(busyTimeout))
+	g.storeBusy.Store(int64(storeBusyTimeout))
 	g.lastProgress.Store(time.Now().UnixNano())
 	return g
 }
@@ -56,9 +58,9 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 		g.busyQuota.Add(1)
 		return nil, remoting.NewResponse(req, remoting.SystemBusy, fmt.Sprintf(busyQuotaRemark, what, limit))
 	}
-	// The store-latency guard: a write stuck longer than busyTimeout means
+	// The store-latency guard: a write stuck longer than storeBusy means
 	// the disk is not keeping up; queueing more would only add latency.
-	if g.inflight.Load() > 0 && g.now().Sub(time.Unix(0, g.lastProgress.Load())) > time.Duration(g.busyTimeout.Load()) {
+	if g.inflight.Load() > 0 && g.now().Sub(time.Unix(0, g.lastProgress.Load())) > time.Duration(g.storeBusy.Load()) {
 		g.busyStore.Add(1)
 		return nil, remoting.NewResponse(req, remoting.SystemBusy, busyStoreRemark)
 	}
@@ -88,10 +90,11 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 	}, nil
 }
 
-// setBusyTimeout changes the threshold at run time (UPDATE_BROKER_CONFIG).
-func (g *sendGate) setBusyTimeout(d time.Duration) {
+// setBusyTimeout changes the thresholds at run time (UPDATE_BROKER_CONFIG).
+func (g *sendGate) setBusyTimeout(queue, store time.Duration) {
 	if g != nil {
-		g.busyTimeout.Store(int64(d))
+		g.busyTimeout.Store(int64(queue))
+		g.storeBusy.Store(int64(store))
 	}
 }
 

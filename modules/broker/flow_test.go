@@ -63,6 +63,7 @@ func startSlowBroker(t *testing.T, mod func(*Config)) (*harness, *slowStore) {
 func TestSlowStoreShedsSends(t *testing.T) {
 	h, st := startSlowBroker(t, func(c *Config) {
 		c.BusyTimeout = 100 * time.Millisecond
+		c.StoreBusyTimeout = 300 * time.Millisecond
 		c.SendQueueCapacity = 4
 	})
 	for i := 0; i < 20; i++ {
@@ -127,6 +128,7 @@ func TestSlowStoreShedsSends(t *testing.T) {
 	assert.Less(t, int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc), int64(64<<20), "memory stays bounded")
 	fs := h.b.FlowStats()
 	assert.Equal(t, busy.Load(), fs.BusyQueue+fs.BusyStore)
+	assert.Positive(t, fs.BusyStore, "the store-latency guard ([PC_SYNCHRONIZED]) answered too")
 
 	st.delay.Store(0)
 	require.Eventually(t, func() bool { return h.send("Flow", 0, "after", nil).Code == remoting.Success }, 10*time.Second, 50*time.Millisecond)
