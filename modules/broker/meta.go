@@ -49,7 +49,9 @@ func (m *metaStore) load(name string, into any) (bool, error) {
 }
 
 func (m *metaStore) save(name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	// Compact: a topic table of 100,000 entries is 16 MB this way and a
+	// third more indented, written at every compaction and stop.
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("broker: encode %s: %w", name, err)
 	}
