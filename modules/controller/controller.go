@@ -34,7 +34,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
@@ -54,7 +53,7 @@ type Controller struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	layer *muxLayer
-	bolt  *raftboltdb.BoltStore
+	bolt  *boltStore
 
 	mu          sync.Mutex
 	beats       map[string]map[int64]beat // broker name → member id → last heartbeat
@@ -105,7 +104,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 	out := &logWriter{log: c.log}
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: out})
-	bolt, err := raftboltdb.NewBoltStore(filepath.Join(c.cfg.DataDir, "raft.db"))
+	bolt, err := openBoltStore(filepath.Join(c.cfg.DataDir, "raft.db"))
 	if err != nil {
 		return fmt.Errorf("controller: open raft store: %w", err)
 	}
