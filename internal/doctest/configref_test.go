@@ -204,5 +204,18 @@ func TestConfigurationReference(t *testing.T) {
 	}
 	want, err := os.ReadFile(configRef)
 	require.NoError(t, err, "generate it: go test ./internal/doctest -run TestConfigurationReference -update")
-	assert.Equal(t, got, string(want), "docs/guide/configuration.md is stale after a change of config.example.yaml: regenerate it with go test ./internal/doctest -run TestConfigurationReference -update")
+	if got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		i := 0
+		for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
+			i++
+		}
+		line := func(l []string) string {
+			if i < len(l) {
+				return l[i]
+			}
+			return "(end of file)"
+		}
+		t.Errorf("docs/guide/configuration.md is stale after a change of config.example.yaml: regenerate it with\n\tgo test ./internal/doctest -run TestConfigurationReference -update\nfirst difference, line %d:\n\twant %s\n\thave %s", i+1, line(gl), line(wl))
+	}
 }
