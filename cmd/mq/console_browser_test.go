@@ -476,6 +476,13 @@ type liveSet struct{ producerGroup, consumerGroup string }
 func liveClients(t *testing.T, ns, topic, pgroup, cgroup string) liveSet {
 	t.Helper()
 	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "1", "--write-queues", "1")
+	// The broker registers the new topic with the name server just after
+	// answering: a producer asking before that would fall back to the
+	// default route (4 queues) and be refused queue 3.
+	require.Eventually(t, func() bool {
+		_, err := mqRun(t, ns, "topic", "route", "--topic", topic)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "the name server routes %s", topic)
 	c, err := client.New(client.WithNameServers(ns), transports.WithDialer())
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
