@@ -1,0 +1,655 @@
+// Package pop keeps RocketMQ 5-style "pop" consumption state: the state
+// behind SimpleConsumer/PushConsumer's ReceiveMessage, AckMessage,
+// ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue. It is a
+// module next to retry and schedule, used by the gRPC endpoint; the
+// remoting handlers do not see it.
+//
+// # State
+//
+// Per (group, topic, queue) the service keeps a consume position, next
+// (every offset below it was delivered at least once or skipped by the
+// filter), and the in-flight set: offsets delivered and not acked, each
+// with its invisible-until time, its delivery attempt (1 for the first
+// delivery) and the nonce of the receipt handle last issued for it.
+//
+// Receive first redelivers in-flight messages whose invisible time has
+// passed (attempt+1, new nonce, so the old handle is dead), then reads new
+// messages from next through the caller's filter. Ack removes an in-flight
+// entry; ChangeInvisible sets a new invisible-until and a new nonce;
+// ForwardToDLQ stores the message in %DLQ%<group> and then removes it. The
+// caller applies the client's retry policy: it sees each delivery's
+// attempt and backs off with ChangeInvisible, and forwards to the DLQ once
+// attempts run out.
+//
+// A receipt handle is an HMAC over group, topic, queue, offset, nonce and
+// attempt under a per-data-directory secret (handle.go): it survives a
+// restart, cannot be guessed, and is refused for another group or topic.
+//
+// # Durability
+//
+// Every change is a record in a journal under <dataDir>/pop, fsynced before
+// the call that made it returns (Receive does not hand out a message, Ack
+// does not answer, until its record is durable), so after a crash or
+// restart an acked message is never redelivered and an unacked one is
+// delivered again once its invisible time has passed. The journal is
+// independent of the storage engine, so it works on commitlog and pebble
+// alike. When it grows past Config.CompactEvery records, a snapshot
+// (state.json, written with core/durable) replaces it. The lowest
+// unacknowledged offset of each queue is also committed to the broker's
+// offset table, so admin tools show the group's progress and a group moved
+// from 4.x clients starts where they left off.
+package pop
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/quivermq/quiver/core/durable"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+// Errors callers map to client answers.
+var (
+	ErrTopicNotFound = errors.New("pop: topic not found")
+	ErrBadArgument   = errors.New("pop: bad argument")
+	ErrClosed        = errors.New("pop: closed")
+)
+
+// MaxInvisible bounds an invisible duration.
+const MaxInvisible = 24 * time.Hour
+
+// Config tunes the service.
+type Config struct {
+	// CompactEvery is how many journal records trigger a snapshot.
+	CompactEvery int
+	// MaxBatch bounds the messages one Receive returns.
+	MaxBatch int
+}
+
+// NewConfig returns the defaults.
+func NewConfig() *Config { return &Config{CompactEvery: 50000, MaxBatch: 32} }
+
+// Validate checks c.
+func (c *Config) Validate() error {
+	if c.CompactEvery < 1 || c.MaxBatch < 1 {
+		return fmt.Errorf("pop: compact_every and max_batch must be positive")
+	}
+	return nil
+}
+
+// Received is one delivered message.
+type Received struct {
+	Message *message.Ext
+	// Handle acks it, changes its invisibility or forwards it to the DLQ.
+	Handle string
+	Queue  int32
+	Offset int64
+	// Attempt is 1 on the first delivery, +1 at each redelivery.
+	Attempt        int32
+	InvisibleUntil time.Time
+}
+
+type qkey struct {
+	group, topic string
+	queue        int32
+}
+
+type entry struct {
+	attempt int32
+	until   int64 // unix ms
+	nonce   uint64
+}
+
+type queueState struct {
+	next     int64
+	inflight map[int64]*entry
+}
+
+func (q *queueState) low() int64 {
+	low := q.next
+	for off := range q.inflight {
+		low = min(low, off)
+	}
+	return low
+}
+
+// Service is the pop state of one broker.
+type Service struct {
+	cfg *Config
+	b   *broker.Broker
+	log *slog.Logger
+	key []byte
+	now func() time.Time
+
+	mu     sync.Mutex
+	j      *journal
+	queues map[qkey]*queueState
+	rr     uint32 // rotates the first queue Receive looks at
+	closed bool
+
+	sigMu sync.Mutex
+	sig   chan struct{} // closed and replaced when a message is stored
+}
+
+// New opens the pop state under b's data directory.
+func New(cfg *Config, b *broker.Broker) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if b.DataDir() == "" {
+		return nil, errors.New("pop: the broker has no data directory")
+	}
+	return open(cfg, b, filepath.Join(b.DataDir(), "pop"))
+}
+
+func open(cfg *Config, b *broker.Broker, dir string) (*Service, error) {
+	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "pop"), now: time.Now,
+		queues: map[qkey]*queueState{}, sig: make(chan struct{})}
+	if err := durable.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pop: %w", err)
+	}
+	key, err := loadSecret(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.key = key
+	j, err := openJournal(dir, s.log, s.apply, s.load)
+	if err != nil {
+		return nil, err
+	}
+	s.j = j
+	b.AddStoredListener(s.stored)
+	return s, nil
+}
+
+// Close closes the journal; later calls answer ErrClosed.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.j.close()
+}
+
+func (s *Service) stored(msgs []*message.Ext, _ []store.Position) {
+	s.sigMu.Lock()
+	close(s.sig)
+	s.sig = make(chan struct{})
+	s.sigMu.Unlock()
+}
+
+func (s *Service) signal() <-chan struct{} {
+	s.sigMu.Lock()
+	defer s.sigMu.Unlock()
+	return s.sig
+}
+
+func (s *Service) load(snap *snapshot) {
+	for _, q := range snap.Queues {
+		qs := &queueState{next: q.Next, inflight: map[int64]*entry{}}
+		for _, e := range q.InFlight {
+			qs.inflight[e.Offset] = &entry{attempt: e.Attempt, until: e.Until, nonce: e.Nonce}
+		}
+		s.queues[qkey{q.Group, q.Topic, q.Queue}] = qs
+	}
+}
+
+// apply changes the in-memory state by one record (journal replay and
+// after each durable write).
+func (s *Service) apply(r record) {
+	k := qkey{r.Group, r.Topic, r.Queue}
+	qs := s.queues[k]
+	if qs == nil {
+		qs = &queueState{inflight: map[int64]*entry{}}
+		s.queues[k] = qs
+	}
+	switch r.Kind {
+	case kindPop:
+		qs.inflight[r.Offset] = &entry{attempt: r.Attempt, until: r.Until, nonce: r.Nonce}
+		qs.next = max(qs.next, r.Next)
+	case kindAdv:
+		qs.next = max(qs.next, r.Next)
+	case kindAck:
+		delete(qs.inflight, r.Offset)
+	case kindInv:
+		if e := qs.inflight[r.Offset]; e != nil {
+			e.until, e.nonce = r.Until, r.Nonce
+		}
+	}
+}
+
+func (s *Service) snapshotLocked() *snapshot {
+	snap := &snapshot{}
+	for k, qs := range s.queues {
+		sq := snapQueue{Group: k.group, Topic: k.topic, Queue: k.queue, Next: qs.next}
+		for off, e := range qs.inflight {
+			sq.InFlight = append(sq.InFlight, snapEntry{Offset: off, Attempt: e.attempt, Until: e.until, Nonce: e.nonce})
+		}
+		snap.Queues = append(snap.Queues, sq)
+	}
+	return snap
+}
+
+// commit writes recs durably, then applies them; it compacts the journal
+// when it has grown.
+func (s *Service) commitLocked(recs []record) error {
+	if err := s.j.write(recs); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		s.apply(r)
+	}
+	if s.j.n >= s.cfg.CompactEvery {
+		if err := s.j.compact(s.snapshotLocked()); err != nil {
+			// The records are durable in the old journal; only the
+			// compaction is lost (retried at the next write).
+			s.log.Error("pop journal compaction", "err", err)
+		}
+	}
+	return nil
+}
+
+func nonce() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func checkNames(group, topic string) error {
+	if group == "" || topic == "" || len(group) > 255 || len(topic) > 255 {
+		return fmt.Errorf("%w: group and topic must be 1-255 characters (group %q, topic %q)", ErrBadArgument, group, topic)
+	}
+	return nil
+}
+
+// queueLocked returns the state of (group, topic, queue), starting a new
+// one at the broker's committed offset for the group, else at the queue's
+// first message.
+func (s *Service) queueLocked(k qkey) *queueState {
+	if qs := s.queues[k]; qs != nil {
+		return qs
+	}
+	qs := &queueState{inflight: map[int64]*entry{}}
+	if off, ok := s.b.QueryOffset(k.group, k.topic, k.queue); ok && off >= 0 {
+		qs.next = off
+	} else if lo, _, err := s.b.Store().Offsets(store.Queue{Topic: k.topic, ID: k.queue}); err == nil {
+		qs.next = lo
+	}
+	s.queues[k] = qs
+	return qs
+}
+
+// Receive delivers up to max messages of topic visible to group now:
+// in-flight messages whose invisible time passed first (redelivered with
+// attempt+1), then new ones matching m (nil matches all). Each becomes
+// invisible for the invisible duration. It returns an empty slice, not an
+// error, when nothing is visible; ReceiveWait waits.
+func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Matcher, max int, invisible time.Duration) ([]Received, error) {
+	if err := checkNames(group, topic); err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		return nil, fmt.Errorf("%w: max messages %d", ErrBadArgument, max)
+	}
+	max = min(max, s.cfg.MaxBatch)
+	if invisible <= 0 || invisible > MaxInvisible {
+		return nil, fmt.Errorf("%w: invisible duration %v (want (0, %v])", ErrBadArgument, invisible, MaxInvisible)
+	}
+	n := s.b.QueueCount(topic)
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	now := s.now()
+	until := now.Add(invisible).UnixMilli()
+	start := s.rr
+	s.rr++
+	var recs []record
+	var out []Received
+	// Redeliveries first, across queues.
+	for i := int32(0); i < n && len(out) < max; i++ {
+		q := int32((uint32(i) + start) % uint32(n))
+		k := qkey{group, topic, q}
+		qs := s.queueLocked(k)
+		offs := make([]int64, 0, len(qs.inflight))
+		for off, e := range qs.inflight {
+			if e.until <= now.UnixMilli() {
+				offs = append(offs, off)
+			}
+		}
+		slices.Sort(offs)
+		for _, off := range offs {
+			if len(out) >= max {
+				break
+			}
+			msg, err := s.readOne(ctx, store.Queue{Topic: topic, ID: q}, off)
+			if err != nil {
+				return nil, err
+			}
+			if msg == nil { // deleted by retention: nothing to redeliver
+				recs = append(recs, record{Kind: kindAck, Group: group, Topic: topic, Queue: q, Offset: off})
+				continue
+			}
+			e := qs.inflight[off]
+			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: e.attempt + 1, Until: until, Nonce: nonce()}
+			recs = append(recs, r)
+			out = append(out, s.received(msg, r))
+		}
+	}
+	// Then new messages.
+	var res store.ReadResult
+	opts := readOptions(m)
+	for i := int32(0); i < n && len(out) < max; i++ {
+		q := int32((uint32(i) + start) % uint32(n))
+		qs := s.queueLocked(qkey{group, topic, q})
+		sq := store.Queue{Topic: topic, ID: q}
+		lo, hi, err := s.b.Store().Offsets(sq)
+		if err != nil {
+			return nil, fmt.Errorf("pop: offsets of %s: %w", sq, err)
+		}
+		from := qs.next
+		if from < lo {
+			from = lo
+		}
+		if from >= hi {
+			continue
+		}
+		res.Reset()
+		opts.MaxMessages = max - len(out)
+		if err := s.b.Store().Read(ctx, sq, from, opts, &res); err != nil {
+			return nil, fmt.Errorf("pop: read %s at %d: %w", sq, from, err)
+		}
+		next := res.NextOffset
+		popped := false
+		for ri, raw := range res.Records {
+			msg, _, err := message.DecodeStored(raw)
+			if err != nil {
+				s.log.Warn("skip malformed record", "queue", sq, "err", err)
+				continue
+			}
+			off := msg.QueueOffset
+			if ri < len(res.QueueOffsets) {
+				off = res.QueueOffsets[ri]
+			}
+			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: 1, Until: until, Nonce: nonce(), Next: next}
+			recs = append(recs, r)
+			out = append(out, s.received(msg, r))
+			popped = true
+		}
+		if !popped && next > qs.next {
+			recs = append(recs, record{Kind: kindAdv, Group: group, Topic: topic, Queue: q, Next: next})
+		}
+	}
+	if err := s.commitLocked(recs); err != nil {
+		return nil, err
+	}
+	s.commitOffsets(recs)
+	return out, nil
+}
+
+func readOptions(m filter.Matcher) store.ReadOptions {
+	var opts store.ReadOptions
+	if m == nil {
+		return opts
+	}
+	if am, ok := m.(filter.AllMatcher); ok && am.MatchesAll() {
+		return opts
+	}
+	if tm, ok := m.(filter.TagsCodeMatcher); ok {
+		opts.Filter = tm.MatchTagsCode
+	}
+	opts.Match = func(rec []byte) bool {
+		ext, _, err := message.DecodeStored(rec)
+		return err == nil && m.Match(ext.Properties)
+	}
+	return opts
+}
+
+func (s *Service) received(msg *message.Ext, r record) Received {
+	return Received{
+		Message: msg, Queue: r.Queue, Offset: r.Offset, Attempt: r.Attempt,
+		InvisibleUntil: time.UnixMilli(r.Until),
+		Handle:         encodeHandle(s.key, r.Group, r.Topic, handle{queue: r.Queue, offset: r.Offset, nonce: r.Nonce, attempt: r.Attempt}),
+	}
+}
+
+// readOne returns the message at off, or nil when the queue no longer
+// holds it.
+func (s *Service) readOne(ctx context.Context, q store.Queue, off int64) (*message.Ext, error) {
+	var res store.ReadResult
+	if err := s.b.Store().Read(ctx, q, off, store.ReadOptions{MaxMessages: 1}, &res); err != nil {
+		if errors.Is(err, store.ErrOffsetOutOfRange) || errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("pop: read %s at %d: %w", q, off, err)
+	}
+	if len(res.Records) == 0 || (len(res.QueueOffsets) > 0 && res.QueueOffsets[0] != off) {
+		return nil, nil
+	}
+	msg, _, err := message.DecodeStored(res.Records[0])
+	if err != nil {
+		return nil, fmt.Errorf("pop: decode %s at %d: %w", q, off, err)
+	}
+	return msg, nil
+}
+
+// commitOffsets publishes the lowest unacknowledged offset of each queue
+// recs touched to the broker's offset table. Called with s.mu held.
+func (s *Service) commitOffsets(recs []record) {
+	seen := map[qkey]bool{}
+	for _, r := range recs {
+		k := qkey{r.Group, r.Topic, r.Queue}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if qs := s.queues[k]; qs != nil {
+			s.b.CommitOffset(k.group, k.topic, k.queue, qs.low())
+		}
+	}
+}
+
+// ReceiveWait is Receive that, when nothing is visible, waits until a
+// message is stored, an in-flight message's invisible time passes, wait
+// elapses or ctx ends, and tries again (long polling).
+func (s *Service) ReceiveWait(ctx context.Context, group, topic string, m filter.Matcher, max int, invisible, wait time.Duration) ([]Received, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		sig := s.signal()
+		out, err := s.Receive(ctx, group, topic, m, max, invisible)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		var expiry <-chan time.Time
+		var t *time.Timer
+		if d, ok := s.nextExpiry(group, topic); ok {
+			t = time.NewTimer(d)
+			expiry = t.C
+		}
+		stop := func() {
+			if t != nil {
+				t.Stop()
+			}
+		}
+		select {
+		case <-sig:
+		case <-expiry:
+		case <-deadline.C:
+			stop()
+			return []Received{}, nil
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		}
+		stop()
+	}
+}
+
+// nextExpiry is how long until the first in-flight message of group and
+// topic becomes visible again.
+func (s *Service) nextExpiry(group, topic string) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first, ok := int64(0), false
+	for k, qs := range s.queues {
+		if k.group != group || k.topic != topic {
+			continue
+		}
+		for _, e := range qs.inflight {
+			if !ok || e.until < first {
+				first, ok = e.until, true
+			}
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	return max(time.Duration(first-s.now().UnixMilli())*time.Millisecond, time.Millisecond), true
+}
+
+// lookupLocked validates h for group and topic and returns its live entry.
+// gone reports an entry already removed (acked before): not an error for
+// Ack, which is idempotent.
+func (s *Service) lookupLocked(group, topic, h string) (k qkey, hd handle, e *entry, err error) {
+	if s.closed {
+		return k, hd, nil, ErrClosed
+	}
+	if err := checkNames(group, topic); err != nil {
+		return k, hd, nil, err
+	}
+	hd, err = decodeHandle(s.key, group, topic, h)
+	if err != nil {
+		return k, hd, nil, err
+	}
+	k = qkey{group, topic, hd.queue}
+	qs := s.queues[k]
+	if qs == nil {
+		return k, hd, nil, nil
+	}
+	e = qs.inflight[hd.offset]
+	if e != nil && e.nonce != hd.nonce {
+		return k, hd, nil, fmt.Errorf("%w: message %s/%d at %d was redelivered or its invisibility changed; use the newest handle", ErrInvalidHandle, topic, hd.queue, hd.offset)
+	}
+	return k, hd, e, nil
+}
+
+// Ack acknowledges the delivery handle names: the message is not delivered
+// to group again. Acking an already acked message succeeds; a handle
+// replaced by a redelivery or ChangeInvisible gets ErrInvalidHandle.
+func (s *Service) Ack(ctx context.Context, group, topic, h string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, hd, e, err := s.lookupLocked(group, topic, h)
+	if err != nil || e == nil {
+		return err
+	}
+	recs := []record{{Kind: kindAck, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset}}
+	if err := s.commitLocked(recs); err != nil {
+		return err
+	}
+	s.commitOffsets(recs)
+	return nil
+}
+
+// ChangeInvisible makes the message handle names invisible for d from now
+// (0 makes it visible at once) and returns the handle that replaces h.
+func (s *Service) ChangeInvisible(ctx context.Context, group, topic, h string, d time.Duration) (string, error) {
+	if d < 0 || d > MaxInvisible {
+		return "", fmt.Errorf("%w: invisible duration %v (want [0, %v])", ErrBadArgument, d, MaxInvisible)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, hd, e, err := s.lookupLocked(group, topic, h)
+	if err != nil {
+		return "", err
+	}
+	if e == nil {
+		return "", fmt.Errorf("%w: message %s/%d at %d was acked", ErrInvalidHandle, topic, hd.queue, hd.offset)
+	}
+	r := record{Kind: kindInv, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset, Until: s.now().Add(d).UnixMilli(), Nonce: nonce()}
+	if err := s.commitLocked([]record{r}); err != nil {
+		return "", err
+	}
+	return encodeHandle(s.key, group, topic, handle{queue: k.queue, offset: hd.offset, nonce: r.Nonce, attempt: e.attempt}), nil
+}
+
+// ForwardToDLQ stores the message handle names in %DLQ%<group> (with its
+// delivery attempts as reconsume times and the original topic in
+// RETRY_TOPIC) and acknowledges it.
+func (s *Service) ForwardToDLQ(ctx context.Context, group, topic, h string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, hd, e, err := s.lookupLocked(group, topic, h)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return fmt.Errorf("%w: message %s/%d at %d was acked", ErrInvalidHandle, topic, hd.queue, hd.offset)
+	}
+	msg, err := s.readOne(ctx, store.Queue{Topic: topic, ID: hd.queue}, hd.offset)
+	if err != nil {
+		return err
+	}
+	if msg != nil {
+		dlq, err := s.b.EnsureDLQ(group)
+		if err != nil {
+			return fmt.Errorf("pop: dlq of %s: %w", group, err)
+		}
+		props := msg.Properties.Clone()
+		if props[message.PropertyRetryTopic] == "" {
+			props[message.PropertyRetryTopic] = msg.Topic
+		}
+		if props[message.PropertyOriginMessageID] == "" {
+			props[message.PropertyOriginMessageID] = msg.UniqKey()
+		}
+		delete(props, message.PropertyDelayTimeLevel)
+		dm := &message.Ext{
+			Message: message.Message{Topic: dlq, Flag: msg.Flag, Properties: props, Body: msg.Body},
+			SysFlag: msg.SysFlag, BornTimestamp: msg.BornTimestamp, BornHost: msg.BornHost,
+			ReconsumeTimes: e.attempt,
+		}
+		if _, err := s.b.Put(ctx, []*message.Ext{dm}); err != nil {
+			return fmt.Errorf("pop: forward to %s: %w", dlq, err)
+		}
+	}
+	recs := []record{{Kind: kindAck, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset}}
+	if err := s.commitLocked(recs); err != nil {
+		return err
+	}
+	s.commitOffsets(recs)
+	return nil
+}
+
+// InFlight reports how many messages of group and topic are delivered and
+// not acked.
+func (s *Service) InFlight(group, topic string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, qs := range s.queues {
+		if k.group == group && k.topic == topic {
+			n += len(qs.inflight)
+		}
+	}
+	return n
+}
