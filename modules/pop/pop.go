@@ -299,14 +299,14 @@ func (s *Service) queueLocked(k qkey) *queueState {
 // attempt+1), then new ones matching m (nil matches all). Each becomes
 // invisible for the invisible duration. It returns an empty slice, not an
 // error, when nothing is visible; ReceiveWait waits.
-func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Matcher, max int, invisible time.Duration) ([]Received, error) {
+func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Matcher, maxMsgs int, invisible time.Duration) ([]Received, error) {
 	if err := checkNames(group, topic); err != nil {
 		return nil, err
 	}
-	if max < 1 {
-		return nil, fmt.Errorf("%w: max messages %d", ErrBadArgument, max)
+	if maxMsgs < 1 {
+		return nil, fmt.Errorf("%w: max messages %d", ErrBadArgument, maxMsgs)
 	}
-	max = min(max, s.cfg.MaxBatch)
+	maxMsgs = min(maxMsgs, s.cfg.MaxBatch)
 	if invisible <= 0 || invisible > MaxInvisible {
 		return nil, fmt.Errorf("%w: invisible duration %v (want (0, %v])", ErrBadArgument, invisible, MaxInvisible)
 	}
@@ -326,7 +326,7 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 	var recs []record
 	var out []Received
 	// Redeliveries first, across queues.
-	for i := int32(0); i < n && len(out) < max; i++ {
+	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
 		q := int32((uint32(i) + start) % uint32(n))
 		k := qkey{group, topic, q}
 		qs := s.queueLocked(k)
@@ -338,7 +338,7 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 		}
 		slices.Sort(offs)
 		for _, off := range offs {
-			if len(out) >= max {
+			if len(out) >= maxMsgs {
 				break
 			}
 			msg, err := s.readOne(ctx, store.Queue{Topic: topic, ID: q}, off)
@@ -358,7 +358,7 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 	// Then new messages.
 	var res store.ReadResult
 	opts := readOptions(m)
-	for i := int32(0); i < n && len(out) < max; i++ {
+	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
 		q := int32((uint32(i) + start) % uint32(n))
 		qs := s.queueLocked(qkey{group, topic, q})
 		sq := store.Queue{Topic: topic, ID: q}
@@ -374,12 +374,12 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 			continue
 		}
 		res.Reset()
-		opts.MaxMessages = max - len(out)
+		opts.MaxMessages = maxMsgs - len(out)
 		if err := s.b.Store().Read(ctx, sq, from, opts, &res); err != nil {
 			return nil, fmt.Errorf("pop: read %s at %d: %w", sq, from, err)
 		}
 		next := res.NextOffset
-		popped := false
+		reached := qs.next
 		for ri, raw := range res.Records {
 			msg, _, err := message.DecodeStored(raw)
 			if err != nil {
@@ -390,12 +390,14 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 			if ri < len(res.QueueOffsets) {
 				off = res.QueueOffsets[ri]
 			}
-			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: 1, Until: until, Nonce: nonce(), Next: next}
+			// Each record raises next only past its own offset, so any
+			// prefix of the batch (a torn journal tail) is consistent.
+			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: 1, Until: until, Nonce: nonce(), Next: off + 1}
 			recs = append(recs, r)
 			out = append(out, s.received(msg, r))
-			popped = true
+			reached = max(reached, off+1)
 		}
-		if !popped && next > qs.next {
+		if next > reached {
 			recs = append(recs, record{Kind: kindAdv, Group: group, Topic: topic, Queue: q, Next: next})
 		}
 	}
@@ -471,12 +473,12 @@ func (s *Service) commitOffsets(recs []record) {
 // ReceiveWait is Receive that, when nothing is visible, waits until a
 // message is stored, an in-flight message's invisible time passes, wait
 // elapses or ctx ends, and tries again (long polling).
-func (s *Service) ReceiveWait(ctx context.Context, group, topic string, m filter.Matcher, max int, invisible, wait time.Duration) ([]Received, error) {
+func (s *Service) ReceiveWait(ctx context.Context, group, topic string, m filter.Matcher, maxMsgs int, invisible, wait time.Duration) ([]Received, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
 		sig := s.signal()
-		out, err := s.Receive(ctx, group, topic, m, max, invisible)
+		out, err := s.Receive(ctx, group, topic, m, maxMsgs, invisible)
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
