@@ -28,6 +28,7 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/controller"
+	"github.com/quivermq/quiver/modules/grpc"
 	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/namesrv"
@@ -52,7 +53,7 @@ const (
 // stock modules own. Plugins configure themselves under them
 // (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
 func Sections() []string {
-	return []string{"broker", "filter", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+	return []string{"broker", "filter", "grpc", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 }
 
 // EnvKeep says whether an environment key (QUIVER_BROKER__LISTEN read as
@@ -168,9 +169,9 @@ func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
 	case Namesrv:
 		opts = append(opts, namesrv.Module, controller.Module, metrics.Module)
 	case Broker:
-		opts = append(opts, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module)
+		opts = append(opts, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module, grpc.Module)
 	case Dev:
-		opts = append(opts, namesrv.Module, controller.Module, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule)
+		opts = append(opts, namesrv.Module, controller.Module, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule, grpc.DevModule)
 	}
 	return fx.Options(append(opts, extra...)...)
 }

@@ -23,7 +23,7 @@ import (
 )
 
 // sections are the top-level configuration keys some part of mq owns.
-var sections = []string{"acl", "broker", "console", "filter", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+var sections = []string{"acl", "broker", "console", "filter", "grpc", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string

@@ -1,0 +1,83 @@
+package grpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"syscall"
+
+	"go.uber.org/fx"
+
+	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+// ConfigSection is the grpc section, decoded by the kernel's plan.
+var ConfigSection = kernel.Section{Key: "grpc", Decode: func(c *config.Config) (any, error) { return NewConfigFrom(c) }}
+
+func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Config](p, "grpc") }
+
+type params struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    *Config
+	Plan      *kernel.Plan
+	Logger    *slog.Logger
+	Broker    *broker.Broker
+}
+
+func newFromFx(p params, dev bool) error {
+	cfg := *p.Config
+	soft := false
+	if dev && !p.Plan.Config.Exists("grpc.enabled") {
+		cfg.Enabled, soft = true, true
+	}
+	if !cfg.Enabled {
+		return nil
+	}
+	if p.Plan.Config.String("acl.enabled") == "true" {
+		// The endpoint does not check 5.x signatures yet: serving it would
+		// bypass the ACL the remoting path enforces.
+		if soft {
+			p.Logger.Warn("grpc: endpoint not served: acl.enabled is not supported on the gRPC endpoint yet")
+			return nil
+		}
+		return errors.New("config: grpc.enabled with acl.enabled: the gRPC endpoint does not check 5.x client signatures yet")
+	}
+	s, err := New(&cfg, Deps{Broker: p.Broker, Logger: p.Logger})
+	if err != nil {
+		return err
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			err := s.Start(ctx)
+			if err != nil && soft && errors.Is(err, syscall.EADDRINUSE) {
+				p.Logger.Warn("grpc: endpoint not served: address busy", "listen", cfg.Listen, "err", err)
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("grpc: %w", err)
+			}
+			return nil
+		},
+		OnStop: s.Stop,
+	})
+	return nil
+}
+
+// Module serves the RocketMQ 5 gRPC endpoint when grpc.enabled is set.
+var Module = fx.Module("grpc",
+	fx.Provide(configFromPlan),
+	kernel.AsSection(ConfigSection),
+	fx.Invoke(func(p params) error { return newFromFx(p, false) }),
+)
+
+// DevModule is Module for `mq dev`: the endpoint is on unless grpc.enabled
+// is set to false, and a busy address only logs (another mq dev).
+var DevModule = fx.Module("grpc",
+	fx.Provide(configFromPlan),
+	kernel.AsSection(ConfigSection),
+	fx.Invoke(func(p params) error { return newFromFx(p, true) }),
+)

@@ -1,0 +1,240 @@
+package grpc
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/peer"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+)
+
+// Java MessageConst names the 5.x proxy sets that core/message lacks.
+const (
+	propShardingKey = "__SHARDINGKEY" // message group (MessageConst.PROPERTY_SHARDING_KEY)
+	propTraceCtx    = "TRACE_CONTEXT"
+	propBornHost    = "__BORNHOST"
+)
+
+// reserved are the property names a client may not set as user properties:
+// the endpoint derives them from system properties, and the broker's
+// modules act on them.
+var reserved = map[string]bool{
+	message.PropertyKeys: true, message.PropertyTags: true, message.PropertyUniqKey: true,
+	message.PropertyDelayTimeLevel: true, message.PropertyTimerDeliverMS: true,
+	message.PropertyTimerDelayMS: true, message.PropertyStartDeliverTime: true,
+	message.PropertyTransactionPrepared: true, message.PropertyRealTopic: true,
+	message.PropertyRealQueueID: true, message.PropertyRetryTopic: true,
+	message.PropertyCluster: true, message.PropertyShardingKey: true, propShardingKey: true,
+	message.PropertyMaxReconsumeTimes: true, message.PropertyReconsumeTime: true,
+	message.PropertyTranPreparedQueueOffset: true, message.PropertyOriginMessageID: true,
+	message.PropertyWaitStoreMsgOK: true, message.PropertyCheckImmunityTime: true,
+	message.PropertyProducerGroup: true, propBornHost: true, propTraceCtx: true,
+}
+
+// sendError is a per-message refusal.
+type sendError struct {
+	code grpcapi.Code
+	msg  string
+}
+
+func (e *sendError) Error() string { return e.msg }
+
+func refuse(c grpcapi.Code, format string, args ...any) *sendError {
+	return &sendError{code: c, msg: fmt.Sprintf(format, args...)}
+}
+
+// maxGunzip bounds a gzip body once inflated (the broker's message limit).
+func (s *Server) gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	limit := int64(s.b.Config().MaxMessageSize)
+	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) > limit {
+		return nil, refuse(grpcapi.Code_MESSAGE_BODY_TOO_LARGE, "the inflated message body is over the limit %d", limit)
+	}
+	return out, nil
+}
+
+// build turns a 5.x message into the broker's, with its properties named as
+// RocketMQ's proxy names them, so 4.x consumers read the same tags, keys
+// and message id.
+func (s *Server) build(m *grpcapi.Message, born netip.AddrPort) (*message.Ext, *sendError) {
+	tc, st := s.topic(m.GetTopic())
+	if st != nil {
+		return nil, &sendError{code: st.Code, msg: st.Message}
+	}
+	if tc.Perm&protocol.PermWrite == 0 {
+		return nil, refuse(grpcapi.Code_FORBIDDEN, "topic %s is not writable", tc.TopicName)
+	}
+	sp := m.GetSystemProperties()
+	if sp == nil {
+		return nil, refuse(grpcapi.Code_BAD_REQUEST, "message has no system properties")
+	}
+	if sp.GetMessageId() == "" {
+		return nil, refuse(grpcapi.Code_ILLEGAL_MESSAGE_ID, "message id is empty")
+	}
+	body := m.GetBody()
+	switch sp.GetBodyEncoding() {
+	case grpcapi.Encoding_GZIP:
+		var err error
+		if body, err = s.gunzip(body); err != nil {
+			var se *sendError
+			if errors.As(err, &se) {
+				return nil, se
+			}
+			return nil, refuse(grpcapi.Code_MESSAGE_CORRUPTED, "gzip body: %v", err)
+		}
+	case grpcapi.Encoding_IDENTITY, grpcapi.Encoding_ENCODING_UNSPECIFIED:
+	default:
+		return nil, refuse(grpcapi.Code_BAD_REQUEST, "unknown body encoding %v", sp.GetBodyEncoding())
+	}
+	if len(body) == 0 {
+		return nil, refuse(grpcapi.Code_MESSAGE_BODY_EMPTY, "message body is empty")
+	}
+	if limit := int(s.b.Config().MaxMessageSize); len(body) > limit {
+		return nil, refuse(grpcapi.Code_MESSAGE_BODY_TOO_LARGE, "the message body size %d is over the limit %d", len(body), limit)
+	}
+	props := make(message.Properties, len(m.GetUserProperties())+6)
+	for k, v := range m.GetUserProperties() {
+		if k == "" || reserved[k] {
+			return nil, refuse(grpcapi.Code_ILLEGAL_MESSAGE_PROPERTY_KEY, "property key %q is reserved", k)
+		}
+		props[k] = v
+	}
+	props[message.PropertyUniqKey] = sp.GetMessageId()
+	if sp.Tag != nil {
+		tag := sp.GetTag()
+		if strings.TrimSpace(tag) == "" || strings.Contains(tag, "|") {
+			return nil, refuse(grpcapi.Code_ILLEGAL_MESSAGE_TAG, "tag %q is blank or has '|'", tag)
+		}
+		props[message.PropertyTags] = tag
+	}
+	if keys := sp.GetKeys(); len(keys) > 0 {
+		for _, k := range keys {
+			if strings.TrimSpace(k) == "" {
+				return nil, refuse(grpcapi.Code_ILLEGAL_MESSAGE_KEY, "a message key is blank")
+			}
+		}
+		props[message.PropertyKeys] = strings.Join(keys, " ")
+	}
+	if tc := sp.GetTraceContext(); tc != "" {
+		props[propTraceCtx] = tc
+	}
+	if h := sp.GetBornHost(); h != "" {
+		props[propBornHost] = h
+	}
+	queues := tc.WriteQueueNums
+	if queues <= 0 {
+		return nil, refuse(grpcapi.Code_FORBIDDEN, "topic %s has no write queues", tc.TopicName)
+	}
+	var queue int32
+	switch sp.GetMessageType() {
+	case grpcapi.MessageType_FIFO:
+		g := sp.GetMessageGroup()
+		if g == "" {
+			return nil, refuse(grpcapi.Code_ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
+		}
+		props[propShardingKey] = g
+		h := fnv.New32a()
+		h.Write([]byte(g))
+		queue = int32(h.Sum32() % uint32(queues))
+	case grpcapi.MessageType_DELAY:
+		at := sp.GetDeliveryTimestamp()
+		if at == nil || at.CheckValid() != nil {
+			return nil, refuse(grpcapi.Code_ILLEGAL_DELIVERY_TIME, "a delay message needs a delivery timestamp")
+		}
+		props[message.PropertyTimerDeliverMS] = strconv.FormatInt(at.AsTime().UnixMilli(), 10)
+		queue = s.nextQueue(queues)
+	case grpcapi.MessageType_NORMAL, grpcapi.MessageType_MESSAGE_TYPE_UNSPECIFIED:
+		if sp.MessageGroup != nil || sp.DeliveryTimestamp != nil {
+			return nil, refuse(grpcapi.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a normal message has no message group or delivery timestamp")
+		}
+		queue = s.nextQueue(queues)
+	case grpcapi.MessageType_TRANSACTION:
+		return nil, refuse(grpcapi.Code_NOT_IMPLEMENTED, "transactional messages are not served on the gRPC endpoint yet")
+	default:
+		return nil, refuse(grpcapi.Code_BAD_REQUEST, "unknown message type %v", sp.GetMessageType())
+	}
+	props[message.PropertyCluster] = s.b.Config().Cluster
+	if len(props.Encode()) > message.MaxPropertiesLength {
+		return nil, refuse(grpcapi.Code_MESSAGE_PROPERTIES_TOO_LARGE, "message properties are over %d bytes", message.MaxPropertiesLength)
+	}
+	bornAt := time.Now().UnixMilli()
+	if t := sp.GetBornTimestamp(); t != nil && t.CheckValid() == nil {
+		bornAt = t.AsTime().UnixMilli()
+	}
+	return &message.Ext{
+		Message:       message.Message{Topic: tc.TopicName, Properties: props, Body: body},
+		QueueID:       queue,
+		BornTimestamp: bornAt,
+		BornHost:      born,
+	}, nil
+}
+
+func (s *Server) nextQueue(n int32) int32 { return int32(s.rr.Add(1) % uint64(n)) }
+
+func peerAddr(ctx context.Context) netip.AddrPort {
+	if p, found := peer.FromContext(ctx); found && p.Addr != nil {
+		if ap, err := netip.ParseAddrPort(p.Addr.String()); err == nil {
+			return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		}
+	}
+	return netip.AddrPort{}
+}
+
+// SendMessage stores each message through the broker's put path (hooks:
+// timers for delivery timestamps) and answers one entry per message.
+func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageRequest) (*grpcapi.SendMessageResponse, error) {
+	msgs := req.GetMessages()
+	if len(msgs) == 0 {
+		return &grpcapi.SendMessageResponse{Status: status(grpcapi.Code_BAD_REQUEST, "no messages")}, nil
+	}
+	born := peerAddr(ctx)
+	entries := make([]*grpcapi.SendResultEntry, len(msgs))
+	failed := 0
+	for i, m := range msgs {
+		e := &grpcapi.SendResultEntry{MessageId: m.GetSystemProperties().GetMessageId()}
+		entries[i] = e
+		ext, se := s.build(m, born)
+		if se == nil {
+			pos, err := s.b.Put(ctx, []*message.Ext{ext})
+			if err != nil {
+				s.log.Warn("grpc: send", "topic", ext.Topic, "err", err)
+				se = refuse(grpcapi.Code_INTERNAL_SERVER_ERROR, "%v", err)
+			} else {
+				e.Offset = pos[0].QueueOffset
+			}
+		}
+		if se != nil {
+			failed++
+			e.Status = status(se.code, se.msg)
+			continue
+		}
+		e.Status = ok()
+	}
+	st := ok()
+	switch {
+	case len(msgs) == 1:
+		st = entries[0].Status
+	case failed > 0:
+		st = status(grpcapi.Code_MULTIPLE_RESULTS, fmt.Sprintf("%d of %d messages refused", failed, len(msgs)))
+	}
+	return &grpcapi.SendMessageResponse{Status: st, Entries: entries}, nil
+}

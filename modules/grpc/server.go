@@ -1,0 +1,170 @@
+// Package grpc serves the RocketMQ 5 gRPC messaging API
+// (apache.rocketmq.v2.MessagingService) in front of this process's broker,
+// so the official 5.x clients work without a proxy process: routes,
+// heartbeats, the Telemetry settings stream and sends go to the same
+// broker services the remoting handlers use.
+package grpc
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	grpclib "google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/core/transport/tlsconf"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+// Deps are the services the endpoint fronts.
+type Deps struct {
+	Broker *broker.Broker
+	Logger *slog.Logger
+}
+
+// Server is the gRPC endpoint.
+type Server struct {
+	grpcapi.UnimplementedMessagingServiceServer
+
+	cfg  *Config
+	b    *broker.Broker
+	log  *slog.Logger
+	srv  *grpclib.Server
+	ln   net.Listener
+	wg   sync.WaitGroup
+	done chan struct{} // closed by Stop: Telemetry streams return
+	once sync.Once
+
+	rr      atomic.Uint64 // round robin over write queues
+	mu      sync.Mutex
+	clients map[string]*client // by x-mq-client-id
+}
+
+var _ grpcapi.MessagingServiceServer = (*Server)(nil)
+
+// New builds an endpoint; Start binds it.
+func New(cfg *Config, deps Deps) (*Server, error) {
+	if deps.Broker == nil {
+		return nil, fmt.Errorf("grpc: no broker to front")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{
+		cfg: cfg, b: deps.Broker, log: log.With("component", "grpc"),
+		done: make(chan struct{}), clients: map[string]*client{},
+	}, nil
+}
+
+// Start binds cfg.Listen and serves in a goroutine.
+func (s *Server) Start(ctx context.Context) error {
+	var opts []grpclib.ServerOption
+	if s.cfg.TLS.Enabled {
+		tc, err := s.tlsConfig()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpclib.Creds(credentials.NewTLS(tc)))
+	}
+	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20))
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	s.srv = grpclib.NewServer(opts...)
+	grpcapi.RegisterMessagingServiceServer(s.srv, s)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(ln); err != nil {
+			s.log.Error("grpc: serve", "err", err)
+		}
+	}()
+	s.log.Info("grpc: serving RocketMQ 5 clients", "addr", ln.Addr().String(), "tls", s.cfg.TLS.Enabled)
+	return nil
+}
+
+func (s *Server) tlsConfig() (*tls.Config, error) {
+	var cert tls.Certificate
+	var err error
+	if s.cfg.TLS.CertFile != "" {
+		cert, err = tlsconf.LoadKeyPair(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
+	} else {
+		host, _, _ := net.SplitHostPort(s.cfg.Listen)
+		cert, err = tlsconf.SelfSigned(host)
+		if err == nil && len(cert.Certificate) > 0 {
+			s.log.Warn("grpc: TLS with a generated self-signed certificate", "sha256", tlsconf.Fingerprint(cert.Certificate[0]))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}, nil
+}
+
+// Addr is the bound address (nil before Start).
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Stop ends the Telemetry streams, lets unary calls finish until ctx ends
+// and then closes every connection.
+func (s *Server) Stop(ctx context.Context) error {
+	s.once.Do(func() { close(s.done) })
+	if s.srv == nil {
+		return nil
+	}
+	stopped := make(chan struct{})
+	go func() { s.srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.srv.Stop()
+		<-stopped
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// endpoints is what routes answer as this broker's address.
+func (s *Server) endpoints() *grpcapi.Endpoints {
+	addr := s.cfg.Advertise
+	if addr == "" {
+		addr = s.cfg.Listen
+		if s.ln != nil {
+			addr = s.ln.Addr().String()
+		}
+	}
+	host, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		if sh := s.b.StoreHost(); sh.IsValid() {
+			host = sh.Addr().String()
+		}
+	}
+	scheme := grpcapi.AddressScheme_DOMAIN_NAME
+	if ip, err := netip.ParseAddr(host); err == nil {
+		scheme = grpcapi.AddressScheme_IPv4
+		if ip.Is6() && !ip.Is4In6() {
+			scheme = grpcapi.AddressScheme_IPv6
+		}
+	}
+	return &grpcapi.Endpoints{Scheme: scheme, Addresses: []*grpcapi.Address{{Host: host, Port: int32(port)}}}
+}

@@ -1,0 +1,229 @@
+package grpc
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/core/protocol"
+)
+
+// client is what the endpoint knows of one 5.x client.
+type client struct {
+	id       string
+	settings *grpcapi.Settings
+	seen     time.Time
+}
+
+func status(c grpcapi.Code, msg string) *grpcapi.Status {
+	return &grpcapi.Status{Code: c, Message: msg}
+}
+
+func ok() *grpcapi.Status { return status(grpcapi.Code_OK, "OK") }
+
+// clientID is the x-mq-client-id metadata every 5.x client sends.
+func clientID(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("x-mq-client-id"); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (s *Server) touch(ctx context.Context, settings *grpcapi.Settings) {
+	id := clientID(ctx)
+	if id == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.clients[id]
+	if c == nil {
+		c = &client{id: id}
+		s.clients[id] = c
+	}
+	c.seen = time.Now()
+	if settings != nil {
+		c.settings = settings
+	}
+}
+
+// topic looks a topic up for a request, answering the status a 5.x client
+// expects when it is missing.
+func (s *Server) topic(r *grpcapi.Resource) (*protocol.TopicConfig, *grpcapi.Status) {
+	name := r.GetName()
+	if name == "" {
+		return nil, status(grpcapi.Code_ILLEGAL_TOPIC, "topic name is empty")
+	}
+	if err := protocol.ValidateTopic(name); err != nil {
+		return nil, status(grpcapi.Code_ILLEGAL_TOPIC, err.Error())
+	}
+	tc, found := s.b.TopicConfig(name)
+	if !found {
+		return nil, status(grpcapi.Code_TOPIC_NOT_FOUND, "topic "+name+" not found")
+	}
+	return tc, nil
+}
+
+// acceptTypes are the message types every topic takes over gRPC: 4.x topics
+// carry no message type attribute, and transactional sends are not
+// served yet.
+var acceptTypes = []grpcapi.MessageType{grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY}
+
+func (s *Server) broker() *grpcapi.Broker {
+	return &grpcapi.Broker{Name: s.b.Config().Name, Id: 0, Endpoints: s.endpoints()}
+}
+
+func permission(tc *protocol.TopicConfig, readable, writable bool) grpcapi.Permission {
+	readable = readable && tc.Perm&protocol.PermRead != 0
+	writable = writable && tc.Perm&protocol.PermWrite != 0
+	switch {
+	case readable && writable:
+		return grpcapi.Permission_READ_WRITE
+	case readable:
+		return grpcapi.Permission_READ
+	case writable:
+		return grpcapi.Permission_WRITE
+	}
+	return grpcapi.Permission_NONE
+}
+
+// QueryRoute answers the topic's queues on this broker, with this
+// endpoint's address.
+func (s *Server) QueryRoute(ctx context.Context, req *grpcapi.QueryRouteRequest) (*grpcapi.QueryRouteResponse, error) {
+	tc, st := s.topic(req.GetTopic())
+	if st != nil {
+		return &grpcapi.QueryRouteResponse{Status: st}, nil
+	}
+	n := max(tc.ReadQueueNums, tc.WriteQueueNums)
+	br := s.broker()
+	qs := make([]*grpcapi.MessageQueue, 0, n)
+	for i := range n {
+		qs = append(qs, &grpcapi.MessageQueue{
+			Topic: &grpcapi.Resource{Name: tc.TopicName, ResourceNamespace: req.GetTopic().GetResourceNamespace()},
+			Id:    i, Permission: permission(tc, i < tc.ReadQueueNums, i < tc.WriteQueueNums),
+			Broker: br, AcceptMessageTypes: acceptTypes,
+		})
+	}
+	return &grpcapi.QueryRouteResponse{Status: ok(), MessageQueues: qs}, nil
+}
+
+// QueryAssignment answers one queue per broker with id -1, as RocketMQ's
+// proxy does for pop consumption (the broker picks the queue).
+func (s *Server) QueryAssignment(ctx context.Context, req *grpcapi.QueryAssignmentRequest) (*grpcapi.QueryAssignmentResponse, error) {
+	tc, st := s.topic(req.GetTopic())
+	if st != nil {
+		return &grpcapi.QueryAssignmentResponse{Status: st}, nil
+	}
+	if req.GetGroup().GetName() == "" {
+		return &grpcapi.QueryAssignmentResponse{Status: status(grpcapi.Code_ILLEGAL_CONSUMER_GROUP, "consumer group is empty")}, nil
+	}
+	perm := permission(tc, true, true)
+	if perm != grpcapi.Permission_READ && perm != grpcapi.Permission_READ_WRITE {
+		return &grpcapi.QueryAssignmentResponse{Status: ok()}, nil
+	}
+	return &grpcapi.QueryAssignmentResponse{Status: ok(), Assignments: []*grpcapi.Assignment{{MessageQueue: &grpcapi.MessageQueue{
+		Topic: &grpcapi.Resource{Name: tc.TopicName, ResourceNamespace: req.GetTopic().GetResourceNamespace()},
+		Id:    -1, Permission: perm, Broker: s.broker(), AcceptMessageTypes: acceptTypes,
+	}}}}, nil
+}
+
+// Heartbeat records the client as alive.
+func (s *Server) Heartbeat(ctx context.Context, req *grpcapi.HeartbeatRequest) (*grpcapi.HeartbeatResponse, error) {
+	if clientID(ctx) == "" {
+		return &grpcapi.HeartbeatResponse{Status: status(grpcapi.Code_CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required")}, nil
+	}
+	s.touch(ctx, nil)
+	return &grpcapi.HeartbeatResponse{Status: ok()}, nil
+}
+
+// NotifyClientTermination forgets the client.
+func (s *Server) NotifyClientTermination(ctx context.Context, req *grpcapi.NotifyClientTerminationRequest) (*grpcapi.NotifyClientTerminationResponse, error) {
+	if id := clientID(ctx); id != "" {
+		s.mu.Lock()
+		delete(s.clients, id)
+		s.mu.Unlock()
+	}
+	return &grpcapi.NotifyClientTerminationResponse{Status: ok()}, nil
+}
+
+// serverSettings is the client's settings completed with what the server
+// decides: body size limit for publishers; retry policy and batch
+// defaults for subscribers.
+func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
+	out := proto.Clone(in).(*grpcapi.Settings)
+	switch ps := out.PubSub.(type) {
+	case *grpcapi.Settings_Publishing:
+		if ps.Publishing == nil {
+			ps.Publishing = &grpcapi.Publishing{}
+		}
+		ps.Publishing.MaxBodySize = int32(s.b.Config().MaxMessageSize)
+		ps.Publishing.ValidateMessageType = false
+	case *grpcapi.Settings_Subscription:
+		if ps.Subscription == nil {
+			ps.Subscription = &grpcapi.Subscription{}
+		}
+		if ps.Subscription.ReceiveBatchSize == nil {
+			ps.Subscription.ReceiveBatchSize = proto.Int32(32)
+		}
+		if ps.Subscription.LongPollingTimeout == nil {
+			ps.Subscription.LongPollingTimeout = durationpb.New(20 * time.Second)
+		}
+		if out.BackoffPolicy == nil {
+			// 16 attempts like a 4.x consumer's default, spaced from 1s
+			// doubling up to 2h (the last 4.x delay level).
+			out.BackoffPolicy = &grpcapi.RetryPolicy{MaxAttempts: 16, Strategy: &grpcapi.RetryPolicy_ExponentialBackoff{
+				ExponentialBackoff: &grpcapi.ExponentialBackoff{Initial: durationpb.New(time.Second), Max: durationpb.New(2 * time.Hour), Multiplier: 2},
+			}}
+		}
+	}
+	return out
+}
+
+// Telemetry is the settings stream: each Settings the client sends is
+// answered with the server's settings. The stream stays open until the
+// client closes it or the endpoint stops.
+func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) error {
+	ctx := stream.Context()
+	cmds := make(chan *grpcapi.TelemetryCommand)
+	errc := make(chan error, 1)
+	go func() { // ends with the stream: Recv fails once the handler returns
+		for {
+			c, err := stream.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case cmds <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-s.done:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-errc:
+			return nil // the client closed the stream or went away
+		case c := <-cmds:
+			settings := c.GetSettings()
+			if settings == nil {
+				// Thread stack traces and verify results answer commands we
+				// never send; ignore them.
+				continue
+			}
+			s.touch(ctx, settings)
+			if err := stream.Send(&grpcapi.TelemetryCommand{Status: ok(), Command: &grpcapi.TelemetryCommand_Settings{Settings: s.serverSettings(settings)}}); err != nil {
+				return nil // the client went away
+			}
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package grpc
+
+import (
+	"context"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+)
+
+// The RPCs below are not served yet: each answers the RocketMQ status
+// NOT_IMPLEMENTED (50100) in its response, which the official clients
+// surface as a clear error, rather than a bare gRPC UNIMPLEMENTED.
+
+func notImplemented(what string) *grpcapi.Status {
+	return status(grpcapi.Code_NOT_IMPLEMENTED, what+" is not implemented on this endpoint yet")
+}
+
+// ReceiveMessage needs pop-style consumption state (modules/pop).
+func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpcapi.MessagingService_ReceiveMessageServer) error {
+	return stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Status{Status: notImplemented("ReceiveMessage")}})
+}
+
+// AckMessage needs pop-style consumption state.
+func (s *Server) AckMessage(ctx context.Context, req *grpcapi.AckMessageRequest) (*grpcapi.AckMessageResponse, error) {
+	return &grpcapi.AckMessageResponse{Status: notImplemented("AckMessage")}, nil
+}
+
+// ChangeInvisibleDuration needs pop-style consumption state.
+func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *grpcapi.ChangeInvisibleDurationRequest) (*grpcapi.ChangeInvisibleDurationResponse, error) {
+	return &grpcapi.ChangeInvisibleDurationResponse{Status: notImplemented("ChangeInvisibleDuration")}, nil
+}
+
+// ForwardMessageToDeadLetterQueue needs pop-style consumption state.
+func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *grpcapi.ForwardMessageToDeadLetterQueueRequest) (*grpcapi.ForwardMessageToDeadLetterQueueResponse, error) {
+	return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: notImplemented("ForwardMessageToDeadLetterQueue")}, nil
+}
+
+// EndTransaction: transactional sends are refused, so there is nothing to end.
+func (s *Server) EndTransaction(ctx context.Context, req *grpcapi.EndTransactionRequest) (*grpcapi.EndTransactionResponse, error) {
+	return &grpcapi.EndTransactionResponse{Status: notImplemented("EndTransaction")}, nil
+}
+
+// PullMessage (5.x lite/pull consumers) is not served yet.
+func (s *Server) PullMessage(req *grpcapi.PullMessageRequest, stream grpcapi.MessagingService_PullMessageServer) error {
+	return stream.Send(&grpcapi.PullMessageResponse{Content: &grpcapi.PullMessageResponse_Status{Status: notImplemented("PullMessage")}})
+}
+
+// UpdateOffset is not served yet.
+func (s *Server) UpdateOffset(ctx context.Context, req *grpcapi.UpdateOffsetRequest) (*grpcapi.UpdateOffsetResponse, error) {
+	return &grpcapi.UpdateOffsetResponse{Status: notImplemented("UpdateOffset")}, nil
+}
+
+// GetOffset is not served yet.
+func (s *Server) GetOffset(ctx context.Context, req *grpcapi.GetOffsetRequest) (*grpcapi.GetOffsetResponse, error) {
+	return &grpcapi.GetOffsetResponse{Status: notImplemented("GetOffset")}, nil
+}
+
+// QueryOffset is not served yet.
+func (s *Server) QueryOffset(ctx context.Context, req *grpcapi.QueryOffsetRequest) (*grpcapi.QueryOffsetResponse, error) {
+	return &grpcapi.QueryOffsetResponse{Status: notImplemented("QueryOffset")}, nil
+}
+
+// RecallMessage is not served yet.
+func (s *Server) RecallMessage(ctx context.Context, req *grpcapi.RecallMessageRequest) (*grpcapi.RecallMessageResponse, error) {
+	return &grpcapi.RecallMessageResponse{Status: notImplemented("RecallMessage")}, nil
+}
