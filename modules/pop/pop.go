@@ -381,7 +381,7 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 		next := res.NextOffset
 		reached := qs.next
 		for ri, raw := range res.Records {
-			msg, _, err := message.DecodeStored(raw)
+			msg, _, err := message.DecodeStored(slices.Clone(raw)) // raw is reused by the next Read
 			if err != nil {
 				s.log.Warn("skip malformed record", "queue", sq, "err", err)
 				continue
@@ -447,7 +447,7 @@ func (s *Service) readOne(ctx context.Context, q store.Queue, off int64) (*messa
 	if len(res.Records) == 0 || (len(res.QueueOffsets) > 0 && res.QueueOffsets[0] != off) {
 		return nil, nil
 	}
-	msg, _, err := message.DecodeStored(res.Records[0])
+	msg, _, err := message.DecodeStored(slices.Clone(res.Records[0]))
 	if err != nil {
 		return nil, fmt.Errorf("pop: decode %s at %d: %w", q, off, err)
 	}
