@@ -149,7 +149,8 @@ func openJournal(dir string, log *slog.Logger, apply func(record), load func(*sn
 	}
 	if fi.Size() != good {
 		log.Warn("cutting damaged journal tail", "file", p, "at", good, "size", fi.Size())
-		if err := f.Truncate(good); err == nil {
+		err := f.Truncate(good)
+		if err == nil {
 			err = f.Sync()
 		}
 		if err != nil {
