@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
@@ -43,7 +44,11 @@ func setupDevTLS(cfg *config.Config, storageDir string, log io.Writer) error {
 		cfg.Set("transport.tcp.tls.ca_file", certFile)
 	}
 	// QUIC always runs TLS: give it the same certificate, so quic://
-	// clients can trust one file.
+	// clients can trust one file — where QUIC is enabled (the plan refuses
+	// keys of a transport that is not).
+	if !slices.Contains(cfg.Strings("transports"), "quic") {
+		return nil
+	}
 	if !cfg.Exists("transport.quic.cert_file") {
 		cfg.Set("transport.quic.cert_file", certFile)
 		cfg.Set("transport.quic.key_file", keyFile)
