@@ -45,8 +45,8 @@ const maxIdleStreams = 128
 const passLength = 0xFFFFFFFF
 
 // coalesceFrame is the size up to which a frame that must wait for flow
-// control (or is above smallFrame) is copied into one buffer and written
-// in one call.
+// control (or is above smallFrame) is copied into one buffer (above
+// smallFrame a pooled one) and written in one call.
 const coalesceFrame = 1 << 20
 
 // readAhead is the read buffer of a stream's reader.
@@ -590,38 +590,73 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	if err != nil {
 		return c.writeErr(ctx, err)
 	}
-	if n+4 <= smallFrame {
-		b := binary.BigEndian.AppendUint32(s.buf[:0], uint32(n))
-		for _, p := range parts {
-			b = append(b, p...)
-		}
-		s.buf = b
-		c.mu.Lock()
-		if c.isClosed() {
-			c.mu.Unlock()
-			c.kill(s, streamClosing)
-			return transport.ErrClosed
-		}
-		err = s.str.TryWriteAll(b)
-		if err == nil {
-			c.sent++
-		}
-		c.mu.Unlock()
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, quic.ErrWouldBlock) {
-			c.kill(s, streamCancelled)
-			return c.writeErr(ctx, err)
-		}
-		// Out of flow-control credit: wait for it below.
+	if n+4 > coalesceFrame {
+		return c.writeBlocking(ctx, s, deadline, n, nil, parts)
 	}
-	return c.writeBlocking(ctx, s, deadline, n, parts)
+	if n+4 > smallFrame {
+		// One blocking Write of the whole frame from a pooled buffer:
+		// quic-go copies it straight into the packets as they go out.
+		// TryWriteAll would copy it into a buffer of its own, grown by
+		// append (as many bytes allocated per frame as without the pool).
+		// After a failed write quic-go may still hold the buffer, so it
+		// only returns to the pool after a successful one.
+		pooled := getFrameBuf(n + 4)
+		b := appendFrame((*pooled)[:0], n, parts)
+		*pooled = b
+		err := c.writeBlocking(ctx, s, deadline, n, b, nil)
+		if err == nil {
+			frameBufs.Put(pooled)
+		}
+		return err
+	}
+	b := appendFrame(s.buf[:0], n, parts)
+	s.buf = b
+	c.mu.Lock()
+	if c.isClosed() {
+		c.mu.Unlock()
+		c.kill(s, streamClosing)
+		return transport.ErrClosed
+	}
+	err = s.str.TryWriteAll(b)
+	if err == nil {
+		c.sent++
+	}
+	c.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, quic.ErrWouldBlock) {
+		c.kill(s, streamCancelled)
+		return c.writeErr(ctx, err)
+	}
+	// Out of flow-control credit: wait for it.
+	return c.writeBlocking(ctx, s, deadline, n, b, nil)
+}
+
+// appendFrame appends the length n and the parts to b.
+func appendFrame(b []byte, n int, parts [][]byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// frameBufs holds the buffers frames above smallFrame are copied into.
+var frameBufs sync.Pool
+
+// getFrameBuf returns a buffer with room for n bytes.
+func getFrameBuf(n int) *[]byte {
+	if p, ok := frameBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return p
+	}
+	b := make([]byte, 0, n)
+	return &b
 }
 
 // writeBlocking writes a frame that could not be queued at once, with
 // write_timeout as the stream's deadline and ctx's end resetting it.
-func (c *Conn) writeBlocking(ctx context.Context, s *stream, deadline time.Time, n int, parts [][]byte) error {
+func (c *Conn) writeBlocking(ctx context.Context, s *stream, deadline time.Time, n int, whole []byte, parts [][]byte) error {
 	s.str.SetWriteDeadline(deadline)
 	c.mu.Lock()
 	if c.isClosed() {
@@ -646,7 +681,7 @@ func (c *Conn) writeBlocking(ctx context.Context, s *stream, deadline time.Time,
 			s.mu.Unlock()
 		})
 	}
-	err := writeAll(s, n, parts)
+	err := writeAll(s, n, whole, parts)
 	if stop != nil {
 		stop()
 	}
@@ -677,24 +712,15 @@ func (c *Conn) writeBlocking(ctx context.Context, s *stream, deadline time.Time,
 	return nil
 }
 
-// writeAll writes the length and the parts; a small frame is already in
-// s.buf.
-func writeAll(s *stream, n int, parts [][]byte) error {
-	if n+4 <= smallFrame {
-		_, err := s.str.Write(s.buf)
-		return err
-	}
-	if n+4 <= coalesceFrame {
+// writeAll writes whole, the frame with its length when it was copied
+// into one buffer (up to coalesceFrame), or else the length and the parts.
+func writeAll(s *stream, n int, whole []byte, parts [][]byte) error {
+	if whole != nil {
 		// One Write: quic-go packs a blocking Write's data as the packets
 		// go out, so a Write per part (the length word, a pull answer's
 		// header, each message) wakes its sender for each and sends parts
 		// in packets of their own, partly filled: more packets to lose.
-		b := make([]byte, 0, n+4)
-		b = binary.BigEndian.AppendUint32(b, uint32(n))
-		for _, p := range parts {
-			b = append(b, p...)
-		}
-		_, err := s.str.Write(b)
+		_, err := s.str.Write(whole)
 		return err
 	}
 	var lb [4]byte
