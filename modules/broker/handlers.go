@@ -310,6 +310,10 @@ func (b *Broker) handleCreateTopic(ctx context.Context, p *remoting.Peer, req *r
 	}
 	if changed {
 		b.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
+		// As Java's registerIncrementBrokerData: the name servers know
+		// the topic before the answer, so a producer started right after
+		// gets its route (not TBW102's).
+		b.registerTopicNow(ctx, *tc)
 		b.topicsChanged(tc.TopicName)
 	}
 	return remoting.NewResponse(req, remoting.Success, "")

@@ -238,3 +238,50 @@ const (
 	dataVersionExt     = "quiverDataVersion"
 	prevDataVersionExt = "quiverPrevDataVersion"
 )
+
+// registerTopicWait bounds how long an admin topic change waits for the
+// name servers (Java waits for every name server's answer, each with a
+// timeout of its own).
+const registerTopicWait = 3 * time.Second
+
+// registerTopicNow registers tc with every name server and waits for
+// their answers (at most registerTopicWait): one REGISTER_TOPIC_IN_NAMESRV
+// each, the whole table where the name server does not know that code.
+// It carries no version change; the registration loop's topicsChanged
+// path keeps the name servers' versions.
+func (b *Broker) registerTopicNow(ctx context.Context, tc protocol.TopicConfig) {
+	role := b.Role()
+	if len(b.cfg.Namesrv) == 0 || role.Hidden || role.ID != protocol.MasterID {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, registerTopicWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, ns := range b.cfg.Namesrv {
+		b.treg.mu.Lock()
+		unsupported := b.treg.unsupported[ns]
+		b.treg.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !unsupported && b.registerTopicsAt(ctx, ns, []protocol.TopicConfig{tc}, protocol.DataVersion{}, false, protocol.DataVersion{}) == registered {
+				return
+			}
+			b.treg.mu.Lock()
+			unsupported = b.treg.unsupported[ns]
+			b.treg.mu.Unlock()
+			if !unsupported {
+				return // refused or unreachable: the loop and its retries handle it
+			}
+			body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
+			raw, err := json.Marshal(&body)
+			if err != nil {
+				return
+			}
+			if b.registerOne(ctx, ns, role, raw) == registered {
+				b.treg.fulls.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+}
