@@ -32,6 +32,7 @@ import (
 	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/modules/pop"
 	"github.com/quivermq/quiver/modules/retry"
 	"github.com/quivermq/quiver/modules/schedule"
 	"github.com/quivermq/quiver/modules/transaction"
@@ -169,9 +170,9 @@ func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
 	case Namesrv:
 		opts = append(opts, namesrv.Module, controller.Module, metrics.Module)
 	case Broker:
-		opts = append(opts, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module, grpc.Module)
+		opts = append(opts, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module, pop.Module, grpc.Module)
 	case Dev:
-		opts = append(opts, namesrv.Module, controller.Module, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule, grpc.DevModule)
+		opts = append(opts, namesrv.Module, controller.Module, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule, pop.Module, grpc.DevModule)
 	}
 	return fx.Options(append(opts, extra...)...)
 }
