@@ -275,7 +275,7 @@ func TestOffsetResetByTime(t *testing.T) {
 	}
 	// Online.
 	ts := mark.UTC().Format("2006-01-02T15:04:05.000Z")
-	out := mqAdmin(t, srv, "offset", "reset", "--group", group, "--topic", topic, "--timestamp", ts)
+	out := mqAdmin(t, srv, "offset", "reset", "--yes", "--group", group, "--topic", topic, "--timestamp", ts)
 	t.Logf("offset reset:\n%s", out)
 	assert.Contains(t, out, "1 online consumer(s) told")
 	for i := 0; i < 8; i++ {
@@ -286,7 +286,7 @@ func TestOffsetResetByTime(t *testing.T) {
 	}
 	// Offline: everything since an hour ago, picked up by the next start.
 	c.Shutdown()
-	out = mqAdmin(t, srv, "offset", "reset", "--group", group, "--topic", topic, "--timestamp=-1h")
+	out = mqAdmin(t, srv, "offset", "reset", "--yes", "--group", group, "--topic", topic, "--timestamp=-1h")
 	assert.Contains(t, out, "0 online consumer(s) told")
 	b := newArrivals()
 	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: group}, b.handle)
