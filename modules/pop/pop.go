@@ -21,6 +21,12 @@
 // attempt and backs off with ChangeInvisible, and forwards to the DLQ once
 // attempts run out.
 //
+// ReceiveFIFO serves FIFO groups: a queue hands out one batch at a time,
+// in queue order, and nothing newer until that batch is acked (or
+// redelivered whole, in order, once its invisible time passes); as the
+// producer side keeps a message group in one queue, each message group is
+// consumed in order.
+//
 // A receipt handle is an HMAC over group, topic, queue, offset, nonce and
 // attempt under a per-data-directory secret (handle.go): it survives a
 // restart, cannot be guessed, and is refused for another group or topic.
@@ -300,6 +306,20 @@ func (s *Service) queueLocked(k qkey) *queueState {
 // invisible for the invisible duration. It returns an empty slice, not an
 // error, when nothing is visible; ReceiveWait waits.
 func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Matcher, maxMsgs int, invisible time.Duration) ([]Received, error) {
+	return s.receive(ctx, group, topic, m, maxMsgs, invisible, false)
+}
+
+// ReceiveFIFO is Receive for a FIFO consumer group: a queue delivers
+// nothing new while messages it delivered are in flight, and when their
+// invisible time passes they are redelivered together, in queue order, so
+// the messages of one message group (kept in one queue by the producer
+// side) are consumed in order. A message acked, or forwarded to the DLQ,
+// lets the next one through once the rest of its batch is done.
+func (s *Service) ReceiveFIFO(ctx context.Context, group, topic string, m filter.Matcher, maxMsgs int, invisible time.Duration) ([]Received, error) {
+	return s.receive(ctx, group, topic, m, maxMsgs, invisible, true)
+}
+
+func (s *Service) receive(ctx context.Context, group, topic string, m filter.Matcher, maxMsgs int, invisible time.Duration, fifo bool) ([]Received, error) {
 	if err := checkNames(group, topic); err != nil {
 		return nil, err
 	}
@@ -325,6 +345,7 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 	s.rr++
 	var recs []record
 	var out []Received
+	redelivered := map[int32]bool{}
 	// Redeliveries first, across queues.
 	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
 		q := int32((uint32(i) + start) % uint32(n))
@@ -335,6 +356,9 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 			if e.until <= now.UnixMilli() {
 				offs = append(offs, off)
 			}
+		}
+		if fifo && len(offs) < len(qs.inflight) {
+			continue // part of the queue's batch is still invisible
 		}
 		slices.Sort(offs)
 		for _, off := range offs {
@@ -350,6 +374,7 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 				continue
 			}
 			e := qs.inflight[off]
+			redelivered[q] = true
 			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: e.attempt + 1, Until: until, Nonce: nonce()}
 			recs = append(recs, r)
 			out = append(out, s.received(msg, r))
@@ -361,6 +386,9 @@ func (s *Service) Receive(ctx context.Context, group, topic string, m filter.Mat
 	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
 		q := int32((uint32(i) + start) % uint32(n))
 		qs := s.queueLocked(qkey{group, topic, q})
+		if fifo && (len(qs.inflight) > 0 || redelivered[q]) {
+			continue
+		}
 		sq := store.Queue{Topic: topic, ID: q}
 		lo, hi, err := s.b.Store().Offsets(sq)
 		if err != nil {

@@ -379,3 +379,61 @@ func TestClosed(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrClosed))
 	assert.ErrorIs(t, n.s.Ack(context.Background(), "G", "T", "x"), ErrClosed)
 }
+
+func TestReceiveFIFO(t *testing.T) {
+	forEngines(t, func(t *testing.T, e engine) {
+		n := newNode(t, e)
+		n.topic("T", 2)
+		for _, b := range []string{"a1", "a2", "a3"} {
+			n.put("T", 0, "", b) // message group a → queue 0
+		}
+		n.put("T", 1, "", "b1") // message group b → queue 1
+		ctx := context.Background()
+		recv := func(maxMsgs int) []Received {
+			t.Helper()
+			got, err := n.s.ReceiveFIFO(ctx, "G", "T", nil, maxMsgs, 10*time.Second)
+			require.NoError(t, err)
+			return got
+		}
+		first := recv(2)
+		require.Len(t, first, 2)
+		// Whatever the queue order, queue 0 hands out a prefix in order.
+		rest := recv(10)
+		all := append(append([]Received{}, first...), rest...)
+		var got0 []string
+		for _, r := range all {
+			if r.Queue == 0 {
+				got0 = append(got0, string(r.Message.Body))
+			}
+		}
+		require.NotEmpty(t, got0)
+		assert.Equal(t, []string{"a1", "a2", "a3"}[:len(got0)], got0, "in order")
+		assert.Len(t, all, 1+len(got0), "queue 1's message arrives; queue 0 holds back behind its batch")
+		assert.Empty(t, recv(10), "nothing new while batches are in flight")
+		// Ack the first of queue 0's batch, let the rest time out: they come
+		// back together, in order, before anything newer.
+		var batch0 []Received
+		for _, r := range all {
+			if r.Queue == 0 {
+				batch0 = append(batch0, r)
+			} else {
+				require.NoError(t, n.s.Ack(ctx, "G", "T", r.Handle))
+			}
+		}
+		require.NoError(t, n.s.Ack(ctx, "G", "T", batch0[0].Handle))
+		n.clock.add(11 * time.Second)
+		again := recv(10)
+		var want []string
+		for _, r := range batch0[1:] {
+			want = append(want, string(r.Message.Body))
+		}
+		assert.Equal(t, want, bodies(again))
+		for _, r := range again {
+			assert.Equal(t, int32(2), r.Attempt)
+			require.NoError(t, n.s.Ack(ctx, "G", "T", r.Handle))
+		}
+		if len(got0) < 3 {
+			assert.Equal(t, []string{"a1", "a2", "a3"}[len(got0):], bodies(recv(10)))
+		}
+	})
+}
