@@ -230,7 +230,7 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 		pc.subMu.Unlock()
 	}
 	for _, s := range subs {
-		if _, err := pc.c.FetchRoute(ctx, s.topic); err != nil {
+		if err := fetchRouteSoon(ctx, pc.c, s.topic); err != nil {
 			return fmt.Errorf("consumer: the topic %s route info not found, it may not exist: %w", s.topic, err)
 		}
 	}
@@ -930,4 +930,29 @@ func (pc *PushConsumer) Stats() map[client.MessageQueue]QueueStats {
 		out[mq] = QueueStats{Cached: c, Bytes: b, Span: s, Offset: off}
 	}
 	return out
+}
+
+// routeGrace is how long Start waits for a topic's route to appear: a
+// topic a producer has just created by sending reaches the name servers
+// a moment after the send is answered (the broker registers it then, as
+// Java's does).
+const routeGrace = 3 * time.Second
+
+// fetchRouteSoon fetches topic's route, asking again for up to routeGrace
+// while the name servers do not know it yet.
+func fetchRouteSoon(ctx context.Context, c *client.Client, topic string) error {
+	deadline := time.Now().Add(routeGrace)
+	for {
+		_, err := c.FetchRoute(ctx, topic)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
