@@ -22,6 +22,7 @@ import (
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/modules/broker"
 	grpcmod "github.com/quivermq/quiver/modules/grpc"
+	"github.com/quivermq/quiver/modules/pop"
 	"github.com/quivermq/quiver/modules/schedule"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
@@ -40,7 +41,11 @@ type node struct {
 	rc  *client.Client // a 4.x remoting client for pulls
 }
 
-func startNode(t testing.TB) *node {
+func startNode(t testing.TB) *node { return startNodeWith(t, false) }
+
+// startNodeWith starts a node; withPop adds the pop service behind the
+// consumption RPCs.
+func startNodeWith(t testing.TB, withPop bool) *node {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := commitlog.Open(commitlog.NewConfig(), store.Deps{Settings: store.Settings{
@@ -61,7 +66,12 @@ func startNode(t testing.TB) *node {
 	gc := grpcmod.NewConfig()
 	gc.Enabled = true
 	gc.Listen = "127.0.0.1:0"
-	srv, err := grpcmod.New(gc, grpcmod.Deps{Broker: b})
+	var ps *pop.Service
+	if withPop {
+		ps, err = pop.New(pop.NewConfig(), b)
+		require.NoError(t, err)
+	}
+	srv, err := grpcmod.New(gc, grpcmod.Deps{Broker: b, Pop: ps})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, b.Start(ctx))
@@ -78,6 +88,9 @@ func startNode(t testing.TB) *node {
 		require.NoError(t, conn.Close())
 		require.NoError(t, srv.Stop(ctx))
 		require.NoError(t, sched.Stop(ctx))
+		if ps != nil {
+			require.NoError(t, ps.Close())
+		}
 		require.NoError(t, b.Stop(ctx))
 		require.NoError(t, st.Close())
 	})

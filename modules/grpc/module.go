@@ -12,6 +12,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/pop"
 )
 
 // ConfigSection is the grpc section, decoded by the kernel's plan.
@@ -26,6 +27,7 @@ type params struct {
 	Plan      *kernel.Plan
 	Logger    *slog.Logger
 	Broker    *broker.Broker
+	Pop       *pop.Service `optional:"true"`
 }
 
 func newFromFx(p params, dev bool) error {
@@ -46,7 +48,7 @@ func newFromFx(p params, dev bool) error {
 		}
 		return errors.New("config: grpc.enabled with acl.enabled: the gRPC endpoint does not check 5.x client signatures yet")
 	}
-	s, err := New(&cfg, Deps{Broker: p.Broker, Logger: p.Logger})
+	s, err := New(&cfg, Deps{Broker: p.Broker, Pop: p.Pop, Logger: p.Logger})
 	if err != nil {
 		return err
 	}

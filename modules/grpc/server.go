@@ -22,11 +22,15 @@ import (
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
 	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/pop"
 )
 
 // Deps are the services the endpoint fronts.
 type Deps struct {
 	Broker *broker.Broker
+	// Pop serves ReceiveMessage, AckMessage, ChangeInvisibleDuration and
+	// ForwardMessageToDeadLetterQueue; nil answers them NOT_IMPLEMENTED.
+	Pop    *pop.Service
 	Logger *slog.Logger
 }
 
@@ -36,6 +40,7 @@ type Server struct {
 
 	cfg  *Config
 	b    *broker.Broker
+	pop  *pop.Service
 	log  *slog.Logger
 	srv  *grpclib.Server
 	ln   net.Listener
@@ -63,7 +68,7 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 		log = slog.Default()
 	}
 	return &Server{
-		cfg: cfg, b: deps.Broker, log: log.With("component", "grpc"),
+		cfg: cfg, b: deps.Broker, pop: deps.Pop, log: log.With("component", "grpc"),
 		done: make(chan struct{}), clients: map[string]*client{},
 	}, nil
 }

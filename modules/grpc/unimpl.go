@@ -6,32 +6,13 @@ import (
 	"github.com/quivermq/quiver/core/grpcapi"
 )
 
-// The RPCs below are not served yet: each answers the RocketMQ status
+// The RPCs below (and the consumption RPCs without a pop service) are not
+// served yet: each answers the RocketMQ status
 // NOT_IMPLEMENTED (50100) in its response, which the official clients
 // surface as a clear error, rather than a bare gRPC UNIMPLEMENTED.
 
 func notImplemented(what string) *grpcapi.Status {
 	return status(grpcapi.Code_NOT_IMPLEMENTED, what+" is not implemented on this endpoint yet")
-}
-
-// ReceiveMessage needs pop-style consumption state (modules/pop).
-func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpcapi.MessagingService_ReceiveMessageServer) error {
-	return stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Status{Status: notImplemented("ReceiveMessage")}})
-}
-
-// AckMessage needs pop-style consumption state.
-func (s *Server) AckMessage(ctx context.Context, req *grpcapi.AckMessageRequest) (*grpcapi.AckMessageResponse, error) {
-	return &grpcapi.AckMessageResponse{Status: notImplemented("AckMessage")}, nil
-}
-
-// ChangeInvisibleDuration needs pop-style consumption state.
-func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *grpcapi.ChangeInvisibleDurationRequest) (*grpcapi.ChangeInvisibleDurationResponse, error) {
-	return &grpcapi.ChangeInvisibleDurationResponse{Status: notImplemented("ChangeInvisibleDuration")}, nil
-}
-
-// ForwardMessageToDeadLetterQueue needs pop-style consumption state.
-func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *grpcapi.ForwardMessageToDeadLetterQueueRequest) (*grpcapi.ForwardMessageToDeadLetterQueueResponse, error) {
-	return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: notImplemented("ForwardMessageToDeadLetterQueue")}, nil
 }
 
 // EndTransaction: transactional sends are refused, so there is nothing to end.

@@ -1,0 +1,260 @@
+package grpc
+
+import (
+	"context"
+	"errors"
+	"hash/crc32"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/modules/pop"
+)
+
+const (
+	defaultInvisible   = 30 * time.Second
+	defaultLongPolling = 20 * time.Second
+	maxLongPolling     = 30 * time.Second
+	maxReceiveBatch    = 32
+)
+
+// systemProps are the stored properties a 5.x consumer sees as system
+// properties, not user properties.
+var systemProps = map[string]bool{
+	message.PropertyKeys: true, message.PropertyTags: true, message.PropertyUniqKey: true,
+	message.PropertyCluster: true, propShardingKey: true, propTraceCtx: true, propBornHost: true,
+	message.PropertyTimerDeliverMS: true, message.PropertyTimerDelayMS: true,
+	message.PropertyStartDeliverTime: true, message.PropertyDelayTimeLevel: true,
+	message.PropertyRealTopic: true, message.PropertyRealQueueID: true,
+	message.PropertyMsgRegion: true, message.PropertyTraceSwitch: true,
+	message.PropertyWaitStoreMsgOK: true, message.PropertyConsumeStartTime: true,
+	message.PropertyMinOffset: true, message.PropertyMaxOffset: true,
+}
+
+func popStatus(err error) *grpcapi.Status {
+	switch {
+	case errors.Is(err, pop.ErrInvalidHandle):
+		return status(grpcapi.Code_INVALID_RECEIPT_HANDLE, err.Error())
+	case errors.Is(err, pop.ErrTopicNotFound):
+		return status(grpcapi.Code_TOPIC_NOT_FOUND, err.Error())
+	case errors.Is(err, pop.ErrBadArgument):
+		return status(grpcapi.Code_BAD_REQUEST, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status(grpcapi.Code_PROXY_TIMEOUT, err.Error())
+	}
+	return status(grpcapi.Code_INTERNAL_SERVER_ERROR, err.Error())
+}
+
+// fifoGroup says whether the client declared its group FIFO in its
+// Telemetry settings.
+func (s *Server) fifoGroup(ctx context.Context) bool {
+	id := clientID(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.clients[id]; c != nil {
+		return c.settings.GetSubscription().GetFifo()
+	}
+	return false
+}
+
+// toProto converts a stored message to what a 5.x consumer receives.
+func (s *Server) toProto(r pop.Received, invisible time.Duration) *grpcapi.Message {
+	m := r.Message
+	body, err := m.UncompressedBody()
+	if err != nil {
+		// A body that does not inflate goes as stored: the client sees it
+		// (and can forward it to the DLQ) rather than it coming back forever.
+		s.log.Warn("grpc: receive: body does not inflate", "topic", m.Topic, "offset", r.Offset, "err", err)
+		body = m.Body
+	}
+	props := m.Properties
+	user := map[string]string{}
+	for k, v := range props {
+		if !systemProps[k] {
+			user[k] = v
+		}
+	}
+	id := props[message.PropertyUniqKey]
+	if id == "" {
+		id = message.OffsetMsgID(m.StoreHost, m.CommitLogOffset)
+	}
+	sp := &grpcapi.SystemProperties{
+		Keys:              strings.Fields(props[message.PropertyKeys]),
+		MessageId:         id,
+		BodyDigest:        &grpcapi.Digest{Type: grpcapi.DigestType_CRC32, Checksum: strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10)},
+		BodyEncoding:      grpcapi.Encoding_IDENTITY,
+		MessageType:       grpcapi.MessageType_NORMAL,
+		BornTimestamp:     timestamppb.New(time.UnixMilli(m.BornTimestamp)),
+		BornHost:          m.BornHost.Addr().String(),
+		StoreTimestamp:    timestamppb.New(time.UnixMilli(m.StoreTimestamp)),
+		StoreHost:         m.StoreHost.String(),
+		ReceiptHandle:     &r.Handle,
+		QueueId:           r.Queue,
+		QueueOffset:       &r.Offset,
+		InvisibleDuration: durationpb.New(invisible),
+		DeliveryAttempt:   &r.Attempt,
+	}
+	if h := props[propBornHost]; h != "" {
+		sp.BornHost = h
+	}
+	if t, ok := props[message.PropertyTags]; ok {
+		sp.Tag = &t
+	}
+	if g := props[propShardingKey]; g != "" {
+		sp.MessageGroup = &g
+		sp.MessageType = grpcapi.MessageType_FIFO
+	}
+	if at, err := strconv.ParseInt(props[message.PropertyTimerDeliverMS], 10, 64); err == nil {
+		sp.DeliveryTimestamp = timestamppb.New(time.UnixMilli(at))
+		sp.MessageType = grpcapi.MessageType_DELAY
+	}
+	if tc := props[propTraceCtx]; tc != "" {
+		sp.TraceContext = &tc
+	}
+	return &grpcapi.Message{
+		Topic:            &grpcapi.Resource{Name: m.Topic},
+		UserProperties:   user,
+		SystemProperties: sp,
+		Body:             body,
+	}
+}
+
+// ReceiveMessage long-polls the pop state for the group: a status first,
+// then the messages, as RocketMQ's proxy answers.
+func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpcapi.MessagingService_ReceiveMessageServer) error {
+	send := func(st *grpcapi.Status) error {
+		return stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Status{Status: st}})
+	}
+	if s.pop == nil {
+		return send(notImplemented("ReceiveMessage"))
+	}
+	ctx := stream.Context()
+	group := req.GetGroup().GetName()
+	if group == "" {
+		return send(status(grpcapi.Code_ILLEGAL_CONSUMER_GROUP, "consumer group is empty"))
+	}
+	tc, st := s.topic(req.GetMessageQueue().GetTopic())
+	if st != nil {
+		return send(st)
+	}
+	var typ string
+	switch req.GetFilterExpression().GetType() {
+	case grpcapi.FilterType_SQL:
+		typ = "SQL92"
+	default:
+		typ = "TAG"
+	}
+	expr := req.GetFilterExpression().GetExpression()
+	if expr == "" {
+		expr = "*"
+	}
+	matcher, err := s.b.CompileFilter(typ, expr)
+	if err != nil {
+		return send(status(grpcapi.Code_ILLEGAL_FILTER_EXPRESSION, err.Error()))
+	}
+	batch := int(req.GetBatchSize())
+	if batch <= 0 || batch > maxReceiveBatch {
+		batch = min(max(batch, 1), maxReceiveBatch)
+	}
+	invisible := defaultInvisible
+	if d := req.GetInvisibleDuration(); d != nil {
+		if d.CheckValid() != nil || d.AsDuration() <= 0 || d.AsDuration() > pop.MaxInvisible {
+			return send(status(grpcapi.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration out of range"))
+		}
+		invisible = d.AsDuration()
+	}
+	wait := defaultLongPolling
+	if d := req.GetLongPollingTimeout(); d != nil && d.CheckValid() == nil {
+		wait = min(max(d.AsDuration(), 0), maxLongPolling)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// Answer before the client gives up on the call.
+		wait = min(wait, time.Until(dl)-500*time.Millisecond)
+	}
+	wait = max(wait, 0)
+	var got []pop.Received
+	if s.fifoGroup(ctx) {
+		got, err = s.pop.ReceiveFIFO(ctx, group, tc.TopicName, matcher, batch, invisible)
+	} else {
+		got, err = s.pop.ReceiveWait(ctx, group, tc.TopicName, matcher, batch, invisible, wait)
+	}
+	if err != nil {
+		return send(popStatus(err))
+	}
+	if len(got) == 0 {
+		return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
+	}
+	if err := send(ok()); err != nil {
+		return err
+	}
+	for _, r := range got {
+		pm := s.toProto(r, invisible)
+		if err := stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Message{Message: pm}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AckMessage acknowledges each entry's receipt handle.
+func (s *Server) AckMessage(ctx context.Context, req *grpcapi.AckMessageRequest) (*grpcapi.AckMessageResponse, error) {
+	if s.pop == nil {
+		return &grpcapi.AckMessageResponse{Status: notImplemented("AckMessage")}, nil
+	}
+	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
+	entries := make([]*grpcapi.AckMessageResultEntry, 0, len(req.GetEntries()))
+	failed := 0
+	for _, e := range req.GetEntries() {
+		st := ok()
+		if err := s.pop.Ack(ctx, group, topic, e.GetReceiptHandle()); err != nil {
+			st = popStatus(err)
+			failed++
+		}
+		entries = append(entries, &grpcapi.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})
+	}
+	st := ok()
+	switch {
+	case len(entries) == 1:
+		st = entries[0].Status
+	case failed > 0:
+		st = status(grpcapi.Code_MULTIPLE_RESULTS, strconv.Itoa(failed)+" acks refused")
+	}
+	return &grpcapi.AckMessageResponse{Status: st, Entries: entries}, nil
+}
+
+// ChangeInvisibleDuration moves a delivery's invisible time and answers
+// the handle that replaces the old one.
+func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *grpcapi.ChangeInvisibleDurationRequest) (*grpcapi.ChangeInvisibleDurationResponse, error) {
+	if s.pop == nil {
+		return &grpcapi.ChangeInvisibleDurationResponse{Status: notImplemented("ChangeInvisibleDuration")}, nil
+	}
+	d := req.GetInvisibleDuration()
+	if d == nil || d.CheckValid() != nil || d.AsDuration() < 0 {
+		return &grpcapi.ChangeInvisibleDurationResponse{Status: status(grpcapi.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration missing or negative")}, nil
+	}
+	h, err := s.pop.ChangeInvisible(ctx, req.GetGroup().GetName(), req.GetTopic().GetName(), req.GetReceiptHandle(), d.AsDuration())
+	if err != nil {
+		st := popStatus(err)
+		if errors.Is(err, pop.ErrBadArgument) {
+			st.Code = grpcapi.Code_ILLEGAL_INVISIBLE_TIME
+		}
+		return &grpcapi.ChangeInvisibleDurationResponse{Status: st}, nil
+	}
+	return &grpcapi.ChangeInvisibleDurationResponse{Status: ok(), ReceiptHandle: h}, nil
+}
+
+// ForwardMessageToDeadLetterQueue moves a delivery to %DLQ%<group>.
+func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *grpcapi.ForwardMessageToDeadLetterQueueRequest) (*grpcapi.ForwardMessageToDeadLetterQueueResponse, error) {
+	if s.pop == nil {
+		return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: notImplemented("ForwardMessageToDeadLetterQueue")}, nil
+	}
+	if err := s.pop.ForwardToDLQ(ctx, req.GetGroup().GetName(), req.GetTopic().GetName(), req.GetReceiptHandle()); err != nil {
+		return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: popStatus(err)}, nil
+	}
+	return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: ok()}, nil
+}

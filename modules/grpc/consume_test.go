@@ -1,0 +1,97 @@
+package grpc_test
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+)
+
+// receive runs one ReceiveMessage call and collects its status and messages.
+func (n *node) receive(group, topic, tagExpr string, invisible time.Duration) (*grpcapi.Status, []*grpcapi.Message) {
+	n.t.Helper()
+	rs, err := n.cli.ReceiveMessage(n.ctx(), &grpcapi.ReceiveMessageRequest{
+		Group: res(group), MessageQueue: &grpcapi.MessageQueue{Topic: res(topic), Id: -1},
+		FilterExpression:   &grpcapi.FilterExpression{Type: grpcapi.FilterType_TAG, Expression: tagExpr},
+		BatchSize:          16,
+		InvisibleDuration:  durationpb.New(invisible),
+		LongPollingTimeout: durationpb.New(time.Second),
+	})
+	require.NoError(n.t, err)
+	var st *grpcapi.Status
+	var msgs []*grpcapi.Message
+	for {
+		r, err := rs.Recv()
+		if err == io.EOF {
+			return st, msgs
+		}
+		require.NoError(n.t, err)
+		if r.GetStatus() != nil {
+			st = r.GetStatus()
+		}
+		if r.GetMessage() != nil {
+			msgs = append(msgs, r.GetMessage())
+		}
+	}
+}
+
+// TestReceiveAckChangeInvisible: a 5.x SimpleConsumer's cycle over the pop
+// service — receive with a tag filter, ack, change the invisible time and
+// get the message again with attempt 2.
+func TestReceiveAckChangeInvisible(t *testing.T) {
+	n := startNodeWith(t, true)
+	n.topic("PopT", 2)
+	for i, tag := range []string{"A", "B", "A"} {
+		m := msg("PopT", "pop-"+tag+string(rune('0'+i)), "body-"+tag, &grpcapi.SystemProperties{Tag: proto.String(tag), Keys: []string{"k"}})
+		m.UserProperties = map[string]string{"p": "v"}
+		resp, err := n.cli.SendMessage(n.ctx(), &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{m}})
+		require.NoError(t, err)
+		require.Equal(t, grpcapi.Code_OK, resp.GetStatus().GetCode())
+	}
+	st, got := n.receive("G5", "PopT", "A", 30*time.Second)
+	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
+	require.Len(t, got, 2, "the tag filter keeps the two A messages")
+	for _, m := range got {
+		sp := m.GetSystemProperties()
+		assert.Equal(t, "A", sp.GetTag())
+		assert.Equal(t, []string{"k"}, sp.GetKeys())
+		assert.Equal(t, "v", m.GetUserProperties()["p"])
+		assert.Equal(t, int32(1), sp.GetDeliveryAttempt())
+		assert.NotEmpty(t, sp.GetReceiptHandle())
+		assert.Equal(t, "body-A", string(m.GetBody()))
+		assert.Equal(t, grpcapi.DigestType_CRC32, sp.GetBodyDigest().GetType())
+	}
+	st, again := n.receive("G5", "PopT", "A", 30*time.Second)
+	assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, st.GetCode(), "both in flight")
+	assert.Empty(t, again)
+
+	first, second := got[0].GetSystemProperties(), got[1].GetSystemProperties()
+	ack, err := n.cli.AckMessage(n.ctx(), &grpcapi.AckMessageRequest{Group: res("G5"), Topic: res("PopT"),
+		Entries: []*grpcapi.AckMessageEntry{{MessageId: first.GetMessageId(), ReceiptHandle: first.GetReceiptHandle()}}})
+	require.NoError(t, err)
+	require.Equal(t, grpcapi.Code_OK, ack.GetStatus().GetCode(), ack.GetStatus().GetMessage())
+
+	ci, err := n.cli.ChangeInvisibleDuration(n.ctx(), &grpcapi.ChangeInvisibleDurationRequest{Group: res("G5"), Topic: res("PopT"),
+		ReceiptHandle: second.GetReceiptHandle(), InvisibleDuration: durationpb.New(0), MessageId: second.GetMessageId()})
+	require.NoError(t, err)
+	require.Equal(t, grpcapi.Code_OK, ci.GetStatus().GetCode(), ci.GetStatus().GetMessage())
+	assert.NotEqual(t, second.GetReceiptHandle(), ci.GetReceiptHandle())
+
+	st, again = n.receive("G5", "PopT", "A", 30*time.Second)
+	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
+	require.Len(t, again, 1, "only the unacked message comes back")
+	assert.Equal(t, second.GetMessageId(), again[0].GetSystemProperties().GetMessageId())
+	assert.Equal(t, int32(2), again[0].GetSystemProperties().GetDeliveryAttempt())
+
+	// The acked handle's message stays acked; a forged handle is refused.
+	bad, err := n.cli.AckMessage(n.ctx(), &grpcapi.AckMessageRequest{Group: res("G5"), Topic: res("PopT"),
+		Entries: []*grpcapi.AckMessageEntry{{MessageId: "x", ReceiptHandle: "forged"}}})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_INVALID_RECEIPT_HANDLE, bad.GetStatus().GetCode())
+}
