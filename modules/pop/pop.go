@@ -55,6 +55,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -279,6 +280,10 @@ func nonce() uint64 {
 func checkNames(group, topic string) error {
 	if group == "" || topic == "" || len(group) > 255 || len(topic) > 255 {
 		return fmt.Errorf("%w: group and topic must be 1-255 characters (group %q, topic %q)", ErrBadArgument, group, topic)
+	}
+	// NUL separates the names in a handle's MAC input.
+	if strings.IndexByte(group, 0) >= 0 || strings.IndexByte(topic, 0) >= 0 {
+		return fmt.Errorf("%w: NUL in group %q or topic %q", ErrBadArgument, group, topic)
 	}
 	return nil
 }

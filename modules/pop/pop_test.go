@@ -1,6 +1,7 @@
 package pop
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -249,6 +250,8 @@ func TestBadArguments(t *testing.T) {
 	assert.ErrorIs(t, err, ErrTopicNotFound)
 	_, err = n.s.Receive(ctx, "", "T", nil, 1, time.Minute)
 	assert.ErrorIs(t, err, ErrBadArgument)
+	_, err = n.s.Receive(ctx, "G\x00x", "T", nil, 1, time.Minute)
+	assert.ErrorIs(t, err, ErrBadArgument)
 	_, err = n.s.Receive(ctx, "G", "T", nil, 0, time.Minute)
 	assert.ErrorIs(t, err, ErrBadArgument)
 	_, err = n.s.Receive(ctx, "G", "T", nil, 1, 0)
@@ -436,4 +439,55 @@ func TestReceiveFIFO(t *testing.T) {
 			assert.Equal(t, []string{"a1", "a2", "a3"}[len(got0):], bodies(recv(10)))
 		}
 	})
+}
+
+// TestTornBatch cuts a receive batch's last journal record in half, as a
+// crash during the write would (the receive never returned): the messages
+// whose records are lost are delivered again as new, none is lost.
+func TestTornBatch(t *testing.T) {
+	forEngines(t, func(t *testing.T, e engine) {
+		n := newNode(t, e)
+		n.topic("T", 1)
+		for _, b := range []string{"a", "b", "c"} {
+			n.put("T", 0, "", b)
+		}
+		require.Len(t, n.receive("G", "T", nil, 10, time.Minute), 3)
+		n.stop()
+		p := filepath.Join(n.dir, "pop", journalFile)
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		lines := bytes.SplitAfter(b, []byte("\n"))
+		require.Len(t, lines, 4) // three records and the empty rest
+		last := lines[2]
+		require.NoError(t, os.WriteFile(p, append(append(lines[0], lines[1]...), last[:len(last)/2]...), 0o644))
+		n = startNode(t, e, n.dir, n.cfg, n.clock)
+		assert.Equal(t, 2, n.s.InFlight("G", "T"))
+		got := n.receive("G", "T", nil, 10, time.Minute)
+		assert.Equal(t, []string{"c"}, bodies(got))
+		assert.Equal(t, int32(1), got[0].Attempt)
+	})
+}
+
+// TestCrashWithoutClose reopens the state on the same files while the
+// first instance was never closed (a killed process): what Ack and
+// Receive returned is there.
+func TestCrashWithoutClose(t *testing.T) {
+	n := newNode(t, engines[0])
+	n.topic("T", 1)
+	for _, b := range []string{"a", "b"} {
+		n.put("T", 0, "", b)
+	}
+	got := n.receive("G", "T", nil, 10, time.Minute)
+	require.Len(t, got, 2)
+	require.NoError(t, n.s.Ack(context.Background(), "G", "T", got[0].Handle))
+	s2, err := open(n.cfg, n.b, filepath.Join(n.dir, "pop"))
+	require.NoError(t, err)
+	defer s2.Close()
+	s2.now = n.clock.now
+	assert.Equal(t, 1, s2.InFlight("G", "T"))
+	n.clock.add(2 * time.Minute)
+	again, err := s2.Receive(context.Background(), "G", "T", nil, 10, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, bodies(again))
+	assert.Equal(t, int32(2), again[0].Attempt)
 }
