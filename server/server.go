@@ -14,6 +14,7 @@
 package server
 
 import (
+	"path/filepath"
 	"context"
 	"errors"
 	"fmt"
@@ -102,6 +103,15 @@ func Load(o config.Options, r Role) (*config.Config, error) {
 			ns = namesrv.NewConfig().Listen
 		}
 		cfg.Set("broker.namesrv", []any{ns})
+	}
+	if r == Dev && !cfg.Exists("namesrv.kv_config_path") {
+		// mq dev keeps everything under storage.dir (./data), the name
+		// server's KV config included, not in ./namesrv beside it.
+		dir := cfg.String("storage.dir")
+		if dir == "" {
+			dir = kernel.DefaultStorageConfig().Dir
+		}
+		cfg.Set("namesrv.kv_config_path", filepath.Join(dir, "namesrv", "kvConfig.json"))
 	}
 	return cfg, nil
 }
