@@ -14,11 +14,11 @@
 package server
 
 import (
-	"path/filepath"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
