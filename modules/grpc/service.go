@@ -163,6 +163,13 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 		}
 		ps.Publishing.MaxBodySize = int32(s.b.Config().MaxMessageSize)
 		ps.Publishing.ValidateMessageType = false
+		if out.BackoffPolicy == nil {
+			// The clients sync their send retries from this and refuse
+			// settings without one: the 5.x Java client's producer default.
+			out.BackoffPolicy = &grpcapi.RetryPolicy{MaxAttempts: 3, Strategy: &grpcapi.RetryPolicy_ExponentialBackoff{
+				ExponentialBackoff: &grpcapi.ExponentialBackoff{Initial: durationpb.New(10 * time.Millisecond), Max: durationpb.New(time.Second), Multiplier: 2},
+			}}
+		}
 	case *grpcapi.Settings_Subscription:
 		if ps.Subscription == nil {
 			ps.Subscription = &grpcapi.Subscription{}
