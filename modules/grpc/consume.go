@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/modules/pop"
@@ -179,7 +180,7 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 	wait = max(wait, 0)
 	var got []pop.Received
 	if s.fifoGroup(ctx) {
-		got, err = s.pop.ReceiveFIFO(ctx, group, tc.TopicName, matcher, batch, invisible)
+		got, err = s.receiveFIFO(ctx, group, tc.TopicName, matcher, batch, invisible, wait)
 	} else {
 		got, err = s.pop.ReceiveWait(ctx, group, tc.TopicName, matcher, batch, invisible, wait)
 	}
@@ -257,4 +258,29 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *grpca
 		return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: popStatus(err)}, nil
 	}
 	return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: ok()}, nil
+}
+
+// fifoPoll is how often a FIFO receive looks again while it waits: the pop
+// service's long poll serves unordered receives only.
+const fifoPoll = 100 * time.Millisecond
+
+// receiveFIFO is pop's ReceiveFIFO, retried until a message is handed out,
+// wait passes or ctx ends, so FIFO consumers long-poll too.
+func (s *Server) receiveFIFO(ctx context.Context, group, topic string, m filter.Matcher, batch int, invisible, wait time.Duration) ([]pop.Received, error) {
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(fifoPoll)
+	defer tick.Stop()
+	for {
+		got, err := s.pop.ReceiveFIFO(ctx, group, topic, m, batch, invisible)
+		if err != nil || len(got) > 0 || !time.Now().Before(deadline) {
+			return got, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-s.done:
+			return nil, nil
+		case <-tick.C:
+		}
+	}
 }

@@ -95,3 +95,35 @@ func TestReceiveAckChangeInvisible(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, grpcapi.Code_INVALID_RECEIPT_HANDLE, bad.GetStatus().GetCode())
 }
+
+// TestReceiveFIFO: a client that declares its group FIFO in Telemetry gets
+// a message group's messages in send order, and nothing more of that queue
+// while they are in flight.
+func TestReceiveFIFO(t *testing.T) {
+	n := startNodeWith(t, true)
+	n.topic("FifoPopT", 4)
+	stream, err := n.cli.Telemetry(n.ctx())
+	require.NoError(t, err)
+	sub := &grpcapi.Settings{ClientType: grpcapi.ClientType_SIMPLE_CONSUMER.Enum(), PubSub: &grpcapi.Settings_Subscription{Subscription: &grpcapi.Subscription{Group: res("GF"), Fifo: proto.Bool(true)}}}
+	require.NoError(t, stream.Send(&grpcapi.TelemetryCommand{Command: &grpcapi.TelemetryCommand_Settings{Settings: sub}}))
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	for i := range 5 {
+		m := msg("FifoPopT", "f-"+string(rune('0'+i)), "m"+string(rune('0'+i)), &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_FIFO, MessageGroup: proto.String("grp")})
+		resp, err := n.cli.SendMessage(n.ctx(), &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{m}})
+		require.NoError(t, err)
+		require.Equal(t, grpcapi.Code_OK, resp.GetStatus().GetCode())
+	}
+	st, got := n.receive("GF", "FifoPopT", "*", 30*time.Second)
+	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
+	require.Len(t, got, 5)
+	for i, m := range got {
+		assert.Equal(t, "m"+string(rune('0'+i)), string(m.GetBody()), "send order")
+		assert.Equal(t, "grp", m.GetSystemProperties().GetMessageGroup())
+		assert.Equal(t, grpcapi.MessageType_FIFO, m.GetSystemProperties().GetMessageType())
+	}
+	st, more := n.receive("GF", "FifoPopT", "*", 30*time.Second)
+	assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, st.GetCode(), "the group's queue is blocked while its batch is in flight")
+	assert.Empty(t, more)
+	require.NoError(t, stream.CloseSend())
+}

@@ -219,3 +219,15 @@ func TestNotImplementedRPCs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, grpcapi.Code_NOT_IMPLEMENTED, r.GetStatus().GetCode())
 }
+
+// TestSendDelayTooFar: a delivery time past schedule.max_delay is the
+// client's error, answered ILLEGAL_DELIVERY_TIME.
+func TestSendDelayTooFar(t *testing.T) {
+	n := startNode(t)
+	n.topic("FarT", 1)
+	at := time.Now().Add(10 * 365 * 24 * time.Hour)
+	m := msg("FarT", "far-1", "never", &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_DELAY, DeliveryTimestamp: timestamppb.New(at)})
+	resp, err := n.cli.SendMessage(n.ctx(), &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{m}})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_ILLEGAL_DELIVERY_TIME, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/modules/broker"
 )
 
 // Java MessageConst names the 5.x proxy sets that core/message lacks.
@@ -216,8 +217,7 @@ func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageReques
 		if se == nil {
 			pos, err := s.b.Put(ctx, []*message.Ext{ext})
 			if err != nil {
-				s.log.Warn("grpc: send", "topic", ext.Topic, "err", err)
-				se = refuse(grpcapi.Code_INTERNAL_SERVER_ERROR, "%v", err)
+				se = s.putError(m, ext, err)
 			} else {
 				e.Offset = pos[0].QueueOffset
 			}
@@ -237,4 +237,19 @@ func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageReques
 		st = status(grpcapi.Code_MULTIPLE_RESULTS, fmt.Sprintf("%d of %d messages refused", failed, len(msgs)))
 	}
 	return &grpcapi.SendMessageResponse{Status: st, Entries: entries}, nil
+}
+
+// putError maps a refused put to a status: a broker module's rejection
+// (a delivery time past schedule.max_delay, a system topic) is the
+// client's error; anything else is the server's, and logged.
+func (s *Server) putError(m *grpcapi.Message, ext *message.Ext, err error) *sendError {
+	var rej *broker.RejectError
+	if errors.As(err, &rej) {
+		if m.GetSystemProperties().GetMessageType() == grpcapi.MessageType_DELAY {
+			return refuse(grpcapi.Code_ILLEGAL_DELIVERY_TIME, "%s", rej.Reason)
+		}
+		return refuse(grpcapi.Code_BAD_REQUEST, "%s", rej.Reason)
+	}
+	s.log.Warn("grpc: send", "topic", ext.Topic, "err", err)
+	return refuse(grpcapi.Code_INTERNAL_SERVER_ERROR, "%v", err)
 }
