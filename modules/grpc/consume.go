@@ -14,6 +14,7 @@ import (
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/modules/pop"
 )
 
@@ -35,6 +36,7 @@ var systemProps = map[string]bool{
 	message.PropertyMsgRegion: true, message.PropertyTraceSwitch: true,
 	message.PropertyWaitStoreMsgOK: true, message.PropertyConsumeStartTime: true,
 	message.PropertyMinOffset: true, message.PropertyMaxOffset: true,
+	store.PropertyRecordCRC: true,
 }
 
 func popStatus(err error) *grpcapi.Status {

@@ -74,7 +74,8 @@ func TestNodeClientInterop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script, n.srv.Addr().String(), "NodeT")
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
+	// The client logs under $HOME/logs/rocketmq: keep that in the test's dir.
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -111,7 +112,7 @@ func TestNodeClientInterop(t *testing.T) {
 	assert.Equal(t, res.Sent, res.Received[0].ID)
 	assert.Equal(t, "TagN", res.Received[0].Tag)
 	assert.Equal(t, "from node", res.Received[0].Body)
-	assert.Equal(t, "blue", res.Received[0].Props["color"])
+	assert.Equal(t, map[string]string{"color": "blue"}, res.Received[0].Props, "only the user's properties")
 }
 
 // limitedBuffer keeps the first 64 KiB written to it.

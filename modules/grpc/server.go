@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -51,6 +52,7 @@ type Server struct {
 	rr      atomic.Uint64 // round robin over write queues
 	mu      sync.Mutex
 	clients map[string]*client // by x-mq-client-id
+	swept   time.Time          // last expiry sweep of clients
 }
 
 var _ grpcapi.MessagingServiceServer = (*Server)(nil)

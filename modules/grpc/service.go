@@ -34,19 +34,35 @@ func clientID(ctx context.Context) string {
 	return ""
 }
 
+// clientExpiry forgets a client that sent no heartbeat or settings for this
+// long (the clients heartbeat every 10s), so the table stays bounded.
+const clientExpiry = 2 * time.Minute
+
+// maxClientID bounds the client id the table keeps.
+const maxClientID = 256
+
 func (s *Server) touch(ctx context.Context, settings *grpcapi.Settings) {
 	id := clientID(ctx)
-	if id == "" {
+	if id == "" || len(id) > maxClientID {
 		return
 	}
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if now.Sub(s.swept) > clientExpiry/2 {
+		s.swept = now
+		for k, c := range s.clients {
+			if now.Sub(c.seen) > clientExpiry {
+				delete(s.clients, k)
+			}
+		}
+	}
 	c := s.clients[id]
 	if c == nil {
 		c = &client{id: id}
 		s.clients[id] = c
 	}
-	c.seen = time.Now()
+	c.seen = now
 	if settings != nil {
 		c.settings = settings
 	}
