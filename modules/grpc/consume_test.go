@@ -2,6 +2,7 @@ package grpc_test
 
 import (
 	"io"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,7 +11,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/remoting"
 )
 
 // receive runs one ReceiveMessage call and collects its status and messages.
@@ -126,4 +130,32 @@ func TestReceiveFIFO(t *testing.T) {
 	assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, st.GetCode(), "the group's queue is blocked while its batch is in flight")
 	assert.Empty(t, more)
 	require.NoError(t, stream.CloseSend())
+}
+
+// TestSent4xReceived5x: a message a 4.x producer sends over remoting
+// (SEND_MESSAGE) reaches a 5.x consumer with its tag, keys, properties and
+// message id.
+func TestSent4xReceived5x(t *testing.T) {
+	n := startNodeWith(t, true)
+	n.topic("X4T", 1)
+	props := message.Properties{message.PropertyTags: "T4", message.PropertyKeys: "a b", message.PropertyUniqKey: "7F00000100002A9F0000000000000001", "shade": "green"}
+	req := client.NewRequest(remoting.SendMessage, map[string]string{
+		"producerGroup": "P4", "topic": "X4T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+		"queueId": "0", "sysFlag": "0", "bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10),
+		"flag": "0", "properties": props.Encode(), "reconsumeTimes": "0", "unitMode": "false",
+	}, []byte("from 4.x"))
+	resp, err := n.rc.Invoke(n.ctx(), n.b.Addrs()[0], req)
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+
+	st, got := n.receive("G45", "X4T", "T4", 30*time.Second)
+	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
+	require.Len(t, got, 1)
+	sp := got[0].GetSystemProperties()
+	assert.Equal(t, "from 4.x", string(got[0].GetBody()))
+	assert.Equal(t, "T4", sp.GetTag())
+	assert.Equal(t, []string{"a", "b"}, sp.GetKeys())
+	assert.Equal(t, "7F00000100002A9F0000000000000001", sp.GetMessageId())
+	assert.Equal(t, map[string]string{"shade": "green"}, got[0].GetUserProperties())
+	assert.Equal(t, grpcapi.MessageType_NORMAL, sp.GetMessageType())
 }
