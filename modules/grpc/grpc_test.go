@@ -3,6 +3,7 @@ package grpc_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -230,4 +231,21 @@ func TestSendDelayTooFar(t *testing.T) {
 	resp, err := n.cli.SendMessage(n.ctx(), &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{m}})
 	require.NoError(t, err)
 	assert.Equal(t, grpcapi.Code_ILLEGAL_DELIVERY_TIME, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+}
+
+// TestStopEndsTelemetry: an open Telemetry stream does not hold Stop up.
+func TestStopEndsTelemetry(t *testing.T) {
+	n := startNode(t)
+	stream, err := n.cli.Telemetry(n.ctx())
+	require.NoError(t, err)
+	settings := &grpcapi.Settings{ClientType: grpcapi.ClientType_PRODUCER.Enum(), PubSub: &grpcapi.Settings_Publishing{Publishing: &grpcapi.Publishing{}}}
+	require.NoError(t, stream.Send(&grpcapi.TelemetryCommand{Command: &grpcapi.TelemetryCommand_Settings{Settings: settings}}))
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, n.srv.Stop(ctx))
+	assert.NoError(t, ctx.Err(), "Stop returned before its deadline: the stream ended, not forced")
+	_, err = stream.Recv()
+	assert.Error(t, err, "the stream is over")
 }
