@@ -41,6 +41,7 @@ const (
 	kindAck = "ack" // entry removed (acked, forwarded to the DLQ, or its message is gone)
 	kindInv = "inv" // invisibility changed: until and nonce replaced
 	kindAdv = "adv" // next raised to X (messages the filter skipped)
+	kindRst = "rst" // next set to X, in-flight entries at or past it dropped (the queue was cut)
 )
 
 // record is one journal line.

@@ -229,6 +229,13 @@ func (s *Service) apply(r record) {
 		qs.next = max(qs.next, r.Next)
 	case kindAdv:
 		qs.next = max(qs.next, r.Next)
+	case kindRst:
+		qs.next = r.Next
+		for off := range qs.inflight {
+			if off >= r.Next {
+				delete(qs.inflight, off)
+			}
+		}
 	case kindAck:
 		delete(qs.inflight, r.Offset)
 	case kindInv:
@@ -398,6 +405,13 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 		lo, hi, err := s.b.Store().Offsets(sq)
 		if err != nil {
 			return nil, fmt.Errorf("pop: offsets of %s: %w", sq, err)
+		}
+		if qs.next > hi {
+			// The queue is shorter than the position (topic deleted and
+			// made again, or a replica's log truncated): start over at
+			// its end, as Java's pop corrects an overflowing offset.
+			recs = append(recs, record{Kind: kindRst, Group: group, Topic: topic, Queue: q, Next: hi})
+			continue
 		}
 		from := qs.next
 		if from < lo {

@@ -491,3 +491,25 @@ func TestCrashWithoutClose(t *testing.T) {
 	assert.Equal(t, []string{"b"}, bodies(again))
 	assert.Equal(t, int32(2), again[0].Attempt)
 }
+
+// TestQueueShorterThanPosition: a queue whose end is below the group's
+// position (the topic was deleted and made again) is consumed again from
+// its end instead of never.
+func TestQueueShorterThanPosition(t *testing.T) {
+	n := newNode(t, engines[0])
+	n.topic("T", 1)
+	n.put("T", 0, "", "a")
+	require.Len(t, n.receive("G", "T", nil, 1, time.Minute), 1)
+	n.s.mu.Lock()
+	qs := n.s.queues[qkey{"G", "T", 0}]
+	qs.next = 100
+	qs.inflight[50] = &entry{attempt: 1, until: 0, nonce: 1}
+	n.s.mu.Unlock()
+	// The entry past the queue's end is unreadable: dropped; the position
+	// is reset to the queue's end (1).
+	assert.Empty(t, n.receive("G", "T", nil, 10, time.Minute))
+	n.put("T", 0, "", "b")
+	assert.Equal(t, []string{"b"}, bodies(n.receive("G", "T", nil, 10, time.Minute)))
+	n = n.restart()
+	assert.Equal(t, 2, n.s.InFlight("G", "T"), "a and b are in flight; the dropped entry is gone")
+}
