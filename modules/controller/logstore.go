@@ -62,7 +62,9 @@ func key(u uint64) []byte {
 // msgpackHandle encodes time as raft-boltdb does by default (not as the
 // msgpack time extension), so logs written by either read back.
 func msgpackHandle() *codec.MsgpackHandle {
-	return &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}}
+	h := &codec.MsgpackHandle{}
+	h.TimeNotBuiltin = true
+	return h
 }
 
 func (s *boltStore) FirstIndex() (uint64, error) {
