@@ -14,9 +14,6 @@ import (
 // mq admin acl whitelist lists, per broker, the addresses that bypass
 // signature checks; it is for admin accounts.
 func TestAdminACLWhitelist(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts mq dev")
-	}
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(file, []byte(`globalWhiteRemoteAddresses:
   - 10.20.*.*

@@ -52,9 +52,6 @@ func httpJSON(t *testing.T, method, u string, form url.Values, v any) int {
 // (refused from another origin) and a read-only console refusing actions.
 // The page itself: console_browser_test.go.
 func TestConsoleAPI(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts mq dev")
-	}
 	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr}})
 	ns, base := dev.Namesrv, "http://"+consoleAddr
@@ -202,9 +199,6 @@ func aclDev(t *testing.T) (ns, base string) {
 // account's rights: a plain account may send but not create topics or
 // read the ACL; an admin may, and secrets are never shown.
 func TestConsoleACLLogin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts mq dev")
-	}
 	_, base := aclDev(t)
 	h := newConsoleHTTP(t, base)
 	var e map[string]string
