@@ -21,6 +21,11 @@ type GroupConfig struct {
 	BrokerID                       int64  `json:"brokerId"`
 	WhichBrokerWhenConsumeSlowly   int64  `json:"whichBrokerWhenConsumeSlowly"`
 	NotifyConsumerIDsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable"`
+	// RocketMQ 5 fields (absent from 4.9's documents and answers unless
+	// set): how 5.x consumers of the group retry (retrypolicy.go) and
+	// whether they consume in order.
+	GroupRetryPolicy      *GroupRetryPolicy `json:"groupRetryPolicy,omitempty"`
+	ConsumeMessageOrderly bool              `json:"consumeMessageOrderly,omitempty"`
 }
 
 func defaultGroupConfig(name string) *GroupConfig {

@@ -361,11 +361,17 @@ func (b *Broker) handleAllGroupConfig(ctx context.Context, p *remoting.Peer, req
 }
 
 func (b *Broker) handleCreateGroup(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
-	var gc GroupConfig
+	// Fields the body leaves out keep Java's defaults (fastjson fills a
+	// default-constructed SubscriptionGroupConfig): a body of just the
+	// name must not make a group with consumption off and 0 retries.
+	gc := *defaultGroupConfig("")
 	if err := json.Unmarshal(req.Body, &gc); err != nil {
 		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("bad subscription group body: %v", err))
 	}
 	if err := protocol.ValidateGroup(gc.GroupName); err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if err := validateRetryPolicy(gc.GroupRetryPolicy); err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
 	if err := b.groups.put(&gc); err != nil {

@@ -79,6 +79,19 @@ func (b *Broker) GroupConfig(group string) (*GroupConfig, error) {
 	return &cp, nil
 }
 
+// PutGroupConfig creates or replaces a subscription group's config, as
+// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP does.
+func (b *Broker) PutGroupConfig(gc *GroupConfig) error {
+	if err := protocol.ValidateGroup(gc.GroupName); err != nil {
+		return err
+	}
+	if err := validateRetryPolicy(gc.GroupRetryPolicy); err != nil {
+		return err
+	}
+	cp := *gc
+	return b.groups.put(&cp)
+}
+
 // DataDir is the directory modules may keep their own files under.
 func (b *Broker) DataDir() string { return b.deps.DataDir }
 

@@ -196,13 +196,10 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 		if ps.Subscription.LongPollingTimeout == nil {
 			ps.Subscription.LongPollingTimeout = durationpb.New(20 * time.Second)
 		}
-		if out.BackoffPolicy == nil {
-			// 16 attempts like a 4.x consumer's default, spaced from 1s
-			// doubling up to 2h (the last 4.x delay level).
-			out.BackoffPolicy = &grpcapi.RetryPolicy{MaxAttempts: 16, Strategy: &grpcapi.RetryPolicy_ExponentialBackoff{
-				ExponentialBackoff: &grpcapi.ExponentialBackoff{Initial: durationpb.New(time.Second), Max: durationpb.New(2 * time.Hour), Multiplier: 2},
-			}}
-		}
+		// The group's retry policy, whatever the client sent, as RocketMQ
+		// 5's proxy merges it (retrypolicy.go): the pop service sends a
+		// message to the dead-letter queue after the same MaxAttempts.
+		out.BackoffPolicy = s.groupRetryPolicy(ps.Subscription.GetGroup().GetName())
 	}
 	return out
 }

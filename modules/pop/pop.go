@@ -358,6 +358,7 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 	var recs []record
 	var out []Received
 	redelivered := map[int32]bool{}
+	maxAttempts := s.maxAttempts(group)
 	// Redeliveries first, across queues.
 	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
 		q := int32((uint32(i) + start) % uint32(n))
@@ -386,6 +387,16 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 				continue
 			}
 			e := qs.inflight[off]
+			if e.attempt >= maxAttempts {
+				// Its attempts are used up: the dead-letter queue, not a
+				// delivery, as RocketMQ 5 does past retryMaxTimes.
+				ack, err := s.deadLetterLocked(ctx, k, off, e.attempt, msg)
+				if err != nil {
+					return nil, err
+				}
+				recs = append(recs, ack)
+				continue
+			}
 			redelivered[q] = true
 			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: e.attempt + 1, Until: until, Nonce: nonce()}
 			recs = append(recs, r)
@@ -659,34 +670,60 @@ func (s *Service) ForwardToDLQ(ctx context.Context, group, topic, h string) erro
 	if err != nil {
 		return err
 	}
-	if msg != nil {
-		dlq, err := s.b.EnsureDLQ(group)
-		if err != nil {
-			return fmt.Errorf("pop: dlq of %s: %w", group, err)
-		}
-		props := msg.Properties.Clone()
-		if props[message.PropertyRetryTopic] == "" {
-			props[message.PropertyRetryTopic] = msg.Topic
-		}
-		if props[message.PropertyOriginMessageID] == "" {
-			props[message.PropertyOriginMessageID] = msg.UniqKey()
-		}
-		delete(props, message.PropertyDelayTimeLevel)
-		dm := &message.Ext{
-			Message: message.Message{Topic: dlq, Flag: msg.Flag, Properties: props, Body: msg.Body},
-			SysFlag: msg.SysFlag, BornTimestamp: msg.BornTimestamp, BornHost: msg.BornHost,
-			ReconsumeTimes: e.attempt,
-		}
-		if _, err := s.b.Put(ctx, []*message.Ext{dm}); err != nil {
-			return fmt.Errorf("pop: forward to %s: %w", dlq, err)
-		}
+	ack, err := s.deadLetterLocked(ctx, k, hd.offset, e.attempt, msg)
+	if err != nil {
+		return err
 	}
-	recs := []record{{Kind: kindAck, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset}}
+	recs := []record{ack}
 	if err := s.commitLocked(recs); err != nil {
 		return err
 	}
 	s.commitOffsets(recs)
 	return nil
+}
+
+// deadLetterLocked stores msg (the message at offset of k's queue; nil when
+// retention removed it) in %DLQ%<group>, with its delivery attempts as
+// reconsume times and the original topic in RETRY_TOPIC, and returns the
+// ack record the caller commits.
+func (s *Service) deadLetterLocked(ctx context.Context, k qkey, offset int64, attempts int32, msg *message.Ext) (record, error) {
+	ack := record{Kind: kindAck, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: offset}
+	if msg == nil {
+		return ack, nil
+	}
+	dlq, err := s.b.EnsureDLQ(k.group)
+	if err != nil {
+		return record{}, fmt.Errorf("pop: dlq of %s: %w", k.group, err)
+	}
+	props := msg.Properties.Clone()
+	if props[message.PropertyRetryTopic] == "" {
+		props[message.PropertyRetryTopic] = msg.Topic
+	}
+	if props[message.PropertyOriginMessageID] == "" {
+		props[message.PropertyOriginMessageID] = msg.UniqKey()
+	}
+	delete(props, message.PropertyDelayTimeLevel)
+	dm := &message.Ext{
+		Message: message.Message{Topic: dlq, Flag: msg.Flag, Properties: props, Body: msg.Body},
+		SysFlag: msg.SysFlag, BornTimestamp: msg.BornTimestamp, BornHost: msg.BornHost,
+		ReconsumeTimes: attempts,
+	}
+	if _, err := s.b.Put(ctx, []*message.Ext{dm}); err != nil {
+		return record{}, fmt.Errorf("pop: forward to %s: %w", dlq, err)
+	}
+	s.log.Info("message moved to the dead-letter queue: delivery attempts used up", "group", k.group, "topic", k.topic, "queue", k.queue, "offset", offset, "attempts", attempts, "dlq", dlq)
+	return ack, nil
+}
+
+// maxAttempts is how many deliveries a message of group gets before it goes
+// to the dead-letter queue: the subscription group's retryMaxTimes + 1
+// (RocketMQ 5's retry policy; 17 by default).
+func (s *Service) maxAttempts(group string) int32 {
+	gc, err := s.b.GroupConfig(group)
+	if err != nil {
+		return broker.NewRetryPolicyDefault().MaxAttempts
+	}
+	return gc.RetryPolicy().MaxAttempts
 }
 
 // InFlight reports how many messages of group and topic are delivered and

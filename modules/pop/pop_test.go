@@ -513,3 +513,46 @@ func TestQueueShorterThanPosition(t *testing.T) {
 	n = n.restart()
 	assert.Equal(t, 2, n.s.InFlight("G", "T"), "a and b are in flight; the dropped entry is gone")
 }
+
+// TestAttemptsUsedUpGoToDLQ: the group's retryMaxTimes bounds deliveries
+// (retryMaxTimes + 1 in all, RocketMQ 5's policy); a message whose
+// attempts are used up goes to %DLQ%<group> when it would be redelivered,
+// and is not delivered again, after a restart too.
+func TestAttemptsUsedUpGoToDLQ(t *testing.T) {
+	forEngines(t, func(t *testing.T, e engine) {
+		n := newNode(t, e)
+		n.topic("T", 1)
+		gc, err := n.b.GroupConfig("G")
+		require.NoError(t, err)
+		assert.Equal(t, int32(17), gc.RetryPolicy().MaxAttempts, "default: 16 retries")
+		gc.RetryMaxTimes = 2
+		require.NoError(t, n.b.PutGroupConfig(gc))
+		n.put("T", 0, "", "a")
+		n.put("T", 0, "", "b")
+		for attempt := int32(1); attempt <= 3; attempt++ {
+			got := n.receive("G", "T", nil, 10, time.Second)
+			require.Len(t, got, 2, "attempt %d", attempt)
+			for _, r := range got {
+				assert.Equal(t, attempt, r.Attempt)
+			}
+			if attempt == 3 {
+				require.NoError(t, n.s.Ack(context.Background(), "G", "T", got[1].Handle), "b is consumed on its last attempt")
+			}
+			n.clock.add(time.Second)
+		}
+		assert.Empty(t, n.receive("G", "T", nil, 10, time.Second), "a's 3 attempts are used up")
+		assert.Equal(t, 0, n.s.InFlight("G", "T"))
+		var res store.ReadResult
+		ctx := context.Background()
+		require.NoError(t, n.st.Read(ctx, store.Queue{Topic: protocol.DLQTopic("G")}, 0, store.ReadOptions{}, &res))
+		require.Len(t, res.Records, 1)
+		dl, _, err := message.DecodeStored(res.Records[0])
+		require.NoError(t, err)
+		assert.Equal(t, "a", string(dl.Body))
+		assert.Equal(t, "T", dl.Properties[message.PropertyRetryTopic])
+		assert.Equal(t, int32(3), dl.ReconsumeTimes)
+		n = n.restart()
+		n.clock.add(time.Hour)
+		assert.Empty(t, n.receive("G", "T", nil, 10, time.Second), "not delivered again after a restart")
+	})
+}
