@@ -104,8 +104,13 @@ func TestEdgeFootprint(t *testing.T) {
 	var consumed atomic.Int64
 	pc, err := consumer.NewPull(c, "EDGE_C")
 	require.NoError(t, err)
-	qs, err := pc.Queues(ctx, topic)
-	require.NoError(t, err)
+	// The first send auto-created the topic; its registration with the
+	// name server may land just after the send's answer.
+	var qs []client.MessageQueue
+	require.Eventually(t, func() bool {
+		qs, err = pc.Queues(ctx, topic)
+		return err == nil && len(qs) > 0
+	}, 10*time.Second, 20*time.Millisecond, "route of %s: %v", topic, err)
 	var cwg sync.WaitGroup
 	for _, mq := range qs {
 		cwg.Add(1)

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/core/auth"
@@ -49,6 +50,7 @@ type Deps struct {
 
 // Broker is one broker process.
 type Broker struct {
+	claim     atomic.Pointer[GroupClaim] // groupclaim.go
 	cfg       *Config
 	deps      Deps
 	log       *slog.Logger
@@ -146,6 +148,9 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		b.router.Use(ic)
 	}
 	b.registerProcessors()
+	// The send handlers read their headers without the map when no
+	// interceptor needs it (send_header.go).
+	b.router.DeferExt(remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
 	return b, nil
 }
 

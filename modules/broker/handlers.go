@@ -68,6 +68,12 @@ func (b *Broker) handleHeartbeat(ctx context.Context, p *remoting.Peer, req *rem
 groups:
 	for i := range hb.ConsumerDataSet {
 		cd := &hb.ConsumerDataSet[i]
+		if why := b.groupHeldElsewhere(cd.GroupName); why != "" {
+			if refused == nil {
+				refused = remoting.Errorf(req, remoting.NoPermission, why)
+			}
+			continue
+		}
 		subs := make(map[string]*subscription, len(cd.SubscriptionDataSet))
 		for _, sd := range cd.SubscriptionDataSet {
 			typ := sd.ExpressionType

@@ -72,6 +72,9 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 	if !gc.ConsumeEnable {
 		return remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("subscription group no permission, %s", pr.group))
 	}
+	if why := b.groupHeldElsewhere(pr.group); why != "" {
+		return remoting.Errorf(req, remoting.NoPermission, why)
+	}
 	tc, ok := b.topics.get(pr.topic)
 	if !ok {
 		return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", pr.topic))

@@ -141,6 +141,9 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 	if group == "" {
 		return send(status(grpcapi.Code_ILLEGAL_CONSUMER_GROUP, "consumer group is empty"))
 	}
+	if st := s.mixedGroup(group); st != nil {
+		return send(st)
+	}
 	tc, st := s.topic(req.GetMessageQueue().GetTopic())
 	if st != nil {
 		return send(st)

@@ -51,8 +51,9 @@ type Server struct {
 
 	rr      atomic.Uint64 // round robin over write queues
 	mu      sync.Mutex
-	clients map[string]*client // by x-mq-client-id
-	swept   time.Time          // last expiry sweep of clients
+	clients map[string]*client         // by x-mq-client-id
+	swept   time.Time                  // last expiry sweep of clients
+	claims  atomic.Pointer[claimIndex] // groups.go
 }
 
 var _ grpcapi.MessagingServiceServer = (*Server)(nil)
@@ -101,6 +102,7 @@ func (s *Server) Start(ctx context.Context) error {
 			s.log.Error("grpc: serve", "err", err)
 		}
 	}()
+	s.b.SetGroupClaim(s.claim) // groups.go: 4.x consumers keep out of 5.x groups
 	s.log.Info("grpc: serving RocketMQ 5 clients", "addr", ln.Addr().String(), "tls", s.cfg.TLS.Enabled)
 	return nil
 }
@@ -138,6 +140,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	if s.srv == nil {
 		return nil
 	}
+	s.b.SetGroupClaim(nil)
 	stopped := make(chan struct{})
 	go func() { s.srv.GracefulStop(); close(stopped) }()
 	select {
