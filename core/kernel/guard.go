@@ -25,6 +25,7 @@ type Guard struct {
 	// checks nothing, so it is an explicit opt-in).
 	namesrv []remoting.Interceptor
 	authns  []auth.Authenticator
+	authzs  []auth.Authorizer // authzs[i] is authns[i]'s plugin's
 	// local is the process's own cluster credential (guard_cluster.go),
 	// made when a plugin is enabled; lookup reads stored messages
 	// (UseStore); servesNamesrv is set once a name server's router is
@@ -82,6 +83,16 @@ func (g *Guard) Authenticators() []auth.Authenticator {
 		return nil
 	}
 	return g.authns
+}
+
+// Authorizers lists the enabled plugins' authorizers, in the order of
+// Authenticators, for endpoints that check requests themselves (the gRPC
+// endpoint for RocketMQ 5 clients).
+func (g *Guard) Authorizers() []auth.Authorizer {
+	if g == nil {
+		return nil
+	}
+	return g.authzs
 }
 
 // Sign signs req with the first plugin that has credentials. A plugin that
@@ -177,6 +188,7 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 			}
 		}
 		g.authns = append(g.authns, an)
+		g.authzs = append(g.authzs, az)
 		if s, ok := an.(auth.Signer); ok {
 			g.signers = append(g.signers, s)
 		}

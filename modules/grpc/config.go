@@ -3,6 +3,7 @@ package grpc
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/quivermq/quiver/core/config"
 )
@@ -25,6 +26,11 @@ type Config struct {
 	// TLS encrypts the endpoint (the official clients dial with TLS unless
 	// told otherwise).
 	TLS TLSConfig `koanf:"tls"`
+	// MaxClockSkew bounds how far the x-mq-date-time a 5.x client signed
+	// may be from this server's clock when an auth plugin is enabled
+	// (RocketMQ does not bound it: a captured signature stays good). 0
+	// turns the bound off. Default 15m.
+	MaxClockSkew time.Duration `koanf:"max_clock_skew"`
 }
 
 // TLSConfig is the grpc.tls section.
@@ -38,8 +44,11 @@ type TLSConfig struct {
 	KeyFile  string `koanf:"key_file"`
 }
 
-// NewConfig returns the defaults: off, DevListen, no TLS.
-func NewConfig() *Config { return &Config{Listen: DevListen} }
+// NewConfig returns the defaults: off, DevListen, no TLS, a 15m clock skew.
+func NewConfig() *Config { return &Config{Listen: DevListen, MaxClockSkew: DefaultMaxClockSkew} }
+
+// DefaultMaxClockSkew is grpc.max_clock_skew's default.
+const DefaultMaxClockSkew = 15 * time.Minute
 
 // Validate checks the addresses and the TLS files.
 func (c *Config) Validate() error {
@@ -50,6 +59,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
 			return fmt.Errorf("config: grpc.advertise: %w", err)
 		}
+	}
+	if c.MaxClockSkew < 0 {
+		return fmt.Errorf("config: grpc.max_clock_skew: %v is negative (0 turns the bound off)", c.MaxClockSkew)
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return fmt.Errorf("config: grpc.tls.cert_file and grpc.tls.key_file go together")

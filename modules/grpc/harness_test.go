@@ -43,9 +43,13 @@ type node struct {
 
 func startNode(t testing.TB) *node { return startNodeWith(t, false) }
 
+// nodeOpt changes the endpoint's configuration or dependencies before it
+// is made.
+type nodeOpt func(*grpcmod.Config, *grpcmod.Deps)
+
 // startNodeWith starts a node; withPop adds the pop service behind the
 // consumption RPCs.
-func startNodeWith(t testing.TB, withPop bool) *node {
+func startNodeWith(t testing.TB, withPop bool, opts ...nodeOpt) *node {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := commitlog.Open(commitlog.NewConfig(), store.Deps{Settings: store.Settings{
@@ -71,7 +75,11 @@ func startNodeWith(t testing.TB, withPop bool) *node {
 		ps, err = pop.New(pop.NewConfig(), b)
 		require.NoError(t, err)
 	}
-	srv, err := grpcmod.New(gc, grpcmod.Deps{Broker: b, Pop: ps})
+	deps := grpcmod.Deps{Broker: b, Pop: ps}
+	for _, o := range opts {
+		o(gc, &deps)
+	}
+	srv, err := grpcmod.New(gc, deps)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, b.Start(ctx))

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
@@ -27,7 +28,8 @@ type params struct {
 	Plan      *kernel.Plan
 	Logger    *slog.Logger
 	Broker    *broker.Broker
-	Pop       *pop.Service `optional:"true"`
+	Pop       *pop.Service  `optional:"true"`
+	Guard     *kernel.Guard `optional:"true"`
 }
 
 func newFromFx(p params, dev bool) error {
@@ -39,17 +41,23 @@ func newFromFx(p params, dev bool) error {
 	if !cfg.Enabled {
 		return nil
 	}
-	if p.Plan.Config.String("acl.enabled") == "true" {
-		// The endpoint does not check 5.x signatures yet: serving it would
-		// bypass the ACL the remoting path enforces.
+	// The enabled auth plugins check every call (auth.go) as the guard
+	// checks remoting requests.
+	var plugins []AuthPlugin
+	azs := p.Guard.Authorizers()
+	for i, an := range p.Guard.Authenticators() {
+		var az auth.Authorizer
+		if i < len(azs) {
+			az = azs[i]
+		}
+		plugins = append(plugins, AuthPlugin{Authenticator: an, Authorizer: az}) // New refuses a nil Authorizer
+	}
+	s, err := New(&cfg, Deps{Broker: p.Broker, Pop: p.Pop, Logger: p.Logger, Auth: plugins})
+	if err != nil {
 		if soft {
-			p.Logger.Warn("grpc: endpoint not served: acl.enabled is not supported on the gRPC endpoint yet")
+			p.Logger.Warn("grpc: endpoint not served", "err", err)
 			return nil
 		}
-		return errors.New("config: grpc.enabled with acl.enabled: the gRPC endpoint does not check 5.x client signatures yet")
-	}
-	s, err := New(&cfg, Deps{Broker: p.Broker, Pop: p.Pop, Logger: p.Logger})
-	if err != nil {
 		return err
 	}
 	p.Lifecycle.Append(fx.Hook{

@@ -33,6 +33,9 @@ type Deps struct {
 	// ForwardMessageToDeadLetterQueue; nil answers them NOT_IMPLEMENTED.
 	Pop    *pop.Service
 	Logger *slog.Logger
+	// Auth are the enabled auth plugins (kernel.Guard): every call is
+	// authenticated and authorized by each (auth.go). Empty: no checks.
+	Auth []AuthPlugin
 }
 
 // Server is the gRPC endpoint.
@@ -45,9 +48,14 @@ type Server struct {
 	log  *slog.Logger
 	srv  *grpclib.Server
 	ln   net.Listener
-	wg   sync.WaitGroup
-	done chan struct{} // closed by Stop: Telemetry streams return
-	once sync.Once
+	auth *guard // nil: no auth plugin
+	// waiters are the long-polling pulls (pull.go), woken by the
+	// broker's stored listener that Start registers once.
+	waiters  pullWaiters
+	listened sync.Once
+	wg       sync.WaitGroup
+	done     chan struct{} // closed by Stop: Telemetry streams return
+	once     sync.Once
 
 	rr      atomic.Uint64 // round robin over write queues
 	mu      sync.Mutex
@@ -70,8 +78,12 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	g, err := newGuard(deps.Auth, cfg.MaxClockSkew)
+	if err != nil {
+		return nil, err
+	}
 	return &Server{
-		cfg: cfg, b: deps.Broker, pop: deps.Pop, log: log.With("component", "grpc"),
+		cfg: cfg, b: deps.Broker, pop: deps.Pop, log: log.With("component", "grpc"), auth: g,
 		done: make(chan struct{}), clients: map[string]*client{},
 	}, nil
 }
@@ -87,12 +99,20 @@ func (s *Server) Start(ctx context.Context) error {
 		opts = append(opts, grpclib.Creds(credentials.NewTLS(tc)))
 	}
 	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20))
+	if s.auth != nil {
+		refused := func(method string, r *refusal) {
+			s.log.Debug("grpc: refused", "method", method, "code", r.code, "reason", r.msg)
+		}
+		opts = append(opts, grpclib.ChainUnaryInterceptor(s.auth.unaryInterceptor(refused)),
+			grpclib.ChainStreamInterceptor(s.auth.streamInterceptor(refused)))
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
 	}
 	s.ln = ln
+	s.listened.Do(func() { s.b.AddStoredListener(s.waiters.stored) })
 	s.srv = grpclib.NewServer(opts...)
 	grpcapi.RegisterMessagingServiceServer(s.srv, s)
 	s.wg.Add(1)

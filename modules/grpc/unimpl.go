@@ -20,26 +20,6 @@ func (s *Server) EndTransaction(ctx context.Context, req *grpcapi.EndTransaction
 	return &grpcapi.EndTransactionResponse{Status: notImplemented("EndTransaction")}, nil
 }
 
-// PullMessage (5.x lite/pull consumers) is not served yet.
-func (s *Server) PullMessage(req *grpcapi.PullMessageRequest, stream grpcapi.MessagingService_PullMessageServer) error {
-	return stream.Send(&grpcapi.PullMessageResponse{Content: &grpcapi.PullMessageResponse_Status{Status: notImplemented("PullMessage")}})
-}
-
-// UpdateOffset is not served yet.
-func (s *Server) UpdateOffset(ctx context.Context, req *grpcapi.UpdateOffsetRequest) (*grpcapi.UpdateOffsetResponse, error) {
-	return &grpcapi.UpdateOffsetResponse{Status: notImplemented("UpdateOffset")}, nil
-}
-
-// GetOffset is not served yet.
-func (s *Server) GetOffset(ctx context.Context, req *grpcapi.GetOffsetRequest) (*grpcapi.GetOffsetResponse, error) {
-	return &grpcapi.GetOffsetResponse{Status: notImplemented("GetOffset")}, nil
-}
-
-// QueryOffset is not served yet.
-func (s *Server) QueryOffset(ctx context.Context, req *grpcapi.QueryOffsetRequest) (*grpcapi.QueryOffsetResponse, error) {
-	return &grpcapi.QueryOffsetResponse{Status: notImplemented("QueryOffset")}, nil
-}
-
 // RecallMessage is not served yet.
 func (s *Server) RecallMessage(ctx context.Context, req *grpcapi.RecallMessageRequest) (*grpcapi.RecallMessageResponse, error) {
 	return &grpcapi.RecallMessageResponse{Status: notImplemented("RecallMessage")}, nil

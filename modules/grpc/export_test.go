@@ -1,0 +1,4 @@
+package grpc
+
+// WaitingPulls counts the pulls long-polling for a message (tests).
+func (s *Server) WaitingPulls() int { return int(s.waiters.n.Load()) }
