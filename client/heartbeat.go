@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 )
 
@@ -182,51 +182,25 @@ func (c *Client) heartbeatLoop() {
 	}
 }
 
-// mqKey matches one fastjson MessageQueue object key and its offset.
-var mqEntry = regexp.MustCompile(`\{[^{}]*\}\s*:\s*(-?\d+)`)
-
 // ParseOffsetTable decodes {"offsetTable":{<MessageQueue JSON>:offset}} in
 // fastjson's non-standard form (object keys), gson's array-of-pairs form,
-// or with the queue JSON as a string key.
+// or with the queue JSON as a string key (protocol.MQTable).
 func ParseOffsetTable(body []byte) (map[MessageQueue]int64, error) {
-	out := map[MessageQueue]int64{}
-	var std struct {
-		OffsetTable json.RawMessage `json:"offsetTable"`
+	var fields map[string]json.RawMessage
+	if err := protocol.UnmarshalFastjson(body, &fields); err != nil {
+		return nil, fmt.Errorf("client: offset table: %w", err)
 	}
-	if err := json.Unmarshal(body, &std); err == nil && len(std.OffsetTable) > 0 {
-		var pairs [][2]json.RawMessage
-		if json.Unmarshal(std.OffsetTable, &pairs) == nil {
-			for _, p := range pairs {
-				var mq MessageQueue
-				var off int64
-				if json.Unmarshal(p[0], &mq) == nil && json.Unmarshal(p[1], &off) == nil {
-					out[mq] = off
-				}
-			}
-			return out, nil
-		}
-		var strKeys map[string]int64
-		if json.Unmarshal(std.OffsetTable, &strKeys) == nil {
-			for k, off := range strKeys {
-				var mq MessageQueue
-				if json.Unmarshal([]byte(k), &mq) == nil {
-					out[mq] = off
-				}
-			}
-			return out, nil
-		}
+	raw, ok := fields["offsetTable"]
+	if !ok {
+		return nil, fmt.Errorf("client: no offsetTable in %.200q", body)
 	}
-	for _, m := range mqEntry.FindAllSubmatch(body, -1) {
-		obj := m[0][:strings.LastIndexByte(string(m[0]), '}')+1]
-		var mq MessageQueue
-		if err := json.Unmarshal(obj, &mq); err != nil {
-			continue
-		}
-		off, _ := strconv.ParseInt(string(m[1]), 10, 64)
-		out[mq] = off
+	var t protocol.MQTable[int64]
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("client: offset table: %w", err)
 	}
-	if len(out) == 0 && !strings.Contains(string(body), "offsetTable") {
-		return nil, fmt.Errorf("client: no offsetTable in %q", body)
+	out := make(map[MessageQueue]int64, len(t))
+	for mq, off := range t {
+		out[MessageQueue{Topic: mq.Topic, BrokerName: mq.BrokerName, QueueID: int(mq.QueueID)}] = off
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/core/protocol"
 )
 
 // offsetStore keeps a group's consume offsets: the next offset to
@@ -127,15 +128,16 @@ func newLocalOffsets(path string, log *slog.Logger) (*localOffsets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: read offsets: %w", err)
 	}
-	var f offsetFile
-	if err := json.Unmarshal(b, &f); err != nil {
+	// Our own file (queue JSON as string keys) or Java's
+	// LocalFileOffsetStore's (fastjson, queue objects as keys).
+	var f struct {
+		OffsetTable protocol.MQTable[int64] `json:"offsetTable"`
+	}
+	if err := protocol.UnmarshalFastjson(b, &f); err != nil {
 		return nil, fmt.Errorf("consumer: decode offsets %s: %w", path, err)
 	}
-	for k, v := range f.OffsetTable {
-		var mq client.MessageQueue
-		if json.Unmarshal([]byte(k), &mq) == nil {
-			s.m[mq] = v
-		}
+	for mq, v := range f.OffsetTable {
+		s.m[client.MessageQueue{Topic: mq.Topic, BrokerName: mq.BrokerName, QueueID: int(mq.QueueID)}] = v
 	}
 	return s, nil
 }

@@ -12,13 +12,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 )
 
@@ -174,10 +174,6 @@ func (b *Broker) handleConsumeMessageDirectly(ctx context.Context, p *remoting.P
 	return b.callConsumer(ctx, req, remoting.ConsumeMessageDirectly, group, clientID, body)
 }
 
-// mqOffsetEntry is one {MessageQueue}:offset pair of a fastjson table (the
-// key is a JSON object, as Java and the official clients write it).
-var mqOffsetEntry = regexp.MustCompile(`\{([^{}]*)\}\s*:\s*(-?\d+)`)
-
 // queueOffset is one row of a MessageQueue-keyed offset table.
 type queueOffset struct {
 	Topic      string `json:"topic"`
@@ -189,22 +185,21 @@ type queueOffset struct {
 // parseQueueOffsets reads the rows of the table held by field in a
 // fastjson body ({"messageQueueTable":{{...}:5,...}}).
 func parseQueueOffsets(body []byte, field string) ([]queueOffset, error) {
-	i := strings.Index(string(body), `"`+field+`"`)
-	if i < 0 {
+	var fields map[string]json.RawMessage
+	if err := protocol.UnmarshalFastjson(body, &fields); err != nil {
+		return nil, err
+	}
+	raw, ok := fields[field]
+	if !ok {
 		return nil, fmt.Errorf("no %s in %.200q", field, body)
 	}
-	out := []queueOffset{}
-	for _, m := range mqOffsetEntry.FindAllSubmatch(body[i:], -1) {
-		var q queueOffset
-		if err := json.Unmarshal(append(append([]byte{'{'}, m[1]...), '}'), &q); err != nil {
-			return nil, fmt.Errorf("bad message queue %q: %w", m[1], err)
-		}
-		off, err := strconv.ParseInt(string(m[2]), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("bad offset %q: %w", m[2], err)
-		}
-		q.offset = off
-		out = append(out, q)
+	var t protocol.MQTable[int64]
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	out := make([]queueOffset, 0, len(t))
+	for mq, off := range t {
+		out = append(out, queueOffset{Topic: mq.Topic, BrokerName: mq.BrokerName, QueueID: mq.QueueID, offset: off})
 	}
 	return out, nil
 }
