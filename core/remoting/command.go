@@ -56,10 +56,18 @@ type Command struct {
 	// BodyParts, when set on an outgoing command, is sent as the body
 	// instead of Body, without concatenating (pull responses).
 	BodyParts [][]byte
-	// Sent, when set on an outgoing command, is called once Peer.Send has
-	// written it or failed to: the transport holds nothing of Body or
-	// BodyParts from then on, so their buffer may be reused. A command
-	// that is never sent (its peer closed first) never calls it.
+	// Sent, when set on an outgoing command, is called once, after the
+	// command's frame was handed to the transport without error: the
+	// transport holds nothing of Body or BodyParts from then on, so their
+	// buffer may be reused. Every path that writes a command calls it:
+	// Send, Reply and InvokeOneway from the caller's goroutine before they
+	// return; Invoke and InvokeAsync from the caller (a frame written
+	// directly) or from the connection's writer goroutine once the batch
+	// holding the frame was written. It is not called when the write
+	// failed or never happened (peer closed, frame over the limit, a
+	// queued frame dropped at close): a failed or timed-out write may
+	// leave the transport still referring to the buffer, which is then
+	// left to the garbage collector. It must not block.
 	Sent func()
 	// SerializeType is the header encoding the command arrived in, and the
 	// one its answer is written in.

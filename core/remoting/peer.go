@@ -210,7 +210,7 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 	err := p.writeFrame(ctx, h, c)
 	*hb = h
 	headerPool.Put(hb)
-	if c.Sent != nil {
+	if err == nil && c.Sent != nil {
 		c.Sent()
 	}
 	if err != nil {

@@ -63,6 +63,8 @@ type outFrame struct {
 	body []byte
 	// parts replaces body when the command has BodyParts.
 	parts [][]byte
+	// sent is the command's Sent, called once the batch is written.
+	sent func()
 }
 
 func (f *outFrame) nparts() int {
@@ -114,7 +116,7 @@ func (p *Peer) enqueue(req *Command) error {
 		return err
 	}
 	first := len(w.q) == 0
-	w.q = append(w.q, outFrame{hdr: hb, body: req.Body, parts: req.BodyParts})
+	w.q = append(w.q, outFrame{hdr: hb, body: req.Body, parts: req.BodyParts, sent: req.Sent})
 	w.mu.Unlock()
 	if first {
 		select {
@@ -127,14 +129,19 @@ func (p *Peer) enqueue(req *Command) error {
 
 // writeDirect writes one request frame from the caller's goroutine, with
 // the transport's write timeout (no cancellation registration per call);
-// a failed write closes the peer, as the writer goroutine's does.
+// a failed write closes the peer, as the writer goroutine's does. req.Sent
+// runs once the frame is written.
 func (p *Peer) writeDirect(hdr []byte, req *Command) error {
 	err := p.writeFrame(context.Background(), hdr, req)
 	if err != nil {
 		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
 		p.closeWith(err)
+		return err
 	}
-	return err
+	if req.Sent != nil {
+		req.Sent()
+	}
+	return nil
 }
 
 // startWriter starts the writer goroutine on first use; false when the
@@ -160,8 +167,9 @@ func (p *Peer) startWriter() bool {
 }
 
 // writeLoop writes whatever requests are queued with one WriteFrames (one
-// flush) per batch, until the peer closes. A failed write closes the peer,
-// failing the pending calls.
+// flush) per batch, until the peer closes, and then runs the Sent of each
+// command of the batch. A failed write closes the peer, failing the
+// pending calls; frames still queued at close are dropped (no Sent).
 func (p *Peer) writeLoop() {
 	defer p.bg.Done()
 	w := &p.out
@@ -211,6 +219,9 @@ func (p *Peer) writeLoop() {
 			err := p.batch.WriteFrames(context.Background(), frames)
 			for i := range q {
 				headerPool.Put(q[i].hdr)
+				if err == nil && q[i].sent != nil {
+					q[i].sent()
+				}
 				q[i] = outFrame{}
 			}
 			clear(parts)
