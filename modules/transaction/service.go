@@ -42,6 +42,17 @@ import (
 // ErrDisabled refuses transactional sends when transaction.enabled is off.
 var ErrDisabled = errors.New("transaction: transactional messages are disabled on this broker (transaction.enabled=false)")
 
+// errDisabledReject is ErrDisabled as the send path answers it: one
+// message (the client's remark), matched by errors.Is(err, ErrDisabled)
+// and by errors.As(err, **broker.RejectError) with NO_PERMISSION, as Java
+// answers when rejectTransactionMessage is set.
+var errDisabledReject error = disabledError{&broker.RejectError{Code: remoting.NoPermission, Reason: ErrDisabled.Error()}}
+
+type disabledError struct{ reject *broker.RejectError }
+
+func (e disabledError) Error() string   { return e.reject.Reason }
+func (e disabledError) Unwrap() []error { return []error{ErrDisabled, e.reject} }
+
 // Queues used by the service. Both topics have a single queue 0.
 var (
 	halfQueue = store.Queue{Topic: protocol.TransHalfTopic, ID: 0}
@@ -145,7 +156,7 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 		return nil, err
 	}
 	s.b.Router().RegisterFunc(remoting.EndTransaction, s.handleEnd)
-	s.b.Router().Use(s.refuseHalfPulls)
+	s.b.Router().UseLazy(s.refuseHalfPulls) // reads the extFields of pulls only
 	return s, nil
 }
 
@@ -293,7 +304,7 @@ func (s *Service) putHook(_ context.Context, m *message.Ext) (int64, bool, error
 	}
 	if !s.cfg.Enabled {
 		// Java answers NO_PERMISSION when rejectTransactionMessage is set.
-		return 0, false, fmt.Errorf("%w%w", ErrDisabled, &broker.RejectError{Code: remoting.NoPermission, Reason: ErrDisabled.Error()})
+		return 0, false, errDisabledReject
 	}
 	if m.Properties == nil {
 		m.Properties = message.Properties{}

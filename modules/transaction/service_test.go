@@ -484,7 +484,32 @@ func TestDisabledRefusesTransactionalSends(t *testing.T) {
 	var re *broker.RejectError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, remoting.NoPermission, re.Code)
+	assert.Equal(t, ErrDisabled.Error(), err.Error(), "said once")
 	assert.Empty(t, e.read(protocol.TransHalfTopic, 0))
+	assert.Empty(t, e.read("Orders", 0))
+}
+
+// TestDisabledRefusalRemark: a client sending a prepared message to a
+// broker with transactions off gets NO_PERMISSION and the reason once.
+func TestDisabledRefusalRemark(t *testing.T) {
+	cfg := NewConfig()
+	cfg.Enabled = false
+	e := open(t, t.TempDir(), cfg, newClock(), true)
+	_, err := e.b.EnsureTopic(&protocol.TopicConfig{TopicName: "Orders", ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite})
+	require.NoError(t, err)
+	c := remoting.NewClient(transports().Dial, nil, nil, remoting.PeerOptions{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	props := message.Properties{message.PropertyTransactionPrepared: "true", message.PropertyProducerGroup: "PG"}
+	resp, err := c.Invoke(ctx, e.b.Addrs()[0], remoting.NewRequest(remoting.SendMessage, map[string]string{
+		"producerGroup": "PG", "topic": "Orders", "defaultTopic": protocol.AutoCreateTopic, "defaultTopicQueueNums": "4",
+		"queueId": "0", "sysFlag": strconv.Itoa(int(message.TransactionPrepared)), "bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10),
+		"flag": "0", "properties": props.Encode(), "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+	}, []byte("x")))
+	require.NoError(t, err)
+	assert.Equal(t, remoting.NoPermission, resp.Code)
+	assert.Equal(t, ErrDisabled.Error(), resp.Remark)
 	assert.Empty(t, e.read("Orders", 0))
 }
 
