@@ -1,0 +1,71 @@
+package grpc_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// nodeAuthScript drives the official Node.js client with credentials: a
+// producer with the publisher's keys sends, one with a wrong secret is
+// refused, and a SimpleConsumer with the subscriber's keys receives and
+// acks.
+const nodeAuthScript = `
+const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const withTimeout = (p, ms) => Promise.race([p, new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), ms))]);
+(async () => {
+  const [endpoints, topic, pubAK, pubSK, subAK, subSK] = process.argv.slice(2);
+  const out = {};
+  const p = new Producer({ endpoints, namespace: '', topics: [topic], sessionCredentials: { accessKey: pubAK, accessSecret: pubSK } });
+  await p.startup();
+  out.sent = (await p.send({ topic, tag: 'TagA', body: Buffer.from('signed') })).messageId;
+  const bad = new Producer({ endpoints, namespace: '', topics: [topic], sessionCredentials: { accessKey: pubAK, accessSecret: 'wrong-secret-123' } });
+  try {
+    await withTimeout(bad.startup().then(() => bad.send({ topic, body: Buffer.from('x') })), 20000);
+    out.bad = 'accepted';
+  } catch (e) { out.bad = String(e && e.message || e); }
+  const c = new SimpleConsumer({ endpoints, namespace: '', consumerGroup: 'AuthG', subscriptions: new Map([[topic, '*']]), awaitDuration: 2000,
+    sessionCredentials: { accessKey: subAK, accessSecret: subSK } });
+  await c.startup();
+  let got = [];
+  for (let i = 0; i < 10 && got.length === 0; i++) got = await c.receive(16, 15000);
+  for (const m of got) await c.ack(m);
+  out.received = got.map(m => m.messageId);
+  console.log(JSON.stringify(out));
+  await c.shutdown();
+  await p.shutdown();
+  process.exit(0);
+})().catch(e => { console.error(e); process.exit(1); });
+`
+
+func TestNodeClientWithCredentials(t *testing.T) {
+	dir := nodeClientDir(t)
+	n := startNodeWith(t, true, withACL(t, aclYAML))
+	n.topic("AuthT", 1)
+	script := filepath.Join(t.TempDir(), "auth.js")
+	require.NoError(t, os.WriteFile(script, []byte(nodeAuthScript), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, n.srv.Addr().String(), "AuthT", "pubuser", skPub, "subuser", skSub)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node: %s", stderr.String())
+	var res struct {
+		Sent, Bad string
+		Received  []string
+	}
+	require.NoError(t, json.Unmarshal(out, &res), "node output: %s", out)
+	require.NotEmpty(t, res.Sent)
+	assert.NotEqual(t, "accepted", res.Bad, "a wrong secret is refused")
+	assert.NotEqual(t, "timeout", res.Bad, "the refusal is an answer, not a hang")
+	assert.Equal(t, []string{res.Sent}, res.Received)
+}
