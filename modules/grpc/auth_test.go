@@ -51,14 +51,18 @@ accounts:
     admin: true
 `
 
-// withACL enables the ACL plugin with the rules in yaml on the endpoint.
-func withACL(t testing.TB, yaml string) nodeOpt {
+// withACL enables the ACL plugin with the rules in yaml on the endpoint;
+// tune changes the plugin's configuration.
+func withACL(t testing.TB, yaml string, tune ...func(*acl.Config)) nodeOpt {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "plain_acl.yml")
 	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o600))
 	cfg := acl.NewConfig()
 	cfg.File = file
 	cfg.ReloadInterval = 0
+	for _, f := range tune {
+		f(cfg)
+	}
 	a, err := acl.New(cfg, auth.Deps{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
@@ -206,6 +210,33 @@ func TestAuthPermissionsPerRPC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, grpcapi.Code_ILLEGAL_CONSUMER_GROUP, ack.GetStatus().GetCode())
 
+	// Pull and offsets: SUB on group and topic (QueryOffset: the topic).
+	pull := func(ctx context.Context) *grpcapi.Status {
+		stream, err := n.cli.PullMessage(ctx, &grpcapi.PullMessageRequest{Group: res("AuthG"), MessageQueue: &grpcapi.MessageQueue{Topic: res("AuthT")}})
+		require.NoError(t, err)
+		r, err := stream.Recv()
+		require.NoError(t, err)
+		return r.GetStatus()
+	}
+	assert.Equal(t, grpcapi.Code_FORBIDDEN, pull(pub()).GetCode())
+	assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, pull(sub()).GetCode())
+	mq := &grpcapi.MessageQueue{Topic: res("AuthT")}
+	uo, err := n.cli.UpdateOffset(pub(), &grpcapi.UpdateOffsetRequest{Group: res("AuthG"), MessageQueue: mq})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_FORBIDDEN, uo.GetStatus().GetCode())
+	uo, err = n.cli.UpdateOffset(sub(), &grpcapi.UpdateOffsetRequest{Group: res("AuthG"), MessageQueue: mq})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_OK, uo.GetStatus().GetCode(), uo.GetStatus().GetMessage())
+	gof, err := n.cli.GetOffset(pub(), &grpcapi.GetOffsetRequest{Group: res("AuthG"), MessageQueue: mq})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_FORBIDDEN, gof.GetStatus().GetCode())
+	qo, err := n.cli.QueryOffset(pub(), &grpcapi.QueryOffsetRequest{MessageQueue: mq})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_FORBIDDEN, qo.GetStatus().GetCode())
+	qo, err = n.cli.QueryOffset(sub(), &grpcapi.QueryOffsetRequest{MessageQueue: mq})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_OK, qo.GetStatus().GetCode(), qo.GetStatus().GetMessage())
+
 	// Telemetry: settings naming a topic the account may not publish to
 	// end the stream with PERMISSION_DENIED; allowed settings are answered.
 	telemetry := func(ctx context.Context, s *grpcapi.Settings) (*grpcapi.TelemetryCommand, error) {
@@ -260,6 +291,14 @@ func TestAuthWhiteLists(t *testing.T) {
 			assert.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
 		})
 	}
+}
+
+func TestAuthStrictSignaturesRequire(t *testing.T) {
+	n := startNodeWith(t, false, withACL(t, aclYAML, func(c *acl.Config) { c.StrictSignatures = acl.SignRequire }))
+	n.topic("AuthT", 1)
+	st := n.send(n.signed("pubuser", skPub, time.Now()), "AuthT")
+	assert.Equal(t, grpcapi.Code_UNAUTHORIZED, st.GetCode())
+	assert.Contains(t, st.GetMessage(), "acl.strict_signatures=require")
 }
 
 func TestAuthPluginWithoutHMAC(t *testing.T) {
