@@ -42,11 +42,27 @@ func groupOf(r *grpcapi.Resource) (string, *grpcapi.Status) {
 	return g, nil
 }
 
+// popHeld refuses a group that live 5.x SimpleConsumers or PushConsumers
+// consume (the claim of groups.go): their pop state commits the group's
+// offsets, and an offset consumer of the group would consume its messages
+// a second time. 5.x pull consumers are offset consumers like 4.x ones
+// and share a group's offsets with them.
+func (s *Server) popHeld(group string) *grpcapi.Status {
+	holder, held := s.claim(group)
+	if !held {
+		return nil
+	}
+	return status(grpcapi.Code_FORBIDDEN, fmt.Sprintf("consumer group %s is consumed by RocketMQ 5 SimpleConsumers or PushConsumers (%s) on this broker; pull consumers cannot share it: use another group, or stop them first", group, holder))
+}
+
 // UpdateOffset commits the group's offset of one queue (0..the queue's
 // next offset to write).
 func (s *Server) UpdateOffset(ctx context.Context, req *grpcapi.UpdateOffsetRequest) (*grpcapi.UpdateOffsetResponse, error) {
 	group, st := groupOf(req.GetGroup())
 	if st != nil {
+		return &grpcapi.UpdateOffsetResponse{Status: st}, nil
+	}
+	if st := s.popHeld(group); st != nil {
 		return &grpcapi.UpdateOffsetResponse{Status: st}, nil
 	}
 	_, q, st := s.queueOf(req.GetMessageQueue())

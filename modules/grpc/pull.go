@@ -34,6 +34,9 @@ func (s *Server) PullMessage(req *grpcapi.PullMessageRequest, stream grpcapi.Mes
 	if st != nil {
 		return send(st)
 	}
+	if st := s.popHeld(group); st != nil {
+		return send(st)
+	}
 	tc, q, st := s.queueOf(req.GetMessageQueue())
 	if st != nil {
 		return send(st)

@@ -267,3 +267,27 @@ func TestQueryOffset(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, grpcapi.Code_BAD_REQUEST, badQ.GetStatus().GetCode())
 }
+
+// TestPullGroupHeldByPopConsumers: a group a live 5.x SimpleConsumer
+// declared is refused to pull consumers (pulls and offset commits).
+func TestPullGroupHeldByPopConsumers(t *testing.T) {
+	n := startNode(t)
+	n.topic("HeldT", 1)
+	stream, err := n.cli.Telemetry(n.ctx())
+	require.NoError(t, err)
+	sub := &grpcapi.Settings{ClientType: grpcapi.ClientType_SIMPLE_CONSUMER.Enum(), PubSub: &grpcapi.Settings_Subscription{Subscription: &grpcapi.Subscription{Group: res("PopG")}}}
+	require.NoError(t, stream.Send(&grpcapi.TelemetryCommand{Command: &grpcapi.TelemetryCommand_Settings{Settings: sub}}))
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	defer func() { _ = stream.CloseSend() }()
+
+	p := n.pull5x("PopG", "HeldT", 0, 0, 32, "", 0)
+	assert.Equal(t, grpcapi.Code_FORBIDDEN, p.status.GetCode(), p.status.GetMessage())
+	assert.Contains(t, p.status.GetMessage(), "SimpleConsumers or PushConsumers")
+	up, err := n.cli.UpdateOffset(n.ctx(), &grpcapi.UpdateOffsetRequest{Group: res("PopG"), MessageQueue: &grpcapi.MessageQueue{Topic: res("HeldT")}})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_FORBIDDEN, up.GetStatus().GetCode())
+	// Another group is free.
+	p = n.pull5x("FreeG", "HeldT", 0, 0, 32, "", 0)
+	assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, p.status.GetCode(), p.status.GetMessage())
+}
