@@ -409,23 +409,21 @@ func (g *guard) unaryInterceptor(log func(method string, r *refusal)) grpclib.Un
 
 // streamInterceptor authenticates a stream when it opens and authorizes
 // every message the client sends on it. A server-streaming call
-// (ReceiveMessage, PullMessage) is refused with one response carrying the
+// (ReceiveMessage, PullMessage) is refused, once its request arrived, with one response carrying the
 // status, as its other errors are; a refused Telemetry stream ends with a
 // gRPC error (its handler may be sending: nothing else is written).
 func (g *guard) streamInterceptor(log func(method string, r *refusal)) grpclib.StreamServerInterceptor {
 	return func(srv any, ss grpclib.ServerStream, info *grpclib.StreamServerInfo, handler grpclib.StreamHandler) error {
 		ctx := ss.Context()
 		ps, r := g.authenticate(ctx)
-		if r != nil {
+		if r != nil && info.IsClientStream {
 			log(info.FullMethod, r)
-			if !info.IsClientStream {
-				if resp, ok := statusResponse(info.FullMethod, r.status()); ok {
-					return ss.SendMsg(resp)
-				}
-			}
 			return r.grpcError()
 		}
-		w := &guardedStream{ServerStream: ss, g: g, ps: ps, method: info.FullMethod, sendRefusal: !info.IsClientStream}
+		// A server-streaming call's refusal waits for its request, so
+		// that the client has sent it before the stream ends (else its
+		// send may fail with a bare EOF instead of the status).
+		w := &guardedStream{ServerStream: ss, g: g, ps: ps, pre: r, method: info.FullMethod, sendRefusal: !info.IsClientStream}
 		err := handler(srv, w)
 		if r := w.refused.Load(); r != nil {
 			log(info.FullMethod, r)
@@ -443,6 +441,7 @@ type guardedStream struct {
 	grpclib.ServerStream
 	g           *guard
 	ps          []auth.Principal
+	pre         *refusal // an authentication refusal, answered on the first message
 	method      string
 	sendRefusal bool // a server-streaming call: answer the refusal in-band
 	// refused and sent are set by the goroutine that receives (Telemetry
@@ -455,7 +454,10 @@ func (w *guardedStream) RecvMsg(m any) error {
 	if err := w.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	r := w.g.authorize(w.Context(), w.ps, m)
+	r := w.pre
+	if r == nil {
+		r = w.g.authorize(w.Context(), w.ps, m)
+	}
 	if r == nil {
 		return nil
 	}
