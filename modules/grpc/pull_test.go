@@ -1,6 +1,8 @@
 package grpc_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"strconv"
 	"testing"
@@ -27,23 +29,37 @@ type pulled struct {
 
 func (n *node) pull5x(group, topic string, queue int32, offset int64, batch int32, tagExpr string, wait time.Duration) pulled {
 	n.t.Helper()
+	p, err := n.tryPull5x(group, topic, queue, offset, batch, tagExpr, wait)
+	require.NoError(n.t, err)
+	return p
+}
+
+// tryPull5x is pull5x for goroutines other than the test's: it reports
+// errors instead of failing the test.
+func (n *node) tryPull5x(group, topic string, queue int32, offset int64, batch int32, tagExpr string, wait time.Duration) (pulled, error) {
 	req := &grpcapi.PullMessageRequest{Group: res(group), MessageQueue: &grpcapi.MessageQueue{Topic: res(topic), Id: queue},
 		Offset: offset, BatchSize: batch, LongPollingTimeout: durationpb.New(wait)}
 	if tagExpr != "" {
 		req.FilterExpression = &grpcapi.FilterExpression{Type: grpcapi.FilterType_TAG, Expression: tagExpr}
 	}
-	stream, err := n.cli.PullMessage(n.ctx(), req)
-	require.NoError(n.t, err)
 	var p pulled
+	stream, err := n.cli.PullMessage(n.ctx(), req)
+	if err != nil {
+		return p, err
+	}
 	for {
 		r, err := stream.Recv()
 		if err == io.EOF {
-			return p
+			return p, nil
 		}
-		require.NoError(n.t, err)
+		if err != nil {
+			return p, err
+		}
 		switch c := r.GetContent().(type) {
 		case *grpcapi.PullMessageResponse_Status:
-			require.Nil(n.t, p.status, "one status per pull")
+			if p.status != nil {
+				return p, fmt.Errorf("a second status %v after %v", c.Status, p.status)
+			}
 			p.status = c.Status
 		case *grpcapi.PullMessageResponse_Message:
 			p.msgs = append(p.msgs, c.Message)
@@ -101,7 +117,13 @@ func TestPullFromOffset(t *testing.T) {
 
 	// A message stored while the pull waits answers it.
 	done := make(chan pulled, 1)
-	go func() { done <- n.pull5x("PG", "PullT", 0, 5, 32, "", 20*time.Second) }()
+	go func() {
+		p, err := n.tryPull5x("PG", "PullT", 0, 5, 32, "", 20*time.Second)
+		if err != nil {
+			p.status = &grpcapi.Status{Message: err.Error()}
+		}
+		done <- p
+	}()
 	eventually(t, 5*time.Second, func() bool { return n.srv.WaitingPulls() > 0 }, "the pull is waiting")
 	n.sendTagged("PullT", "ID5", "m5", "A")
 	select {
@@ -290,4 +312,32 @@ func TestPullGroupHeldByPopConsumers(t *testing.T) {
 	// Another group is free.
 	p = n.pull5x("FreeG", "HeldT", 0, 0, 32, "", 0)
 	assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, p.status.GetCode(), p.status.GetMessage())
+}
+
+// TestStopEndsWaitingPull: a long-polling pull is answered when the
+// endpoint stops, instead of holding GracefulStop for its whole wait.
+func TestStopEndsWaitingPull(t *testing.T) {
+	n := startNode(t)
+	n.topic("StopT", 1)
+	done := make(chan pulled, 1)
+	go func() {
+		p, err := n.tryPull5x("SG", "StopT", 0, 0, 32, "", 25*time.Second)
+		if err != nil {
+			p.status = &grpcapi.Status{Message: err.Error()}
+		}
+		done <- p
+	}()
+	eventually(t, 5*time.Second, func() bool { return n.srv.WaitingPulls() > 0 }, "the pull is waiting")
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, n.srv.Stop(ctx))
+	select {
+	case p := <-done:
+		assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, p.status.GetCode(), p.status.GetMessage())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting pull was not answered on Stop")
+	}
+	assert.Less(t, time.Since(t0), 10*time.Second)
+	assert.Equal(t, 0, n.srv.WaitingPulls())
 }
