@@ -70,6 +70,9 @@ type Client struct {
 	memberMu  sync.RWMutex
 	producers map[string]ProducerHandler
 	consumers map[string]ConsumerHandler
+
+	// migr holds the connections Migrate moves (migrate.go).
+	migr migrators
 }
 
 var instanceSeq atomic.Int64
@@ -121,6 +124,9 @@ func New(opts ...Option) (*Client, error) {
 	}
 	dial := func(ctx context.Context, addr string) (transport.Conn, error) {
 		conn, err := o.dial(ctx, addr)
+		if err == nil {
+			c.migr.track(addr, conn)
+		}
 		if err == nil && !ns[addr] {
 			// A new connection to a broker, perhaps a restarted one that
 			// forgot our groups: heartbeat soon.

@@ -320,13 +320,15 @@ func Dial(ctx context.Context, addr string, cfg *Config, deps transport.Deps) (*
 }
 
 // Migrate moves a dialled connection to a new UDP socket (a new local
-// port; the address the kernel routes the peer from): QUIC connection
-// migration, as when a device changes networks or its NAT binding
-// changes. The new path is validated with the peer (PATH_CHALLENGE and
-// PATH_RESPONSE) before traffic switches to it; frames in flight are
-// retransmitted on it, so nothing acknowledged is lost, and the session
-// (streams, TLS keys, remoting state) stays. Only the dialling end
-// migrates; an accepted connection returns an error.
+// port, bound to the address the kernel routes the peer from now: a
+// device that changed networks gets its new address, otherwise the old
+// address is kept): QUIC connection migration, as when a device changes
+// networks or its NAT binding changes. The new path is validated with
+// the peer (PATH_CHALLENGE and PATH_RESPONSE) before traffic switches to
+// it; frames in flight are retransmitted on it, so nothing acknowledged
+// is lost, and the session (streams, TLS keys, remoting state) stays.
+// Only the dialling end migrates; an accepted connection returns an
+// error.
 func (c *Conn) Migrate(ctx context.Context) error {
 	if c.dialIP == nil {
 		return errors.New("quictransport: migrate: only a dialled connection migrates")
@@ -334,7 +336,13 @@ func (c *Conn) Migrate(ctx context.Context) error {
 	if c.isClosed() {
 		return transport.ErrClosed
 	}
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: c.dialIP})
+	ip := c.dialIP
+	if ra, err := net.ResolveUDPAddr("udp", c.remote); err == nil {
+		if now := sourceIP(ra); now != nil {
+			ip = now
+		}
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip})
 	if err != nil {
 		return fmt.Errorf("quictransport: migrate: %w", err)
 	}

@@ -1,0 +1,10 @@
+package quictransport
+
+import "github.com/quic-go/quic-go"
+
+// Stats returns quic-go's counters of the connection: packets and bytes
+// sent, received and declared lost, and the RTT estimates. PacketsLost
+// counts our packets the peer never acknowledged, whether the link
+// dropped them or the peer's receive path did (a full socket buffer or
+// quic-go's queue of unprocessed packets, when the peer is short of CPU).
+func (c *Conn) Stats() quic.ConnectionStats { return c.qc.ConnectionStats() }
