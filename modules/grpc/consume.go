@@ -53,9 +53,14 @@ func popStatus(err error) *grpcapi.Status {
 	return status(grpcapi.Code_INTERNAL_SERVER_ERROR, err.Error())
 }
 
-// fifoGroup says whether the client declared its group FIFO in its
+// fifoGroup says whether group is consumed in order: the subscription
+// group's consumeMessageOrderly (RocketMQ 5's switch, answered to the
+// clients in their settings), or the client declared it FIFO in its
 // Telemetry settings.
-func (s *Server) fifoGroup(ctx context.Context) bool {
+func (s *Server) fifoGroup(ctx context.Context, group string) bool {
+	if gc, err := s.b.GroupConfig(group); err == nil && gc.ConsumeMessageOrderly {
+		return true
+	}
 	id := clientID(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,7 +189,7 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 	}
 	wait = max(wait, 0)
 	var got []pop.Received
-	if s.fifoGroup(ctx) {
+	if s.fifoGroup(ctx, group) {
 		got, err = s.receiveFIFO(ctx, group, tc.TopicName, matcher, batch, invisible, wait)
 	} else {
 		got, err = s.pop.ReceiveWait(ctx, group, tc.TopicName, matcher, batch, invisible, wait)

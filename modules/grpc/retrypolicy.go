@@ -6,20 +6,21 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// groupRetryPolicy is the retry policy 5.x consumers of group follow: the
-// subscription group's retryMaxTimes + 1 attempts and its
-// groupRetryPolicy (customized delays, the 4.x levels by default, or
-// exponential). PushConsumers wait the policy's delay (through
-// ChangeInvisibleDuration) before a failed message comes back; the pop
-// service moves a message whose attempts are used up to %DLQ%<group>.
-func (s *Server) groupRetryPolicy(group string) *grpcapi.RetryPolicy {
-	p := broker.NewRetryPolicyDefault()
+// groupPolicy is the retry policy 5.x consumers of group follow — the
+// subscription group's retryMaxTimes + 1 attempts and its groupRetryPolicy
+// (customized delays, the 4.x levels by default, or exponential) — and
+// whether the group is consumed in order (consumeMessageOrderly).
+// PushConsumers wait the policy's delay (through ChangeInvisibleDuration)
+// before a failed message comes back; the pop service moves a message
+// whose attempts are used up to %DLQ%<group>. An unnamed group gets
+// RocketMQ 5's defaults.
+func (s *Server) groupPolicy(group string) (broker.RetryPolicy, bool) {
 	if group != "" {
 		if gc, err := s.b.GroupConfig(group); err == nil {
-			p = gc.RetryPolicy()
+			return gc.RetryPolicy(), gc.ConsumeMessageOrderly
 		}
 	}
-	return retryPolicyProto(p)
+	return broker.NewRetryPolicyDefault(), false
 }
 
 func retryPolicyProto(p broker.RetryPolicy) *grpcapi.RetryPolicy {

@@ -199,7 +199,13 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 		// The group's retry policy, whatever the client sent, as RocketMQ
 		// 5's proxy merges it (retrypolicy.go): the pop service sends a
 		// message to the dead-letter queue after the same MaxAttempts.
-		out.BackoffPolicy = s.groupRetryPolicy(ps.Subscription.GetGroup().GetName())
+		policy, orderly := s.groupPolicy(ps.Subscription.GetGroup().GetName())
+		out.BackoffPolicy = retryPolicyProto(policy)
+		if orderly {
+			// A group configured orderly is FIFO whatever the client
+			// declared (RocketMQ 5's proxy answers the group's switch).
+			ps.Subscription.Fifo = proto.Bool(true)
+		}
 	}
 	return out
 }
