@@ -2,22 +2,25 @@
 # The lossy-link laboratory: for each link profile, bench/lossy/linkemu
 # creates two network namespaces joined by a veth pair and impairs the
 # packets between them in user space (delay, jitter, random and bursty
-# loss, reordering, rate); `mq dev` runs in namespace B and the workloads
-# of bench/lossy TestLabWorkloads (sync1, sync32, async32, pull) run from
-# namespace A over TCP and QUIC, alternating which transport goes first
-# between rounds. Prints the LAB lines and, at the end, the markdown table
-# of medians (TestLabTable).
+# loss, reordering, rate); `mq dev` and an embedded nats-server run in
+# namespace B and the workloads of bench/lossy TestLabWorkloads (sync1,
+# sync32, async32, pull, migrate) run from namespace A over TCP, QUIC and
+# NATS, rotating which transport goes first between rounds (migrate is
+# QUIC only). Prints the LAB lines (with packet counters) and, at the end,
+# the markdown tables of medians (TestLabTable).
 #
 #   scripts/lossy-lab.sh [seconds per cell, default 4] [rounds, default 2] [profiles, default "lan loss1 loss5 wifi cellular satellite"] [workloads]
 #
 # Needs root and /dev/net/tun. Keep runs short on a shared machine: a
-# round of all six profiles at 4 s per cell takes about 4 minutes.
+# round of all six profiles at 4 s per cell took about 4 minutes with
+# two transports and four workloads; with three and migrate, about 7.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-4}
 ROUNDS=${2:-2}
 PROFILES=${3:-lan loss1 loss5 wifi cellular satellite}
-WORKLOADS=${4:-sync1,sync32,async32,pull}
+WORKLOADS=${4:-sync1,sync32,async32,pull,migrate}
+TRANSPORTS=${QUIVER_LAB_TRANSPORTS:-tcp,quic,nats}
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/net/tun ]; then
   echo "lossy-lab: needs root and /dev/net/tun; skipping" >&2
   exit 0
@@ -35,8 +38,11 @@ go test -c -o "$bin/lossy.test" ./bench/lossy
 results=${QUIVER_LAB_OUT:-$bin/results.txt}
 : >"$results"
 for round in $(seq 1 "$ROUNDS"); do
-  order=tcp,quic
-  if [ $((round % 2)) = 0 ]; then order=quic,tcp; fi
+  # Rotate the transports: round 1 tcp,quic,nats; round 2 quic,nats,tcp; ...
+  IFS=, read -r -a trs <<<"$TRANSPORTS"
+  n=${#trs[@]}
+  order=
+  for i in $(seq 0 $((n - 1))); do order="$order${order:+,}${trs[$(((i + round - 1) % n))]}"; done
   for profile in $PROFILES; do
     echo "round=$round profile=$profile order=$order load:$(uptime | sed 's/.*load average://')"
     "$bin/linkemu" -profile "$profile" -prefix "ql$$" -seed "$round" >"$bin/emu.out" 2>&1 &
@@ -51,4 +57,4 @@ for round in $(seq 1 "$ROUNDS"); do
     grep '^LINKEMU stats' "$bin/emu.out" || true
   done
 done
-QUIVER_LAB_RESULTS="$results" "$bin/lossy.test" -test.run 'TestLabTable$' | grep '^|'
+QUIVER_LAB_RESULTS="$results" "$bin/lossy.test" -test.run 'TestLabTable$' | grep -e '^|' -e '^$'

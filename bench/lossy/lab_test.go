@@ -6,16 +6,22 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/bench/lossy/linkemu"
@@ -23,6 +29,9 @@ import (
 	"github.com/quivermq/quiver/client/consumer"
 	"github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/client/transports"
+	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/plugins/transport/natstransport"
+	"github.com/quivermq/quiver/plugins/transport/quictransport"
 )
 
 // TestLabWorkloads runs the lossy-link laboratory's workloads from
@@ -36,29 +45,52 @@ import (
 //   - sync32: 32 goroutines each doing sync sends;
 //   - async32: async sends with at most 32 in flight;
 //   - pull: 4 pullers reading the backlog the sends left, 32 messages a
-//     pull, one pull per puller in flight.
+//     pull, one pull per puller in flight;
+//   - migrate (QUIC only): 4 goroutines of sync sends to a fresh topic;
+//     halfway through, the route to B is switched to A's second address
+//     and Client.Migrate moves the QUIC connections there; afterwards
+//     every acknowledged message must be in the topic exactly once and
+//     nothing may have been redialled.
 //
-// Transports run in QUIVER_LAB_ORDER (default tcp,quic); each prints one
-// LAB line per workload, which TestLabTable turns into a table.
+// Transports run in QUIVER_LAB_ORDER (default tcp,quic; "nats" adds the
+// NATS transport: an embedded nats-server, this test binary in
+// TestLabNATSServer's mode, runs in namespace B next to `mq dev`, and
+// the client in A reaches it through the link). Each prints one LAB line
+// per workload, with the cell's packet counters (see labCounters), which
+// TestLabTable turns into tables.
 func TestLabWorkloads(t *testing.T) {
 	secs, _ := strconv.Atoi(os.Getenv("QUIVER_LAB_SECONDS"))
 	nsB := os.Getenv("QUIVER_LAB_NS_B")
 	if secs <= 0 || nsB == "" {
 		t.Skip("set QUIVER_LAB_SECONDS and QUIVER_LAB_NS_B (scripts/lossy-lab.sh runs this inside the lab's namespace A)")
 	}
+	addrA := envOr("QUIVER_LAB_ADDR_A", "10.99.0.1")
+	addrA2 := envOr("QUIVER_LAB_ADDR_A2", "10.99.0.3")
 	addrB := envOr("QUIVER_LAB_ADDR_B", "10.99.0.2")
 	profile := envOr("QUIVER_LAB_PROFILE", "?")
 	order := strings.Split(envOr("QUIVER_LAB_ORDER", "tcp,quic"), ",")
 	workloads := strings.Split(envOr("QUIVER_LAB_WORKLOADS", "sync1,sync32,async32,pull"), ",")
 	mq := os.Getenv("QUIVER_MQ_BINARY")
 	require.NotEmpty(t, mq, "QUIVER_MQ_BINARY")
+	for _, a := range []string{addrA, addrA2, addrB} {
+		require.True(t, strings.HasPrefix(a, "10.99.0."), "lab addresses are 10.99.0.x, got %s", a)
+	}
 
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ns, br := addrB+":9876", addrB+":10911"
-	cmd := linkemu.Command(ctx, nsB, mq, "dev", "--set", "namesrv.listen="+ns, "--set", "broker.listen="+br,
-		"--set", "storage.dir="+filepath.Join(dir, "store"), "--set", "transports=tcp,quic", "--set", "log.level=warn")
+	natsURL := "nats://" + addrB + ":4222"
+	args := []string{"dev", "--set", "namesrv.listen=" + ns, "--set", "broker.listen=" + br,
+		"--set", "storage.dir=" + filepath.Join(dir, "store"), "--set", "log.level=warn"}
+	if slices.Contains(order, "nats") {
+		startLabNATS(ctx, t, nsB, addrB+":4222")
+		// mq refuses transport.nats keys when nats is not a transport.
+		args = append(args, "--set", "transports=tcp,quic,nats", "--set", "transport.nats.url="+natsURL)
+	} else {
+		args = append(args, "--set", "transports=tcp,quic")
+	}
+	cmd := linkemu.Command(ctx, nsB, append([]string{mq}, args...)...)
 	logf, err := os.Create(filepath.Join(dir, "mq.log"))
 	require.NoError(t, err)
 	defer logf.Close()
@@ -70,43 +102,29 @@ func TestLabWorkloads(t *testing.T) {
 
 	topic := "LabBench"
 	body := make([]byte, 1024)
-	type rig struct {
-		c *client.Client
-		p *producer.Producer
-	}
-	rigs := map[string]rig{}
+	rigs := map[string]*rig{}
 	for _, tr := range order {
-		c, err := client.New(client.WithNameServers(tr+"://"+ns), transports.WithDialer(transports.WithInsecureQUIC()),
-			client.WithRequestTimeout(30*time.Second))
-		require.NoError(t, err)
-		defer c.Close()
-		p, err := producer.New(c, "LAB_"+tr, producer.WithSendTimeout(30*time.Second), producer.WithRetryTimesWhenSendFailed(0),
-			producer.WithRetryTimesWhenSendAsyncFailed(0))
-		require.NoError(t, err)
-		defer p.Shutdown(context.Background())
+		r := newRig(t, tr, ns, natsURL)
+		defer r.close()
 		// The server may still be starting, and the first send creates the
 		// topic: poll until a send succeeds.
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := p.SendSync(sctx, client.NewMessage(topic, body))
-			scancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				b, _ := os.ReadFile(logf.Name())
-				t.Fatalf("%s: no send succeeded within 90 s: %v\nmq log:\n%s", tr, err, b)
-			}
-			time.Sleep(200 * time.Millisecond) // retry pacing of a server not up yet, not synchronisation
+		if _, err := firstSend(r.p, topic, body, 90*time.Second); err != nil {
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("%s: no send succeeded within 90 s: %v\nmq log:\n%s", tr, err, b)
 		}
-		rigs[tr] = rig{c, p}
+		rigs[tr] = r
 	}
+	lc := newLabCounters(t, nsB, addrA)
 	dur := time.Duration(secs) * time.Second
 	for _, w := range workloads {
 		for _, tr := range order {
 			r := rigs[tr]
+			if w == "migrate" && tr != "quic" {
+				continue // only QUIC connections migrate
+			}
+			before := lc.read(r)
 			var res result
+			extra := ""
 			switch w {
 			case "sync1":
 				res = sendSync(r.p, topic, body, 1, dur)
@@ -116,13 +134,256 @@ func TestLabWorkloads(t *testing.T) {
 				res = sendAsync(r.p, topic, body, 32, dur)
 			case "pull":
 				res = pullBacklog(t, r.c, topic, 4, dur)
+			case "migrate":
+				var mo migrateOutcome
+				res, mo = migrateRun(t, r, lc, addrA, addrA2, addrB, body, dur)
+				extra = mo.String()
+				assert.Zero(t, mo.lost, "acknowledged messages missing after the migration")
+				assert.Zero(t, mo.dup, "messages stored twice")
+				assert.Zero(t, mo.redials, "connections redialled instead of migrated")
+				assert.Positive(t, mo.migrated, "no connection migrated: %s", mo.err)
+				assert.Positive(t, mo.acked, "nothing acknowledged")
 			default:
 				t.Fatalf("unknown workload %q", w)
 			}
-			fmt.Printf("LAB profile=%s workload=%s transport=%s msgs_per_sec=%.1f p50=%v p99=%v errors=%d n=%d\n",
-				profile, w, tr, res.rate, res.q(.5), res.q(.99), res.errs, len(res.lat))
+			cells := lc.read(r).sub(before)
+			fmt.Printf("LAB profile=%s workload=%s transport=%s msgs_per_sec=%.1f p50=%v p99=%v errors=%d n=%d%s %s\n",
+				profile, w, tr, res.rate, res.q(.5), res.q(.99), res.errs, len(res.lat), extra, cells)
 		}
 	}
+}
+
+// rig is one transport's client and producer, with a dialler that counts
+// the connections it opens and keeps the QUIC ones for their counters.
+type rig struct {
+	transport string
+	c         *client.Client
+	p         *producer.Producer
+	dials     atomic.Int64
+
+	mu   sync.Mutex
+	quic []*quictransport.Conn
+}
+
+func newRig(t *testing.T, tr, ns, natsURL string) *rig {
+	r := &rig{transport: tr}
+	opts := []transports.Option{transports.WithInsecureQUIC()}
+	if tr == "nats" {
+		ncfg := natstransport.NewConfig()
+		ncfg.URL = natsURL
+		opts = append(opts, transports.WithNATS(ncfg))
+	}
+	base := transports.Dialer(opts...)
+	dial := func(ctx context.Context, addr string) (transport.Conn, error) {
+		conn, err := base(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		r.dials.Add(1)
+		if qc, ok := conn.(*quictransport.Conn); ok {
+			r.mu.Lock()
+			r.quic = append(r.quic, qc)
+			r.mu.Unlock()
+		}
+		return conn, nil
+	}
+	var err error
+	r.c, err = client.New(client.WithNameServers(tr+"://"+ns), client.WithDialer(dial), client.WithRequestTimeout(30*time.Second))
+	require.NoError(t, err)
+	r.p, err = producer.New(r.c, "LAB_"+tr, producer.WithSendTimeout(30*time.Second), producer.WithRetryTimesWhenSendFailed(0),
+		producer.WithRetryTimesWhenSendAsyncFailed(0))
+	if err != nil {
+		r.c.Close()
+		require.NoError(t, err)
+	}
+	return r
+}
+
+func (r *rig) close() {
+	r.p.Shutdown(context.Background())
+	r.c.Close()
+}
+
+// quicStats sums quic-go's counters over the rig's QUIC connections.
+func (r *rig) quicStats() (sent, recv, lost uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, qc := range r.quic {
+		s := qc.Stats()
+		sent, recv, lost = sent+s.PacketsSent, recv+s.PacketsReceived, lost+s.PacketsLost
+	}
+	return sent, recv, lost
+}
+
+// firstSend sends until one send succeeds or wait passes.
+func firstSend(p *producer.Producer, topic string, body []byte, wait time.Duration) (*client.SendResult, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := p.SendSync(sctx, client.NewMessage(topic, body))
+		scancel()
+		if err == nil {
+			return res, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(200 * time.Millisecond) // retry pacing of a server not up yet, not synchronisation
+	}
+}
+
+// startLabNATS runs this test binary as TestLabNATSServer in namespace
+// ns, listening on addr, until ctx ends, and waits until it is ready.
+func startLabNATS(ctx context.Context, t *testing.T, ns, addr string) {
+	cmd := linkemu.Command(ctx, ns, os.Args[0], "-test.run", "^TestLabNATSServer$", "-test.timeout", "0")
+	cmd.Env = append(os.Environ(), "QUIVER_LAB_NATS_LISTEN="+addr)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "NATSD ready") {
+				ready <- sc.Text()
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lab's nats-server did not start within 30 s")
+	}
+}
+
+// TestLabNATSServer is TestLabWorkloads' nats-server: when
+// QUIVER_LAB_NATS_LISTEN is set it runs an embedded nats-server on that
+// address, prints "NATSD ready", and serves until SIGINT or SIGTERM, or
+// for at most an hour.
+func TestLabNATSServer(t *testing.T) {
+	listen := os.Getenv("QUIVER_LAB_NATS_LISTEN")
+	if listen == "" {
+		t.Skip("set QUIVER_LAB_NATS_LISTEN (TestLabWorkloads starts it in the lab's namespace B)")
+	}
+	host, portS, err := net.SplitHostPort(listen)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(portS)
+	require.NoError(t, err)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := natsserver.NewServer(&natsserver.Options{Host: host, Port: port, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	defer func() { s.Shutdown(); s.WaitForShutdown() }()
+	require.True(t, s.ReadyForConnections(20*time.Second), "nats-server not ready")
+	fmt.Println("NATSD ready", s.Addr())
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Hour):
+	}
+}
+
+// migrateOutcome is what the migrate workload checked.
+type migrateOutcome struct {
+	acked, found, lost, dup, redials int64
+	migrated                         int
+	took                             time.Duration
+	err                              error
+}
+
+func (m migrateOutcome) String() string {
+	return fmt.Sprintf(" acked=%d found=%d lost=%d dup=%d redials=%d migrated=%d migrate_took=%v",
+		m.acked, m.found, m.lost, m.dup, m.redials, m.migrated, m.took.Round(time.Millisecond))
+}
+
+// migrateRun sends with 4 goroutines of sync sends to a fresh topic for
+// dur; halfway it moves A's route to addrB onto source addrA2 and calls
+// Client.Migrate. Then it reads the topic back and compares ids.
+func migrateRun(t *testing.T, r *rig, lc *labCounters, addrA, addrA2, addrB string, body []byte, dur time.Duration) (result, migrateOutcome) {
+	var mo migrateOutcome
+	topic := "LabMigrate_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	first, err := firstSend(r.p, topic, body, 60*time.Second)
+	require.NoError(t, err, "create %s", topic)
+	var idMu sync.Mutex
+	acked := map[string]bool{first.MsgID: true}
+	dials := r.dials.Load()
+
+	rec := &recorder{start: time.Now()}
+	deadline := rec.start.Add(dur)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				res, err := r.p.SendSync(ctx, client.NewMessage(topic, body))
+				cancel()
+				if err != nil || res.Status != client.SendOK {
+					rec.errs.Add(1)
+					continue
+				}
+				rec.add(time.Since(t0), 1)
+				idMu.Lock()
+				acked[res.MsgID] = true
+				idMu.Unlock()
+			}
+		})
+	}
+	// Halfway: the device changes address.
+	time.Sleep(dur / 2) // the workload's schedule, not synchronisation
+	require.NoError(t, lc.routeSource(addrB, addrA2))
+	defer func() { assert.NoError(t, lc.routeSource(addrB, addrA)) }()
+	mctx, mcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t0 := time.Now()
+	mo.migrated, mo.err = r.c.Migrate(mctx)
+	mo.took = time.Since(t0)
+	mcancel()
+	wg.Wait()
+	res := rec.result()
+	mo.redials = r.dials.Load() - dials
+
+	// Read everything back.
+	pc, err := consumer.NewPull(r.c, "LAB_MIGRATE_"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	require.NoError(t, err)
+	qs, err := pc.Queues(context.Background(), topic)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	readBy := time.Now().Add(90 * time.Second)
+	for _, q := range qs {
+		for next := int64(0); time.Now().Before(readBy); {
+			n := 0
+			pr, err := pc.PullEach(context.Background(), q, consumer.All(), next, 32, func(m *client.MessageExt) {
+				seen[m.MsgID]++
+				n++
+			})
+			if err != nil {
+				continue // a pull lost to the link: ask again
+			}
+			next = pr.NextBeginOffset
+			if n == 0 || next >= pr.MaxOffset {
+				break
+			}
+		}
+	}
+	mo.acked = int64(len(acked))
+	for id, k := range seen {
+		mo.found += int64(k)
+		if k > 1 {
+			mo.dup++
+			t.Logf("message %s stored %d times", id, k)
+		}
+	}
+	for id := range acked {
+		if seen[id] == 0 {
+			mo.lost++
+			t.Logf("acknowledged message %s not found", id)
+		}
+	}
+	return res, mo
 }
 
 func envOr(k, d string) string {
@@ -268,9 +529,10 @@ func pullBacklog(t *testing.T, c *client.Client, topic string, pullers int, dur 
 }
 
 // TestLabTable reads the LAB lines of QUIVER_LAB_RESULTS and prints the
-// markdown table of docs/BENCHMARKS.md: per profile and workload, each
-// transport's median msg/s, p50 and p99 over the runs, and QUIC's ratios
-// to TCP.
+// markdown tables of docs/BENCHMARKS.md: per profile and workload, each
+// transport's median msg/s, p50 and p99 over the runs and QUIC's and
+// NATS's ratios to TCP; then QUIC's packet counters per cell (medians);
+// then the migrate runs.
 func TestLabTable(t *testing.T) {
 	path := os.Getenv("QUIVER_LAB_RESULTS")
 	if path == "" {
@@ -284,9 +546,12 @@ func TestLabTable(t *testing.T) {
 		rate     []float64
 		p50, p99 []time.Duration
 		errs     int64
+		// counters: field name → values, one per run that had it.
+		n map[string][]float64
 	}
 	cells := map[key]*runs{}
 	var keys []key
+	var migrates []map[string]string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
@@ -302,7 +567,7 @@ func TestLabTable(t *testing.T) {
 		k := key{kv["profile"], kv["workload"], kv["transport"]}
 		c := cells[k]
 		if c == nil {
-			c = &runs{}
+			c = &runs{n: map[string][]float64{}}
 			cells[k] = c
 			keys = append(keys, k)
 		}
@@ -311,6 +576,14 @@ func TestLabTable(t *testing.T) {
 		p99, _ := time.ParseDuration(kv["p99"])
 		e, _ := strconv.ParseInt(kv["errors"], 10, 64)
 		c.rate, c.p50, c.p99, c.errs = append(c.rate, rate), append(c.p50, p50), append(c.p99, p99), c.errs+e
+		for _, name := range []string{"quic_sent", "quic_recv", "quic_lost", "link_ab", "link_drop_ab", "link_ba", "link_drop_ba", "rcvbuf_a", "rcvbuf_b"} {
+			if v, err := strconv.ParseFloat(kv[name], 64); err == nil && v >= 0 {
+				c.n[name] = append(c.n[name], v)
+			}
+		}
+		if k.workload == "migrate" {
+			migrates = append(migrates, kv)
+		}
 	}
 	require.NoError(t, sc.Err())
 	med := func(v []float64) float64 {
@@ -338,12 +611,12 @@ func TestLabTable(t *testing.T) {
 		}
 		return strings.Join(s, " / ")
 	}
-	fmt.Println("| profile | workload | transport | msg/s (runs) | median p50 | median p99 | errors | QUIC/TCP msg/s | QUIC/TCP p99 |")
+	fmt.Println("| profile | workload | transport | msg/s (runs) | median p50 | median p99 | errors | msg/s vs TCP | p99 vs TCP |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {
 		c := cells[k]
 		ratio, pr := "", ""
-		if k.transport == "quic" {
+		if k.transport != "tcp" {
 			if tc := cells[key{k.profile, k.workload, "tcp"}]; tc != nil && med(tc.rate) > 0 && medD(tc.p99) > 0 {
 				ratio = fmt.Sprintf("%.2f×", med(c.rate)/med(tc.rate))
 				pr = fmt.Sprintf("%.2f×", float64(medD(c.p99))/float64(medD(tc.p99)))
@@ -351,5 +624,43 @@ func TestLabTable(t *testing.T) {
 		}
 		fmt.Printf("| %s | %s | %s | %s | %v | %v | %d | %s | %s |\n", k.profile, k.workload, k.transport, runsOf(c.rate),
 			medD(c.p50).Round(100*time.Microsecond), medD(c.p99).Round(100*time.Microsecond), c.errs, ratio, pr)
+	}
+
+	// QUIC's packets per cell: the client's own counters against the link's.
+	fmt.Println()
+	fmt.Println("| profile | workload | QUIC packets sent (client) | declared lost (client) | lost % | link dropped A→B | lost beyond the link | link dropped B→A | UDP rcvbuf drops A / B |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, k := range keys {
+		c := cells[k]
+		if k.transport != "quic" || len(c.n["quic_sent"]) == 0 {
+			continue
+		}
+		sent, lost, dab := med(c.n["quic_sent"]), med(c.n["quic_lost"]), med(c.n["link_drop_ab"])
+		pct := ""
+		if sent > 0 {
+			pct = fmt.Sprintf("%.2f %%", 100*lost/sent)
+		}
+		opt := func(name string) string {
+			if len(c.n[name]) == 0 {
+				return "?"
+			}
+			return strconv.FormatFloat(med(c.n[name]), 'f', 0, 64)
+		}
+		beyond := "?"
+		if len(c.n["link_drop_ab"]) > 0 {
+			beyond = strconv.FormatFloat(lost-dab, 'f', 0, 64)
+		}
+		fmt.Printf("| %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s / %s |\n", k.profile, k.workload, sent, lost, pct,
+			opt("link_drop_ab"), beyond, opt("link_drop_ba"), opt("rcvbuf_a"), opt("rcvbuf_b"))
+	}
+
+	if len(migrates) > 0 {
+		fmt.Println()
+		fmt.Println("| profile | acked sends | found | lost | stored twice | redials | connections migrated | Migrate took | msg/s | p99 |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+		for _, kv := range migrates {
+			fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv["profile"], kv["acked"], kv["found"], kv["lost"],
+				kv["dup"], kv["redials"], kv["migrated"], kv["migrate_took"], kv["msgs_per_sec"], kv["p99"])
+		}
 	}
 }

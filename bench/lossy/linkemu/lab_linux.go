@@ -33,6 +33,11 @@ type Lab struct {
 	NsA, NsB string
 	// AddrA and AddrB are the emulated link's addresses in A and B.
 	AddrA, AddrB string
+	// AddrA2 is a second address of A's TUN, routed back by B through
+	// the emulated link too: a client in A that switches the route to
+	// AddrB to this source (ip route replace AddrB dev <tun> src AddrA2)
+	// changes its address as a device changing networks does.
+	AddrA2 string
 
 	log     *slog.Logger
 	tunA    *os.File
@@ -50,6 +55,7 @@ const (
 	wireMTU = 1600
 	// The emulated link's addresses and the veth's.
 	addrA, addrB = "10.99.0.1", "10.99.0.2"
+	addrA2       = "10.99.0.3"
 	vethA, vethB = "10.98.0.1", "10.98.0.2"
 	wirePort     = 7999
 )
@@ -83,7 +89,7 @@ func Start(ctx context.Context, prefix string, p Profile, seed uint64, log *slog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l = &Lab{NsA: prefix + "a", NsB: prefix + "b", AddrA: addrA, AddrB: addrB, log: log}
+	l = &Lab{NsA: prefix + "a", NsB: prefix + "b", AddrA: addrA, AddrB: addrB, AddrA2: addrA2, log: log}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -137,6 +143,8 @@ func Start(ctx context.Context, prefix string, p Profile, seed uint64, log *slog
 		{"-n", l.NsB, "link", "set", tb, "mtu", fmt.Sprint(labMTU), "up"},
 		{"-n", l.NsA, "addr", "add", addrA, "peer", addrB, "dev", ta},
 		{"-n", l.NsB, "addr", "add", addrB, "peer", addrA, "dev", tb},
+		{"-n", l.NsA, "addr", "add", addrA2 + "/32", "dev", ta},
+		{"-n", l.NsB, "route", "add", addrA2 + "/32", "dev", tb},
 	} {
 		if err := ipCmd(ctx, args...); err != nil {
 			return nil, err
