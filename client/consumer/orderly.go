@@ -101,34 +101,25 @@ func (pc *PushConsumer) unlock(ctx context.Context, mqs []client.MessageQueue) {
 	}
 }
 
-// lockLoop renews the locks of held orderly queues every lock interval.
-func (pc *PushConsumer) lockLoop() {
-	defer pc.wg.Done()
-	t := time.NewTicker(pc.o.lockInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-pc.ctx.Done():
-			return
-		case <-t.C:
-		}
-		held := pc.heldQueues()
-		got := map[client.MessageQueue]bool{}
-		for _, mq := range pc.lock(pc.ctx, held) {
-			got[mq] = true
-		}
-		pc.pqMu.Lock()
-		for mq, pq := range pc.pqs {
-			if got[mq] {
-				pq.locked.Store(true)
-				pq.lockAt.Store(time.Now().UnixNano())
-				pq.signal()
-			} else if pq.lockExpired(lockMaxAge) {
-				pq.locked.Store(false)
-			}
-		}
-		pc.pqMu.Unlock()
+// renewLocks renews the locks of held orderly queues (every lock
+// interval).
+func (pc *PushConsumer) renewLocks() {
+	held := pc.heldQueues()
+	got := map[client.MessageQueue]bool{}
+	for _, mq := range pc.lock(pc.ctx, held) {
+		got[mq] = true
 	}
+	pc.pqMu.Lock()
+	for mq, pq := range pc.pqs {
+		if got[mq] {
+			pq.locked.Store(true)
+			pq.lockAt.Store(time.Now().UnixNano())
+			pq.signal()
+		} else if pq.lockExpired(lockMaxAge) {
+			pq.locked.Store(false)
+		}
+	}
+	pc.pqMu.Unlock()
 }
 
 // orderlyLoop consumes one queue in offset order.

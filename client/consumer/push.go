@@ -2,6 +2,13 @@
 // rebalance or broadcasting, concurrent or orderly, long-polling pulls,
 // flow control, retries through the broker) and a pull consumer with
 // offsets under the caller's control.
+//
+// The push consumer's files: push.go (the type, its lifecycle and what it
+// reports), rebalance.go (which queues it holds), pullloop.go (one
+// long-polling loop per held queue), processqueue.go (a held queue's
+// cache), taskqueue.go (concurrent consumption by workers), orderly.go
+// (orderly consumption and queue locks), sendback.go (failed messages
+// back to the broker) and offsets.go (where consume offsets live).
 package consumer
 
 import (
@@ -9,20 +16,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/client"
-	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
 )
 
 // Result is a handler's verdict on a batch.
@@ -75,11 +78,6 @@ type PushConsumer struct {
 	closed    bool
 }
 
-type consumeTask struct {
-	pq   *processQueue
-	msgs []*client.MessageExt
-}
-
 // NewPush returns a push consumer of group; Subscribe, then Start.
 func NewPush(c *client.Client, group string, h Handler, opts ...Option) (*PushConsumer, error) {
 	if err := protocol.ValidateGroup(group); err != nil {
@@ -107,24 +105,34 @@ func NewPush(c *client.Client, group string, h Handler, opts ...Option) (*PushCo
 	pc := &PushConsumer{c: c, group: group, o: o, handler: h, subs: map[string]*subscription{},
 		pqs: map[client.MessageQueue]*processQueue{}, rebalance: make(chan struct{}, 1)}
 	pc.log = c.Logger().With("consumerGroup", group)
-	if o.model == Broadcasting {
-		dir := o.offsetDir
-		if dir == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				home = os.TempDir()
-			}
-			dir = filepath.Join(home, ".quiver_offsets", strings.ReplaceAll(c.ID(), ":", "_"), group)
-		}
-		ls, err := newLocalOffsets(filepath.Join(dir, "offsets.json"), pc.log)
-		if err != nil {
-			return nil, err
-		}
-		pc.offsets = ls
-	} else {
-		pc.offsets = newRemoteOffsets(c, group)
+	offsets, err := newOffsetStore(c, group, o, pc.log)
+	if err != nil {
+		return nil, err
 	}
+	pc.offsets = offsets
 	return pc, nil
+}
+
+// newOffsetStore is where the consume offsets of group live: the broker
+// when clustering, a local file (o.offsetDir, by default under the home
+// directory, per client id and group) when broadcasting.
+func newOffsetStore(c *client.Client, group string, o options, log *slog.Logger) (offsetStore, error) {
+	if o.model != Broadcasting {
+		return newRemoteOffsets(c, group), nil
+	}
+	dir := o.offsetDir
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		dir = filepath.Join(home, ".quiver_offsets", strings.ReplaceAll(c.ID(), ":", "_"), group)
+	}
+	ls, err := newLocalOffsets(filepath.Join(dir, "offsets.json"), log)
+	if err != nil {
+		return nil, err
+	}
+	return ls, nil
 }
 
 // Subscribe adds a topic subscription; call it before Start.
@@ -251,11 +259,11 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 	}
 	pc.doRebalance(ctx)
 	pc.wg.Add(2)
-	go pc.rebalanceLoop()
-	go pc.persistLoop()
+	go pc.every(pc.o.rebalanceInterval, pc.rebalance, func() { pc.doRebalance(pc.ctx) })
+	go pc.every(pc.o.persistInterval, nil, pc.persistOffsets)
 	if pc.o.orderly && pc.o.model == Clustering {
 		pc.wg.Add(1)
-		go pc.lockLoop()
+		go pc.every(pc.o.lockInterval, nil, pc.renewLocks)
 	}
 	return nil
 }
@@ -315,33 +323,27 @@ func (pc *PushConsumer) sleep(d time.Duration, stop <-chan struct{}) bool {
 	}
 }
 
-func (pc *PushConsumer) rebalanceLoop() {
+// every runs f every d, and at once when kick fires (nil: never), until
+// the consumer stops; run it as a goroutine counted in pc.wg.
+func (pc *PushConsumer) every(d time.Duration, kick <-chan struct{}, f func()) {
 	defer pc.wg.Done()
-	t := time.NewTicker(pc.o.rebalanceInterval)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-pc.ctx.Done():
 			return
 		case <-t.C:
-		case <-pc.rebalance:
+		case <-kick:
 		}
-		pc.doRebalance(pc.ctx)
+		f()
 	}
 }
 
-func (pc *PushConsumer) persistLoop() {
-	defer pc.wg.Done()
-	t := time.NewTicker(pc.o.persistInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-pc.ctx.Done():
-			return
-		case <-t.C:
-		}
-		pc.offsets.persist(pc.ctx, pc.heldQueues(), false)
-	}
+// persistOffsets commits the held queues' offsets (without waiting for
+// the broker's answers).
+func (pc *PushConsumer) persistOffsets() {
+	pc.offsets.persist(pc.ctx, pc.heldQueues(), false)
 }
 
 func (pc *PushConsumer) heldQueues() []client.MessageQueue {
@@ -352,552 +354,6 @@ func (pc *PushConsumer) heldQueues() []client.MessageQueue {
 		out = append(out, mq)
 	}
 	return out
-}
-
-// Allocate is the average allocation of RocketMQ: queues and consumer ids
-// sorted, each consumer a contiguous share, the first ones one more.
-func Allocate(queues []client.MessageQueue, ids []string, self string) []client.MessageQueue {
-	idx := sort.SearchStrings(ids, self)
-	if idx >= len(ids) || ids[idx] != self || len(queues) == 0 {
-		return nil
-	}
-	n, m := len(queues), len(ids)
-	mod := n % m
-	size := n / m
-	if n <= m {
-		size = 1
-	} else if mod > 0 && idx < mod {
-		size++
-	}
-	start := idx*size + mod
-	if mod > 0 && idx < mod {
-		start = idx * size
-	}
-	var out []client.MessageQueue
-	for i := 0; i < min(size, n-start); i++ {
-		out = append(out, queues[(start+i)%n])
-	}
-	return out
-}
-
-func sortQueues(qs []client.MessageQueue) {
-	sort.Slice(qs, func(i, j int) bool {
-		if qs[i].BrokerName != qs[j].BrokerName {
-			return qs[i].BrokerName < qs[j].BrokerName
-		}
-		return qs[i].QueueID < qs[j].QueueID
-	})
-}
-
-// consumerIDs asks a broker of the topic for the group's members.
-func consumerIDs(ctx context.Context, c *client.Client, group string, route *client.TopicRoute) ([]string, error) {
-	brokers := route.Brokers()
-	if len(brokers) == 0 {
-		return nil, client.ErrNoRoute
-	}
-	start := rand.IntN(len(brokers))
-	var last error
-	for i := range brokers {
-		addr, ok := c.BrokerAddr(brokers[(start+i)%len(brokers)])
-		if !ok {
-			continue
-		}
-		resp, err := c.Invoke(ctx, addr, client.NewRequest(remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": group}, nil))
-		if err != nil {
-			last = err
-			continue
-		}
-		if resp.Code != remoting.Success {
-			last = client.NewBrokerError(addr, resp)
-			continue
-		}
-		ids, err := parseIDs(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		sort.Strings(ids)
-		return ids, nil
-	}
-	if last == nil {
-		last = client.ErrBrokerNotFound
-	}
-	return nil, fmt.Errorf("consumer: consumer list of %s: %w", group, last)
-}
-
-func (pc *PushConsumer) doRebalance(ctx context.Context) {
-	missing := false
-	defer func() {
-		// The retry topic appears in the name server only after the
-		// broker processed our heartbeat: look again soon.
-		if missing && pc.o.routeRetry > 0 && pc.ctx.Err() == nil {
-			pc.wg.Add(1)
-			go func() {
-				defer pc.wg.Done()
-				if pc.sleep(pc.o.routeRetry, nil) {
-					pc.triggerRebalance()
-				}
-			}()
-		}
-	}()
-	for _, s := range pc.subscriptions() {
-		route, err := pc.c.Route(ctx, s.topic)
-		if err != nil {
-			pc.log.Debug("rebalance: no route", "topic", s.topic, "err", err)
-			missing = true
-			continue
-		}
-		qs := append([]client.MessageQueue(nil), route.Subscribe...)
-		sortQueues(qs)
-		var alloc []client.MessageQueue
-		if pc.o.model == Broadcasting {
-			alloc = qs
-		} else {
-			ids, err := consumerIDs(ctx, pc.c, pc.group, route)
-			if err != nil {
-				pc.log.Debug("rebalance: consumer ids", "topic", s.topic, "err", err)
-				continue
-			}
-			alloc = Allocate(qs, ids, pc.c.ID())
-			pc.log.Debug("rebalance", "topic", s.topic, "consumers", ids, "allocated", fmtQueues(alloc))
-		}
-		pc.updateQueues(ctx, s, alloc)
-	}
-}
-
-func (pc *PushConsumer) updateQueues(ctx context.Context, s *subscription, alloc []client.MessageQueue) {
-	want := map[client.MessageQueue]bool{}
-	for _, q := range alloc {
-		want[q] = true
-	}
-	var removed []client.MessageQueue
-	pc.pqMu.Lock()
-	for mq, pq := range pc.pqs {
-		if mq.Topic == s.topic && !want[mq] {
-			pq.drop()
-			delete(pc.pqs, mq)
-			removed = append(removed, mq)
-		}
-	}
-	var added []client.MessageQueue
-	for _, mq := range alloc {
-		if _, ok := pc.pqs[mq]; !ok {
-			added = append(added, mq)
-		}
-	}
-	pc.pqMu.Unlock()
-	if len(removed) > 0 {
-		pc.offsets.persist(ctx, removed, false)
-		for _, mq := range removed {
-			pc.offsets.remove(mq)
-		}
-		if pc.o.orderly && pc.o.model == Clustering {
-			pc.unlock(ctx, removed)
-		}
-		pc.log.Info("rebalance: queues removed", "topic", s.topic, "queues", fmtQueues(removed))
-	}
-	if len(added) == 0 {
-		return
-	}
-	locked := map[client.MessageQueue]bool{}
-	if pc.o.orderly && pc.o.model == Clustering {
-		for _, mq := range pc.lock(ctx, added) {
-			locked[mq] = true
-		}
-	}
-	var started []client.MessageQueue
-	retryLock := false
-	for _, mq := range added {
-		if pc.o.orderly && pc.o.model == Clustering && !locked[mq] {
-			// Its previous holder may not have unlocked it yet: try again
-			// soon rather than at the next periodic rebalance.
-			retryLock = true
-			continue
-		}
-		off, err := pc.startOffset(ctx, mq)
-		if err != nil {
-			pc.log.Warn("rebalance: start offset", "queue", mq.String(), "err", err)
-			continue
-		}
-		pq := newProcessQueue(mq)
-		if pc.o.orderly {
-			pq.locked.Store(true)
-			pq.lockAt.Store(time.Now().UnixNano())
-		}
-		pc.pqMu.Lock()
-		if pc.ctx.Err() != nil {
-			pc.pqMu.Unlock()
-			return
-		}
-		if _, dup := pc.pqs[mq]; dup {
-			pc.pqMu.Unlock()
-			continue
-		}
-		pc.pqs[mq] = pq
-		pc.pqMu.Unlock()
-		pc.offsets.update(mq, off, false)
-		started = append(started, mq)
-		pc.wg.Add(1)
-		go pc.pullLoop(pq, s, off)
-		if pc.o.orderly {
-			pc.wg.Add(1)
-			go pc.orderlyLoop(pq)
-		}
-	}
-	if len(started) > 0 {
-		pc.log.Info("rebalance: queues added", "topic", s.topic, "queues", fmtQueues(started))
-	}
-	if retryLock {
-		pc.wg.Add(1)
-		go func() {
-			defer pc.wg.Done()
-			if pc.sleep(pc.o.lockRetry, nil) {
-				pc.triggerRebalance()
-			}
-		}()
-	}
-}
-
-func fmtQueues(qs []client.MessageQueue) string {
-	parts := make([]string, len(qs))
-	for i, q := range qs {
-		parts[i] = q.String()
-	}
-	return strings.Join(parts, ",")
-}
-
-// startOffset computes where a newly assigned queue starts.
-func (pc *PushConsumer) startOffset(ctx context.Context, mq client.MessageQueue) (int64, error) {
-	off, err := pc.offsets.read(ctx, mq, true)
-	if err != nil {
-		return 0, err
-	}
-	if off >= 0 {
-		return off, nil
-	}
-	retry := protocol.IsRetryTopic(mq.Topic)
-	switch pc.o.from {
-	case FromFirstOffset:
-		return 0, nil
-	case FromTimestamp:
-		if !retry {
-			return offsetCall(ctx, pc.c, remoting.SearchOffsetByTimestamp, mq, map[string]string{"timestamp": strconv.FormatInt(pc.o.fromTime.UnixMilli(), 10)})
-		}
-	}
-	if retry {
-		return 0, nil
-	}
-	return maxOffset(ctx, pc.c, mq)
-}
-
-func (pc *PushConsumer) pullLoop(pq *processQueue, s *subscription, next int64) {
-	defer pc.wg.Done()
-	var brokerID int64
-	flowLogged := 0
-	for !pq.dropped.Load() && pc.ctx.Err() == nil {
-		count, size, span := pq.stats()
-		if count > pc.o.thresholdCount || size > pc.o.thresholdSize || (pc.o.orderly && span > pc.o.maxSpan) {
-			if flowLogged%1000 == 0 {
-				pc.log.Debug("flow control: pull paused", "queue", pq.mq.String(), "cached", count, "bytes", size, "span", span)
-			}
-			flowLogged++
-			if !pc.sleep(pc.o.flowControlDelay, pq.stop) {
-				return
-			}
-			continue
-		}
-		if pc.o.orderly && !pc.noLocks.Load() && !pq.locked.Load() {
-			if !pc.sleep(time.Second, pq.stop) {
-				return
-			}
-			continue
-		}
-		sysFlag := flagSuspend
-		var commit int64
-		if pc.o.model == Clustering {
-			if v, ok := pc.offsets.get(pq.mq); ok && v > 0 {
-				commit = v
-				sysFlag |= flagCommitOffset
-			}
-		}
-		if pc.o.postSubscription {
-			sysFlag |= flagSubscription
-		}
-		res, err := pullOnce(pc.ctx, pc.c, pullArgs{group: pc.group, mq: pq.mq, offset: next, max: pc.o.pullBatchSize,
-			sysFlag: sysFlag, commitOffset: commit, suspend: pc.o.suspendTimeout, timeout: pc.o.pullTimeout, sel: s.sel, brokerID: brokerID})
-		if err != nil {
-			if pc.ctx.Err() != nil {
-				return
-			}
-			pc.log.Debug("pull failed", "queue", pq.mq.String(), "err", err)
-			if code := client.CodeOf(err); code == remoting.SubscriptionNotExist || code == remoting.SubscriptionNotLatest {
-				// The broker lost or lags our subscription (it restarted):
-				// heartbeat now instead of at the next period.
-				pc.c.TriggerHeartbeat()
-			}
-			if !pc.sleep(pc.o.pullDelayOnError, pq.stop) {
-				return
-			}
-			continue
-		}
-		brokerID = res.SuggestBrokerID
-		switch res.Status {
-		case Found:
-			next = res.NextBeginOffset
-			if len(res.Messages) == 0 {
-				if c, _, _ := pq.stats(); c == 0 {
-					pc.offsets.update(pq.mq, next, true)
-				}
-				continue
-			}
-			pq.put(res.Messages)
-			if pc.o.orderly {
-				pq.signal()
-				continue
-			}
-			if !pc.dispatch(pq, res.Messages) {
-				return
-			}
-		case NoNewMsg, NoMatchedMsg:
-			next = res.NextBeginOffset
-			if c, _, _ := pq.stats(); c == 0 {
-				pc.offsets.update(pq.mq, next, false)
-			}
-		case OffsetIllegal:
-			pc.log.Warn("pull offset illegal", "queue", pq.mq.String(), "offset", next, "nextBegin", res.NextBeginOffset)
-			pq.drop()
-			moved := res.NextBeginOffset
-			if !pc.sleep(pc.o.offsetMovedDelay, pc.ctx.Done()) {
-				return
-			}
-			pc.offsets.update(pq.mq, moved, false)
-			pc.offsets.persist(pc.ctx, []client.MessageQueue{pq.mq}, true)
-			pc.pqMu.Lock()
-			if pc.pqs[pq.mq] == pq {
-				delete(pc.pqs, pq.mq)
-			}
-			pc.pqMu.Unlock()
-			pc.triggerRebalance()
-			return
-		}
-	}
-}
-
-// dispatch queues msgs for the workers in batches without blocking: the
-// pull loop keeps pulling ahead, bounded by the flow-control thresholds,
-// as the official clients do. It returns false when stopping.
-func (pc *PushConsumer) dispatch(pq *processQueue, msgs []*client.MessageExt) bool {
-	if pq.dropped.Load() || pc.ctx.Err() != nil {
-		return false
-	}
-	for i := 0; i < len(msgs); i += pc.o.batchSize {
-		pc.tasks.push(consumeTask{pq: pq, msgs: msgs[i:min(i+pc.o.batchSize, len(msgs))]})
-	}
-	return true
-}
-
-func (pc *PushConsumer) worker() {
-	defer pc.wg.Done()
-	for {
-		t, ok := pc.tasks.pop()
-		if !ok {
-			return
-		}
-		pc.consumeConcurrently(t)
-	}
-}
-
-// taskQueue is the FIFO between pull loops and consume workers; its size
-// is bounded by the per-queue thresholds, not by the queue itself.
-type taskQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	items  []consumeTask
-	closed bool
-}
-
-func newTaskQueue() *taskQueue {
-	q := &taskQueue{}
-	q.cond = sync.NewCond(&q.mu)
-	return q
-}
-
-func (q *taskQueue) push(t consumeTask) {
-	q.mu.Lock()
-	if !q.closed {
-		q.items = append(q.items, t)
-		q.cond.Signal()
-	}
-	q.mu.Unlock()
-}
-
-func (q *taskQueue) pop() (consumeTask, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.items) == 0 && !q.closed {
-		q.cond.Wait()
-	}
-	if q.closed {
-		return consumeTask{}, false
-	}
-	t := q.items[0]
-	q.items[0] = consumeTask{}
-	q.items = q.items[1:]
-	return t, true
-}
-
-func (q *taskQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.items = nil
-	q.cond.Broadcast()
-	q.mu.Unlock()
-}
-
-func (pc *PushConsumer) call(msgs []*client.MessageExt) (r Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			pc.log.Error("consume handler panicked", "panic", p)
-			r = ConsumeRetryLater
-		}
-	}()
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	for _, m := range msgs {
-		m.Properties[message.PropertyConsumeStartTime] = now
-	}
-	return pc.handler(pc.ctx, msgs)
-}
-
-func (pc *PushConsumer) consumeConcurrently(t consumeTask) {
-	if t.pq.dropped.Load() {
-		return
-	}
-	res := pc.call(t.msgs)
-	if t.pq.dropped.Load() {
-		return
-	}
-	if res != ConsumeSuccess && pc.o.model == Clustering {
-		var failed []*client.MessageExt
-		for _, m := range t.msgs {
-			if err := pc.sendBack(pc.ctx, m, pc.o.retryDelayLevel); err != nil {
-				pc.log.Warn("send back failed; retrying locally", "msgId", m.MsgID, "err", err)
-				failed = append(failed, m)
-			}
-		}
-		if len(failed) > 0 {
-			done := t.msgs[:0:0]
-			for _, m := range t.msgs {
-				if !contains(failed, m) {
-					done = append(done, m)
-				}
-			}
-			t.msgs = done
-			pc.wg.Add(1)
-			go func() {
-				defer pc.wg.Done()
-				if !pc.sleep(pc.o.localRetryInterval, t.pq.stop) {
-					return
-				}
-				for _, m := range failed {
-					m.ReconsumeTimes++
-				}
-				pc.dispatch(t.pq, failed)
-			}()
-		}
-	} else if res != ConsumeSuccess {
-		pc.log.Warn("broadcasting consumer dropped messages it failed to consume", "count", len(t.msgs))
-	}
-	if off := t.pq.remove(t.msgs); off >= 0 && !t.pq.dropped.Load() {
-		pc.offsets.update(t.pq.mq, off, true)
-	}
-}
-
-func contains(ms []*client.MessageExt, m *client.MessageExt) bool {
-	for _, x := range ms {
-		if x == m {
-			return true
-		}
-	}
-	return false
-}
-
-func (pc *PushConsumer) maxReconsume() int {
-	if pc.o.maxReconsume < 0 {
-		return 16
-	}
-	return pc.o.maxReconsume
-}
-
-// sendBack returns a message to the broker for redelivery through the
-// group's retry topic (CONSUMER_SEND_MSG_BACK), falling back to sending it
-// to %RETRY%<group> as a normal message, as the official client does.
-func (pc *PushConsumer) sendBack(ctx context.Context, m *client.MessageExt, delayLevel int) error {
-	// Also during shutdown: a handler that just said "retry later" still
-	// gets its message sent back.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-	defer cancel()
-	addr, err := brokerOf(ctx, pc.c, m.Queue)
-	if err == nil {
-		req := client.NewRequest(remoting.ConsumerSendMsgBack, map[string]string{
-			"group": pc.group, "offset": strconv.FormatInt(m.CommitLogOffset, 10),
-			"delayLevel": strconv.Itoa(delayLevel), "originMsgId": m.MsgID, "originTopic": m.Topic,
-			"unitMode": "false", "maxReconsumeTimes": strconv.Itoa(pc.maxReconsume()), "bname": m.Queue.BrokerName,
-		}, nil)
-		var resp *remoting.Command
-		resp, err = pc.c.Invoke(ctx, addr, req)
-		if err == nil && resp.Code == remoting.Success {
-			return nil
-		}
-		if err == nil {
-			err = client.NewBrokerError(addr, resp)
-		}
-	}
-	pc.log.Debug("send back failed; sending to the retry topic", "msgId", m.MsgID, "err", err)
-	if err2 := pc.sendToRetryTopic(ctx, m); err2 != nil {
-		return fmt.Errorf("consumer: send back %s: %w (retry topic: %w)", m.MsgID, err, err2)
-	}
-	return nil
-}
-
-func (pc *PushConsumer) sendToRetryTopic(ctx context.Context, m *client.MessageExt) error {
-	topic := protocol.RetryTopic(pc.group)
-	route, err := pc.c.PublishRoute(ctx, topic, 1)
-	if err != nil {
-		return err
-	}
-	q := route.Publish[rand.IntN(len(route.Publish))]
-	addr, ok := pc.c.BrokerAddr(q.BrokerName)
-	if !ok {
-		return client.ErrBrokerNotFound
-	}
-	props := message.Properties(m.Properties).Clone()
-	if props[message.PropertyOriginMessageID] == "" {
-		props[message.PropertyOriginMessageID] = m.MsgID
-	}
-	props[message.PropertyRetryTopic] = m.Topic
-	props[message.PropertyDelayTimeLevel] = strconv.Itoa(3 + int(m.ReconsumeTimes))
-	delete(props, message.PropertyTransactionPrepared)
-	delete(props, message.PropertyMinOffset)
-	delete(props, message.PropertyMaxOffset)
-	delete(props, message.PropertyConsumeStartTime)
-	b := props.AppendEncoded(nil)
-	if len(b) > 0 {
-		b = append(b, message.PropertySeparator)
-	}
-	req := client.NewRequest(remoting.SendMessage, map[string]string{
-		"producerGroup": "CLIENT_INNER_PRODUCER", "topic": topic, "defaultTopic": protocol.AutoCreateTopic,
-		"defaultTopicQueueNums": "4", "queueId": strconv.Itoa(q.QueueID), "sysFlag": "0",
-		"bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": strconv.Itoa(int(m.Flag)),
-		"properties": string(b), "reconsumeTimes": strconv.Itoa(int(m.ReconsumeTimes) + 1), "unitMode": "false",
-		"maxReconsumeTimes": strconv.Itoa(pc.maxReconsume()), "batch": "false", "bname": q.BrokerName,
-	}, m.Body)
-	resp, err := pc.c.Invoke(ctx, addr, req)
-	if err != nil {
-		return err
-	}
-	if resp.Code != remoting.Success {
-		return client.NewBrokerError(addr, resp)
-	}
-	return nil
 }
 
 // QueueStats describes one held queue's cache.
