@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -239,17 +238,22 @@ func (a *adm) masters(ctx context.Context) ([]brokerInfo, error) {
 }
 
 func (a *adm) runtimeInfo(ctx context.Context, addr string) (map[string]string, error) {
-	resp, err := a.callOK(ctx, addr, remoting.GetBrokerRuntimeInfo, nil, nil)
+	lib, err := a.library()
 	if err != nil {
 		return nil, err
 	}
-	var kv struct {
-		Table map[string]string `json:"table"`
+	kv, err := lib.BrokerRuntimeInfo(ctx, addr)
+	return kv, codeErr(err)
+}
+
+// codeErr words a broker's refusal reported by client/admin as mq admin
+// always has: "<addr>: code <n> <remark>"; other errors pass unchanged.
+func codeErr(err error) error {
+	var be *client.BrokerError
+	if errors.As(err, &be) {
+		return fmt.Errorf("%s: code %d %s", be.Addr, be.Code, strings.TrimSpace(be.Remark))
 	}
-	if err := json.Unmarshal(resp.Body, &kv); err != nil {
-		return nil, fmt.Errorf("runtime info of %s: %w", addr, err)
-	}
-	return kv.Table, nil
+	return err
 }
 
 func isInternalTopic(t string) bool {
@@ -293,24 +297,14 @@ func sortQueues(qs []queueStats) {
 	})
 }
 
-// mqEntry is one {messageQueue}:{figures} pair of a fastjson table keyed
-// by MessageQueue objects (not valid JSON, as Java writes it).
-var mqEntry = regexp.MustCompile(`(\{[^{}]*"queueId"[^{}]*\})\s*:\s*(\{[^{}]*\})`)
-
-// parseMQTable reads the offsetTable of a TopicStatsTable or ConsumeStats.
-func parseMQTable(body []byte) ([]queueStats, error) {
-	var out []queueStats
-	for _, m := range mqEntry.FindAllSubmatch(body, -1) {
-		var q queueStats
-		if err := json.Unmarshal(m[1], &q); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(m[2], &q); err != nil {
-			return nil, err
-		}
+// mqTableRows lists a table's rows with their queues filled in.
+func mqTableRows(t protocol.MQTable[queueStats]) []queueStats {
+	out := make([]queueStats, 0, len(t))
+	for mq, q := range t {
+		q.Topic, q.BrokerName, q.QueueID = mq.Topic, mq.BrokerName, mq.QueueID
 		out = append(out, q)
 	}
-	return out, nil
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -7,10 +7,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
@@ -300,6 +301,9 @@ type resendReport struct {
 	Group   string         `json:"group"`
 	Resent  []resentLetter `json:"resent"`
 	Skipped []resentLetter `json:"skipped"` // resent before; --again resends them
+	// NotFound names the brokers of the dead-letter topic that do not
+	// hold the dead letter asked for (--msg-id).
+	NotFound []string `json:"notFound,omitempty"`
 }
 
 type resentLetter struct {
@@ -339,6 +343,7 @@ func (a *adm) resendDLQ(ctx context.Context, group, msgID string, again bool) er
 			return err
 		}
 		if resp.Code == remoting.QueryNotFound {
+			rep.NotFound = append(rep.NotFound, bq.name)
 			continue
 		}
 		if resp.Code != remoting.Success {
@@ -371,6 +376,9 @@ func (a *adm) resendDLQ(ctx context.Context, group, msgID string, again bool) er
 	if err := a.print(nil, "BROKER\tMSG ID\tDEAD LETTER\tTOPIC\tNEW OFFSET MSG ID", rows); err != nil {
 		return err
 	}
+	if len(rep.NotFound) > 0 {
+		fmt.Fprintf(a.w, "dead letter %s not found on broker(s) %s\n", msgID, strings.Join(rep.NotFound, ", "))
+	}
 	fmt.Fprintf(a.w, "%d dead letter(s) resent to %s", len(rep.Resent), protocol.RetryTopic(group))
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintf(a.w, "; %d resent before and skipped (--again resends them)", len(rep.Skipped))
@@ -378,10 +386,6 @@ func (a *adm) resendDLQ(ctx context.Context, group, msgID string, again bool) er
 	fmt.Fprintln(a.w)
 	return nil
 }
-
-// offsetEntry reads one {"brokerName":..,"queueId":..,"topic":..}:offset
-// pair of a fastjson offset table.
-var offsetEntry = regexp.MustCompile(`\{"brokerName":"([^"]*)","queueId":(\d+),"topic":"([^"]*)"\}:(-?\d+)`)
 
 // resetQueue is one queue's offset after a reset.
 type resetQueue struct {
@@ -403,24 +407,24 @@ func (a *adm) resetOffset(ctx context.Context, group, topic string, ts int64, fo
 	if ts >= 0 {
 		when = time.UnixMilli(ts).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
+	lib, err := a.library()
+	if err != nil {
+		return err
+	}
 	out := []resetQueue{}
 	told := 0
 	for _, bq := range brokers {
-		resp, err := a.invoke(ctx, bq.addr, remoting.InvokeBrokerToResetOffset, map[string]string{
-			"topic": topic, "group": group, "timestamp": strconv.FormatInt(ts, 10), "isForce": strconv.FormatBool(force),
-		})
+		offs, n, err := lib.ResetOffsetOn(ctx, bq.addr, group, topic, ts, force)
+		var be *client.BrokerError
+		if errors.As(err, &be) {
+			return fmt.Errorf("reset on %s: code %d %s", bq.name, be.Code, be.Remark)
+		}
 		if err != nil {
 			return err
 		}
-		if resp.Code != remoting.Success {
-			return fmt.Errorf("reset on %s: code %d %s", bq.name, resp.Code, resp.Remark)
+		for mq, off := range offs {
+			out = append(out, resetQueue{Broker: mq.BrokerName, QueueID: int(mq.QueueID), Topic: mq.Topic, Offset: off})
 		}
-		for _, m := range offsetEntry.FindAllStringSubmatch(string(resp.Body), -1) {
-			q, _ := strconv.Atoi(m[2])
-			off, _ := strconv.ParseInt(m[4], 10, 64)
-			out = append(out, resetQueue{Broker: m[1], QueueID: q, Topic: m[3], Offset: off})
-		}
-		n, _ := strconv.Atoi(resp.Ext("consumersNotified"))
 		told += n
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -3,33 +3,32 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
 )
 
 // groupBrokers maps every subscription group of the masters to the
 // brokers that hold its config (GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
 func (a *adm) groupBrokers(ctx context.Context, ms []brokerInfo) (map[string][]string, map[string]json.RawMessage, error) {
+	lib, err := a.library()
+	if err != nil {
+		return nil, nil, err
+	}
 	by := map[string][]string{}
 	cfg := map[string]json.RawMessage{}
 	for _, m := range ms {
-		resp, err := a.callOK(ctx, m.Addr, remoting.GetAllSubscriptionGroupConfig, nil, nil)
+		table, err := lib.SubscriptionGroups(ctx, m.Addr)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, codeErr(err)
 		}
-		var doc struct {
-			Table map[string]json.RawMessage `json:"subscriptionGroupTable"`
-		}
-		if err := json.Unmarshal(resp.Body, &doc); err != nil {
-			return nil, nil, fmt.Errorf("groups of %s: %w", m.Name, err)
-		}
-		for g, raw := range doc.Table {
+		for g, raw := range table {
 			by[g] = append(by[g], m.Name)
 			cfg[g+"@"+m.Name] = raw
 		}
@@ -51,12 +50,20 @@ func (a *adm) groupExists(ctx context.Context, group string) (bool, error) {
 	if len(by[group]) > 0 {
 		return true, nil
 	}
+	lib, err := a.library()
+	if err != nil {
+		return false, err
+	}
 	for _, m := range ms {
-		resp, err := a.call(ctx, m.Addr, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": group}, nil)
+		_, online, err := lib.ConsumerConnections(ctx, m.Addr, group)
+		var be *client.BrokerError
+		if errors.As(err, &be) {
+			continue // as before: any refusal is "not here"
+		}
 		if err != nil {
 			return false, err
 		}
-		if resp.Code == remoting.Success {
+		if online {
 			return true, nil
 		}
 	}
@@ -185,8 +192,12 @@ func (a *adm) upsertGroup(ctx context.Context, c *cobra.Command, f *groupFlags, 
 		} else if mode == topicUpdate {
 			continue
 		}
-		if _, err := a.callOK(ctx, m.Addr, remoting.UpdateAndCreateSubscriptionGroup, nil, body); err != nil {
+		lib, err := a.library()
+		if err != nil {
 			return err
+		}
+		if err := lib.PutSubscriptionGroup(ctx, m.Addr, body); err != nil {
+			return codeErr(err)
 		}
 		out = append(out, groupRow{gc, m.Name, action == "created"})
 		rows = append(rows, []string{f.group, m.Name, strconv.Itoa(gc.RetryQueueNums), strconv.Itoa(gc.RetryMaxTimes), strconv.FormatBool(gc.ConsumeEnable), strconv.FormatBool(gc.ConsumeMessageOrderly), action})
@@ -220,8 +231,12 @@ func (a *adm) deleteGroup(ctx context.Context, c *cobra.Command, group, cluster 
 		if !has[m.Name] {
 			continue
 		}
-		if _, err := a.callOK(ctx, m.Addr, remoting.DeleteSubscriptionGroup, map[string]string{"groupName": group}, nil); err != nil {
+		lib, err := a.library()
+		if err != nil {
 			return err
+		}
+		if err := lib.DeleteSubscriptionGroup(ctx, m.Addr, group); err != nil {
+			return codeErr(err)
 		}
 		rows = append(rows, []string{group, m.Name, "true"})
 		names = append(names, m.Name)
@@ -349,15 +364,20 @@ func (a *adm) groupStatusOf(ctx context.Context, group string) (*groupStatus, er
 	if err := a.mustGroup(ctx, group); err != nil {
 		return nil, err
 	}
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
 	st := &groupStatus{Group: group, Queues: []groupProgress{}, Clients: []groupClient{}}
 	for _, m := range ms {
-		resp, err := a.callOK(ctx, m.Addr, remoting.GetConsumeStats, map[string]string{"consumerGroup": group}, nil)
+		cs, err := lib.ConsumeStats(ctx, m.Addr, group, "")
 		if err != nil {
-			return nil, err
+			return nil, codeErr(err)
 		}
-		qs, err := parseMQTable(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("consume stats from %s: %w", m.Name, err)
+		qs := make([]queueStats, 0, len(cs.OffsetTable))
+		for mq, o := range cs.OffsetTable {
+			qs = append(qs, queueStats{Topic: mq.Topic, BrokerName: mq.BrokerName, QueueID: mq.QueueID,
+				BrokerOffset: o.BrokerOffset, ConsumerOffset: o.ConsumerOffset, LastTimestamp: o.LastTimestamp})
 		}
 		sortQueues(qs)
 		for _, q := range qs {
@@ -366,28 +386,16 @@ func (a *adm) groupStatusOf(ctx context.Context, group string) (*groupStatus, er
 			st.Queues = append(st.Queues, groupProgress{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID,
 				BrokerOffset: q.BrokerOffset, ConsumerOffset: q.ConsumerOffset, Lag: lag, LastTimestamp: q.LastTimestamp})
 		}
-		resp, err = a.call(ctx, m.Addr, remoting.GetConsumerConnectionList, map[string]string{"consumerGroup": group}, nil)
+		cc, online, err := lib.ConsumerConnections(ctx, m.Addr, group)
 		if err != nil {
-			return nil, err
+			return nil, codeErr(err)
 		}
-		if resp.Code == remoting.ConsumerNotOnline {
+		if !online {
 			continue
-		}
-		if resp.Code != remoting.Success {
-			return nil, fmt.Errorf("%s: code %d %s", m.Addr, resp.Code, resp.Remark)
-		}
-		var cc struct {
-			ConnectionSet []groupClient `json:"connectionSet"`
-			MessageModel  string        `json:"messageModel"`
-			ConsumeType   string        `json:"consumeType"`
-		}
-		if err := json.Unmarshal(resp.Body, &cc); err != nil {
-			return nil, fmt.Errorf("connections from %s: %w", m.Name, err)
 		}
 		st.MessageModel, st.ConsumeType = cc.MessageModel, cc.ConsumeType
 		for _, c := range cc.ConnectionSet {
-			c.Broker = m.Name
-			st.Clients = append(st.Clients, c)
+			st.Clients = append(st.Clients, groupClient{ClientID: c.ClientID, ClientAddr: c.ClientAddr, Language: c.Language, Version: c.Version, Broker: m.Name})
 		}
 	}
 	return st, nil

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	clientadmin "github.com/quivermq/quiver/client/admin"
+	"github.com/quivermq/quiver/core/protocol"
 )
 
 // kvRow is one name-server KV entry.
@@ -377,45 +377,30 @@ func (a *adm) brokerConsumeStats(ctx context.Context, broker string, isOrder boo
 		}
 		// {"brokerAddr":..,"consumeStatsList":[{"G":[{consumeTps, offsetTable{..}}]}],"totalDiff":N}
 		// Each ConsumeStats's offsetTable is keyed by MessageQueue objects.
-		for _, g := range groupStatsEntry.FindAllSubmatchIndex(body, -1) {
-			group := string(body[g[2]:g[3]])
-			rest := body[g[1]:]
-			end := matchBracket(rest)
-			qs, _ := parseMQTable(rest[:end])
-			byTopic := map[string]int64{}
-			for _, q := range qs {
-				byTopic[q.Topic] += max(q.BrokerOffset-q.ConsumerOffset, 0)
-			}
-			for _, t := range sortedKeys(byTopic) {
-				out = append(out, groupLag{Broker: ad, Group: group, Topic: t, Lag: byTopic[t]})
-				rows = append(rows, []string{ad, group, t, i64(byTopic[t])})
+		var list struct {
+			ConsumeStatsList []map[string][]struct {
+				OffsetTable protocol.MQTable[queueStats] `json:"offsetTable"`
+			} `json:"consumeStatsList"`
+		}
+		if err := protocol.UnmarshalFastjson(body, &list); err != nil {
+			return fmt.Errorf("consume stats from %s: %w", ad, err)
+		}
+		for _, groups := range list.ConsumeStatsList {
+			for _, group := range sortedKeys(groups) {
+				byTopic := map[string]int64{}
+				for _, cs := range groups[group] {
+					for _, q := range mqTableRows(cs.OffsetTable) {
+						byTopic[q.Topic] += max(q.BrokerOffset-q.ConsumerOffset, 0)
+					}
+				}
+				for _, t := range sortedKeys(byTopic) {
+					out = append(out, groupLag{Broker: ad, Group: group, Topic: t, Lag: byTopic[t]})
+					rows = append(rows, []string{ad, group, t, i64(byTopic[t])})
+				}
 			}
 		}
 	}
 	return a.print(out, "BROKER\tGROUP\tTOPIC\tLAG", rows)
-}
-
-// matchBracket is the length of the JSON array that b starts inside of
-// (b begins just after its '['), up to its closing ']'.
-func matchBracket(b []byte) int {
-	depth, inStr := 1, false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case inStr && c == '\\':
-			i++
-		case c == '"':
-			inStr = !inStr
-		case inStr:
-		case c == '[':
-			depth++
-		case c == ']':
-			depth--
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return len(b)
 }
 
 func producerCmd(run runner) *cobra.Command {
@@ -810,9 +795,6 @@ func avgMs(total time.Duration, n int) float64 {
 	}
 	return float64(total.Microseconds()) / 1000 / float64(n)
 }
-
-// groupStatsEntry starts one group's list in a ConsumeStatsList body.
-var groupStatsEntry = regexp.MustCompile(`\{"([^"]+)":\[`)
 
 // clusterRT times sends to each master's own topic (named after the
 // broker, as Java's clusterRT does with its broker-name topics).

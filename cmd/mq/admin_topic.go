@@ -68,17 +68,17 @@ type topicRow struct {
 // topicConfigs reads every master's config of topic (GET_ALL_TOPIC_CONFIG):
 // the broker's own view, current even before its next registration.
 func (a *adm) topicConfigs(ctx context.Context, ms []brokerInfo, topic string) (map[string]*protocol.TopicConfig, error) {
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]*protocol.TopicConfig{}
 	for _, m := range ms {
-		resp, err := a.callOK(ctx, m.Addr, remoting.GetAllTopicConfig, nil, nil)
+		table, err := lib.TopicConfigs(ctx, m.Addr)
 		if err != nil {
-			return nil, err
+			return nil, codeErr(err)
 		}
-		var w protocol.TopicConfigWrapper
-		if err := json.Unmarshal(resp.Body, &w); err != nil {
-			return nil, fmt.Errorf("topic configs of %s: %w", m.Name, err)
-		}
-		if tc := w.TopicConfigTable[topic]; tc != nil {
+		if tc := table[topic]; tc != nil {
 			out[m.Addr] = tc
 		}
 	}
@@ -387,17 +387,20 @@ func (a *adm) topicStatus(ctx context.Context, topic string) ([]queueStats, erro
 	if !ok {
 		return nil, fmt.Errorf("topic %s does not exist", topic)
 	}
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
 	out := []queueStats{}
 	for _, bq := range brokers {
-		resp, err := a.callOK(ctx, bq.addr, remoting.GetTopicStatsInfo, map[string]string{"topic": topic}, nil)
+		tbl, err := lib.TopicStats(ctx, bq.addr, topic)
 		if err != nil {
-			return nil, err
+			return nil, codeErr(err)
 		}
-		qs, err := parseMQTable(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("topic stats from %s: %w", bq.name, err)
+		for mq, o := range tbl {
+			out = append(out, queueStats{Topic: mq.Topic, BrokerName: mq.BrokerName, QueueID: mq.QueueID,
+				MinOffset: o.MinOffset, MaxOffset: o.MaxOffset, LastUpdateTimestamp: o.LastUpdateTimestamp})
 		}
-		out = append(out, qs...)
 	}
 	sortQueues(out)
 	return out, nil

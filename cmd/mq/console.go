@@ -350,18 +350,25 @@ func (c *consoleServer) handler() http.Handler {
 		if !ok {
 			return nil, fmt.Errorf("topic %s does not exist", r.FormValue("topic"))
 		}
+		lib, err := a.library()
+		if err != nil {
+			return nil, err
+		}
 		for _, bq := range brokers {
-			resp, err := a.callOK(ctx, bq.addr, remoting.InvokeBrokerToResetOffset, map[string]string{
-				"topic": r.FormValue("topic"), "group": r.FormValue("group"), "timestamp": i64(ts), "isForce": "true"}, nil)
+			offs, _, err := lib.ResetOffsetOn(ctx, bq.addr, r.FormValue("group"), r.FormValue("topic"), ts, true)
 			if err != nil {
-				return nil, err
+				return nil, codeErr(err)
 			}
-			for _, m := range offsetEntry.FindAllStringSubmatch(string(resp.Body), -1) {
-				q, _ := strconv.Atoi(m[2])
-				off, _ := strconv.ParseInt(m[4], 10, 64)
-				out = append(out, queueOffset{Broker: m[1], Queue: q, Offset: off})
+			for mq, off := range offs {
+				out = append(out, queueOffset{Broker: mq.BrokerName, Queue: int(mq.QueueID), Offset: off})
 			}
 		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Broker != out[j].Broker {
+				return out[i].Broker < out[j].Broker
+			}
+			return out[i].Queue < out[j].Queue
+		})
 		return out, nil
 	}))
 	mux.HandleFunc("GET /api/history", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
