@@ -111,71 +111,140 @@ func (s *Store) AppendReplica(ctx context.Context, recs [][]byte) error {
 	return nil
 }
 
+// appendReplicaLocked lays out, writes and dispatches the records of one
+// AppendReplica call; nothing of them is published when a step fails.
+// Called with s.mu held.
 func (s *Store) appendReplicaLocked(recs [][]byte) (int64, error) {
-	switch {
-	case s.closed.Load():
-		return 0, fmt.Errorf("commitlog: append replica: %w", store.ErrClosed)
-	default:
-		if ferr := s.failure(); ferr != nil {
-			return 0, fmt.Errorf("commitlog: append replica after earlier failure: %w: %w", store.ErrNotDurable, ferr)
-		}
+	if err := s.replicaWritable(); err != nil {
+		return 0, err
 	}
+	b := s.startReplicaBatch(len(recs))
+	defer s.endReplicaBatch(b)
+	if err := s.layOutReplica(b, recs); err != nil {
+		s.undoQueueOffsets()
+		return 0, err
+	}
+	s.writes.Add(1)
+	written, err := s.writeReplica(b)
+	if err != nil {
+		s.undoQueueOffsets()
+		return 0, err
+	}
+	flushErr := s.dispatchEntries()
+	for _, ch := range written {
+		ch.seg.lastTS.Store(b.lastTS)
+	}
+	if s.keys != nil {
+		s.keys.mu.Lock()
+		for _, v := range b.views {
+			s.keys.addRawLocked(v.topic, v.props, v.phys)
+		}
+		s.keys.mu.Unlock()
+	}
+	s.lastTS = b.lastTS
+	s.wrote.Store(b.end)
+	if flushErr != nil {
+		flushErr = fmt.Errorf("commitlog: dispatch: %w: %w", store.ErrNotDurable, flushErr)
+		s.setFailure(flushErr)
+		return 0, flushErr
+	}
+	return b.end, nil
+}
+
+// replicaBatch is the records of one AppendReplica call laid out for
+// writing: buf holds their bytes (and blanks closing segments), cut into
+// one chunk per segment.
+type replicaBatch struct {
+	chunks []chunk
+	buf    []byte
+	views  []recordView
+	lastTS int64 // the highest store time, the log's so far included
+	end    int64 // the log's end after the batch
+}
+
+// replicaWritable refuses a replica append to a closed or failed store.
+func (s *Store) replicaWritable() error {
+	if s.closed.Load() {
+		return fmt.Errorf("commitlog: append replica: %w", store.ErrClosed)
+	}
+	if ferr := s.failure(); ferr != nil {
+		return fmt.Errorf("commitlog: append replica after earlier failure: %w: %w", store.ErrNotDurable, ferr)
+	}
+	return nil
+}
+
+// startReplicaBatch starts a batch at the log's end, in the active
+// segment, reusing the writer's buffers.
+func (s *Store) startReplicaBatch(n int) *replicaBatch {
 	start := s.wrote.Load()
 	active := s.activeSegment()
-	chunks := append(s.chunks[:0], chunk{seg: active, base: active.base, pos: start - active.base})
-	ci := 0
-	wpos := chunks[0].pos
-	buf := s.wbuf[:0]
 	s.disp = s.disp[:0]
 	s.touched = s.touched[:0]
-	views := make([]recordView, 0, len(recs))
-	defer func() {
-		for _, cq := range s.touched {
-			cq.touched = false
-			cq.pend = cq.pend[:0]
-		}
-		if cap(buf) > maxKeptWriteBuffer {
-			buf = nil
-		}
-		s.wbuf = buf[:0]
-		clear(chunks)
-		s.chunks = chunks[:0]
-	}()
-	undoQueues := func() {
-		for _, cq := range s.touched {
-			cq.next = cq.saved
-		}
+	return &replicaBatch{
+		chunks: append(s.chunks[:0], chunk{seg: active, base: active.base, pos: start - active.base}),
+		buf:    s.wbuf[:0],
+		views:  make([]recordView, 0, n),
+		lastTS: s.lastTS,
 	}
-	lastTS := s.lastTS
+}
+
+// endReplicaBatch resets the touched queues' pending entries and keeps
+// the batch's buffers (a large one dropped) for the next write.
+func (s *Store) endReplicaBatch(b *replicaBatch) {
+	for _, cq := range s.touched {
+		cq.touched = false
+		cq.pend = cq.pend[:0]
+	}
+	buf := b.buf
+	if cap(buf) > maxKeptWriteBuffer {
+		buf = nil
+	}
+	s.wbuf = buf[:0]
+	clear(b.chunks)
+	s.chunks = b.chunks[:0]
+}
+
+// undoQueueOffsets gives the queues the batch touched back their next
+// offsets from before it.
+func (s *Store) undoQueueOffsets() {
+	for _, cq := range s.touched {
+		cq.next = cq.saved
+	}
+}
+
+// layOutReplica checks each record (well formed, at the log's end or at
+// the start of the next segment, inside its segment, a usable queue at
+// its next offset) and lays it out in b: a blank closes a segment where
+// the source rolled. The records' consume-queue entries are queued in
+// s.disp and their queues' next offsets advanced.
+func (s *Store) layOutReplica(b *replicaBatch, recs [][]byte) error {
+	ci := 0
+	wpos := b.chunks[0].pos
 	for _, rec := range recs {
 		v, ok := parseRecord(rec)
 		if !ok {
-			undoQueues()
-			return 0, fmt.Errorf("commitlog: append replica: malformed record: %w", store.ErrBadArgument)
+			return fmt.Errorf("commitlog: append replica: malformed record: %w", store.ErrBadArgument)
 		}
-		at := chunks[ci].base + wpos
+		at := b.chunks[ci].base + wpos
 		size := int64(len(rec))
 		if v.phys != at {
-			next := chunks[ci].base + s.segSize
+			next := b.chunks[ci].base + s.segSize
 			if v.phys != next || wpos+blankSize > s.segSize {
-				undoQueues()
-				return 0, fmt.Errorf("commitlog: append replica: record at %d, log ends at %d (same segment_size on both sides?): %w", v.phys, at, store.ErrBadArgument)
+				return fmt.Errorf("commitlog: append replica: record at %d, log ends at %d (same segment_size on both sides?): %w", v.phys, at, store.ErrBadArgument)
 			}
-			buf = be.AppendUint32(buf, uint32(s.segSize-wpos))
-			buf = be.AppendUint32(buf, uint32(blankMagic))
-			chunks[ci].end = len(buf)
-			chunks = append(chunks, chunk{base: next, start: len(buf), end: len(buf)})
+			b.buf = be.AppendUint32(b.buf, uint32(s.segSize-wpos))
+			b.buf = be.AppendUint32(b.buf, uint32(blankMagic))
+			b.chunks[ci].end = len(b.buf)
+			b.chunks = append(b.chunks, chunk{base: next, start: len(b.buf), end: len(b.buf)})
 			ci++
 			wpos = 0
 		}
 		if wpos+size+blankSize > s.segSize {
-			undoQueues()
-			return 0, fmt.Errorf("commitlog: append replica: record of %d bytes at %d crosses the segment end: %w", size, v.phys, store.ErrBadArgument)
+			return fmt.Errorf("commitlog: append replica: record of %d bytes at %d crosses the segment end: %w", size, v.phys, store.ErrBadArgument)
 		}
 		q := store.Queue{Topic: string(v.topic), ID: v.queueID}
 		if err := checkTopic(q.Topic); err != nil || q.ID < 0 {
-			undoQueues()
-			return 0, fmt.Errorf("commitlog: append replica: record at %d has an unusable queue %s: %w", v.phys, q, store.ErrBadArgument)
+			return fmt.Errorf("commitlog: append replica: record at %d has an unusable queue %s: %w", v.phys, q, store.ErrBadArgument)
 		}
 		cq := s.queueFor(q)
 		if !cq.touched {
@@ -183,43 +252,52 @@ func (s *Store) appendReplicaLocked(recs [][]byte) (int64, error) {
 			s.touched = append(s.touched, cq)
 		}
 		if v.queueOffset != cq.next {
-			undoQueues()
-			return 0, fmt.Errorf("commitlog: append replica: record at %d has queue offset %d, %s expects %d: %w", v.phys, v.queueOffset, q, cq.next, store.ErrBadArgument)
+			return fmt.Errorf("commitlog: append replica: record at %d has queue offset %d, %s expects %d: %w", v.phys, v.queueOffset, q, cq.next, store.ErrBadArgument)
 		}
-		buf = append(buf, rec...)
+		b.buf = append(b.buf, rec...)
 		s.disp = append(s.disp, dispatch{cq: cq, phys: v.phys, size: int32(size), tagsCode: recoveredTagsCode(v)})
-		views = append(views, v)
+		b.views = append(b.views, v)
 		cq.next++
 		wpos += size
-		chunks[ci].end = len(buf)
-		lastTS = max(lastTS, v.storeTS)
+		b.chunks[ci].end = len(b.buf)
+		b.lastTS = max(b.lastTS, v.storeTS)
 	}
-	s.writes.Add(1)
-	end := chunks[ci].base + wpos
+	b.end = b.chunks[ci].base + wpos
+	return nil
+}
 
+// writeReplica writes the batch's chunks, creating the segments it rolls
+// into, and returns the chunks written. On failure what it wrote is cut
+// and the segments it created removed.
+func (s *Store) writeReplica(b *replicaBatch) ([]chunk, error) {
 	var created []*segment
 	var written []chunk
-	for i := range chunks {
-		ch := &chunks[i]
+	for i := range b.chunks {
+		ch := &b.chunks[i]
 		if ch.seg == nil {
 			seg, err := s.createSegment(ch.base)
 			if err != nil {
 				s.undoWrite(written, created)
-				undoQueues()
-				return 0, fmt.Errorf("commitlog: append replica: %w: %w", store.ErrNotDurable, err)
+				return nil, fmt.Errorf("commitlog: append replica: %w: %w", store.ErrNotDurable, err)
 			}
 			created = append(created, seg)
 			ch.seg = seg
 		}
 		if ch.end > ch.start {
-			if _, err := ch.seg.f.WriteAt(buf[ch.start:ch.end], ch.pos); err != nil {
+			if _, err := ch.seg.f.WriteAt(b.buf[ch.start:ch.end], ch.pos); err != nil {
 				s.undoWrite(append(written, *ch), created)
-				undoQueues()
-				return 0, fmt.Errorf("commitlog: write segment %s: %w: %w", ch.seg.name(), store.ErrNotDurable, err)
+				return nil, fmt.Errorf("commitlog: write segment %s: %w: %w", ch.seg.name(), store.ErrNotDurable, err)
 			}
 		}
 		written = append(written, *ch)
 	}
+	return written, nil
+}
+
+// dispatchEntries moves the entries of s.disp to their consume queues'
+// in-memory tails (a full tail is written out) and marks the touched
+// queues for the next checkpoint. It returns the first tail write error.
+func (s *Store) dispatchEntries() error {
 	for _, d := range s.disp {
 		var e [cqEntrySize]byte
 		putEntry(e[:], d.phys, d.size, d.tagsCode)
@@ -239,22 +317,5 @@ func (s *Store) appendReplicaLocked(recs [][]byte) (int64, error) {
 			flushErr = s.flushTail(cq)
 		}
 	}
-	for _, ch := range written {
-		ch.seg.lastTS.Store(lastTS)
-	}
-	if s.keys != nil {
-		s.keys.mu.Lock()
-		for _, v := range views {
-			s.keys.addRawLocked(v.topic, v.props, v.phys)
-		}
-		s.keys.mu.Unlock()
-	}
-	s.lastTS = lastTS
-	s.wrote.Store(end)
-	if flushErr != nil {
-		flushErr = fmt.Errorf("commitlog: dispatch: %w: %w", store.ErrNotDurable, flushErr)
-		s.setFailure(flushErr)
-		return 0, flushErr
-	}
-	return end, nil
+	return flushErr
 }

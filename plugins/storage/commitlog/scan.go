@@ -44,14 +44,8 @@ type scanState struct {
 
 // scan walks the commit log from `from` and returns the recovered end.
 func (s *Store) scan(from int64, st scanState) (int64, error) {
-	bufSize := int64(4 << 20)
-	if b := 2 * int64(s.maxMsg); b > bufSize {
-		bufSize = b
-	}
-	bufSize = min(bufSize, s.segSize)
-	buf := make([]byte, bufSize)
-	first := s.segs[0].base
-	idx := int((from - first) / s.segSize)
+	w := s.newScanWindow()
+	idx := int((from - s.segs[0].base) / s.segSize)
 	pos := from - s.segs[idx].base
 	if s.keys != nil {
 		s.keys.mu.Lock()
@@ -60,139 +54,226 @@ func (s *Store) scan(from int64, st scanState) (int64, error) {
 	for {
 		seg := s.segs[idx]
 		last := idx == len(s.segs)-1
-		winStart, win := int64(0), buf[:0]
-		fill := func(at, need int64) error {
-			rem := s.segSize - at
-			if need > rem {
-				return nil
-			}
-			if need > int64(len(buf)) {
-				buf = make([]byte, need)
-			}
-			n := min(int64(len(buf)), rem)
-			m, err := seg.f.ReadAt(buf[:n], at)
-			if err != nil && !errors.Is(err, io.EOF) {
-				return fmt.Errorf("commitlog: recover segment %s: %w", seg.name(), err)
-			}
-			winStart, win = at, buf[:m]
-			return nil
-		}
-		reason := ""
-		nextSeg := false // the segment ended with an end-of-file marker
-		for {
-			reason = ""
-			if pos+blankSize > s.segSize {
-				reason = "no room for an end-of-file marker"
-				break
-			}
-			if pos+8 > winStart+int64(len(win)) || pos < winStart {
-				if err := fill(pos, 8); err != nil {
-					return 0, err
-				}
-				if pos+8 > winStart+int64(len(win)) {
-					reason = "short segment"
-					break
-				}
-			}
-			h := win[pos-winStart:]
-			size := int64(int32(be.Uint32(h)))
-			magic := int32(be.Uint32(h[4:]))
-			if magic == message.BlankMagicCode && size == s.segSize-pos {
-				if !last {
-					nextSeg = true
-					break
-				}
-				reason = "end-of-file marker without a next segment"
-				break
-			}
-			if magic != message.MagicCode {
-				reason = fmt.Sprintf("bad magic %#x", uint32(magic))
-				if size == 0 && magic == 0 {
-					reason = "zeros where a record should be"
-				}
-				break
-			}
-			if size < minRecordSize || pos+size+blankSize > s.segSize {
-				reason = fmt.Sprintf("bad record size %d", size)
-				break
-			}
-			if pos+size > winStart+int64(len(win)) {
-				if err := fill(pos, size); err != nil {
-					return 0, err
-				}
-				if pos+size > winStart+int64(len(win)) {
-					reason = "short record"
-					break
-				}
-			}
-			if pos+size > seg.diskSize {
-				reason = fmt.Sprintf("record of %d bytes runs past the end of the file (%d bytes)", size, seg.diskSize)
-				break
-			}
-			rec := win[pos-winStart : pos-winStart+size]
-			phys := seg.base + pos
-			if reason = checkRecord(rec, phys); reason != "" {
-				break
-			}
-			if _, sealed := recordCRC(rec); !sealed && phys >= st.flushed && rec[len(rec)-1] == 0 {
-				// A record without the checksum property (written before
-				// it existed): its body CRC does not cover the topic and
-				// properties. A write torn after the body leaves zeros up
-				// to the record's end; producers never end a record with
-				// NUL, so distrust such a record when the checkpoint does
-				// not vouch for it. A record without properties
-				// legitimately ends with its zero length.
-				if v, _ := parseRecord(rec); !emptyProperties(rec, string(v.topic)) {
-					reason = "record ends with NUL (torn write)"
-					break
-				}
-			}
-			v, _ := parseRecord(rec)
-			if fl, ok := s.floors[string(v.topic)]; !ok || phys >= fl {
-				if s.keys != nil {
-					s.keys.addRawLocked(v.topic, v.props, phys)
-				}
-				if err := s.indexRecord(v, phys, int32(size), st); err != nil {
-					return 0, err
-				}
-			}
-			seg.lastTS.Store(v.storeTS)
-			s.lastTS = max(s.lastTS, v.storeTS)
-			pos += size
+		w.on(seg)
+		stop, reason, nextSeg, err := s.scanSegment(w, pos, last, st)
+		if err != nil {
+			return 0, err
 		}
 		if nextSeg {
 			idx++
 			pos = 0
 			continue
 		}
-		phys := seg.base + pos
-		zeroEnd := reason == "zeros where a record should be"
-		if phys >= st.flushed || (last && reason == "no room for an end-of-file marker") {
+		pos = stop
+		if phys := seg.base + pos; phys >= st.flushed || (last && reason == reasonNoRoom) {
 			// The tail past the checkpoint: unwritten (zeros) or torn.
-			if reason != "" && !zeroEnd {
+			if reason != "" && reason != reasonZeros {
 				s.log.Warn("commitlog: cutting a torn tail after the last good record", "segment", seg.name(), "offset", phys, "reason", reason)
 			}
 			return s.cutLog(idx, pos)
 		}
 		// Damage: inside flushed data, or in a segment followed by others.
-		at, ok, nz, err := s.resync(seg, pos, last)
-		if err != nil {
+		at, ok, err := s.skipDamage(seg, pos, last, reason, st)
+		switch {
+		case err != nil:
 			return 0, err
-		}
-		if ok {
-			s.quarantine(seg, pos, at, at, reason, 0)
+		case ok:
 			pos = at
-			continue
-		}
-		if !last {
-			s.quarantine(seg, pos, s.segSize, nz, reason+"; no valid record after it in the segment", 0)
+		case !last:
 			idx++
 			pos = 0
-			continue
+		default:
+			return s.cutLog(idx, pos)
 		}
-		s.quarantine(seg, pos, max(nz, min(st.flushed-seg.base, s.segSize)), nz, reason+"; no valid record after it: the log ends here", 0)
-		return s.cutLog(idx, pos)
 	}
+}
+
+// Reasons the scan stops at that decide what comes next.
+const (
+	reasonNoRoom = "no room for an end-of-file marker"
+	reasonZeros  = "zeros where a record should be"
+)
+
+// scanWindow is the scan's read buffer over one segment: win holds the
+// segment's bytes from start on. The buffer is kept across segments (and
+// grown for a record larger than it).
+type scanWindow struct {
+	seg     *segment
+	segSize int64
+	buf     []byte
+	start   int64
+	win     []byte
+}
+
+// newScanWindow sizes the scan's buffer: 4 MiB, or two of the largest
+// messages, but not more than a segment.
+func (s *Store) newScanWindow() *scanWindow {
+	bufSize := int64(4 << 20)
+	if b := 2 * int64(s.maxMsg); b > bufSize {
+		bufSize = b
+	}
+	bufSize = min(bufSize, s.segSize)
+	return &scanWindow{segSize: s.segSize, buf: make([]byte, bufSize)}
+}
+
+// on points the window at seg, empty.
+func (w *scanWindow) on(seg *segment) {
+	w.seg, w.start, w.win = seg, 0, w.buf[:0]
+}
+
+// fill reads the segment from at into the window, at least need bytes
+// (as many as the buffer holds, up to the segment's end). It reads
+// nothing when the segment has fewer than need bytes after at.
+func (w *scanWindow) fill(at, need int64) error {
+	rem := w.segSize - at
+	if need > rem {
+		return nil
+	}
+	if need > int64(len(w.buf)) {
+		w.buf = make([]byte, need)
+	}
+	n := min(int64(len(w.buf)), rem)
+	m, err := w.seg.f.ReadAt(w.buf[:n], at)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("commitlog: recover segment %s: %w", w.seg.name(), err)
+	}
+	w.start, w.win = at, w.buf[:m]
+	return nil
+}
+
+// ensure makes the window hold [pos, pos+n), reading when it does not;
+// false when the file is too short for it.
+func (w *scanWindow) ensure(pos, n int64) (bool, error) {
+	if pos >= w.start && pos+n <= w.start+int64(len(w.win)) {
+		return true, nil
+	}
+	if err := w.fill(pos, n); err != nil {
+		return false, err
+	}
+	return pos+n <= w.start+int64(len(w.win)), nil
+}
+
+// view returns the window's bytes [pos, pos+n); ensure them first.
+func (w *scanWindow) view(pos, n int64) []byte {
+	return w.win[pos-w.start : pos-w.start+n]
+}
+
+// scanSegment verifies and applies the records of the window's segment
+// from pos on. It stops where there is no good record, returning that
+// position and why (reason), or when an end-of-file marker sends the scan
+// to the next segment (nextSeg).
+func (s *Store) scanSegment(w *scanWindow, pos int64, last bool, st scanState) (stop int64, reason string, nextSeg bool, err error) {
+	for {
+		rec, reason, nextSeg, err := s.scanRecord(w, pos, last, st)
+		if err != nil || nextSeg || reason != "" {
+			return pos, reason, nextSeg, err
+		}
+		if err := s.applyScanned(w.seg, rec, w.seg.base+pos, st); err != nil {
+			return pos, "", false, err
+		}
+		pos += int64(len(rec))
+	}
+}
+
+// scanRecord reads the record at pos of the window's segment and verifies
+// it: layout, position, checksum, and (past the checkpoint) that an
+// unsealed record was not torn. It returns the record, or why there is no
+// good record at pos, or nextSeg at an end-of-file marker that a next
+// segment follows.
+func (s *Store) scanRecord(w *scanWindow, pos int64, last bool, st scanState) (rec []byte, reason string, nextSeg bool, err error) {
+	if pos+blankSize > s.segSize {
+		return nil, reasonNoRoom, false, nil
+	}
+	if ok, err := w.ensure(pos, 8); err != nil || !ok {
+		return nil, "short segment", false, err
+	}
+	h := w.view(pos, 8)
+	size := int64(int32(be.Uint32(h)))
+	magic := int32(be.Uint32(h[4:]))
+	if magic == message.BlankMagicCode && size == s.segSize-pos {
+		if !last {
+			return nil, "", true, nil
+		}
+		return nil, "end-of-file marker without a next segment", false, nil
+	}
+	if magic != message.MagicCode {
+		if size == 0 && magic == 0 {
+			return nil, reasonZeros, false, nil
+		}
+		return nil, fmt.Sprintf("bad magic %#x", uint32(magic)), false, nil
+	}
+	if size < minRecordSize || pos+size+blankSize > s.segSize {
+		return nil, fmt.Sprintf("bad record size %d", size), false, nil
+	}
+	if ok, err := w.ensure(pos, size); err != nil || !ok {
+		return nil, "short record", false, err
+	}
+	if pos+size > w.seg.diskSize {
+		return nil, fmt.Sprintf("record of %d bytes runs past the end of the file (%d bytes)", size, w.seg.diskSize), false, nil
+	}
+	rec = w.view(pos, size)
+	phys := w.seg.base + pos
+	if reason := checkRecord(rec, phys); reason != "" {
+		return nil, reason, false, nil
+	}
+	if tornUnsealed(rec, phys, st) {
+		return nil, "record ends with NUL (torn write)", false, nil
+	}
+	return rec, "", false, nil
+}
+
+// tornUnsealed reports a record without the checksum property (written
+// before it existed) that the checkpoint does not vouch for and that ends
+// with NUL: its body CRC does not cover the topic and properties, and a
+// write torn after the body leaves zeros up to the record's end, while
+// producers never end a record with NUL. A record without properties
+// legitimately ends with its zero length.
+func tornUnsealed(rec []byte, phys int64, st scanState) bool {
+	if _, sealed := recordCRC(rec); sealed || phys < st.flushed || rec[len(rec)-1] != 0 {
+		return false
+	}
+	v, _ := parseRecord(rec)
+	return !emptyProperties(rec, string(v.topic))
+}
+
+// applyScanned indexes a good record the scan read at phys in seg (key
+// index and consume queue, unless its topic was deleted after it: below
+// the topic's floor) and notes its store time.
+func (s *Store) applyScanned(seg *segment, rec []byte, phys int64, st scanState) error {
+	v, _ := parseRecord(rec)
+	if fl, ok := s.floors[string(v.topic)]; !ok || phys >= fl {
+		if s.keys != nil {
+			s.keys.addRawLocked(v.topic, v.props, phys)
+		}
+		if err := s.indexRecord(v, phys, int32(len(rec)), st); err != nil {
+			return err
+		}
+	}
+	seg.lastTS.Store(v.storeTS)
+	s.lastTS = max(s.lastTS, v.storeTS)
+	return nil
+}
+
+// skipDamage handles damage at pos of seg (inside flushed data, or in a
+// segment followed by others): it looks for the next valid record of the
+// segment, where the scan resumes (ok), and copies the damaged bytes
+// aside: up to that record, else to the segment's end (the scan goes on
+// in the next segment when seg is not the last), else, in the last
+// segment, up to the checkpoint or the last non-zero byte (the log then
+// ends at pos).
+func (s *Store) skipDamage(seg *segment, pos int64, last bool, reason string, st scanState) (at int64, ok bool, err error) {
+	at, ok, nz, err := s.resync(seg, pos, last)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case ok:
+		s.quarantine(seg, pos, at, at, reason, 0)
+	case !last:
+		s.quarantine(seg, pos, s.segSize, nz, reason+"; no valid record after it in the segment", 0)
+	default:
+		s.quarantine(seg, pos, max(nz, min(st.flushed-seg.base, s.segSize)), nz, reason+"; no valid record after it: the log ends here", 0)
+	}
+	return at, ok, nil
 }
 
 // cutLog ends the log at pos of segment idx: the rest of the segment is
