@@ -22,7 +22,11 @@ const MaxHeaderSize = 1 << 20
 
 // Decode parses a frame (without its total-length prefix) into a Command.
 // The body aliases frame.
-func Decode(frame []byte) (*Command, error) {
+func Decode(frame []byte) (*Command, error) { return decode(frame, nil) }
+
+// decode is Decode, leaving the map unbuilt for the requests d takes
+// without one (DecodeFor).
+func decode(frame []byte, d extDeferrer) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: frame of %d bytes has no header length", ErrBadHeader, len(frame))
 	}
@@ -40,9 +44,9 @@ func Decode(frame []byte) (*Command, error) {
 	var err error
 	switch st {
 	case SerializeJSON:
-		c, err = decodeJSONHeader(hdr)
+		c, err = decodeJSONHeader(hdr, d)
 	case SerializeRocketMQ:
-		c, err = decodeBinaryHeader(hdr)
+		c, err = decodeBinaryHeader(hdr, d)
 	default:
 		return nil, fmt.Errorf("%w: unknown serialize type %d", ErrBadHeader, st)
 	}
@@ -60,8 +64,8 @@ func Decode(frame []byte) (*Command, error) {
 	return c, nil
 }
 
-func decodeJSONHeader(b []byte) (*Command, error) {
-	if c, ok := decodeJSONHeaderFast(b); ok {
+func decodeJSONHeader(b []byte, d extDeferrer) (*Command, error) {
+	if c, ok := decodeJSONHeaderFastFor(b, d); ok {
 		return c, nil
 	}
 	return decodeJSONHeaderStd(b)
@@ -540,7 +544,7 @@ func numberText(lit string) (string, bool) {
 	return d.String(), true
 }
 
-func decodeBinaryHeader(b []byte) (*Command, error) {
+func decodeBinaryHeader(b []byte, d extDeferrer) (*Command, error) {
 	if len(b) < 21 {
 		return nil, fmt.Errorf("%w: binary header of %d bytes is shorter than 21", ErrBadHeader, len(b))
 	}
@@ -569,39 +573,64 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		return nil, fmt.Errorf("%w: extFields length %d", ErrBadHeader, el)
 	}
 	ext := b[p : p+el]
+	var err error
+	if c.Flag&FlagResponse == 0 && wantsRaw(d, c.Code) {
+		r := getRawExt()
+		for len(ext) > 0 {
+			var k, v []byte
+			if k, v, ext, err = nextBinaryPair(ext); err != nil {
+				putRawExt(r)
+				return nil, err
+			}
+			r.fields = append(r.fields, RawField{k, v})
+		}
+		c.raw = r
+		return c, nil
+	}
 	if pooledExt(c) {
 		c.ExtFields, c.pooledExt = getExtMap(), true
 	} else {
 		c.ExtFields = make(map[string]string, countBinaryPairs(ext))
 	}
 	for len(ext) > 0 {
-		if len(ext) < 2 {
-			return nil, fmt.Errorf("%w: truncated extFields key length", ErrBadHeader)
+		var k, v []byte
+		if k, v, ext, err = nextBinaryPair(ext); err != nil {
+			return nil, err
 		}
-		kl := int(be.Uint16(ext))
-		ext = ext[2:]
-		if kl > len(ext) {
-			return nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
-		}
-		k := internBytes(ext[:kl])
-		ext = ext[kl:]
-		if len(ext) < 4 {
-			return nil, fmt.Errorf("%w: truncated extFields value length", ErrBadHeader)
-		}
-		vl := int(int32(be.Uint32(ext)))
-		ext = ext[4:]
-		if vl < 0 || vl > len(ext) {
-			return nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
-		}
-		c.ExtFields[k] = internBytes(ext[:vl])
-		ext = ext[vl:]
+		c.ExtFields[internBytes(k)] = internBytes(v)
 	}
 	return c, nil
+}
+
+// nextBinaryPair reads the key and value at the start of a binary
+// extFields block (the value non-nil, empty or not) and returns the rest.
+func nextBinaryPair(ext []byte) (k, v, rest []byte, err error) {
+	be := binary.BigEndian
+	if len(ext) < 2 {
+		return nil, nil, nil, fmt.Errorf("%w: truncated extFields key length", ErrBadHeader)
+	}
+	kl := int(be.Uint16(ext))
+	ext = ext[2:]
+	if kl > len(ext) {
+		return nil, nil, nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
+	}
+	k = ext[:kl]
+	ext = ext[kl:]
+	if len(ext) < 4 {
+		return nil, nil, nil, fmt.Errorf("%w: truncated extFields value length", ErrBadHeader)
+	}
+	vl := int(int32(be.Uint32(ext)))
+	ext = ext[4:]
+	if vl < 0 || vl > len(ext) {
+		return nil, nil, nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
+	}
+	return k, ext[:vl:vl], ext[vl:], nil
 }
 
 // AppendHeader appends the 4-byte serialize-type/header-length word and the
 // header of c in its SerializeType, leaving the body to the caller.
 func AppendHeader(b []byte, c *Command) []byte {
+	c.ensureExtMap() // a request decoded without its map (ext_raw.go)
 	start := len(b)
 	b = append(b, 0, 0, 0, 0)
 	if c.SerializeType == SerializeRocketMQ {

@@ -80,6 +80,9 @@ type Command struct {
 	// pooledExt reports that ExtFields came from the decoder's pool; a
 	// handler registered with Router.RegisterScoped gives it back.
 	pooledExt bool
+	// raw holds the extFields of a request decoded without its map
+	// (ext_raw.go); ExtFields is nil until ensureExtMap builds it.
+	raw *rawExt
 	// frame is the received frame Body aliases and recycler the
 	// transport that takes it back (Release).
 	frame    []byte
@@ -144,6 +147,7 @@ func (c *Command) Ext(k string) string {
 // lookupExt finds k in ExtFields, then among the fields SetExt recorded
 // without a map.
 func (c *Command) lookupExt(k string) (string, bool) {
+	c.ensureExtMap()
 	if c.ExtFields != nil {
 		if v, ok := c.ExtFields[k]; ok {
 			return v, true
@@ -160,6 +164,7 @@ func (c *Command) lookupExt(k string) (string, bool) {
 // SetExt sets an extFields value: in ExtFields when c has that map (decoded
 // commands, NewRequest), else in c's ordered field list.
 func (c *Command) SetExt(k, v string) {
+	c.ensureExtMap()
 	if c.ExtFields != nil {
 		c.ExtFields[k] = v
 		return
@@ -177,6 +182,7 @@ func (c *Command) SetExt(k, v string) {
 // the fields SetExt recorded without one into it (a map entry wins). Use
 // it where a map is needed (signing, copying); Ext and SetExt need none.
 func (c *Command) ExtMap() map[string]string {
+	c.ensureExtMap()
 	if c.ExtFields == nil {
 		c.ExtFields = make(map[string]string, len(c.ext))
 	}

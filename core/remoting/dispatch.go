@@ -17,7 +17,7 @@ import (
 // waiting while MaxInFlight handlers run. It may run on several goroutines
 // at once (transport.FrameDeliverer).
 func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
-	cmd, err := Decode(frame)
+	cmd, err := DecodeFor(frame, p.handler)
 	if err != nil {
 		var he *HeaderShapeError
 		if errors.As(err, &he) {

@@ -45,8 +45,10 @@ func putExtMap(m map[string]string) {
 	extMapPool.Put(m)
 }
 
-// releaseExt gives a pooled ExtFields map back and leaves c without one.
+// releaseExt gives a pooled ExtFields map (or the entries kept without a
+// map) back and leaves c without one.
 func (c *Command) releaseExt() {
+	c.releaseRaw()
 	if !c.pooledExt {
 		return
 	}

@@ -12,9 +12,18 @@ import (
 // spellings, escapes it does not handle, invalid UTF-8, numbers that are
 // not plain int32s), so the caller falls back to encoding/json, which stays
 // the reference for odd input and for error messages.
-func decodeJSONHeaderFast(b []byte) (*Command, bool) {
+func decodeJSONHeaderFast(b []byte) (*Command, bool) { return decodeJSONHeaderFastFor(b, nil) }
+
+// decodeJSONHeaderFastFor is decodeJSONHeaderFast, keeping the extFields
+// entries without a map when d takes the request so (ext_raw.go): the code
+// must come before extFields (it does in the headers of the Go and Java
+// clients), and a command that turns out not to be such a request gets
+// its map built at the end.
+func decodeJSONHeaderFastFor(b []byte, d extDeferrer) (*Command, bool) {
 	p := jsonParser{b: b}
 	c := &Command{}
+	// rawCode is the code wantsRaw was asked about, rawOK its answer.
+	rawCode, rawAsked, rawOK := int32(0), false, false
 	if !p.consume('{') {
 		return nil, false
 	}
@@ -50,11 +59,19 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 					c.Remark, ok = p.str()
 				}
 			case "extFields":
+				c.releaseExt() // a repeated extFields replaces the first
+				c.ExtFields = nil
+				if !rawAsked || rawCode != c.Code {
+					rawCode, rawAsked, rawOK = c.Code, true, wantsRaw(d, c.Code)
+				}
+				if rawOK {
+					c.raw, ok = p.extRaw()
+					break
+				}
 				// From the pool whatever the command: whether it goes back
 				// is known once the code and flag are (below).
-				pool := !c.pooledExt
-				c.ExtFields, ok = p.extFields(pool)
-				c.pooledExt = pool && ok && c.ExtFields != nil
+				c.ExtFields, ok = p.extFields(true)
+				c.pooledExt = ok && c.ExtFields != nil
 			case "serializeTypeCurrentRPC":
 				ok = p.skipValue(0)
 			default:
@@ -64,9 +81,7 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 				ok = p.skipValue(0)
 			}
 			if !ok {
-				if c.pooledExt {
-					c.releaseExt()
-				}
+				c.releaseExt()
 				return nil, false
 			}
 			p.ws()
@@ -85,10 +100,13 @@ func decodeJSONHeaderFast(b []byte) (*Command, bool) {
 		c.releaseExt()
 		return nil, false
 	}
+	if c.raw != nil && (c.Code != rawCode || c.IsResponse()) {
+		c.ensureExtMap() // the code changed after extFields, or a response
+	}
 	if !pooledExt(c) {
 		c.pooledExt = false // the map stays with the command
 	}
-	if c.ExtFields == nil {
+	if c.ExtFields == nil && c.raw == nil {
 		c.ExtFields = map[string]string{}
 	}
 	return c, true
@@ -163,8 +181,23 @@ func (p *jsonParser) null() bool {
 // twice; escapes are decoded; invalid UTF-8 or raw control characters make
 // it report false.
 func (p *jsonParser) str() (string, bool) {
-	if !p.consume('"') {
+	s, ok := p.strBytes()
+	if !ok {
 		return "", false
+	}
+	if len(s) <= maxInterned {
+		if v, ok := interned[string(s)]; ok { // no allocation for the lookup
+			return v, true
+		}
+	}
+	return string(s), true
+}
+
+// strBytes is str's bytes: the input's own when the string has no escapes
+// (never nil), else a decoded copy.
+func (p *jsonParser) strBytes() ([]byte, bool) {
+	if !p.consume('"') {
+		return nil, false
 	}
 	start := p.i
 	ascii := true
@@ -172,30 +205,25 @@ func (p *jsonParser) str() (string, bool) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
-			s := p.b[start:p.i]
+			s := p.b[start:p.i:p.i]
 			p.i++
 			if !ascii && !utf8.Valid(s) {
-				return "", false
+				return nil, false
 			}
-			if len(s) <= maxInterned {
-				if v, ok := interned[string(s)]; ok { // no allocation for the lookup
-					return v, true
-				}
-			}
-			return string(s), true
+			return s, true
 		case c == '\\':
 			return p.strEscaped(start)
 		case c < 0x20:
-			return "", false
+			return nil, false
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
 		p.i++
 	}
-	return "", false
+	return nil, false
 }
 
-func (p *jsonParser) strEscaped(start int) (string, bool) {
+func (p *jsonParser) strEscaped(start int) ([]byte, bool) {
 	out := make([]byte, 0, p.i-start+16)
 	out = append(out, p.b[start:p.i]...)
 	for p.i < len(p.b) {
@@ -204,18 +232,18 @@ func (p *jsonParser) strEscaped(start int) (string, bool) {
 		case c == '"':
 			p.i++
 			if !utf8.Valid(out) {
-				return "", false
+				return nil, false
 			}
-			return string(out), true
+			return out, true
 		case c < 0x20:
-			return "", false
+			return nil, false
 		case c != '\\':
 			out = append(out, c)
 			p.i++
 			continue
 		}
 		if p.i+1 >= len(p.b) {
-			return "", false
+			return nil, false
 		}
 		e := p.b[p.i+1]
 		p.i += 2
@@ -235,28 +263,28 @@ func (p *jsonParser) strEscaped(start int) (string, bool) {
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
-				return "", false
+				return nil, false
 			}
 			if utf16.IsSurrogate(r) {
 				if p.i+1 >= len(p.b) || p.b[p.i] != '\\' || p.b[p.i+1] != 'u' {
-					return "", false // lone surrogate: encoding/json writes U+FFFD
+					return nil, false // lone surrogate: encoding/json writes U+FFFD
 				}
 				p.i += 2
 				r2, ok := p.hex4()
 				if !ok {
-					return "", false
+					return nil, false
 				}
 				r = utf16.DecodeRune(r, r2)
 				if r == utf8.RuneError {
-					return "", false
+					return nil, false
 				}
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 func (p *jsonParser) hex4() (rune, bool) {
@@ -365,6 +393,80 @@ func (p *jsonParser) extFields(pooled bool) (map[string]string, bool) {
 		return nil, false
 	}
 	return m, true
+}
+
+// extRaw parses the extFields object as extFields does, keeping its
+// entries without a map; nil for null.
+func (p *jsonParser) extRaw() (*rawExt, bool) {
+	if p.null() {
+		return nil, true
+	}
+	if !p.consume('{') {
+		return nil, false
+	}
+	r := getRawExt()
+	if !p.extRawInto(r) {
+		putRawExt(r)
+		return nil, false
+	}
+	return r, true
+}
+
+// extRawInto is extFieldsInto, appending the entries to r (a nil value for
+// null) instead of setting them in a map.
+func (p *jsonParser) extRawInto(r *rawExt) bool {
+	if p.peek() == '}' {
+		p.i++
+		return true
+	}
+	for {
+		k, ok := p.strBytes()
+		if !ok || !p.consume(':') {
+			return false
+		}
+		var v []byte
+		switch p.peek() {
+		case '"':
+			if v, ok = p.strBytes(); !ok {
+				return false
+			}
+		case 'n':
+			if !p.null() {
+				return false
+			}
+		case 't':
+			if !p.lit("true") {
+				return false
+			}
+			v = litTrue
+		case 'f':
+			if !p.lit("false") {
+				return false
+			}
+			v = litFalse
+		default:
+			lit, integer, ok := p.number()
+			switch {
+			case !ok:
+				return false
+			case integer:
+				v = lit[:len(lit):len(lit)] // fastjson keeps an integer's text
+			default:
+				t, ok := numberText(string(lit))
+				if !ok {
+					return false
+				}
+				v = []byte(t)
+			}
+		}
+		r.fields = append(r.fields, RawField{k, v})
+		p.ws()
+		if p.peek() == ',' {
+			p.i++
+			continue
+		}
+		return p.consume('}')
+	}
 }
 
 func (p *jsonParser) extFieldsInto(m map[string]string) bool {

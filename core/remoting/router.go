@@ -20,6 +20,11 @@ type Router struct {
 	interceptors []Interceptor
 	filters      []AnswerFilter
 	observers    []func(code int32, d time.Duration, respCode int32)
+	// deferred are the codes of DeferExt; mapReaders counts the
+	// interceptors added with Use and the answer filters, which may read
+	// a request's ExtFields map.
+	deferred   map[int32]bool
+	mapReaders int
 }
 
 // AnswerFilter runs after a registered processor answered (a non-nil
@@ -32,7 +37,34 @@ type AnswerFilter func(ctx context.Context, p *Peer, req *Command, resp *Command
 func (r *Router) UseAnswerFilter(f AnswerFilter) {
 	r.mu.Lock()
 	r.filters = append(r.filters, f)
+	r.mapReaders++
 	r.mu.Unlock()
+}
+
+// DeferExt declares that the handlers of codes read the request's
+// extFields only through RawExtFields, Command.Ext or ReadExt, never the
+// ExtFields field: a Peer serving r may then decode those requests
+// without building the map (ext_raw.go), as long as every interceptor was
+// added with UseLazy and there is no answer filter. Only SEND_MESSAGE,
+// SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE are deferred; other codes are
+// ignored.
+func (r *Router) DeferExt(codes ...int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deferred == nil {
+		r.deferred = map[int32]bool{}
+	}
+	for _, c := range codes {
+		r.deferred[c] = true
+	}
+}
+
+// deferExt implements extDeferrer.
+func (r *Router) deferExt(code int32) bool {
+	r.mu.RLock()
+	ok := r.mapReaders == 0 && r.deferred[code]
+	r.mu.RUnlock()
+	return ok
 }
 
 // NewRouter returns an empty router.
@@ -73,8 +105,21 @@ func (r *Router) RegisterFunc(code int32, f func(ctx context.Context, p *Peer, r
 	r.Register(code, HandlerFunc(f))
 }
 
-// Use adds an interceptor.
+// Use adds an interceptor. It may read any request's ExtFields map: the
+// router builds the map of a request decoded without it (DeferExt)
+// before the interceptors run.
 func (r *Router) Use(i Interceptor) {
+	r.mu.Lock()
+	r.interceptors = append(r.interceptors, i)
+	r.mapReaders++
+	r.mu.Unlock()
+}
+
+// UseLazy adds an interceptor that reads the extFields of the requests
+// whose codes are deferred (DeferExt) only through Command.Ext or ReadExt,
+// or not at all, never through the ExtFields field (that would be nil):
+// unlike Use, it lets those requests be decoded without their map.
+func (r *Router) UseLazy(i Interceptor) {
 	r.mu.Lock()
 	r.interceptors = append(r.interceptors, i)
 	r.mu.Unlock()
@@ -107,7 +152,11 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) (resp *Comma
 	r.mu.RLock()
 	rt, ok := r.handlers[req.Code]
 	ics, obs, fs := r.interceptors, r.observers, r.filters
+	needMap := r.mapReaders > 0
 	r.mu.RUnlock()
+	if needMap {
+		req.ensureExtMap() // decoded without it before Use was called
+	}
 	if rt.scoped {
 		defer req.Release()
 	}

@@ -148,6 +148,9 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		b.router.Use(ic)
 	}
 	b.registerProcessors()
+	// The send handlers read their headers without the map when no
+	// interceptor needs it (send_header.go).
+	b.router.DeferExt(remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
 	return b, nil
 }
 

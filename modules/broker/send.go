@@ -19,51 +19,6 @@ import (
 	"github.com/quivermq/quiver/core/transport"
 )
 
-// sendHeader is SEND_MESSAGE's custom header, read from the long (10) or
-// short (310, 320) key names.
-type sendHeader struct {
-	producerGroup         string
-	topic                 string
-	defaultTopic          string
-	defaultTopicQueueNums int32
-	queueID               int32
-	sysFlag               int32
-	bornTimestamp         int64
-	flag                  int32
-	properties            string
-	reconsumeTimes        int32
-	maxReconsumeTimes     int32
-	batch                 bool
-}
-
-var longKeys = [...]string{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch"}
-var shortKeys = [...]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}
-
-// parseSendHeader reads h from req's extFields. h is the caller's (on its
-// stack: no allocation per send).
-func parseSendHeader(req *remoting.Command, h *sendHeader) error {
-	keys := longKeys
-	if req.Code == remoting.SendMessageV2 || req.Code == remoting.SendBatchMessage {
-		keys = shortKeys
-	}
-	e := remoting.ReadExt(req)
-	*h = sendHeader{
-		producerGroup:         e.String(keys[0]),
-		topic:                 e.String(keys[1]),
-		defaultTopic:          e.OptString(keys[2]),
-		defaultTopicQueueNums: e.OptInt32(keys[3], protocol.DefaultTopicQueueNum),
-		queueID:               e.Int32(keys[4]),
-		sysFlag:               e.OptInt32(keys[5], 0),
-		bornTimestamp:         e.OptInt64(keys[6], 0),
-		flag:                  e.OptInt32(keys[7], 0),
-		properties:            e.OptString(keys[8]),
-		reconsumeTimes:        e.OptInt32(keys[9], 0),
-		maxReconsumeTimes:     e.OptInt32(keys[11], 16),
-		batch:                 e.Bool(keys[12]),
-	}
-	return e.Err
-}
-
 // sendAlloc is what one SEND_MESSAGE stores, allocated at once: the
 // message and the one-element batch handed to Put.
 type sendAlloc struct {
@@ -72,20 +27,68 @@ type sendAlloc struct {
 	batch [1]store.Message
 }
 
-func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
-	var hdr sendHeader
-	if err := parseSendHeader(req, &hdr); err != nil {
-		return remoting.Errorf(req, remoting.SystemError, err.Error())
+// A send, single or batch, runs in three steps: sendPrologue (the header,
+// the send gate, the topic and queue checks), the handler's own checks and
+// messages, then the put and sendAnswer.
+
+// sendPrologue reads req's header into h, enters the send gate and checks
+// the topic and queue (checkSend). It returns the error answer, or the
+// gate's release, which the caller defers.
+func (b *Broker) sendPrologue(ctx context.Context, req *remoting.Command, h *sendHeader) (release func(), resp *remoting.Command) {
+	if err := parseSendHeader(req, h); err != nil {
+		return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
-	h := &hdr
 	release, busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body))
 	if busy != nil {
-		return busy
+		return nil, busy
 	}
-	defer release()
 	if resp := b.checkSend(ctx, req, h); resp != nil {
+		release()
+		return nil, resp
+	}
+	return release, nil
+}
+
+// sendAnswer answers a put of msgs: the store's error, or SUCCESS with the
+// message ids (comma-separated for a batch), the queue asked for (as Java
+// answers, even when a put hook parked a message elsewhere: half message,
+// delay), the first queue offset and, for a prepared transactional
+// message, its transaction id; the code is SYNC_MASTER's (replica.go).
+func (b *Broker) sendAnswer(ctx context.Context, req *remoting.Command, queueID int32, pos []store.Position, err error, tid string) *remoting.Command {
+	if err != nil {
+		return b.storeErrorResponse(req, err)
+	}
+	var msgID string
+	if len(pos) == 1 {
+		msgID = message.OffsetMsgID(b.storeHost, pos[0].CommitLogOffset)
+	} else {
+		ids := make([]string, len(pos))
+		for i, ps := range pos {
+			ids[i] = message.OffsetMsgID(b.storeHost, ps.CommitLogOffset)
+		}
+		msgID = strings.Join(ids, ",")
+	}
+	resp := remoting.NewResponse(req, remoting.Success, "")
+	resp.SetExt("msgId", msgID)
+	resp.SetExt("queueId", strconv.Itoa(int(queueID)))
+	resp.SetExtInt("queueOffset", pos[0].QueueOffset)
+	resp.SetExt("MSG_REGION", "DefaultRegion")
+	resp.SetExt("TRACE_ON", "true")
+	if tid != "" {
+		resp.SetExt("transactionId", tid)
+	}
+	resp.Code = b.awaitReplicas(ctx, pos)
+	return resp
+}
+
+func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	var hdr sendHeader
+	h := &hdr
+	release, resp := b.sendPrologue(ctx, req, h)
+	if resp != nil {
 		return resp
 	}
+	defer release()
 	if max := b.current().MaxMessageSize; len(req.Body) > int(max) {
 		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d is over the limit %d", len(req.Body), max))
 	}
@@ -126,38 +129,21 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 		m.BornTimestamp = time.Now().UnixMilli()
 	}
 	pos, err := b.put(ctx, sa.msgs[:], sa.batch[:])
-	if err != nil {
-		return b.storeErrorResponse(req, err)
+	var tid string
+	if m.SysFlag&message.TransactionMask == message.TransactionPrepared {
+		tid = props[message.PropertyUniqKey]
 	}
-	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.SetExt("msgId", message.OffsetMsgID(b.storeHost, pos[0].CommitLogOffset))
-	// The queue asked for, as Java answers, even when a put hook parked
-	// the message elsewhere (half message, delay).
-	resp.SetExt("queueId", strconv.Itoa(int(queueID)))
-	resp.SetExtInt("queueOffset", pos[0].QueueOffset)
-	resp.SetExt("MSG_REGION", "DefaultRegion")
-	resp.SetExt("TRACE_ON", "true")
-	if tid := props[message.PropertyUniqKey]; tid != "" && m.SysFlag&message.TransactionMask == message.TransactionPrepared {
-		resp.SetExt("transactionId", tid)
-	}
-	resp.Code = b.awaitReplicas(ctx, pos) // SYNC_MASTER (replica.go)
-	return resp
+	return b.sendAnswer(ctx, req, queueID, pos, err, tid)
 }
 
 func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	var hdr sendHeader
-	if err := parseSendHeader(req, &hdr); err != nil {
-		return remoting.Errorf(req, remoting.SystemError, err.Error())
-	}
 	h := &hdr
-	release, busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body))
-	if busy != nil {
-		return busy
-	}
-	defer release()
-	if resp := b.checkSend(ctx, req, h); resp != nil {
+	release, resp := b.sendPrologue(ctx, req, h)
+	if resp != nil {
 		return resp
 	}
+	defer release()
 	items, err := message.DecodeBatchLimit(req.Body, MaxBatchMessages)
 	if errors.Is(err, message.ErrBatchTooLarge) {
 		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the batch is over the limit: %v", err))
@@ -200,21 +186,7 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 		})
 	}
 	pos, err := b.Put(ctx, msgs)
-	if err != nil {
-		return b.storeErrorResponse(req, err)
-	}
-	ids := make([]string, len(pos))
-	for i, ps := range pos {
-		ids[i] = message.OffsetMsgID(b.storeHost, ps.CommitLogOffset)
-	}
-	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.SetExt("msgId", strings.Join(ids, ","))
-	resp.SetExt("queueId", strconv.Itoa(int(h.queueID)))
-	resp.SetExtInt("queueOffset", pos[0].QueueOffset)
-	resp.SetExt("MSG_REGION", "DefaultRegion")
-	resp.SetExt("TRACE_ON", "true")
-	resp.Code = b.awaitReplicas(ctx, pos) // SYNC_MASTER (replica.go)
-	return resp
+	return b.sendAnswer(ctx, req, h.queueID, pos, err, "")
 }
 
 // checkSend validates the topic, creates it when allowed and fixes the

@@ -22,7 +22,7 @@ import (
 func (b *Broker) registerStats() {
 	b.obs.bootMs = nowMs()
 	b.AddStoredListener(b.obs.observeStored)
-	b.router.Use(rememberClient)
+	b.router.UseLazy(rememberClient) // reads no extFields
 	r := b.router
 	r.RegisterFunc(remoting.GetBrokerRuntimeInfo, b.handleRuntimeInfo)
 	r.RegisterFunc(remoting.GetTopicStatsInfo, b.handleTopicStats)

@@ -42,7 +42,7 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "retry"), fences: newFences()}
 	r := b.Router()
-	r.Use(s.intercept)
+	r.UseLazy(s.intercept) // reads the extFields of no send
 	if cfg.Enabled {
 		r.RegisterFunc(remoting.ConsumerSendMsgBack, s.handleSendBack)
 	} else {
