@@ -55,7 +55,7 @@ const (
 // stock modules own. Plugins configure themselves under them
 // (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
 func Sections() []string {
-	return []string{"broker", "filter", "grpc", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+	return []string{"auth", "broker", "filter", "grpc", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 }
 
 // EnvKeep says whether an environment key (QUIVER_BROKER__LISTEN read as

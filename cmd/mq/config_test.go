@@ -78,8 +78,8 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("console.", &consoleConfig{})...)
 	want = append(want, "filter.property_filter")
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
-	want = append(want, "transports", "acl.enabled")
-	want = append(want, koanfKeys("acl.", acl.NewConfig())...)
+	want = append(want, "transports", "auth.acl.enabled", "auth.acl.namesrv_enabled")
+	want = append(want, koanfKeys("auth.acl.", acl.NewConfig())...)
 	have := map[string]bool{}
 	for _, k := range cfg.Keys() {
 		have[k] = true

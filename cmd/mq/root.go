@@ -22,8 +22,9 @@ import (
 	"github.com/quivermq/quiver/server"
 )
 
-// sections are the top-level configuration keys some part of mq owns.
-var sections = []string{"acl", "broker", "console", "filter", "grpc", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+// sections are the top-level configuration keys some part of mq owns (acl
+// is the old spelling of auth.acl).
+var sections = []string{"acl", "auth", "broker", "console", "filter", "grpc", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string

@@ -143,7 +143,9 @@ func (AllowAll) Authorize(context.Context, Principal, Resource, Action) error { 
 // Deps are what the kernel hands an auth plugin.
 type Deps struct{ Logger *slog.Logger }
 
-// Provider describes an auth plugin (fx group "auth").
+// Provider describes an auth plugin (fx group "auth"), configured in the
+// section auth.<ID>. Write one with Define (a typed config, no
+// conversion by hand).
 type Provider interface {
 	ID() string
 	NewConfig() any

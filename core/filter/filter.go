@@ -67,7 +67,8 @@ type Compiler interface {
 	Compile(expr string) (Matcher, error)
 }
 
-// Provider describes a filter plugin (fx group "filter").
+// Provider describes a filter plugin (fx group "filter"). Write one with
+// Define (a typed config, no conversion by hand).
 type Provider interface {
 	// ID is the plugin name ("tag", "sql92").
 	ID() string

@@ -38,7 +38,7 @@ type Guard struct {
 	filters, namesrvFilters []auth.AnswerFilter
 }
 
-// NamesrvKey is the per-plugin key (acl.namesrv_enabled) that makes the
+// NamesrvKey is the per-plugin key (auth.acl.namesrv_enabled) that makes the
 // name server check requests with the plugin too. On a broker it says that
 // the name servers it registers with check: it must then be able to sign.
 const NamesrvKey = "namesrv_enabled"
@@ -131,28 +131,41 @@ func (g *Guard) Apply(r *remoting.Router) {
 	g.useFilters(r, g.filters)
 }
 
-// NewGuard opens every auth plugin whose section says enabled: true (e.g.
-// acl.enabled), decoding the rest of its section (acl.file, ...) into the
-// plugin's config. Plugins are closed on stop.
+// NewGuard opens every auth plugin whose section says enabled: true
+// (auth.acl.enabled, or its old spelling acl.enabled), with the rest of
+// its section (auth.acl.file, ...) decoded into the plugin's config, as
+// the plan does (planAuth): a section with problems is a *PlanError.
+// Plugins are closed on stop. The application builds its guard from the
+// plan instead (newGuardFx).
 func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.Logger) (*Guard, error) {
+	pl := &planner{cfg: cfg}
+	p := &Plan{Config: cfg}
+	pl.planAuth(p, reg)
+	if len(pl.problems) > 0 {
+		return nil, &PlanError{Problems: pl.problems}
+	}
+	for _, n := range p.Notices {
+		log.Info(n)
+	}
+	return openGuard(lc, p.Auth, log)
+}
+
+// newGuardFx opens the auth plugins the plan enabled and logs the plan's
+// notices (once per process: every process builds a guard).
+func newGuardFx(lc fx.Lifecycle, p *Plan, log *slog.Logger) (*Guard, error) {
+	for _, n := range p.Notices {
+		log.Info(n)
+	}
+	return openGuard(lc, p.Auth, log)
+}
+
+// openGuard opens the enabled auth plugins, in order.
+func openGuard(lc fx.Lifecycle, plugins []AuthSettings, log *slog.Logger) (*Guard, error) {
 	g := &Guard{}
-	for _, id := range reg.IDs() {
-		if !cfg.Exists(id+".enabled") || !truthy(cfg.String(id+".enabled")) {
-			continue
-		}
-		p, _ := reg.Get(id)
-		pc := p.NewConfig()
-		// The section without the guard's own keys; nested keys (a map
-		// field: token.tokens.alice) stay nested.
-		if err := cfg.Without(id+".enabled", id+"."+NamesrvKey).Decode(id, pc); err != nil {
-			return nil, err
-		}
-		if v, ok := pc.(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				return nil, fmt.Errorf("config: %s: %w", id, err)
-			}
-		}
-		an, az, err := p.Open(context.Background(), pc, auth.Deps{Logger: log})
+	for _, as := range plugins {
+		p := as.Provider
+		id := p.ID()
+		an, az, err := p.Open(context.Background(), as.Config, auth.Deps{Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("auth %s: %w", id, err)
 		}
@@ -181,7 +194,7 @@ func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.
 		if f != nil {
 			g.filters = append(g.filters, f)
 		}
-		if cfg.Exists(id+"."+NamesrvKey) && truthy(cfg.String(id+"."+NamesrvKey)) {
+		if as.Namesrv {
 			g.namesrv = append(g.namesrv, ic)
 			if f != nil {
 				g.namesrvFilters = append(g.namesrvFilters, f)

@@ -217,7 +217,7 @@ func openStore(ctx context.Context, sc StorageSettings, log *slog.Logger) (store
 // enabled transports. The store is provided by StorageModule so processes
 // without one (mq namesrv) never open it.
 var Module = fx.Module("kernel",
-	fx.Provide(NewLogger, newPlanFx, newRegistries, NewGuard,
+	fx.Provide(NewLogger, newPlanFx, newRegistries, newGuardFx,
 		func(p *Plan) RemotingConfig { return p.Remoting },
 		func(p *Plan, log *slog.Logger) *transport.Set {
 			return transport.NewSet(p.Transports, p.TransportConfigs, transport.Deps{Logger: log.With("component", "transport"), MaxFrameSize: int(p.Remoting.MaxFrameSize)})

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/store/retention"
@@ -91,8 +92,34 @@ type Plan struct {
 	// filter.<id> sections of every registered filter.
 	PropertyFilter bool
 	FilterConfigs  map[string]any
-	sections       map[string]any
+	// Auth are the enabled auth plugins (auth.<id>.enabled), sorted by ID.
+	Auth []AuthSettings
+	// Notices are one-line remarks about the configuration that are not
+	// problems (keys read under their old spelling); the caller logs them.
+	Notices  []string
+	sections map[string]any
 }
+
+// AuthSettings are the settings of an enabled auth plugin, from its
+// section auth.<id> (or its old spelling <id>.*, as acl.enabled).
+type AuthSettings struct {
+	Provider auth.Provider
+	// Config is the plugin's section less the guard's keys, decoded into
+	// its NewConfig() value and validated.
+	Config any
+	// Namesrv is auth.<id>.namesrv_enabled (NamesrvKey).
+	Namesrv bool
+}
+
+// AuthSection is the section of the auth plugins: auth.<id>.enabled
+// turns plugin <id> on, auth.<id>.namesrv_enabled makes name servers check
+// with it too, and its other keys are the plugin's config. The section
+// <id> at the top level (acl.enabled, acl.file) is the old spelling of
+// auth.<id>, still read (with a notice).
+const AuthSection = "auth"
+
+// kernelSections are the top-level keys the kernel owns.
+var kernelSections = []string{"log", "remoting", "storage", "transport", "transports", "filter", AuthSection}
 
 // Setting returns the decoded section key of a module.
 func Setting[T any](p *Plan, key string) (T, error) {
@@ -129,21 +156,26 @@ func (p Problem) String() string {
 		s = "unknown key " + p.Key
 	case p.Key == "":
 		s = p.Msg
-	case strings.HasPrefix(p.Msg, "is "):
-		s = p.Key + " " + p.Msg // "transport.quic is set but ..."
+	case strings.HasPrefix(p.Msg, "is "), strings.HasPrefix(p.Msg, "and "):
+		s = p.Key + " " + p.Msg // "transport.quic is set but ...", "auth.acl.file and acl.file are both set ..."
 	default:
 		s = p.Key + ": " + p.Msg
 	}
+	return s + sourceNote(p.Source)
+}
+
+// sourceNote says where a key was set: " (in file)", " (from --set)", " (from
+// environment variable X)", or "" for defaults.
+func sourceNote(src string) string {
 	switch {
-	case p.Source == "":
-	case p.Source == "--set":
-		s += " (from --set)"
-	case strings.HasPrefix(p.Source, config.EnvPrefix):
-		s += " (from environment variable " + p.Source + ")"
-	default:
-		s += " (in " + p.Source + ")"
+	case src == "":
+		return ""
+	case src == "--set":
+		return " (from --set)"
+	case strings.HasPrefix(src, config.EnvPrefix):
+		return " (from environment variable " + src + ")"
 	}
-	return s
+	return " (in " + src + ")"
 }
 
 // PlanError is every problem of a configuration, one per line.
@@ -161,6 +193,9 @@ func (e *PlanError) Error() string {
 type planner struct {
 	cfg      *config.Config
 	problems []Problem
+	// aliases map a section read from a merged view (auth.acl) to its old
+	// spelling (acl), whose keys' sources stand for it.
+	aliases map[string]string
 }
 
 func (pl *planner) add(key, format string, args ...any) {
@@ -196,6 +231,13 @@ func (pl *planner) source(key string) string {
 	}
 	if best == "" {
 		best = pl.cfg.Source(key)
+	}
+	if best == "" {
+		for canon, old := range pl.aliases {
+			if rest, ok := strings.CutPrefix(key, canon); ok && (rest == "" || rest[0] == '.') {
+				return pl.source(old + rest)
+			}
+		}
 	}
 	return best
 }
@@ -385,7 +427,8 @@ func (pl *planner) children(section string) []string {
 // NewPlan decodes and validates the whole configuration: log, remoting,
 // storage (shared keys and storage.<engine> of every registered engine),
 // transports and transport.<id> of every registered transport, filter
-// and filter.<id>, the auth plugins' sections (<id>, as acl) and the
+// and filter.<id>, the auth plugins' sections (auth.<id>, or the old
+// spelling <id>.*, as acl.enabled) and the
 // module sections. A plugin's section is decoded strictly whether or not
 // the plugin is enabled; one of a disabled plugin that differs from its
 // defaults is refused (its keys would do nothing). Every problem is
@@ -416,12 +459,12 @@ func NewPlan(cfg *config.Config, regs Registries, sections []Section, known Know
 	pl.planStorage(p, regs.Storage, true)
 	pl.planTransports(p, regs.Transport)
 	pl.planFilters(p, regs.Filter)
-	pl.planAuth(regs.Auth)
+	pl.planAuth(p, regs.Auth)
 
 	// modules
-	topLevel := []string{"log", "remoting", "storage", "transport", "transports", "filter"}
+	topLevel := slices.Clone(kernelSections)
 	if regs.Auth != nil {
-		topLevel = append(topLevel, regs.Auth.IDs()...)
+		topLevel = append(topLevel, regs.Auth.IDs()...) // the old spelling acl.*
 	}
 	for _, s := range sections {
 		if _, dup := p.sections[s.Key]; dup {
@@ -441,9 +484,7 @@ func NewPlan(cfg *config.Config, regs Registries, sections []Section, known Know
 				continue
 			}
 			msg := "unknown section " + top
-			if top == "auth" && regs.Auth != nil {
-				msg += " (an auth plugin is configured in its own section: " + strings.Join(regs.Auth.IDs(), ", ") + ")"
-			} else if s := config.Suggest(top, topLevel); s != "" {
+			if s := config.Suggest(top, topLevel); s != "" {
 				msg += "; did you mean " + s + "?"
 			}
 			pl.problems = append(pl.problems, Problem{Msg: msg, Source: pl.source(top)})
@@ -607,49 +648,121 @@ func (pl *planner) planFilters(p *Plan, reg *FilterRegistry) {
 	}
 }
 
-// planAuth checks the section <id> of every auth plugin: <id>.enabled and
-// <id>.namesrv_enabled are booleans, the rest is the plugin's config.
-func (pl *planner) planAuth(reg *AuthRegistry) {
+// planAuth decodes the section auth.<id> of every auth plugin, whether
+// or not it is enabled: auth.<id>.enabled and auth.<id>.namesrv_enabled
+// are booleans, the rest is the plugin's config, decoded strictly and,
+// for an enabled plugin, validated; the keys of a disabled plugin that
+// differ from its defaults are refused. The enabled plugins go to p.Auth.
+// The old spelling <id>.* is read as auth.<id>.* (with a notice); one key
+// set in both spellings is a problem naming both.
+func (pl *planner) planAuth(p *Plan, reg *AuthRegistry) {
 	if reg == nil {
 		return
 	}
-	for _, id := range reg.IDs() {
-		if !pl.cfg.Exists(id) {
+	ids := reg.IDs()
+	if pl.cfg.Exists(AuthSection) && len(pl.children(AuthSection)) == 0 {
+		pl.add(AuthSection, "must be a section, one key per auth plugin (auth.<id>.enabled; registered: %s)", strings.Join(ids, ", "))
+	}
+	for _, k := range pl.children(AuthSection) {
+		if !slices.Contains(ids, k) {
+			pl.unknown(AuthSection+"."+k, ids)
+		}
+	}
+	for _, id := range ids {
+		section, view, ok := pl.authSection(p, id)
+		if !ok {
 			continue
 		}
 		prov, _ := reg.Get(id)
-		enabled := false
+		enabled, namesrv := false, false
 		for _, k := range []string{"enabled", NamesrvKey} {
-			key := id + "." + k
-			if !pl.cfg.Exists(key) {
+			key := section + "." + k
+			if !view.Exists(key) {
 				continue
 			}
-			v := strings.ToLower(pl.cfg.String(key))
-			switch {
+			switch v := strings.ToLower(view.String(key)); {
 			case truthy(v):
 				enabled = enabled || k == "enabled"
+				namesrv = namesrv || k == NamesrvKey
 			case v == "false" || v == "0" || v == "no" || v == "off" || v == "":
 			default:
-				pl.add(key, "%q is not a boolean (true or false)", pl.cfg.String(key))
+				pl.add(key, "%q is not a boolean (true or false)", view.String(key))
 			}
 		}
 		// The section less the guard's keys; nested keys (a map field,
-		// token.tokens.alice) stay nested.
+		// auth.token.tokens.alice) stay nested.
 		c := prov.NewConfig()
-		if err := pl.cfg.Without(id+".enabled", id+"."+NamesrvKey).Decode(id, c); err != nil {
-			pl.absorb(id, err, func(string) []string { return append(structKeys(c), "enabled", NamesrvKey) })
+		if err := view.Without(section+".enabled", section+"."+NamesrvKey).Decode(section, c); err != nil {
+			pl.absorb(section, err, func(key string) []string {
+				if !strings.Contains(strings.TrimPrefix(key, section+"."), ".") {
+					return append(structKeys(c), "enabled", NamesrvKey)
+				}
+				return keysOf(section, c)(key)
+			})
 			continue
 		}
-		if enabled {
-			if v, ok := c.(interface{ Validate() error }); ok {
-				if err := v.Validate(); err != nil {
-					pl.absorb(id, err, nil)
-				}
+		if !enabled {
+			if !reflect.DeepEqual(c, prov.NewConfig()) {
+				pl.add(section, "is set but %s.enabled is false: its keys do nothing (set %s.enabled: true, or remove them)", section, section)
 			}
-		} else if !reflect.DeepEqual(c, prov.NewConfig()) {
-			pl.add(id, "is set but %s.enabled is false: its keys do nothing (set %s.enabled: true, or remove them)", id, id)
+			continue
+		}
+		if v, ok := c.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				pl.absorb(section, err, nil)
+				continue
+			}
+		}
+		p.Auth = append(p.Auth, AuthSettings{Provider: prov, Config: c, Namesrv: namesrv})
+	}
+}
+
+// authSection says where the section of auth plugin id is read: the
+// section's name as the user spelled it (auth.acl, or acl when only the
+// old spelling is used, so that problems name the keys as written) and
+// the configuration to read it from (a merged view when both spellings
+// are used for different keys). ok is false when the plugin has no
+// section, or when one key is set in both spellings (a problem).
+func (pl *planner) authSection(p *Plan, id string) (section string, view *config.Config, ok bool) {
+	canon := AuthSection + "." + id
+	var old []string
+	if !slices.Contains(kernelSections, id) && pl.cfg.Exists(id) {
+		for _, k := range pl.cfg.Keys() {
+			if k == id || strings.HasPrefix(k, id+".") {
+				old = append(old, k)
+			}
 		}
 	}
+	if len(old) == 0 {
+		return canon, pl.cfg, pl.cfg.Exists(canon)
+	}
+	both := false
+	renamed := make([]string, len(old))
+	for i, k := range old {
+		renamed[i] = AuthSection + "." + k
+		if pl.cfg.Exists(renamed[i]) {
+			pl.problems = append(pl.problems, Problem{Key: renamed[i], Source: pl.source(renamed[i]),
+				Msg: fmt.Sprintf("and %s%s are both set: %s.* is the old spelling of %s.*; keep one", k, sourceNote(pl.source(k)), id, canon)})
+			both = true
+		}
+	}
+	if both {
+		return "", nil, false
+	}
+	p.Notices = append(p.Notices, fmt.Sprintf("config: %s read as %s (%s.* is the old spelling of %s.*)",
+		strings.Join(old, ", "), strings.Join(renamed, ", "), id, canon))
+	if !pl.cfg.Exists(canon) {
+		return id, pl.cfg, true
+	}
+	view = pl.cfg.Without(id)
+	for i, k := range old {
+		view.Set(renamed[i], pl.cfg.Get(k))
+	}
+	if pl.aliases == nil {
+		pl.aliases = map[string]string{}
+	}
+	pl.aliases[canon] = id
+	return canon, view, true
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -346,6 +346,7 @@ type Deps struct {
 }
 
 // Provider describes one storage engine plugin (fx group "storage").
+// Write one with Define (a typed config, no conversion by hand).
 type Provider interface {
 	ID() string
 	NewConfig() any

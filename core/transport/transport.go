@@ -109,7 +109,8 @@ type Deps struct {
 }
 
 // Provider describes one transport plugin. The kernel collects providers
-// from the fx group "transport" and picks them by ID.
+// from the fx group "transport" and picks them by ID. Write one with
+// Define (a typed config, no conversion by hand).
 type Provider interface {
 	// ID is the configuration name: "tcp", "quic", "nats".
 	ID() string

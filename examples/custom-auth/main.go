@@ -6,9 +6,9 @@
 // stock ACL plugin (kernel.AsAuth).
 //
 //	go build -o mq-token ./examples/custom-auth
-//	./mq-token dev --set storage.dir=/tmp/q --set token.enabled=true \
-//		--set token.tokens.alice=alice-token-1 --set token.topics.alice=Orders \
-//		--set token.tokens.root=root-token-1 --set token.admins=root
+//	./mq-token dev --set storage.dir=/tmp/q --set auth.token.enabled=true \
+//		--set auth.token.tokens.alice=alice-token-1 --set auth.token.topics.alice=Orders \
+//		--set auth.token.tokens.root=root-token-1 --set auth.token.admins=root
 //
 // and a producer of the official Go client sends with
 //
@@ -80,8 +80,9 @@ func run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	// The plugin's section (token.*) is this binary's addition to mq's.
-	cfg, err := server.LoadConfig(config.Options{File: *file, Env: os.Environ(), Sets: s}, r, tokenauth.ID)
+	// The plugin's section is auth.token, in the kernel's auth section:
+	// the binary adds no top-level key of its own.
+	cfg, err := server.LoadConfig(config.Options{File: *file, Env: os.Environ(), Sets: s}, r)
 	if err != nil {
 		return err
 	}

@@ -53,9 +53,9 @@ func buildBinary(t *testing.T) string {
 func TestTokenAuth(t *testing.T) {
 	rlog.SetLogLevel("error")
 	srv := testserver.StartDev(t, testserver.Options{Binary: buildBinary(t), Sets: []string{
-		"token.enabled=true",
-		"token.tokens.alice=" + aliceToken, "token.topics.alice=Orders",
-		"token.tokens.root=" + rootToken, "token.admins=root",
+		"auth.token.enabled=true",
+		"auth.token.tokens.alice=" + aliceToken, "auth.token.topics.alice=Orders",
+		"auth.token.tokens.root=" + rootToken, "auth.token.admins=root",
 	}})
 
 	c := remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {

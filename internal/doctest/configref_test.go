@@ -187,7 +187,7 @@ func TestConfigurationReference(t *testing.T) {
 	for _, s := range sections {
 		names[s.name] = true
 	}
-	for _, want := range []string{"namesrv", "broker", "storage", "ha", "acl", "metrics", "console", "transport"} {
+	for _, want := range []string{"namesrv", "broker", "storage", "ha", "auth", "metrics", "console", "transport"} {
 		assert.True(t, names[want], "config.example.yaml has no %s section", want)
 	}
 	got := renderConfigReference(header, sections)

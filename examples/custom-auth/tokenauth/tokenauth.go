@@ -25,11 +25,12 @@ import (
 	"github.com/quivermq/quiver/core/auth"
 )
 
-// ID is the plugin's name and configuration section: token.enabled turns
-// it on, token.tokens, token.topics and token.admins configure it.
+// ID is the plugin's name; its configuration section is auth.token:
+// auth.token.enabled turns it on, auth.token.tokens, auth.token.topics and
+// auth.token.admins configure it.
 const ID = "token"
 
-// Config is the token section.
+// Config is the auth.token section.
 type Config struct {
 	// Tokens maps each access key to its token.
 	Tokens map[string]string `koanf:"tokens"`
@@ -43,16 +44,16 @@ type Config struct {
 // Validate checks the section.
 func (c *Config) Validate() error {
 	if len(c.Tokens) == 0 {
-		return errors.New("token.tokens: at least one access key is required")
+		return errors.New("auth.token.tokens: at least one access key is required")
 	}
 	for ak, tok := range c.Tokens {
 		if len(tok) < 8 {
-			return fmt.Errorf("token.tokens.%s: a token has at least 8 characters", ak)
+			return fmt.Errorf("auth.token.tokens.%s: a token has at least 8 characters", ak)
 		}
 	}
 	for _, ak := range c.Admins {
 		if _, ok := c.Tokens[ak]; !ok {
-			return fmt.Errorf("token.admins: %q has no token in token.tokens", ak)
+			return fmt.Errorf("auth.token.admins: %q has no token in auth.token.tokens", ak)
 		}
 	}
 	return nil
@@ -133,27 +134,18 @@ func actionName(act auth.Action) string {
 	return "use"
 }
 
-// Provider registers the plugin with the kernel.
-type Provider struct{}
+// Provider registers the plugin with the kernel: an auth.Define
+// descriptor, so the plugin is written against *Config only.
+type Provider = auth.Descriptor[Config]
 
 // NewProvider returns the provider (kernel.AsAuth takes it).
-func NewProvider() Provider { return Provider{} }
-
-// ID implements auth.Provider.
-func (Provider) ID() string { return ID }
-
-// NewConfig implements auth.Provider.
-func (Provider) NewConfig() any { return &Config{} }
-
-// Open implements auth.Provider.
-func (Provider) Open(_ context.Context, cfg any, _ auth.Deps) (auth.Authenticator, auth.Authorizer, error) {
-	c, ok := cfg.(*Config)
-	if !ok {
-		return nil, nil, fmt.Errorf("tokenauth: config %T, want *tokenauth.Config", cfg)
-	}
-	a, err := New(c)
-	if err != nil {
-		return nil, nil, err
-	}
-	return a, a, nil
+func NewProvider() *Provider {
+	return auth.Define(ID, func() *Config { return &Config{} },
+		func(_ context.Context, c *Config, _ auth.Deps) (auth.Authenticator, auth.Authorizer, error) {
+			a, err := New(c)
+			if err != nil {
+				return nil, nil, err
+			}
+			return a, a, nil
+		})
 }

@@ -121,32 +121,14 @@ func (m *Matcher) Match(props message.Properties) bool {
 func (m *Matcher) String() string { return m.name + "=" + m.re.String() }
 
 // Provider is the plugin descriptor registered with the kernel.
-type Provider struct{}
+type Provider = filter.Descriptor[Config]
 
-var _ filter.Provider = Provider{}
-
-// NewProvider returns the provider.
-func NewProvider() Provider { return Provider{} }
-
-// ID implements filter.Provider.
-func (Provider) ID() string { return ID }
-
-// Type implements filter.Provider.
-func (Provider) Type() string { return Type }
-
-// NewConfig implements filter.Provider.
-func (Provider) NewConfig() any { return NewConfig() }
-
-// New implements filter.Provider.
-func (Provider) New(cfg any) (filter.Compiler, error) {
-	switch c := cfg.(type) {
-	case nil:
-		return NewCompiler(nil), nil
-	case *Config:
+// NewProvider returns the provider (filter.Define).
+func NewProvider() *Provider {
+	return filter.Define(ID, Type, NewConfig, func(c *Config) (filter.Compiler, error) {
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("filter.regex: %w", err)
 		}
 		return NewCompiler(c), nil
-	}
-	return nil, fmt.Errorf("filter.regex: config is %T, want *regexfilter.Config", cfg)
+	})
 }

@@ -422,26 +422,13 @@ var (
 )
 
 // Provider is the ACL descriptor registered with the kernel.
-type Provider struct{}
+type Provider = auth.Descriptor[Config]
 
-var _ auth.Provider = Provider{}
+// NewProvider returns the provider (auth.Define). Its Open returns the same
+// *ACL twice, which the caller must Close (io.Closer) when it stops.
+func NewProvider() *Provider { return auth.Define(ID, NewConfig, openACL) }
 
-// NewProvider returns the provider.
-func NewProvider() Provider { return Provider{} }
-
-// ID implements auth.Provider.
-func (Provider) ID() string { return ID }
-
-// NewConfig implements auth.Provider.
-func (Provider) NewConfig() any { return NewConfig() }
-
-// Open implements auth.Provider. Both results are the same *ACL, which the
-// caller must Close (io.Closer) when it stops.
-func (Provider) Open(_ context.Context, cfg any, deps auth.Deps) (auth.Authenticator, auth.Authorizer, error) {
-	c, ok := cfg.(*Config)
-	if !ok {
-		return nil, nil, fmt.Errorf("acl: config is %T, want *acl.Config", cfg)
-	}
+func openACL(_ context.Context, c *Config, deps auth.Deps) (auth.Authenticator, auth.Authorizer, error) {
 	if deps.Logger != nil {
 		deps.Logger = deps.Logger.With("component", "auth."+ID)
 	}

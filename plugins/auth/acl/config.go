@@ -9,12 +9,12 @@ import (
 // DefaultReloadInterval is how often the ACL file is checked for changes.
 const DefaultReloadInterval = 2 * time.Second
 
-// Config is the plugin's section (acl.* in the broker and name server
-// configuration).
+// Config is the plugin's section (auth.acl.* in the broker and name
+// server configuration; the old spelling acl.* is read as auth.acl.*).
 //
-// Whether the plugin runs at all is not decided here: the broker or name
-// server section (acl.enabled) decides whether the plugin is composed into
-// the process; when it is, this section configures it.
+// Whether the plugin runs at all is not decided here: the kernel's keys
+// auth.acl.enabled and auth.acl.namesrv_enabled decide whether the guard
+// opens it; when it does, this section configures it.
 type Config struct {
 	// File is the path of the ACL file, YAML in RocketMQ's plain_acl.yml
 	// layout (globalWhiteRemoteAddresses, accounts). Required.

@@ -185,32 +185,14 @@ func (c *Compiler) CompileMatcher(expr string) (*Matcher, error) {
 }
 
 // Provider is the SQL92 filter descriptor registered with the kernel.
-type Provider struct{}
+type Provider = filter.Descriptor[Config]
 
-var _ filter.Provider = Provider{}
-
-// NewProvider returns the provider.
-func NewProvider() Provider { return Provider{} }
-
-// ID implements filter.Provider.
-func (Provider) ID() string { return ID }
-
-// Type implements filter.Provider.
-func (Provider) Type() string { return filter.TypeSQL92 }
-
-// NewConfig implements filter.Provider.
-func (Provider) NewConfig() any { return NewConfig() }
-
-// New implements filter.Provider.
-func (Provider) New(cfg any) (filter.Compiler, error) {
-	switch c := cfg.(type) {
-	case nil:
-		return NewCompiler(nil), nil
-	case *Config:
+// NewProvider returns the provider (filter.Define).
+func NewProvider() *Provider {
+	return filter.Define(ID, filter.TypeSQL92, NewConfig, func(c *Config) (filter.Compiler, error) {
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("filter.sql92: %w", err)
 		}
 		return NewCompiler(c), nil
-	}
-	return nil, fmt.Errorf("filter.sql92: config is %T, want *sql92.Config", cfg)
+	})
 }

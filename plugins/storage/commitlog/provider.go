@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/quivermq/quiver/core/store"
 )
@@ -10,35 +9,22 @@ import (
 // ID is the engine's name in storage.engine.
 const ID = "commitlog"
 
-// Provider is the storage descriptor registered with the kernel.
-type Provider struct{}
+// Provider is the storage descriptor registered with the kernel
+// (store.Define), which also truncates a closed store (store.Truncater).
+type Provider struct {
+	*store.Descriptor[Config]
+}
 
 var _ store.Provider = Provider{}
 
 // NewProvider returns the provider.
-func NewProvider() Provider { return Provider{} }
+func NewProvider() Provider { return Provider{store.Define(ID, NewConfig, openEngine)} }
 
-// ID implements store.Provider.
-func (Provider) ID() string { return ID }
-
-// NewConfig implements store.Provider.
-func (Provider) NewConfig() any { return NewConfig() }
-
-// Open implements store.Provider.
-func (Provider) Open(ctx context.Context, cfg any, deps store.Deps) (store.Store, error) {
+func openEngine(ctx context.Context, cfg *Config, deps store.Deps) (store.Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var c *Config
-	switch v := cfg.(type) {
-	case nil:
-		c = NewConfig()
-	case *Config:
-		c = v
-	default:
-		return nil, fmt.Errorf("commitlog: config is %T, want *commitlog.Config: %w", cfg, store.ErrBadArgument)
-	}
-	s, err := Open(c, deps)
+	s, err := Open(cfg, deps)
 	if err != nil {
 		return nil, err
 	}

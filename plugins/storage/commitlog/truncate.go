@@ -20,13 +20,9 @@ func (Provider) TruncateLog(ctx context.Context, cfg any, deps store.Deps, offse
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	c := NewConfig()
-	switch v := cfg.(type) {
-	case nil:
-	case *Config:
-		c = v
-	default:
-		return false, fmt.Errorf("commitlog: config is %T, want *commitlog.Config: %w", cfg, store.ErrBadArgument)
+	c, err := store.ConfigOf(ID, cfg, NewConfig)
+	if err != nil {
+		return false, err
 	}
 	return TruncateDir(deps.Settings.Dir, int64(c.SegmentSize), offset)
 }

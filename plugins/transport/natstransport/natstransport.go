@@ -121,10 +121,11 @@ import (
 	"github.com/quivermq/quiver/core/transport"
 )
 
-// Provider is the transport descriptor registered with the kernel. It
-// owns the process's NATS connections: listeners and dialers of one
-// Provider share them.
+// Provider is the transport descriptor registered with the kernel (a
+// transport.Define descriptor, embedded). It owns the process's NATS
+// connections: listeners and dialers of one Provider share them.
 type Provider struct {
+	*transport.Descriptor[Config]
 	pool *pool
 	seq  atomic.Uint64
 }
@@ -132,19 +133,24 @@ type Provider struct {
 var _ transport.Provider = (*Provider)(nil)
 
 // NewProvider returns a provider with no NATS connection yet.
-func NewProvider() *Provider { return &Provider{pool: newPool()} }
-
-// ID implements transport.Provider.
-func (*Provider) ID() string { return "nats" }
-
-// NewConfig implements transport.Provider.
-func (*Provider) NewConfig() any { return NewConfig() }
-
-func cfgOf(cfg any) *Config {
-	if c, ok := cfg.(*Config); ok && c != nil {
-		return c
-	}
-	return NewConfig()
+func NewProvider() *Provider {
+	p := &Provider{pool: newPool()}
+	p.Descriptor = transport.Define("nats", NewConfig,
+		func(ctx context.Context, addr string, cfg *Config, deps transport.Deps) (transport.Listener, error) {
+			ln, err := p.ListenNATS(ctx, addr, cfg, deps)
+			if err != nil {
+				return nil, err
+			}
+			return ln, nil
+		},
+		func(ctx context.Context, addr string, cfg *Config, deps transport.Deps) (transport.Conn, error) {
+			c, err := p.DialNATS(ctx, addr, cfg, deps)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		})
+	return p
 }
 
 func maxOr(n int) int {
@@ -159,16 +165,6 @@ func loggerOf(deps transport.Deps) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return deps.Logger.With("transport", "nats")
-}
-
-// Listen implements transport.Provider.
-func (p *Provider) Listen(ctx context.Context, addr string, cfg any, deps transport.Deps) (transport.Listener, error) {
-	return p.ListenNATS(ctx, addr, cfgOf(cfg), deps)
-}
-
-// Dial implements transport.Provider.
-func (p *Provider) Dial(ctx context.Context, addr string, cfg any, deps transport.Deps) (transport.Conn, error) {
-	return p.DialNATS(ctx, addr, cfgOf(cfg), deps)
 }
 
 // queueGroup is the queue group of every listener subscription.

@@ -70,34 +70,25 @@ import (
 )
 
 // Provider is the transport descriptor registered with the kernel.
-type Provider struct{}
+type Provider = transport.Descriptor[Config]
 
-var _ transport.Provider = Provider{}
-
-// NewProvider returns the provider.
-func NewProvider() Provider { return Provider{} }
-
-// ID implements transport.Provider.
-func (Provider) ID() string { return "quic" }
-
-// NewConfig implements transport.Provider.
-func (Provider) NewConfig() any { return NewConfig() }
-
-func cfgOf(cfg any) *Config {
-	if c, ok := cfg.(*Config); ok && c != nil {
-		return c
-	}
-	return NewConfig()
-}
-
-// Listen implements transport.Provider.
-func (Provider) Listen(ctx context.Context, addr string, cfg any, deps transport.Deps) (transport.Listener, error) {
-	return Listen(ctx, addr, cfgOf(cfg), deps)
-}
-
-// Dial implements transport.Provider.
-func (Provider) Dial(ctx context.Context, addr string, cfg any, deps transport.Deps) (transport.Conn, error) {
-	return Dial(ctx, addr, cfgOf(cfg), deps)
+// NewProvider returns the provider (transport.Define).
+func NewProvider() *Provider {
+	return transport.Define("quic", NewConfig,
+		func(ctx context.Context, addr string, cfg *Config, deps transport.Deps) (transport.Listener, error) {
+			ln, err := Listen(ctx, addr, cfg, deps)
+			if err != nil {
+				return nil, err
+			}
+			return ln, nil
+		},
+		func(ctx context.Context, addr string, cfg *Config, deps transport.Deps) (transport.Conn, error) {
+			c, err := Dial(ctx, addr, cfg, deps)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		})
 }
 
 // Application and stream error codes sent to the peer.

@@ -75,8 +75,13 @@ func TestProvider(t *testing.T) {
 	p := NewProvider()
 	assert.Equal(t, "quic", p.ID())
 	assert.Equal(t, NewConfig(), p.NewConfig())
-	assert.Equal(t, NewConfig(), cfgOf(nil))
-	assert.Equal(t, NewConfig(), cfgOf((*Config)(nil)))
+	for _, give := range []any{nil, (*Config)(nil)} {
+		c, err := p.Config(give)
+		assert.NoError(t, err)
+		assert.Equal(t, NewConfig(), c, "%T means the defaults", give)
+	}
+	_, err := p.Config(struct{}{})
+	assert.ErrorIs(t, err, transport.ErrBadConfig)
 }
 
 func TestConfigValidate(t *testing.T) {
