@@ -156,3 +156,61 @@ func BenchmarkRecover(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkReadInterleaved reads a backlog of 4 or 16 queues written
+// interleaved (one message per queue in turn, as producers spreading over
+// queues write it), 32 messages per Read, the queues in turn, with span
+// reads off ("single": one read per non-contiguous record, as before) and
+// on ("span"). An op is one Read; reads/op counts commit-log reads.
+func BenchmarkReadInterleaved(b *testing.B) {
+	const total = 16384
+	for _, nq := range []int{4, 16} {
+		for _, size := range []int{128, 1024} {
+			b.Run(fmt.Sprintf("q%d/%dB", nq, size), func(b *testing.B) {
+				set := storetest.DefaultSettings(b.TempDir())
+				set.FlushInterval = 0 // the default, 500ms
+				s, err := Open(NewConfig(), store.Deps{Logger: slog.New(slog.DiscardHandler), Settings: set})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				body := string(make([]byte, size))
+				var batch []store.Message
+				for q := 0; q < nq; q++ {
+					batch = append(batch, storetest.Msg("Bench", int32(q), body, map[string]string{"TAGS": "t"}))
+				}
+				for i := 0; i < total/nq; i++ {
+					if _, err := s.Append(bg, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for _, mode := range []struct {
+					name string
+					gap  int64
+				}{{"single", -1}, {"span", 0}} {
+					b.Run(mode.name, func(b *testing.B) {
+						s.ra.gap.Store(mode.gap)
+						defer s.ra.gap.Store(0)
+						var r store.ReadResult
+						cur := make([]int64, nq)
+						reads0 := s.ra.reads.Load()
+						msgs := 0
+						b.ReportAllocs()
+						b.ResetTimer()
+						for i := 0; i < b.N; i++ {
+							q := i % nq
+							if err := s.Read(bg, store.Queue{Topic: "Bench", ID: int32(q)}, cur[q], store.ReadOptions{}, &r); err != nil || r.Status != store.Found {
+								b.Fatal(err, r.Status)
+							}
+							msgs += len(r.Records)
+							cur[q] = r.NextOffset % int64(total/nq)
+						}
+						b.StopTimer()
+						b.ReportMetric(float64(s.ra.reads.Load()-reads0)/float64(b.N), "reads/op")
+						b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(msgs), "ns/msg")
+					})
+				}
+			})
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	"github.com/quivermq/quiver/core/message"
@@ -20,13 +19,11 @@ var entryPool = sync.Pool{New: func() any {
 	return &b
 }}
 
-type candidate struct {
-	off  int64
-	phys int64
-	size int32
-}
-
 // Read implements store.Store, following RocketMQ's GetMessageStatus table.
+// It classifies the offset, then scans consume-queue entries a block at a
+// time (batchReader.scan: pick the candidates, fetch their records with
+// as few reads as the log's layout allows, accept or reject each) and
+// finally settles the status (finishRead).
 func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts store.ReadOptions, into *store.ReadResult) error {
 	if into == nil {
 		return fmt.Errorf("commitlog: read %s: nil result: %w", q, store.ErrBadArgument)
@@ -52,121 +49,32 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 	if maxScan < limit-offset {
 		limit = offset + maxScan
 	}
-
-	buf := into.Buffer(min(maxBytes, 64<<10))
-	ebp := entryPool.Get().(*[]byte)
-	defer entryPool.Put(ebp)
-	var candArr [64]candidate
-	cands := candArr[:0]
-	// runEnd is where the last accepted record ended in buf (-1: none, or
-	// buf moved since): the next one starting there extends the last run.
-	runEnd, runStart := -1, 0
-	cur := offset
-	full := false
-	for cur < limit && !full {
-		n := int(min(limit-cur, entryBlock))
-		eb, err := cq.readEntries(cur, n, *ebp)
-		*ebp = eb[:0]
-		if err != nil {
-			if cq.isDropped() {
-				// The topic was deleted under us.
-				into.Reset()
-				into.Status = store.NoMessageInQueue
-				return nil
-			}
-			if errors.Is(err, errRemoved) {
-				break
-			}
-			into.SetBuffer(buf)
-			return s.closedErr("read "+q.String(), err)
-		}
-		cands = cands[:0]
-		pendBytes := 0
-		stopAt := cur + int64(len(eb)/cqEntrySize)
-		for i := 0; i < len(eb)/cqEntrySize; i++ {
-			phys, size, tags := getEntry(eb[i*cqEntrySize:])
-			// As RocketMQ: the batch-full check comes before filtering.
-			nrec := len(into.Records) + len(cands)
-			if nrec >= maxMsgs || (nrec > 0 && into.Bytes+pendBytes+int(size) > maxBytes) {
-				stopAt, full = cur+int64(i), true
-				break
-			}
-			if size <= 0 {
-				continue
-			}
-			if opts.Filter != nil && !opts.Filter(tags) {
-				continue
-			}
-			cands = append(cands, candidate{off: cur + int64(i), phys: phys, size: size})
-			pendBytes += int(size)
-		}
-		rejected := 0
-		removed := false
-		for i := 0; i < len(cands); {
-			j := i + 1
-			run := int(cands[i].size)
-			for j < len(cands) && cands[j].phys == cands[j-1].phys+int64(cands[j-1].size) {
-				run += int(cands[j].size)
-				j++
-			}
-			start := len(buf)
-			if cap(buf)-start < run {
-				runEnd = -1 // the records so far stay in the old array
-			}
-			buf = slices.Grow(buf, run)[:start+run]
-			if err := s.readAt(cands[i].phys, buf[start:]); err != nil {
-				buf = buf[:start]
-				if errors.Is(err, errRemoved) {
-					stopAt, removed = cands[i].off, true
-					break
-				}
-				into.SetBuffer(buf)
-				return s.closedErr("read "+q.String(), err)
-			}
-			p := start
-			for k := i; k < j; k++ {
-				sz := int(cands[k].size)
-				rec := buf[p : p+sz : p+sz]
-				p += sz
-				if why := checkRead(rec, cands[k].phys, q, cands[k].off); why != "" {
-					// Damaged data: skip the entry (it still counts as
-					// scanned) so consumers move past it, and say so.
-					s.readDamage(cands[k].phys, int32(sz), fmt.Sprintf("consume queue %s offset %d: %s", q, cands[k].off, why))
-					rejected++
-					continue
-				}
-				if opts.Match != nil && !opts.Match(rec) {
-					rejected++
-					continue
-				}
-				into.Records = append(into.Records, rec)
-				into.QueueOffsets = append(into.QueueOffsets, cands[k].off)
-				into.Bytes += sz
-				if at := p - sz; at == runEnd {
-					into.Runs[len(into.Runs)-1] = buf[runStart:p:p]
-				} else {
-					into.Runs = append(into.Runs, rec)
-					runStart = at
-				}
-				runEnd = p
-			}
-			i = j
-		}
-		cur = stopAt
-		if removed {
-			break
-		}
-		if rejected > 0 {
-			full = false
-		}
+	r := batchReader{s: s, q: q, opts: opts, into: into, maxMsgs: maxMsgs, maxBytes: maxBytes,
+		buf: into.Buffer(min(maxBytes, 64<<10)), runEnd: -1, gap: s.ra.spanGap()}
+	cur, dropped, err := r.scan(cq, offset, limit)
+	into.SetBuffer(r.buf)
+	switch {
+	case err != nil:
+		return err
+	case dropped:
+		// The topic was deleted under us.
+		into.Reset()
+		into.Status = store.NoMessageInQueue
+		return nil
 	}
-	into.SetBuffer(buf)
+	finishRead(cq, into, cur, limit)
+	return nil
+}
+
+// finishRead sets the status and next offset of a read that scanned up
+// to cur (of limit).
+func finishRead(cq *consumeQueue, into *store.ReadResult, cur, limit int64) {
 	if cur < limit && len(into.Records) == 0 && cur < cq.min.Load() {
 		// Retention removed what we were reading.
-		mn, mx = cq.offsets()
+		mn, mx := cq.offsets()
 		into.MinOffset, into.MaxOffset = mn, mx
 		into.Status, into.NextOffset = store.OffsetTooSmall, mn
-		return nil
+		return
 	}
 	into.NextOffset = cur
 	if len(into.Records) > 0 {
@@ -174,7 +82,6 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 	} else {
 		into.Status = store.NoMatchedMessage
 	}
-	return nil
 }
 
 // Lookup implements store.Store: the record at a commit-log offset.

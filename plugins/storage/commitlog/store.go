@@ -144,6 +144,7 @@ type Store struct {
 	syncs     atomic.Int64 // commit-log fsync rounds, for tests
 	syncStats syncTimer
 	writes    atomic.Int64 // group writes, for tests
+	ra        readAhead    // Read's span reads: counter and A/B switch (read_span.go)
 
 	ckMu    sync.Mutex
 	ckFile  *os.File
