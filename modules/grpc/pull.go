@@ -13,6 +13,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/pop"
 )
 
@@ -69,7 +70,7 @@ func (s *Server) PullMessage(req *grpcapi.PullMessageRequest, stream grpcapi.Mes
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-500*time.Millisecond)
 	}
-	res, err := s.pullWait(ctx, q, req.GetOffset(), batch, readOptions(matcher), max(wait, 0))
+	res, err := s.pullWait(ctx, q, req.GetOffset(), batch, broker.FilterReadOptions(matcher), max(wait, 0))
 	if err != nil {
 		return send(status(grpcapi.Code_INTERNAL_SERVER_ERROR, err.Error()))
 	}
@@ -134,27 +135,6 @@ func (s *Server) filterOf(fe *grpcapi.FilterExpression) (filter.Matcher, *grpcap
 		return nil, status(grpcapi.Code_ILLEGAL_FILTER_EXPRESSION, err.Error())
 	}
 	return m, nil
-}
-
-// readOptions turns a matcher into store read options: the tag-code
-// pre-filter when the matcher has one, then the exact match on each
-// record's properties.
-func readOptions(m filter.Matcher) store.ReadOptions {
-	var opts store.ReadOptions
-	if m == nil {
-		return opts
-	}
-	if am, ok := m.(filter.AllMatcher); ok && am.MatchesAll() {
-		return opts
-	}
-	if tm, ok := m.(filter.TagsCodeMatcher); ok {
-		opts.Filter = tm.MatchTagsCode
-	}
-	opts.Match = func(rec []byte) bool {
-		ext, _, err := message.DecodeStored(rec)
-		return err == nil && m.Match(ext.Properties)
-	}
-	return opts
 }
 
 // pullWait reads q at offset; when the queue has nothing at offset yet

@@ -405,7 +405,7 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 	}
 	// Then new messages.
 	var res store.ReadResult
-	opts := readOptions(m)
+	opts := broker.FilterReadOptions(m)
 	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
 		q := int32((uint32(i) + start) % uint32(n))
 		qs := s.queueLocked(qkey{group, topic, q})
@@ -464,24 +464,6 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 	}
 	s.commitOffsets(recs)
 	return out, nil
-}
-
-func readOptions(m filter.Matcher) store.ReadOptions {
-	var opts store.ReadOptions
-	if m == nil {
-		return opts
-	}
-	if am, ok := m.(filter.AllMatcher); ok && am.MatchesAll() {
-		return opts
-	}
-	if tm, ok := m.(filter.TagsCodeMatcher); ok {
-		opts.Filter = tm.MatchTagsCode
-	}
-	opts.Match = func(rec []byte) bool {
-		ext, _, err := message.DecodeStored(rec)
-		return err == nil && m.Match(ext.Properties)
-	}
-	return opts
 }
 
 func (s *Service) received(msg *message.Ext, r record) Received {

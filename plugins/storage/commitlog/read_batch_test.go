@@ -17,7 +17,9 @@ import (
 
 const interleavedTopic = "Interleaved"
 
-func interleavedBody(q, i int) string { return fmt.Sprintf("q%d-%04d-%s", q, i, strings.Repeat("b", 100+i%7*10)) }
+func interleavedBody(q, i int) string {
+	return fmt.Sprintf("q%d-%04d-%s", q, i, strings.Repeat("b", 100+i%7*10))
+}
 
 // fillInterleaved appends perQueue messages to each of nq queues the way
 // producers spreading over queues do: one message per queue in turn, so a
