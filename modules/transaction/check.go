@@ -2,6 +2,7 @@ package transaction
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -150,14 +151,43 @@ func (s *Service) checkOne(ctx context.Context, half *message.Ext, now time.Time
 		return pending
 	}
 	group := half.Properties[message.PropertyProducerGroup]
-	peers := s.b.ProducerPeers(group)
-	if len(peers) == 0 {
+	m := s.checkMessage(half, n+1)
+	if m == nil {
+		return pending
+	}
+	via, sent := s.sendCheck(ctx, Check{Group: group, Message: m, Times: n + 1}, log)
+	if !sent {
 		log.Debug("check: no producer of the group online; keeping it for the next round")
 		return pending
 	}
-	req := s.checkRequest(half, n+1)
+	s.mu.Lock()
+	s.checks[qo] = n + 1
+	s.dirty = true
+	s.mu.Unlock()
+	log.Debug("check-back sent", "via", via, "checks", n+1)
+	return pending
+}
+
+// sendCheck asks one producer of the group: through a registered check
+// transport first (5.x producers), else a 4.x producer's remoting
+// connection (CHECK_TRANSACTION_STATE, oneway). It reports where the
+// question went.
+func (s *Service) sendCheck(ctx context.Context, c Check, log *slog.Logger) (string, bool) {
+	s.mu.Lock()
+	ts := s.transports
+	s.mu.Unlock()
+	for _, t := range ts {
+		if t.t.CheckBack(ctx, c) {
+			return t.name, true
+		}
+	}
+	peers := s.b.ProducerPeers(c.Group)
+	if len(peers) == 0 {
+		return "", false
+	}
+	req := s.checkRequest(c.Message)
 	if req == nil {
-		return pending
+		return "", false
 	}
 	start := rand.IntN(len(peers))
 	for i := range peers {
@@ -174,14 +204,9 @@ func (s *Service) checkOne(ctx context.Context, half *message.Ext, now time.Time
 			log.Debug("check: send to producer", "remote", p.RemoteAddr(), "err", err)
 			continue
 		}
-		s.mu.Lock()
-		s.checks[qo] = n + 1
-		s.dirty = true
-		s.mu.Unlock()
-		log.Debug("check-back sent", "remote", p.RemoteAddr(), "checks", n+1)
-		return pending
+		return p.RemoteAddr(), true
 	}
-	return pending
+	return "", false
 }
 
 // copyHalf detaches a half message from the read buffer it aliases.
@@ -192,9 +217,11 @@ func (s *Service) copyHalf(half *message.Ext) *message.Ext {
 	return &cp
 }
 
-// checkRequest builds CHECK_TRANSACTION_STATE: the half message under its
-// real topic and queue, with the check count in TRANSACTION_CHECK_TIMES.
-func (s *Service) checkRequest(half *message.Ext, times int32) *remoting.Command {
+// checkMessage is the half message as a check-back shows it: under its
+// real topic and queue, with the check count in TRANSACTION_CHECK_TIMES;
+// its CommitLogOffset and QueueOffset stay the half message's. nil when the
+// half message has no real topic.
+func (s *Service) checkMessage(half *message.Ext, times int32) *message.Ext {
 	m := *half
 	m.Properties = half.Properties.Clone()
 	m.Properties[message.PropertyTransactionCheckTimes] = strconv.Itoa(int(times))
@@ -206,17 +233,22 @@ func (s *Service) checkRequest(half *message.Ext, times int32) *remoting.Command
 		s.log.Error("check: half message without a real topic", "half_offset", half.QueueOffset)
 		return nil
 	}
-	body, err := message.EncodeStored(&m)
+	return &m
+}
+
+// checkRequest builds CHECK_TRANSACTION_STATE for a check message.
+func (s *Service) checkRequest(m *message.Ext) *remoting.Command {
+	body, err := message.EncodeStored(m)
 	if err != nil {
-		s.log.Error("check: encode half message", "half_offset", half.QueueOffset, "err", err)
+		s.log.Error("check: encode half message", "half_offset", m.QueueOffset, "err", err)
 		return nil
 	}
-	uniq := half.UniqKey()
+	uniq := m.UniqKey()
 	return remoting.NewRequest(remoting.CheckTransactionState, map[string]string{
-		"tranStateTableOffset": strconv.FormatInt(half.QueueOffset, 10),
-		"commitLogOffset":      strconv.FormatInt(half.CommitLogOffset, 10),
+		"tranStateTableOffset": strconv.FormatInt(m.QueueOffset, 10),
+		"commitLogOffset":      strconv.FormatInt(m.CommitLogOffset, 10),
 		"msgId":                uniq,
 		"transactionId":        uniq,
-		"offsetMsgId":          half.MsgID(),
+		"offsetMsgId":          m.MsgID(),
 	}, body)
 }

@@ -109,6 +109,9 @@ type Service struct {
 	// opNext is the op-queue offset after the last op known.
 	opNext int64
 	dirty  bool
+	// transports carry check-backs to producers other than remoting
+	// peers (checktransport.go); replaced, never changed in place.
+	transports []*namedTransport
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -356,54 +359,39 @@ func (o outcome) String() string {
 // 0 and does not wait, so it is always answered.
 func (s *Service) handleEnd(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	e := remoting.ReadExt(req)
-	group := e.String("producerGroup")
-	tso := e.Int64("tranStateTableOffset")
-	clo := e.Int64("commitLogOffset")
+	r := EndRequest{
+		Group:           e.String("producerGroup"),
+		QueueOffset:     e.Int64("tranStateTableOffset"),
+		CommitLogOffset: e.Int64("commitLogOffset"),
+		FromCheck:       e.Bool("fromTransactionCheck"),
+		MsgID:           e.OptString("msgId"),
+	}
 	typ := e.Int32("commitOrRollback")
-	fromCheck := e.Bool("fromTransactionCheck")
 	if e.Err != nil {
 		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
 	}
-	if s.b.Config().ID != 0 {
-		return remoting.Errorf(req, remoting.SlaveNotAvailable, "the broker is a slave; end transactions on the master")
-	}
-	log := s.log.With("group", group, "half_offset", tso, "commit_log_offset", clo, "msg_id", e.OptString("msgId"), "from_check", fromCheck)
-	var o outcome
 	switch typ {
 	case message.TransactionNotType:
-		log.Debug("transaction state unknown; waiting for a check-back", "remark", req.Remark)
+		s.log.Debug("transaction state unknown; waiting for a check-back", "group", r.Group, "half_offset", r.QueueOffset, "remark", req.Remark)
 		return remoting.NewResponse(req, remoting.Success, "")
 	case message.TransactionCommit:
-		o = commit
+		r.Resolution = Commit
 	case message.TransactionRollback:
-		o = rollback
+		r.Resolution = Rollback
 	default:
 		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("illegal commitOrRollback %d", typ))
 	}
-	half, err := s.lookupHalf(ctx, clo)
-	if err != nil {
-		log.Warn("end transaction: half message not found", "err", err)
-		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("find prepared transaction message failed: %v", err))
-	}
-	if g := half.Properties[message.PropertyProducerGroup]; g != group {
-		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("the producer group wrong: half message of %q, request from %q", g, group))
-	}
-	if half.QueueOffset != tso {
-		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("the transaction state table offset wrong: %d, half message at %d", tso, half.QueueOffset))
-	}
-	if half.CommitLogOffset != clo {
-		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("the commit log offset wrong: %d, half message at %d", clo, half.CommitLogOffset))
-	}
-	dup, err := s.decide(context.WithoutCancel(ctx), half, o)
-	if err != nil {
-		log.Error("end transaction", "outcome", o, "err", err)
+	dup, err := s.End(ctx, r)
+	switch {
+	case errors.Is(err, ErrNotMaster):
+		return remoting.Errorf(req, remoting.SlaveNotAvailable, "the broker is a slave; end transactions on the master")
+	case errors.Is(err, ErrHalfNotFound):
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
-	}
-	if dup {
-		log.Info("end transaction ignored: already decided", "outcome", o)
+	case err != nil:
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	case dup:
 		return remoting.NewResponse(req, remoting.Success, "transaction already decided")
 	}
-	log.Debug("transaction decided", "outcome", o)
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
