@@ -224,7 +224,12 @@ func (p *jsonParser) strBytes() ([]byte, bool) {
 }
 
 func (p *jsonParser) strEscaped(start int) ([]byte, bool) {
-	out := make([]byte, 0, p.i-start+16)
+	// A decoded string is never longer than its escaped form (\uXXXX is
+	// at most 3 bytes of UTF-8, a surrogate pair 4): sized to the closing
+	// quote, out is allocated once. Sized to the part before the first
+	// escape it grew by doubling, 4-5 allocations for a message's
+	// properties (their \u0001/\u0002 separators are escapes).
+	out := make([]byte, 0, escapedLen(p.b[start:], p.i-start))
 	out = append(out, p.b[start:p.i]...)
 	for p.i < len(p.b) {
 		c := p.b[p.i]
@@ -285,6 +290,22 @@ func (p *jsonParser) strEscaped(start int) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// escapedLen is the length of the string body b up to its closing quote
+// (or all of b), scanning from i, where b[i] is a backslash.
+func escapedLen(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			return i
+		case '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	return len(b)
 }
 
 func (p *jsonParser) hex4() (rune, bool) {
