@@ -31,6 +31,7 @@ type flags struct {
 	dur         time.Duration
 	latDur      time.Duration
 	rate        int
+	grpcRate    int
 	rounds      int
 	window      int
 	quick       bool
@@ -49,10 +50,11 @@ func main() {
 	flag.DurationVar(&f.dur, "t", 30*time.Second, "longest publish run")
 	flag.DurationVar(&f.latDur, "latency-t", 10*time.Second, "length of the fixed-rate latency run")
 	flag.IntVar(&f.rate, "rate", 10_000, "messages per second of the latency run")
+	flag.IntVar(&f.grpcRate, "grpc-rate", 2000, "messages per second of the gRPC 5.x client's end-to-end run (0: no such run)")
 	flag.IntVar(&f.rounds, "rounds", 3, "rounds (each runs every workload on both systems)")
 	flag.IntVar(&f.window, "window", 256, "async publishes in flight per producer")
 	flag.BoolVar(&f.quick, "quick", false, "smoke run: 50,000 messages / 5 s (latency run 3 s)")
-	flag.StringVar(&f.only, "only", "", "run only workloads whose name contains this (e.g. publish, backlog, latency, fan-out, sync-durable)")
+	flag.StringVar(&f.only, "only", "", "run only workloads whose name contains this (e.g. publish, backlog, latency, fan-out, sync-durable, gRPC); several separated by |")
 	flag.StringVar(&f.write, "write", "", "replace the <!-- peers:begin --> ... <!-- peers:end --> section of this file with the table")
 	flag.StringVar(&f.pprof, "pprof", "", "start mq dev with --pprof ADDR (profiling; not for the recorded table)")
 	flag.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
@@ -188,7 +190,19 @@ func run(ctx context.Context, f flags) error {
 	return nil
 }
 
-func (f flags) want(name string) bool { return f.only == "" || strings.Contains(name, f.only) }
+// want says whether -only selects the workload name: empty selects all,
+// else any of its |-separated parts contained in name.
+func (f flags) want(name string) bool {
+	if f.only == "" {
+		return true
+	}
+	for _, part := range strings.Split(f.only, "|") {
+		if part != "" && strings.Contains(name, part) {
+			return true
+		}
+	}
+	return false
+}
 
 // runRound starts both servers (fresh directories), runs every workload
 // of the durability mode on both, the order alternating with the round,
@@ -331,6 +345,10 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 		return official("official client, sync-durable: ", 0)
 	}
 	if err := official("official client: ", 1); err != nil {
+		return err
+	}
+	// The 5.x client over gRPC (issue 28, grpc.go).
+	if err := grpcRows(ctx, f, tmp, q, eachOf, withTopic, rep); err != nil {
 		return err
 	}
 	for _, size := range []int{1024, 128} {
@@ -477,7 +495,12 @@ func (f flags) anyAsync() bool {
 	if f.only == "" {
 		return true
 	}
-	return !strings.Contains(f.only, "sync-durable")
+	for _, part := range strings.Split(f.only, "|") {
+		if part != "" && !strings.Contains(part, "sync-durable") {
+			return true
+		}
+	}
+	return false
 }
 
 type env struct {

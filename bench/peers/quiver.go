@@ -28,8 +28,10 @@ const quiverPullBatch = 1024
 type quiverTarget struct {
 	p       *proc
 	namesrv string
-	admin   *client.Client
-	seq     atomic.Int64
+	// grpcAddr is mq dev's gRPC endpoint (grpc.listen), for 5.x clients.
+	grpcAddr string
+	admin    *client.Client
+	seq      atomic.Int64
 }
 
 func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr string) (*quiverTarget, error) {
@@ -41,6 +43,10 @@ func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr 
 	if err != nil {
 		return nil, err
 	}
+	gp, err := freePort() // the gRPC endpoint (5.x clients, grpc.go)
+	if err != nil {
+		return nil, err
+	}
 	flush := "async"
 	if syncFlush {
 		flush = "sync"
@@ -49,6 +55,7 @@ func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr 
 	args := []string{"dev",
 		"--set", "namesrv.listen=" + ns,
 		"--set", fmt.Sprintf("broker.listen=127.0.0.1:%d", bp),
+		"--set", fmt.Sprintf("grpc.listen=127.0.0.1:%d", gp),
 		"--set", "storage.dir=" + filepath.Join(dir, "store"),
 		"--set", "storage.flush=" + flush,
 		"--set", "log.level=warn",
@@ -63,7 +70,7 @@ func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr 
 	if err != nil {
 		return nil, err
 	}
-	q := &quiverTarget{p: p, namesrv: ns}
+	q := &quiverTarget{p: p, namesrv: ns, grpcAddr: fmt.Sprintf("127.0.0.1:%d", gp)}
 	if err := waitTCP(ctx, p, ns, 30*time.Second); err != nil {
 		p.stop()
 		return nil, err
