@@ -37,6 +37,10 @@ var systemProps = map[string]bool{
 	message.PropertyWaitStoreMsgOK: true, message.PropertyConsumeStartTime: true,
 	message.PropertyMinOffset: true, message.PropertyMaxOffset: true,
 	store.PropertyRecordCRC: true,
+	// transactions (transaction.go)
+	message.PropertyProducerGroup: true, message.PropertyTransactionPrepared: true,
+	message.PropertyCheckImmunityTime: true, message.PropertyTransactionCheckTimes: true,
+	message.PropertyTranPreparedQueueOffset: true,
 }
 
 func popStatus(err error) *grpcapi.Status {

@@ -143,7 +143,7 @@ func TestSendRefusals(t *testing.T) {
 		{"fifo without group", msg("RefT", "1", "b", &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_FIFO}), grpcapi.Code_ILLEGAL_MESSAGE_GROUP},
 		{"delay without time", msg("RefT", "1", "b", &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_DELAY}), grpcapi.Code_ILLEGAL_DELIVERY_TIME},
 		{"normal with group", msg("RefT", "1", "b", &grpcapi.SystemProperties{MessageGroup: proto.String("g")}), grpcapi.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE},
-		{"transaction", msg("RefT", "1", "b", &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_TRANSACTION}), grpcapi.Code_NOT_IMPLEMENTED},
+		{"transaction without a transaction service", msg("RefT", "1", "b", &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_TRANSACTION}), grpcapi.Code_FORBIDDEN},
 		{"reserved property", func() *grpcapi.Message {
 			m := msg("RefT", "1", "b", nil)
 			m.UserProperties = map[string]string{message.PropertyTimerDeliverMS: "1"}

@@ -14,6 +14,7 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/pop"
+	"github.com/quivermq/quiver/modules/transaction"
 )
 
 // ConfigSection is the grpc section, decoded by the kernel's plan.
@@ -23,13 +24,14 @@ func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Co
 
 type params struct {
 	fx.In
-	Lifecycle fx.Lifecycle
-	Config    *Config
-	Plan      *kernel.Plan
-	Logger    *slog.Logger
-	Broker    *broker.Broker
-	Pop       *pop.Service  `optional:"true"`
-	Guard     *kernel.Guard `optional:"true"`
+	Lifecycle   fx.Lifecycle
+	Config      *Config
+	Plan        *kernel.Plan
+	Logger      *slog.Logger
+	Broker      *broker.Broker
+	Pop         *pop.Service         `optional:"true"`
+	Guard       *kernel.Guard        `optional:"true"`
+	Transaction *transaction.Service `optional:"true"`
 }
 
 func newFromFx(p params, dev bool) error {
@@ -52,7 +54,7 @@ func newFromFx(p params, dev bool) error {
 		}
 		plugins = append(plugins, AuthPlugin{Authenticator: an, Authorizer: az}) // New refuses a nil Authorizer
 	}
-	s, err := New(&cfg, Deps{Broker: p.Broker, Pop: p.Pop, Logger: p.Logger, Auth: plugins})
+	s, err := New(&cfg, Deps{Broker: p.Broker, Pop: p.Pop, Logger: p.Logger, Auth: plugins, Transaction: p.Transaction})
 	if err != nil {
 		if soft {
 			p.Logger.Warn("grpc: endpoint not served", "err", err)

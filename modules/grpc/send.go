@@ -169,7 +169,10 @@ func (s *Server) build(m *grpcapi.Message, born netip.AddrPort) (*message.Ext, *
 		}
 		queue = s.nextQueue(queues)
 	case grpcapi.MessageType_TRANSACTION:
-		return nil, refuse(grpcapi.Code_NOT_IMPLEMENTED, "transactional messages are not served on the gRPC endpoint yet")
+		if se := s.txSend(sp, tc.TopicName, props); se != nil { // transaction.go
+			return nil, se
+		}
+		queue = s.nextQueue(queues)
 	default:
 		return nil, refuse(grpcapi.Code_BAD_REQUEST, "unknown message type %v", sp.GetMessageType())
 	}
@@ -220,6 +223,7 @@ func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageReques
 				se = s.putError(m, ext, err)
 			} else {
 				e.Offset = pos[0].QueueOffset
+				e.TransactionId = s.txSent(ctx, ext, pos[0])
 			}
 		}
 		if se != nil {

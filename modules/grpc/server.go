@@ -24,6 +24,7 @@ import (
 	"github.com/quivermq/quiver/core/transport/tlsconf"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/pop"
+	"github.com/quivermq/quiver/modules/transaction"
 )
 
 // Deps are the services the endpoint fronts.
@@ -36,6 +37,9 @@ type Deps struct {
 	// Auth are the enabled auth plugins (kernel.Guard): every call is
 	// authenticated and authorized by each (auth.go). Empty: no checks.
 	Auth []AuthPlugin
+	// Transaction serves transactional sends, EndTransaction and
+	// check-backs over Telemetry (transaction.go); nil refuses them.
+	Transaction *transaction.Service
 }
 
 // Server is the gRPC endpoint.
@@ -59,9 +63,14 @@ type Server struct {
 
 	rr      atomic.Uint64 // round robin over write queues
 	mu      sync.Mutex
-	clients map[string]*client         // by x-mq-client-id
-	swept   time.Time                  // last expiry sweep of clients
-	claims  atomic.Pointer[claimIndex] // groups.go
+	clients map[string]*client            // by x-mq-client-id
+	swept   time.Time                     // last expiry sweep of clients
+	claims  atomic.Pointer[claimIndex]    // groups.go
+	streams map[*telemetryStream]struct{} // open Telemetry streams (transaction_check.go)
+
+	tx    *transaction.Service
+	txKey []byte // transaction ids' HMAC key (transaction.go)
+	untx  func() // removes the check transport
 }
 
 var _ grpcapi.MessagingServiceServer = (*Server)(nil)
@@ -82,10 +91,16 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		cfg: cfg, b: deps.Broker, pop: deps.Pop, log: log.With("component", "grpc"), auth: g,
-		done: make(chan struct{}), clients: map[string]*client{},
-	}, nil
+		done: make(chan struct{}), clients: map[string]*client{}, tx: deps.Transaction,
+	}
+	if s.tx != nil {
+		if s.txKey, err = loadTxKey(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // Start binds cfg.Listen and serves in a goroutine.
@@ -123,6 +138,9 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	s.b.SetGroupClaim(s.claim) // groups.go: 4.x consumers keep out of 5.x groups
+	if s.tx != nil && s.untx == nil {
+		s.untx = s.tx.AddCheckTransport("grpc", txChecker{s})
+	}
 	s.log.Info("grpc: serving RocketMQ 5 clients", "addr", ln.Addr().String(), "tls", s.cfg.TLS.Enabled)
 	return nil
 }
@@ -161,6 +179,10 @@ func (s *Server) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.b.SetGroupClaim(nil)
+	if s.untx != nil {
+		s.untx()
+		s.untx = nil
+	}
 	stopped := make(chan struct{})
 	go func() { s.srv.GracefulStop(); close(stopped) }()
 	select {

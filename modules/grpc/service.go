@@ -86,9 +86,8 @@ func (s *Server) topic(r *grpcapi.Resource) (*protocol.TopicConfig, *grpcapi.Sta
 }
 
 // acceptTypes are the message types every topic takes over gRPC: 4.x topics
-// carry no message type attribute, and transactional sends are not
-// served yet.
-var acceptTypes = []grpcapi.MessageType{grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY}
+// carry no message type attribute.
+var acceptTypes = []grpcapi.MessageType{grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY, grpcapi.MessageType_TRANSACTION}
 
 func (s *Server) broker() *grpcapi.Broker {
 	return &grpcapi.Broker{Name: s.b.Config().Name, Id: 0, Endpoints: s.endpoints()}
@@ -211,10 +210,13 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 }
 
 // Telemetry is the settings stream: each Settings the client sends is
-// answered with the server's settings. The stream stays open until the
-// client closes it or the endpoint stops.
+// answered with the server's settings, and check-backs of transactions go
+// to the client on it (transaction_check.go). The stream stays open until
+// the client closes it or the endpoint stops.
 func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) error {
 	ctx := stream.Context()
+	ts := s.openStream(ctx)
+	defer s.closeStream(ts)
 	cmds := make(chan *grpcapi.TelemetryCommand)
 	errc := make(chan error, 1)
 	go func() { // ends with the stream: Recv fails once the handler returns
@@ -239,6 +241,10 @@ func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) erro
 			return nil
 		case <-errc:
 			return nil // the client closed the stream or went away
+		case c := <-ts.outbox():
+			if err := stream.Send(c); err != nil {
+				return nil // the client went away
+			}
 		case c := <-cmds:
 			settings := c.GetSettings()
 			if settings == nil {
@@ -247,6 +253,7 @@ func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) erro
 				continue
 			}
 			s.touch(ctx, settings)
+			s.streamSettings(ts, settings)
 			if err := stream.Send(&grpcapi.TelemetryCommand{Status: ok(), Command: &grpcapi.TelemetryCommand_Settings{Settings: s.serverSettings(settings)}}); err != nil {
 				return nil // the client went away
 			}

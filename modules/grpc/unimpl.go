@@ -15,11 +15,6 @@ func notImplemented(what string) *grpcapi.Status {
 	return status(grpcapi.Code_NOT_IMPLEMENTED, what+" is not implemented on this endpoint yet")
 }
 
-// EndTransaction: transactional sends are refused, so there is nothing to end.
-func (s *Server) EndTransaction(ctx context.Context, req *grpcapi.EndTransactionRequest) (*grpcapi.EndTransactionResponse, error) {
-	return &grpcapi.EndTransactionResponse{Status: notImplemented("EndTransaction")}, nil
-}
-
 // RecallMessage is not served yet.
 func (s *Server) RecallMessage(ctx context.Context, req *grpcapi.RecallMessageRequest) (*grpcapi.RecallMessageResponse, error) {
 	return &grpcapi.RecallMessageResponse{Status: notImplemented("RecallMessage")}, nil
