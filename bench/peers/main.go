@@ -50,7 +50,7 @@ func main() {
 	flag.DurationVar(&f.dur, "t", 30*time.Second, "longest publish run")
 	flag.DurationVar(&f.latDur, "latency-t", 10*time.Second, "length of the fixed-rate latency run")
 	flag.IntVar(&f.rate, "rate", 10_000, "messages per second of the latency run")
-	flag.IntVar(&f.grpcRate, "grpc-rate", 2000, "messages per second of the gRPC 5.x client's end-to-end run (0: no such run)")
+	flag.IntVar(&f.grpcRate, "grpc-rate", 1000, "messages per second of the gRPC 5.x client's end-to-end run (0: no such run)")
 	flag.IntVar(&f.rounds, "rounds", 3, "rounds (each runs every workload on both systems)")
 	flag.IntVar(&f.window, "window", 256, "async publishes in flight per producer")
 	flag.BoolVar(&f.quick, "quick", false, "smoke run: 50,000 messages / 5 s (latency run 3 s)")

@@ -30,9 +30,9 @@ setTimeout(() => {
 // route) and writes the first warnings and errors to stderr, which the
 // harness shows when a run fails.
 function quietLogger() {
-  let left = 20;
+  let left = 5;
   const out = (lvl, args) => {
-    if (left-- > 0) console.error(lvl, ...args.map(a => (a instanceof Error ? a.stack : typeof a === 'object' ? JSON.stringify(a) : a)));
+    if (left-- > 0) console.error(lvl, ...args.map(a => (a instanceof Error ? a.message : typeof a === 'object' ? JSON.stringify(a) : a)));
   };
   return { info() {}, debug() {}, warn(...a) { out('WARN', a); }, error(...a) { out('ERROR', a); } };
 }
