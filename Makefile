@@ -13,13 +13,17 @@ PEBBLE_INTEROP = TestCrash|TestSendModesAndConsume|TestTwoConsumersSplitQueues|T
 ## test: vet and staticcheck, the whole test suite in short mode (-short shortens the crash
 ## test to 4 SIGKILL rounds and skips only load and soak runs), the race
 ## detector on core, storage, transport and module packages, and a short run
-## of every fuzz target. scripts/gotest.sh re-runs a failed package once and
-## reports it as FLAKY if it then passes.
+## of every fuzz target, and bench/peers' tests (its own module: the gRPC
+## 5.x client rows with tiny counts, skipped without node and
+## rocketmq-client-nodejs; -mod=mod follows the root module's requirements
+## when bench/peers/go.mod lags behind). scripts/gotest.sh re-runs a failed
+## package once and reports it as FLAKY if it then passes.
 test: lint
 	./scripts/gotest.sh -short -count=1 -timeout 30m ./...
 	./scripts/gotest.sh -short -count=1 -race -timeout 30m ./core/... ./plugins/storage/... ./plugins/transport/... ./modules/...
 	QUIVER_STORAGE__ENGINE=pebble ./scripts/gotest.sh -short -count=1 -timeout 15m -run '$(PEBBLE_INTEROP)' ./interop/
 	./scripts/fuzz-short.sh
+	cd bench/peers && $(GO) test -mod=mod -short -count=1 -timeout 10m -run 'TestGRPC|TestWant' .
 
 ## lint: go vet and staticcheck (version pinned here; `go run` fetches it
 ## through the module proxy the first time).
