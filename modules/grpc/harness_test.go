@@ -75,7 +75,7 @@ func startNodeWith(t testing.TB, withPop bool, opts ...nodeOpt) *node {
 		ps, err = pop.New(pop.NewConfig(), b)
 		require.NoError(t, err)
 	}
-	deps := grpcmod.Deps{Broker: b, Pop: ps}
+	deps := grpcmod.Deps{Broker: b, Pop: ps, Schedule: sched}
 	for _, o := range opts {
 		o(gc, &deps)
 	}

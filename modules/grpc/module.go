@@ -14,6 +14,7 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/pop"
+	"github.com/quivermq/quiver/modules/schedule"
 	"github.com/quivermq/quiver/modules/transaction"
 )
 
@@ -32,6 +33,7 @@ type params struct {
 	Pop         *pop.Service         `optional:"true"`
 	Guard       *kernel.Guard        `optional:"true"`
 	Transaction *transaction.Service `optional:"true"`
+	Schedule    *schedule.Service    `optional:"true"`
 }
 
 func newFromFx(p params, dev bool) error {
@@ -54,7 +56,7 @@ func newFromFx(p params, dev bool) error {
 		}
 		plugins = append(plugins, AuthPlugin{Authenticator: an, Authorizer: az}) // New refuses a nil Authorizer
 	}
-	s, err := New(&cfg, Deps{Broker: p.Broker, Pop: p.Pop, Logger: p.Logger, Auth: plugins, Transaction: p.Transaction})
+	s, err := New(&cfg, Deps{Broker: p.Broker, Pop: p.Pop, Logger: p.Logger, Auth: plugins, Transaction: p.Transaction, Schedule: p.Schedule})
 	if err != nil {
 		if soft {
 			p.Logger.Warn("grpc: endpoint not served", "err", err)

@@ -223,6 +223,7 @@ func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageReques
 				se = s.putError(m, ext, err)
 			} else {
 				e.Offset = pos[0].QueueOffset
+				e.RecallHandle = s.recallHandle(ext) // a timer held: recall.go
 				e.TransactionId = s.txSent(ctx, ext, pos[0])
 			}
 		}

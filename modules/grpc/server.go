@@ -24,6 +24,7 @@ import (
 	"github.com/quivermq/quiver/core/transport/tlsconf"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/pop"
+	"github.com/quivermq/quiver/modules/schedule"
 	"github.com/quivermq/quiver/modules/transaction"
 )
 
@@ -40,6 +41,9 @@ type Deps struct {
 	// Transaction serves transactional sends, EndTransaction and
 	// check-backs over Telemetry (transaction.go); nil refuses them.
 	Transaction *transaction.Service
+	// Schedule serves RecallMessage and the recall handles of delayed
+	// sends (recall.go); nil answers RecallMessage NOT_IMPLEMENTED.
+	Schedule *schedule.Service
 }
 
 // Server is the gRPC endpoint.
@@ -68,6 +72,7 @@ type Server struct {
 	claims  atomic.Pointer[claimIndex]    // groups.go
 	streams map[*telemetryStream]struct{} // open Telemetry streams (transaction_check.go)
 
+	sched *schedule.Service // recall.go
 	tx    *transaction.Service
 	txKey []byte // transaction ids' HMAC key (transaction.go)
 	untx  func() // removes the check transport
@@ -94,6 +99,7 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, b: deps.Broker, pop: deps.Pop, log: log.With("component", "grpc"), auth: g,
 		done: make(chan struct{}), clients: map[string]*client{}, tx: deps.Transaction,
+		sched: deps.Schedule,
 	}
 	if s.tx != nil {
 		if s.txKey, err = loadTxKey(s); err != nil {

@@ -1,8 +1,6 @@
 package grpc
 
 import (
-	"context"
-
 	"github.com/quivermq/quiver/core/grpcapi"
 )
 
@@ -13,9 +11,4 @@ import (
 
 func notImplemented(what string) *grpcapi.Status {
 	return status(grpcapi.Code_NOT_IMPLEMENTED, what+" is not implemented on this endpoint yet")
-}
-
-// RecallMessage is not served yet.
-func (s *Server) RecallMessage(ctx context.Context, req *grpcapi.RecallMessageRequest) (*grpcapi.RecallMessageResponse, error) {
-	return &grpcapi.RecallMessageResponse{Status: notImplemented("RecallMessage")}, nil
 }

@@ -15,27 +15,51 @@ import (
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
+	"github.com/quivermq/quiver/plugins/storage/pebblestore"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// node is a broker with the schedule service on a commitlog store in dir.
+// node is a broker with the schedule service on a commitlog (or pebble)
+// store in dir.
 type node struct {
-	t   testing.TB
-	dir string
-	cfg *Config
-	st  store.Store
-	b   *broker.Broker
-	s   *Service
+	t      testing.TB
+	dir    string
+	cfg    *Config
+	engine string
+	st     store.Store
+	b      *broker.Broker
+	s      *Service
 }
 
+// engines are the storage engines the tests that cover both run on.
+var engines = []string{"commitlog", "pebble"}
+
 func startNode(t testing.TB, dir string, cfg *Config) *node {
+	return startNodeOn(t, "commitlog", dir, cfg)
+}
+
+func openStore(t testing.TB, engine, dir string) store.Store {
 	t.Helper()
-	st, err := commitlog.Open(commitlog.NewConfig(), store.Deps{Settings: store.Settings{
-		Dir: dir, Flush: store.FlushAsync, FlushInterval: 100 * time.Millisecond, MaxMessageSize: 4 << 20,
-	}})
+	set := store.Settings{Dir: dir, Flush: store.FlushAsync, FlushInterval: 100 * time.Millisecond, MaxMessageSize: 4 << 20}
+	var st store.Store
+	var err error
+	switch engine {
+	case "commitlog":
+		st, err = commitlog.Open(commitlog.NewConfig(), store.Deps{Settings: set})
+	case "pebble":
+		st, err = pebblestore.Open(pebblestore.NewConfig(), store.Deps{Settings: set})
+	default:
+		t.Fatalf("unknown engine %q", engine)
+	}
 	require.NoError(t, err)
+	return st
+}
+
+func startNodeOn(t testing.TB, engine, dir string, cfg *Config) *node {
+	t.Helper()
+	st := openStore(t, engine, dir)
 	bc := broker.NewConfig()
 	bc.Listen = "127.0.0.1:0"
 	bc.Advertise = "127.0.0.1:10911"
@@ -49,7 +73,7 @@ func startNode(t testing.TB, dir string, cfg *Config) *node {
 	require.NoError(t, err)
 	require.NoError(t, b.Start(context.Background()))
 	require.NoError(t, s.Start(context.Background()))
-	n := &node{t: t, dir: dir, cfg: cfg, st: st, b: b, s: s}
+	n := &node{t: t, dir: dir, cfg: cfg, engine: engine, st: st, b: b, s: s}
 	t.Cleanup(n.stop)
 	return n
 }
@@ -68,14 +92,21 @@ func (n *node) stop() {
 
 func (n *node) restart() *node {
 	n.stop()
-	return startNode(n.t, n.dir, n.cfg)
+	return startNodeOn(n.t, n.engine, n.dir, n.cfg)
 }
 
 func (n *node) put(topic string, props message.Properties, body string) {
 	n.t.Helper()
+	n.putExt(topic, props, body)
+}
+
+// putExt puts one message and returns it as the put hooks left it.
+func (n *node) putExt(topic string, props message.Properties, body string) *message.Ext {
+	n.t.Helper()
 	m := &message.Ext{Message: message.Message{Topic: topic, Properties: props, Body: []byte(body)}, BornTimestamp: time.Now().UnixMilli()}
 	_, err := n.b.Put(context.Background(), []*message.Ext{m})
 	require.NoError(n.t, err)
+	return m
 }
 
 // received is what arrived in topic's queue 0, with store times.

@@ -14,20 +14,22 @@ var ConfigSection = kernel.Section{Key: "schedule", Decode: func(c *config.Confi
 func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Config](p, "schedule") }
 
 // Module adds delay levels and timers to the broker (compose it with
-// broker.Module). With schedule.enabled=false it does nothing and delayed
-// messages are delivered at once.
+// broker.Module) and provides the *Service (the gRPC endpoint recalls
+// timers through it). With schedule.enabled=false it does nothing, the
+// *Service is nil and delayed messages are delivered at once.
 var Module = fx.Module("schedule",
 	kernel.AsSection(ConfigSection),
 	fx.Provide(configFromPlan),
-	fx.Invoke(func(lc fx.Lifecycle, cfg *Config, b *broker.Broker) error {
+	fx.Provide(func(lc fx.Lifecycle, cfg *Config, b *broker.Broker) (*Service, error) {
 		if !cfg.Enabled {
-			return nil
+			return nil, nil
 		}
 		s, err := New(cfg, b)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
-		return nil
+		return s, nil
 	}),
+	fx.Invoke(func(*Service) {}), // built whether or not anything asks for it
 )

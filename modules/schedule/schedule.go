@@ -50,9 +50,11 @@ type Service struct {
 
 	saveMu sync.Mutex // serializes progressDoc saves
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped chan struct{} // closed by Stop: Recall calls return
+	stop    sync.Once
 }
 
 type level struct {
@@ -73,7 +75,7 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "schedule"), levels: cfg.Levels(), now: time.Now}
+	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "schedule"), levels: cfg.Levels(), now: time.Now, stopped: make(chan struct{})}
 	n := int32(len(s.levels))
 	if _, err := b.EnsureTopic(&protocol.TopicConfig{TopicName: protocol.ScheduleTopic, ReadQueueNums: n, WriteQueueNums: n, Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
 		return nil, fmt.Errorf("schedule: %w", err)
@@ -159,6 +161,7 @@ func (s *Service) Start(context.Context) error {
 
 // Stop stops the schedulers, waits for them and closes the wheel.
 func (s *Service) Stop(context.Context) error {
+	s.stop.Do(func() { close(s.stopped) })
 	if s.cancel != nil {
 		s.cancel()
 	}

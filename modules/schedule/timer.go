@@ -55,6 +55,14 @@ type timerService struct {
 
 	delivered atomic.Int64
 	pending   atomic.Int64 // timers in memory
+
+	// recalls are Recall's requests (recall.go); pendingRecalls wait
+	// for the index to reach their message; recalled are the recalled
+	// entries not yet passed by the saved cursor, skipped when due.
+	recalls        chan *recallReq
+	pendingRecalls []*recallReq
+	recalled       map[entry]recalledEntry
+	skipped        atomic.Int64 // recalled timers skipped
 }
 
 func newTimerService(s *Service) (*timerService, error) {
@@ -66,10 +74,14 @@ func newTimerService(s *Service) (*timerService, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &timerService{s: s, w: w, wake: make(chan struct{}, 1)}
+	t := &timerService{s: s, w: w, wake: make(chan struct{}, 1), recalls: make(chan *recallReq, 16)}
 	if _, err := s.b.LoadMeta(timerDoc, &t.st); err != nil {
 		w.close()
 		return nil, fmt.Errorf("schedule: %w", err)
+	}
+	if err := t.loadRecalled(); err != nil {
+		w.close()
+		return nil, err
 	}
 	t.cursor = entry{At: t.st.CursorMs, Offset: t.st.CursorOffset}
 	t.loadedThrough = w.slotOf(t.cursor.At) - 1
@@ -80,10 +92,12 @@ func (t *timerService) run(ctx context.Context) {
 	tm := time.NewTimer(time.Hour)
 	tm.Stop()
 	var res store.ReadResult
+	defer t.failRecalls()
 	for ctx.Err() == nil {
 		more := t.index(ctx, &res)
 		now := t.s.now().UnixMilli()
 		t.load(now + prefetch.Milliseconds())
+		t.serveRecalls(ctx)
 		retry := false
 		if err := t.deliver(ctx, now); err != nil {
 			if ctx.Err() != nil {
@@ -118,6 +132,9 @@ func (t *timerService) run(ctx context.Context) {
 			if ns, ok := t.w.next(t.loadedThrough); ok {
 				wait = min(wait, time.Duration(t.w.slotStart(ns)-prefetch.Milliseconds()-now)*time.Millisecond)
 			}
+		}
+		if len(t.pendingRecalls) > 0 {
+			wait = min(wait, 10*time.Millisecond) // the index is behind a recall
 		}
 		if wait > 0 {
 			sleep(ctx, tm, wait, t.wake)
@@ -226,6 +243,10 @@ func (t *timerService) deliver(ctx context.Context, now int64) error {
 		for len(t.due) > 0 && t.due[0].At <= now && len(popped) < deliverBatch {
 			e := heap.Pop(&t.due).(entry)
 			popped = append(popped, e)
+			if _, ok := t.recalled[e]; ok {
+				t.skipped.Add(1)
+				continue
+			}
 			rec, err := t.s.b.Lookup(ctx, e.Offset)
 			if err == nil {
 				var m *message.Ext
@@ -276,6 +297,7 @@ func (t *timerService) persist() {
 		return
 	}
 	t.dirty = false
+	t.pruneRecalled()
 	if err := t.w.remove(t.w.slotOf(t.cursor.At) - 1); err != nil {
 		t.s.log.Warn("drop delivered timer slots", "err", err)
 	}
