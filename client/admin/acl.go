@@ -105,3 +105,18 @@ func (a *Admin) ACLVersion(ctx context.Context, addr string) (*ACLVersion, error
 	out.Counter, out.Timestamp = v.Counter, v.Timestamp
 	return out, nil
 }
+
+// Authenticated reports whether the broker at addr authenticates the
+// client's signature (client.WithCredentials): it asks for the consumers
+// of probeGroup (GET_CONSUMER_LIST_BY_GROUP, which any account may ask)
+// and reads a NO_PERMISSION answer. A refusal for a missing permission
+// ("no permission: …") still authenticated the account; a broker without
+// ACL, or one white-listing the client's address, authenticates every
+// signature.
+func (a *Admin) Authenticated(ctx context.Context, addr, probeGroup string) (bool, error) {
+	resp, err := a.c.Invoke(ctx, addr, client.NewRequest(remoting.GetConsumerListByGroup, map[string]string{"consumerGroup": probeGroup}, nil))
+	if err != nil {
+		return false, fmt.Errorf("admin: authentication probe on %s: %w", addr, err)
+	}
+	return resp.Code != remoting.NoPermission || strings.Contains(resp.Remark, "no permission:"), nil
+}

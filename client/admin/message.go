@@ -274,25 +274,58 @@ feed:
 
 // queryUniqKey is QUERY_MESSAGE for a unique key over all time, as Java's
 // MQAdminImpl.queryMessageByUniqKey sends it (maxNum 32; the broker
-// raises it to its defaultQueryMaxNum for unique-key queries).
+// raises it to its defaultQueryMaxNum for unique-key queries). A broker
+// without the key or the topic answers none.
 func (a *Admin) queryUniqKey(ctx context.Context, addr, topic, key string) ([]*message.Ext, error) {
-	resp, err := a.c.Invoke(ctx, addr, client.NewRequest(remoting.QueryMessage, map[string]string{
-		"topic": topic, "key": key, "maxNum": "32", "beginTimestamp": "0",
-		"endTimestamp": strconv.FormatInt(math.MaxInt64, 10), "_UNIQUE_KEY_QUERY": "true",
-	}, nil))
+	msgs, err := a.QueryMessage(ctx, addr, Query{Topic: topic, Key: key, MaxNum: 32, End: math.MaxInt64, UniqKey: true})
+	if errors.Is(err, ErrMessageNotFound) || client.CodeOf(err) == remoting.TopicNotExist {
+		return nil, nil
+	}
+	return msgs, err
+}
+
+// Query selects the messages QueryMessage asks a broker for.
+type Query struct {
+	Topic string
+	// Key is a KEYS entry, or with UniqKey a msgId (the UNIQ_KEY
+	// property).
+	Key     string
+	UniqKey bool
+	// MaxNum bounds the answer (the broker caps it by its
+	// defaultQueryMaxNum; for unique keys it raises it to that).
+	MaxNum int
+	// Begin and End bound the store time (epoch ms, inclusive).
+	Begin, End int64
+}
+
+// QueryMessage finds the messages of q.Topic whose key is q.Key on the
+// broker at addr (QUERY_MESSAGE, Java's QueryMessageRequestHeader; with
+// q.UniqKey the _UNIQUE_KEY_QUERY field). The broker's index may return
+// messages of other topics or keys sharing a hash: callers filter.
+// Nothing found (QUERY_NOT_FOUND) is an error wrapping
+// ErrMessageNotFound; another refusal wraps a *client.BrokerError.
+func (a *Admin) QueryMessage(ctx context.Context, addr string, q Query) ([]*message.Ext, error) {
+	ext := map[string]string{
+		"topic": q.Topic, "key": q.Key, "maxNum": strconv.Itoa(q.MaxNum),
+		"beginTimestamp": strconv.FormatInt(q.Begin, 10), "endTimestamp": strconv.FormatInt(q.End, 10),
+	}
+	if q.UniqKey {
+		ext["_UNIQUE_KEY_QUERY"] = "true"
+	}
+	resp, err := a.c.Invoke(ctx, addr, client.NewRequest(remoting.QueryMessage, ext, nil))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("admin: query %s by key %s on %s: %w", q.Topic, q.Key, addr, err)
 	}
 	switch resp.Code {
 	case remoting.Success:
-	case remoting.QueryNotFound, remoting.TopicNotExist:
-		return nil, nil
+	case remoting.QueryNotFound:
+		return nil, fmt.Errorf("admin: query %s by key %s on %s: %w: %w", q.Topic, q.Key, addr, ErrMessageNotFound, client.NewBrokerError(addr, resp))
 	default:
-		return nil, fmt.Errorf("query %s on %s: %w", topic, addr, client.NewBrokerError(addr, resp))
+		return nil, fmt.Errorf("admin: query %s by key %s on %s: %w", q.Topic, q.Key, addr, client.NewBrokerError(addr, resp))
 	}
 	msgs, err := message.DecodeAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("decode query answer of %s: %w", addr, err)
+		return nil, fmt.Errorf("admin: decode query answer of %s: %w", addr, err)
 	}
 	return msgs, nil
 }

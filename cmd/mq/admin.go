@@ -1,9 +1,9 @@
 package main
 
 // mq admin: cluster, broker, topic, group, message and acl commands. They
-// build on admin_dlq.go's admin type (name-server routes, broker calls)
-// and reuse client/admin where it already has the call (cluster info,
-// topic create/delete/list).
+// build on admin_dlq.go's admin type (name-server routes) and make every
+// request through client/admin; no request is built here
+// (TestAdminLayer).
 
 import (
 	"context"
@@ -19,11 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quivermq/quiver/client"
-	clientadmin "github.com/quivermq/quiver/client/admin"
-	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
-	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
 // adminCmd is `mq admin`. Every command prints an aligned table, or JSON
@@ -50,7 +46,7 @@ func adminCmd() *cobra.Command {
 				return usagef("--output %q: want table or json", o.output)
 			}
 			a := &adm{admin: newAdmin(ns, timeout), opts: o, w: c.OutOrStdout()}
-			a.admin.sign = signer(cmd)
+			a.accessKey, a.secretKey = o.accessKey, o.secretKey
 			defer a.Close()
 			return connHint(f(c.Context(), a), ns)
 		}
@@ -95,69 +91,6 @@ type adm struct {
 	*admin
 	opts *adminOpts
 	w    io.Writer
-	lib  *clientadmin.Admin
-	cl   *client.Client
-}
-
-func (a *adm) Close() error {
-	if a.cl != nil {
-		a.cl.Close()
-	}
-	return a.admin.Close()
-}
-
-// library returns client/admin on a client of the same name server.
-func (a *adm) library() (*clientadmin.Admin, error) {
-	if a.lib != nil {
-		return a.lib, nil
-	}
-	opts := []client.Option{client.WithNameServers(a.namesrv), client.WithRequestTimeout(a.timeout), transports.WithDialer()}
-	if a.opts.accessKey != "" {
-		opts = append(opts, client.WithCredentials(a.opts.accessKey, a.opts.secretKey, ""))
-	}
-	c, err := client.New(opts...)
-	if err != nil {
-		return nil, err
-	}
-	a.cl, a.lib = c, clientadmin.New(c)
-	return a.lib, nil
-}
-
-// signer returns the ACL signing of admin's --access-key/--secret-key
-// (persistent flags of the admin command), or nil when none is given.
-func signer(admin *cobra.Command) func(ext map[string]string, body []byte) {
-	ak, sk := admin.PersistentFlags().Lookup("access-key"), admin.PersistentFlags().Lookup("secret-key")
-	if ak == nil || sk == nil || ak.Value.String() == "" {
-		return nil
-	}
-	return func(ext map[string]string, body []byte) {
-		acl.Sign(ext, body, ak.Value.String(), sk.Value.String(), "")
-	}
-}
-
-// call sends one request (signed with --access-key) and returns the answer.
-func (a *adm) call(ctx context.Context, addr string, code int32, ext map[string]string, body []byte) (*remoting.Command, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	if ext == nil {
-		ext = map[string]string{}
-	}
-	if a.sign != nil {
-		a.sign(ext, body)
-	}
-	return a.c.Invoke(ctx, addr, remoting.NewRequest(code, ext, body))
-}
-
-// callOK is call with a non-success answer turned into an error.
-func (a *adm) callOK(ctx context.Context, addr string, code int32, ext map[string]string, body []byte) (*remoting.Command, error) {
-	resp, err := a.call(ctx, addr, code, ext, body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.Code != remoting.Success {
-		return nil, fmt.Errorf("%s: code %d %s", addr, resp.Code, strings.TrimSpace(resp.Remark))
-	}
-	return resp, nil
 }
 
 // print writes v as JSON, or the table rows under header.

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,40 +19,57 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quivermq/quiver/client"
+	clientadmin "github.com/quivermq/quiver/client/admin"
+	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
-	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/modules/retry"
-	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
-// admin talks to a name server and the brokers it routes to.
+// admin talks to a name server and the brokers it routes to, through
+// client/admin on a client of that name server (made on first use).
 type admin struct {
 	namesrv string
 	timeout time.Duration
-	c       *remoting.Client
-	sign    func(ext map[string]string, body []byte) // ACL signing (admin.go), or nil
+	// accessKey and secretKey sign every request (ACL), when set.
+	accessKey, secretKey string
+	// dial opens connections; nil means client/transports' default set.
+	dial client.DialFunc
+
+	cl  *client.Client
+	lib *clientadmin.Admin
 }
 
 func newAdmin(namesrv string, timeout time.Duration) *admin {
-	cfg := tcp.NewConfig()
-	c := remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {
-		_, hp := transport.SplitScheme(addr)
-		return tcp.Dial(ctx, hp, cfg, 0)
-	}, nil, nil, remoting.PeerOptions{})
-	return &admin{namesrv: namesrv, timeout: timeout, c: c}
+	return &admin{namesrv: namesrv, timeout: timeout}
 }
 
-func (a *admin) Close() error { return a.c.Close() }
-
-func (a *admin) invoke(ctx context.Context, addr string, code int32, ext map[string]string) (*remoting.Command, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	if a.sign != nil {
-		a.sign(ext, nil)
+func (a *admin) Close() error {
+	if a.cl == nil {
+		return nil
 	}
-	return a.c.Invoke(ctx, addr, remoting.NewRequest(code, ext, nil))
+	return a.cl.Close()
+}
+
+// library returns client/admin on a client of the name server.
+func (a *admin) library() (*clientadmin.Admin, error) {
+	if a.lib != nil {
+		return a.lib, nil
+	}
+	dial := a.dial
+	if dial == nil {
+		dial = transports.Dialer()
+	}
+	opts := []client.Option{client.WithNameServers(a.namesrv), client.WithRequestTimeout(a.timeout), client.WithDialer(dial)}
+	if a.accessKey != "" {
+		opts = append(opts, client.WithCredentials(a.accessKey, a.secretKey, ""))
+	}
+	c, err := client.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	a.cl, a.lib = c, clientadmin.New(c)
+	return a.lib, nil
 }
 
 // brokerQueues is one broker's share of a topic.
@@ -62,22 +78,34 @@ type brokerQueues struct {
 	readQueues int32
 }
 
+// routeData is topic's route from the name server; ok is false when the
+// name server does not know the topic.
+func (a *admin) routeData(ctx context.Context, topic string) (*protocol.TopicRouteData, bool, error) {
+	lib, err := a.library()
+	if err != nil {
+		return nil, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	r, err := lib.Route(ctx, topic)
+	var be *client.BrokerError
+	switch {
+	case errors.Is(err, client.ErrNoRoute):
+		return nil, false, nil
+	case errors.As(err, &be):
+		return nil, false, fmt.Errorf("route of %s: code %d %s", topic, be.Code, be.Remark)
+	case err != nil:
+		return nil, false, fmt.Errorf("route of %s from %s: %w", topic, a.namesrv, err)
+	}
+	return r.Data, true, nil
+}
+
 // route returns the master of every broker serving topic, sorted by name;
 // ok is false when the topic has no route.
 func (a *admin) route(ctx context.Context, topic string) ([]brokerQueues, bool, error) {
-	resp, err := a.invoke(ctx, a.namesrv, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic})
-	if err != nil {
-		return nil, false, fmt.Errorf("route of %s from %s: %w", topic, a.namesrv, err)
-	}
-	if resp.Code == remoting.TopicNotExist {
-		return nil, false, nil
-	}
-	if resp.Code != remoting.Success {
-		return nil, false, fmt.Errorf("route of %s: code %d %s", topic, resp.Code, resp.Remark)
-	}
-	var rd protocol.TopicRouteData
-	if err := json.Unmarshal(resp.Body, &rd); err != nil {
-		return nil, false, fmt.Errorf("route of %s: %w", topic, err)
+	rd, ok, err := a.routeData(ctx, topic)
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	addrs := map[string]string{}
 	for _, bd := range rd.BrokerDatas {
@@ -261,12 +289,10 @@ func (a *adm) listDLQ(ctx context.Context, group string, max int) error {
 	}
 	for _, bq := range brokers {
 		for q := int32(0); q < bq.readQueues && len(out) < max; q++ {
-			ext := map[string]string{"topic": topic, "queueId": strconv.Itoa(int(q))}
-			resp, err := a.invoke(ctx, bq.addr, remoting.GetMinOffset, ext)
+			off, err := a.minOffset(ctx, bq.addr, topic, int(q))
 			if err != nil {
 				return err
 			}
-			off, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
 			msgs, err := a.pullFrom(ctx, bq, q, topic, off, max-len(out))
 			if err != nil {
 				return err
@@ -308,7 +334,7 @@ type resendReport struct {
 
 type resentLetter struct {
 	Broker string `json:"broker"`
-	retry.Resent
+	clientadmin.ResentLetter
 }
 
 func (a *adm) resendDLQ(ctx context.Context, group, msgID string, again bool) error {
@@ -323,35 +349,22 @@ func (a *adm) resendDLQ(ctx context.Context, group, msgID string, again bool) er
 		}
 		return fmt.Errorf("no dead letters for group %s (%s does not exist)", group, topic)
 	}
-	ext := map[string]string{"group": group}
-	if msgID != "" {
-		ext["msgId"] = msgID
-	} else {
-		ext["all"] = "true"
-	}
-	if again {
-		ext["again"] = "true"
+	lib, err := a.library()
+	if err != nil {
+		return err
 	}
 	rep := resendReport{Group: group, Resent: []resentLetter{}, Skipped: []resentLetter{}}
 	for _, bq := range brokers {
-		e := make(map[string]string, len(ext))
-		for k, v := range ext {
-			e[k] = v
-		}
-		resp, err := a.invoke(ctx, bq.addr, retry.ResendDLQ, e)
-		if err != nil {
-			return err
-		}
-		if resp.Code == remoting.QueryNotFound {
+		res, err := lib.ResendDLQ(ctx, bq.addr, clientadmin.ResendSpec{Group: group, MsgID: msgID, Again: again})
+		var be *client.BrokerError
+		switch {
+		case errors.Is(err, clientadmin.ErrMessageNotFound):
 			rep.NotFound = append(rep.NotFound, bq.name)
 			continue
-		}
-		if resp.Code != remoting.Success {
-			return fmt.Errorf("resend on %s: code %d %s", bq.name, resp.Code, resp.Remark)
-		}
-		var res retry.ResendResult
-		if err := json.Unmarshal(resp.Body, &res); err != nil {
-			return fmt.Errorf("resend on %s: %w", bq.name, err)
+		case errors.As(err, &be):
+			return fmt.Errorf("resend on %s: code %d %s", bq.name, be.Code, be.Remark)
+		case err != nil:
+			return err
 		}
 		for _, r := range res.Resent {
 			rep.Resent = append(rep.Resent, resentLetter{bq.name, r})

@@ -6,7 +6,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -17,9 +17,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quivermq/quiver/client"
+	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
@@ -218,23 +218,27 @@ func (a *adm) pullFrom(ctx context.Context, bq brokerQueues, q int32, topic stri
 }
 
 // pullFiltered is pullFrom with a subscription (TAG or SQL92) the broker
-// filters by.
+// filters by. A refusal ends the read with what was read so far.
 func (a *adm) pullFiltered(ctx context.Context, bq brokerQueues, q int32, topic string, off int64, n int, exprType, expr string) ([]messageView, error) {
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
 	var out []messageView
 	for len(out) < n {
-		resp, err := a.call(ctx, bq.addr, remoting.PullMessage, map[string]string{
-			"consumerGroup": "TOOLS_CONSUMER", "topic": topic, "queueId": strconv.Itoa(int(q)),
-			"queueOffset": i64(off), "maxMsgNums": strconv.Itoa(min(n-len(out), 32)), "sysFlag": "4",
-			"commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": expr, "subVersion": "0", "expressionType": exprType,
-		}, nil)
+		res, err := lib.Pull(ctx, bq.addr, clientadmin.PullRequest{Topic: topic, QueueID: int(q), Offset: off,
+			MaxNums: min(n-len(out), 32), ExpressionType: exprType, Expression: expr})
+		if clientadmin.IsRefused(err) {
+			return out, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		next, perr := strconv.ParseInt(resp.Ext("nextBeginOffset"), 10, 64)
-		switch resp.Code {
-		case remoting.Success:
-		case remoting.PullRetryImmediately:
-			if perr != nil || next <= off {
+		next := res.NextBeginOffset
+		switch res.Status {
+		case clientadmin.PullFound:
+		case clientadmin.PullNoMatchedMsg:
+			if next <= off {
 				return out, nil
 			}
 			off = next
@@ -242,7 +246,7 @@ func (a *adm) pullFiltered(ctx context.Context, bq brokerQueues, q int32, topic 
 		default:
 			return out, nil
 		}
-		msgs, err := message.DecodeAll(resp.Body)
+		msgs, err := res.Messages()
 		if err != nil {
 			return nil, fmt.Errorf("decode pull from %s: %w", bq.addr, err)
 		}
@@ -251,12 +255,23 @@ func (a *adm) pullFiltered(ctx context.Context, bq brokerQueues, q int32, topic 
 				out = append(out, viewOf(m, bq.name))
 			}
 		}
-		if perr != nil || next <= off || len(msgs) == 0 {
+		if next <= off || len(msgs) == 0 {
 			break
 		}
 		off = next
 	}
 	return out, nil
+}
+
+// minOffset is a queue's first stored offset; a refusal reads as
+// "<addr>: code <n> <remark>".
+func (a *adm) minOffset(ctx context.Context, addr, topic string, q int) (int64, error) {
+	lib, err := a.library()
+	if err != nil {
+		return 0, err
+	}
+	off, err := lib.MinOffset(ctx, addr, topic, q)
+	return off, codeErr(err)
 }
 
 func aclCmd(o *adminOpts, run runner) *cobra.Command {
@@ -311,23 +326,21 @@ func (a *adm) queryMessages(ctx context.Context, topic, key string, b, e int64, 
 	if !ok {
 		return nil, fmt.Errorf("topic %s does not exist", topic)
 	}
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
 	var out []messageView
 	for _, bq := range brokers {
-		resp, err := a.call(ctx, bq.addr, remoting.QueryMessage, map[string]string{
-			"topic": topic, "key": key, "maxNum": strconv.Itoa(maxNum), "beginTimestamp": i64(b), "endTimestamp": i64(e),
-		}, nil)
-		if err != nil {
-			return nil, err
-		}
-		if resp.Code == remoting.QueryNotFound {
+		msgs, err := lib.QueryMessage(ctx, bq.addr, clientadmin.Query{Topic: topic, Key: key, MaxNum: maxNum, Begin: b, End: e})
+		var be *client.BrokerError
+		switch {
+		case errors.Is(err, clientadmin.ErrMessageNotFound):
 			continue
-		}
-		if resp.Code != remoting.Success {
-			return nil, fmt.Errorf("query on %s: code %d %s", bq.name, resp.Code, resp.Remark)
-		}
-		msgs, err := message.DecodeAll(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("decode query answer of %s: %w", bq.name, err)
+		case errors.As(err, &be):
+			return nil, fmt.Errorf("query on %s: code %d %s", bq.name, be.Code, be.Remark)
+		case err != nil:
+			return nil, err
 		}
 		for _, m := range msgs {
 			if m.Topic == topic {
@@ -458,21 +471,20 @@ func (a *adm) readFiltered(ctx context.Context, r readSpec) ([]messageView, erro
 			if r.queue >= 0 && int(q) != r.queue {
 				continue
 			}
-			qext := map[string]string{"topic": r.topic, "queueId": strconv.Itoa(int(q))}
-			resp, err := a.callOK(ctx, bq.addr, remoting.GetMinOffset, qext, nil)
+			start, err := a.minOffset(ctx, bq.addr, r.topic, int(q))
 			if err != nil {
 				return nil, err
 			}
-			start, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
 			if !r.byTime {
 				start = max(start, r.offset)
 			} else {
-				qext["timestamp"] = i64(r.ts)
-				resp, err := a.callOK(ctx, bq.addr, remoting.SearchOffsetByTimestamp, qext, nil)
+				lib, err := a.library()
 				if err != nil {
 					return nil, err
 				}
-				start, _ = strconv.ParseInt(resp.Ext("offset"), 10, 64)
+				if start, err = lib.SearchOffset(ctx, bq.addr, r.topic, int(q), r.ts); err != nil {
+					return nil, codeErr(err)
+				}
 			}
 			msgs, err := a.pullFiltered(ctx, bq, q, r.topic, start, r.limit-len(out), r.exprType, r.expr)
 			if err != nil {
@@ -576,16 +588,15 @@ func (a *adm) sendOne(ctx context.Context, s sendSpec) (*sendResult, error) {
 	if s.keys != "" {
 		p[message.PropertyKeys] = s.keys
 	}
-	ext := map[string]string{
-		"producerGroup": s.group, "topic": s.topic, "defaultTopic": protocol.AutoCreateTopic, "defaultTopicQueueNums": "4",
-		"queueId": strconv.Itoa(int(q.id)), "sysFlag": "0", "bornTimestamp": i64(time.Now().UnixMilli()), "flag": "0",
-		"properties": p.Encode(), "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
-	}
-	resp, err := a.callOK(ctx, q.addr, remoting.SendMessage, ext, []byte(s.body))
+	lib, err := a.library()
 	if err != nil {
 		return nil, err
 	}
-	return &sendResult{Topic: s.topic, Broker: q.addr, QueueID: q.id, QueueOffset: resp.Ext("queueOffset"), MsgID: p[message.PropertyUniqKey], OffsetMsgID: resp.Ext("msgId")}, nil
+	ans, err := lib.SendDirect(ctx, q.addr, clientadmin.SendRequest{Group: s.group, Topic: s.topic, QueueID: int(q.id), Properties: p, Body: []byte(s.body)})
+	if err != nil {
+		return nil, codeErr(err)
+	}
+	return &sendResult{Topic: s.topic, Broker: q.addr, QueueID: q.id, QueueOffset: i64(ans.QueueOffset), MsgID: p[message.PropertyUniqKey], OffsetMsgID: ans.OffsetMsgID}, nil
 }
 
 // chooseQueue picks the queue of a send: the one given, the sharding
@@ -594,7 +605,7 @@ func (a *adm) chooseQueue(ctx context.Context, s sendSpec) (benchQueue, error) {
 	if s.broker == "" && s.queue < 0 && s.sharding == "" {
 		return a.writeQueue(ctx, s.topic)
 	}
-	rd, err := a.routeData(ctx, s.topic)
+	rd, err := a.mustRoute(ctx, s.topic)
 	if err != nil {
 		return benchQueue{}, err
 	}
@@ -666,19 +677,12 @@ func utf16Pair(r rune) (rune, rune) {
 // broker then creates the topic) when the topic has no route.
 func (a *adm) writeQueue(ctx context.Context, topic string) (benchQueue, error) {
 	for _, t := range []string{topic, protocol.AutoCreateTopic} {
-		resp, err := a.call(ctx, a.namesrv, remoting.GetRouteInfoByTopic, map[string]string{"topic": t}, nil)
+		rd, ok, err := a.routeData(ctx, t)
 		if err != nil {
-			return benchQueue{}, fmt.Errorf("route of %s: %w", t, err)
+			return benchQueue{}, err
 		}
-		if resp.Code == remoting.TopicNotExist {
+		if !ok {
 			continue
-		}
-		if resp.Code != remoting.Success {
-			return benchQueue{}, fmt.Errorf("route of %s: code %d %s", t, resp.Code, resp.Remark)
-		}
-		var rd protocol.TopicRouteData
-		if err := json.Unmarshal(resp.Body, &rd); err != nil {
-			return benchQueue{}, fmt.Errorf("route of %s: %w", t, err)
 		}
 		addrs := map[string]string{}
 		for _, bd := range rd.BrokerDatas {

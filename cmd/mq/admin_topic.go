@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 
 	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
 )
 
 // topicFlags are the settings of topic create/update (and updateTopic).
@@ -299,28 +297,21 @@ func (a *adm) topicList(ctx context.Context, system bool, cluster string) error 
 	return a.print(out, "TOPIC", rows)
 }
 
-// routeData is a topic's route from the name server; a missing topic is
+// mustRoute is a topic's route from the name server; a missing topic is
 // an error.
-func (a *adm) routeData(ctx context.Context, topic string) (*protocol.TopicRouteData, error) {
-	resp, err := a.call(ctx, a.namesrv, remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
+func (a *adm) mustRoute(ctx context.Context, topic string) (*protocol.TopicRouteData, error) {
+	rd, ok, err := a.routeData(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	if resp.Code == remoting.TopicNotExist {
+	if !ok {
 		return nil, fmt.Errorf("topic %s does not exist", topic)
 	}
-	if resp.Code != remoting.Success {
-		return nil, fmt.Errorf("route of %s: code %d %s", topic, resp.Code, resp.Remark)
-	}
-	var rd protocol.TopicRouteData
-	if err := json.Unmarshal(resp.Body, &rd); err != nil {
-		return nil, fmt.Errorf("route of %s: %w", topic, err)
-	}
-	return &rd, nil
+	return rd, nil
 }
 
 func (a *adm) topicRoute(ctx context.Context, topic string) error {
-	rd, err := a.routeData(ctx, topic)
+	rd, err := a.mustRoute(ctx, topic)
 	if err != nil {
 		return err
 	}
@@ -350,7 +341,7 @@ func (a *adm) printTopicStatus(ctx context.Context, topic string) error {
 
 // topicClusters lists the clusters whose brokers serve topic.
 func (a *adm) topicClusters(ctx context.Context, topic string) error {
-	rd, err := a.routeData(ctx, topic)
+	rd, err := a.mustRoute(ctx, topic)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,9 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quivermq/quiver/client"
+	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/transport/natstransport"
 )
@@ -195,18 +195,27 @@ func progress(po progressOut, stop <-chan struct{}, done chan<- struct{}, count 
 	}
 }
 
-// benchClient dials by address scheme: tcp:// (or a plain host:port) and
+// benchDialer dials by address scheme: tcp:// (or a plain host:port) and
 // quic:// (trusting any server certificate: a load generator, not a
-// client to deploy).
-func benchClient() *remoting.Client {
+// client to deploy), and nats:// with --nats-url.
+func benchDialer() client.DialFunc {
 	opts := []transports.Option{transports.WithInsecureQUIC()}
 	if benchNATSURL != "" {
 		nc := natstransport.NewConfig()
 		nc.URL = benchNATSURL
 		opts = append(opts, transports.WithNATS(nc))
 	}
-	set := transports.NewSet(opts...)
-	return remoting.NewClient(set.Dial, nil, nil, remoting.PeerOptions{})
+	return transports.Dialer(opts...)
+}
+
+// benchAdmin is client/admin on a client of its own (one connection per
+// broker) to the name server namesrv.
+func benchAdmin(namesrv string) (*clientadmin.Admin, func(), error) {
+	c, err := client.New(client.WithNameServers(namesrv), client.WithDialer(benchDialer()), client.WithRequestTimeout(10*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	return clientadmin.New(c), func() { _ = c.Close() }, nil
 }
 
 // benchNATSURL, when set (mq bench --nats-url), enables nats:// addresses.
@@ -224,22 +233,19 @@ func withScheme(namesrv, addr string) string {
 
 // writeQueues resolves topic on the name server into (broker address,
 // queue id) pairs; it creates the topic through TBW102 when it is missing.
-func writeQueues(ctx context.Context, c *remoting.Client, namesrv, topic string) ([]benchQueue, error) {
+func writeQueues(ctx context.Context, a *clientadmin.Admin, namesrv, topic string) ([]benchQueue, error) {
 	for _, t := range []string{topic, protocol.AutoCreateTopic} {
-		resp, err := c.Invoke(ctx, namesrv, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": t}, nil))
-		if err != nil {
-			return nil, fmt.Errorf("route of %s: %w", t, err)
-		}
-		if resp.Code == remoting.TopicNotExist {
+		r, err := a.Route(ctx, t)
+		var be *client.BrokerError
+		switch {
+		case errors.Is(err, client.ErrNoRoute):
 			continue
-		}
-		if resp.Code != remoting.Success {
-			return nil, fmt.Errorf("route of %s: code %d %s", t, resp.Code, resp.Remark)
-		}
-		var rd protocol.TopicRouteData
-		if err := json.Unmarshal(resp.Body, &rd); err != nil {
+		case errors.As(err, &be):
+			return nil, fmt.Errorf("route of %s: code %d %s", t, be.Code, be.Remark)
+		case err != nil:
 			return nil, fmt.Errorf("route of %s: %w", t, err)
 		}
+		rd := r.Data
 		addrs := map[string]string{}
 		for _, bd := range rd.BrokerDatas {
 			addrs[bd.BrokerName] = bd.BrokerAddrs[0]
@@ -326,10 +332,14 @@ func benchProduce(parent context.Context, f *produceFlags) (*benchReport, error)
 	}
 	ctx, cancel := context.WithTimeout(parent, f.duration)
 	defer cancel()
-	clients := make([]*remoting.Client, f.concurrency)
+	clients := make([]*clientadmin.Admin, f.concurrency)
 	for i := range clients {
-		clients[i] = benchClient()
-		defer clients[i].Close()
+		a, closeClient, err := benchAdmin(f.namesrv)
+		if err != nil {
+			return nil, err
+		}
+		defer closeClient()
+		clients[i] = a
 	}
 	queues, err := writeQueues(ctx, clients[0], f.namesrv, f.topic)
 	if err != nil {
@@ -359,16 +369,10 @@ func benchProduce(parent context.Context, f *produceFlags) (*benchReport, error)
 				c := clients[p]
 				for i := p*inflight + k; ctx.Err() == nil && take(); i += f.concurrency * inflight {
 					q := queues[i%len(queues)]
-					ext := map[string]string{
-						"producerGroup": "BENCH_PRODUCER", "topic": f.topic, "defaultTopic": protocol.AutoCreateTopic,
-						"defaultTopicQueueNums": "4", "queueId": strconv.Itoa(int(q.id)), "sysFlag": "0",
-						"bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": "0",
-						"properties": "", "reconsumeTimes": "0", "unitMode": "false", "maxReconsumeTimes": "0", "batch": "false",
-					}
-					req := remoting.NewRequest(remoting.SendMessage, ext, body)
+					sr := clientadmin.SendRequest{Group: "BENCH_PRODUCER", Topic: f.topic, QueueID: int(q.id), Body: body}
 					t0 := time.Now()
 					if f.mode == "oneway" {
-						if err := c.InvokeOneway(ctx, q.addr, req); err != nil {
+						if err := c.SendDirectOneway(ctx, q.addr, sr); err != nil {
 							if ctx.Err() != nil {
 								unknown.Add(1) // written or not when the run stopped
 							} else {
@@ -380,13 +384,13 @@ func benchProduce(parent context.Context, f *produceFlags) (*benchReport, error)
 						continue
 					}
 					rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-					resp, err := c.Invoke(rctx, q.addr, req)
+					_, err := c.SendDirect(rctx, q.addr, sr)
 					rcancel()
-					if err != nil && ctx.Err() != nil {
+					if err != nil && ctx.Err() != nil && !clientadmin.IsRefused(err) {
 						unknown.Add(1) // in flight when the run stopped: stored or not
 						continue
 					}
-					if err != nil || resp.Code != remoting.Success {
+					if err != nil {
 						errs.Add(1)
 						continue
 					}
@@ -537,6 +541,7 @@ func benchConsume(parent context.Context, f *consumeFlags) (*benchReport, error)
 	ctx, cancel := context.WithTimeout(parent, f.duration)
 	defer cancel()
 	a := newAdmin(f.namesrv, 10*time.Second)
+	a.dial = benchDialer()
 	defer a.Close()
 	brokers, ok, err := a.route(ctx, f.topic)
 	if err != nil {
@@ -544,6 +549,10 @@ func benchConsume(parent context.Context, f *consumeFlags) (*benchReport, error)
 	}
 	if !ok {
 		return nil, fmt.Errorf("bench: topic %s does not exist", f.topic)
+	}
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
 	}
 	type span struct {
 		addr     string
@@ -554,17 +563,11 @@ func benchConsume(parent context.Context, f *consumeFlags) (*benchReport, error)
 	for _, bq := range brokers {
 		for q := int32(0); q < bq.readQueues; q++ {
 			s := span{addr: bq.addr, id: q}
-			for i, code := range []int32{remoting.GetMinOffset, remoting.GetMaxOffset} {
-				resp, err := a.invoke(ctx, bq.addr, code, map[string]string{"topic": f.topic, "queueId": strconv.Itoa(int(q))})
-				if err != nil {
-					return nil, err
-				}
-				n, _ := strconv.ParseInt(resp.Ext("offset"), 10, 64)
-				if i == 0 {
-					s.from = n
-				} else {
-					s.to = n
-				}
+			if s.from, err = lib.MinOffset(ctx, bq.addr, f.topic, int(q)); err != nil {
+				return nil, err
+			}
+			if s.to, err = lib.MaxOffset(ctx, bq.addr, f.topic, int(q)); err != nil {
+				return nil, err
 			}
 			if s.to > s.from {
 				spans = append(spans, s)
@@ -582,20 +585,23 @@ func benchConsume(parent context.Context, f *consumeFlags) (*benchReport, error)
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			cl := benchClient()
-			defer cl.Close()
+			cl, closeClient, err := benchAdmin(f.namesrv)
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			defer closeClient()
 			for i := c; i < len(spans); i += f.concurrency {
 				s := spans[i]
 				for off := s.from; off < s.to && ctx.Err() == nil && (f.count == 0 || budget.Load() > 0); {
-					req := remoting.NewRequest(remoting.PullMessage, map[string]string{
-						"consumerGroup": f.group, "topic": f.topic, "queueId": strconv.Itoa(int(s.id)),
-						"queueOffset": strconv.FormatInt(off, 10), "maxMsgNums": strconv.Itoa(f.batch), "sysFlag": "4",
-						"commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG",
-					}, nil)
 					t0 := time.Now()
 					rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-					resp, err := cl.Invoke(rctx, s.addr, req)
+					res, err := cl.Pull(rctx, s.addr, clientadmin.PullRequest{Group: f.group, Topic: f.topic, QueueID: int(s.id), Offset: off, MaxNums: f.batch})
 					rcancel()
+					if clientadmin.IsRefused(err) {
+						lat.record(time.Since(t0))
+						break
+					}
 					if err != nil {
 						if ctx.Err() != nil {
 							unknown.Add(1) // a pull cut short: nothing is committed
@@ -605,19 +611,18 @@ func benchConsume(parent context.Context, f *consumeFlags) (*benchReport, error)
 						break
 					}
 					lat.record(time.Since(t0))
-					next, perr := strconv.ParseInt(resp.Ext("nextBeginOffset"), 10, 64)
-					if resp.Code == remoting.Success {
-						n := countRecords(resp.Body)
+					if res.Status == clientadmin.PullFound {
+						n := countRecords(res.Body)
 						got.Add(int64(n))
 						budget.Add(-int64(n))
-						bytes.Add(int64(len(resp.Body)))
-					} else if resp.Code != remoting.PullRetryImmediately {
+						bytes.Add(int64(len(res.Body)))
+					} else if res.Status != clientadmin.PullNoMatchedMsg {
 						break
 					}
-					if perr != nil || next <= off {
+					if res.NextBeginOffset <= off {
 						break
 					}
-					off = next
+					off = res.NextBeginOffset
 				}
 			}
 		}(c)

@@ -33,12 +33,11 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/client"
+	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/protocol"
-	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/modules/namesrv"
-	"github.com/quivermq/quiver/modules/retry"
-	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
 //go:embed console
@@ -175,9 +174,7 @@ func (c *consoleServer) admWith(ak, sk string) *adm {
 	o := *c.opts
 	o.accessKey, o.secretKey = ak, sk
 	a := &adm{admin: newAdmin(c.namesrv, c.timeout), opts: &o, w: io.Discard}
-	if ak != "" {
-		a.admin.sign = func(ext map[string]string, body []byte) { acl.Sign(ext, body, ak, sk, "") }
-	}
+	a.accessKey, a.secretKey = ak, sk
 	return a
 }
 
@@ -442,19 +439,17 @@ func (c *consoleServer) groups(ctx context.Context, a *adm) ([]groupSummary, err
 	if err != nil {
 		return nil, err
 	}
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for _, m := range ms {
-		resp, err := a.callOK(ctx, m.Addr, remoting.GetAllSubscriptionGroupConfig, nil, nil)
+		table, err := lib.SubscriptionGroups(ctx, m.Addr)
 		if err != nil {
-			return nil, err
+			return nil, codeErr(err)
 		}
-		var doc struct {
-			Table map[string]json.RawMessage `json:"subscriptionGroupTable"`
-		}
-		if err := json.Unmarshal(resp.Body, &doc); err != nil {
-			return nil, err
-		}
-		for g := range doc.Table {
+		for g := range table {
 			if !isSystemGroup(g) {
 				seen[g] = true
 			}
@@ -473,7 +468,7 @@ func (c *consoleServer) groups(ctx context.Context, a *adm) ([]groupSummary, err
 
 // resendDLQData resends a group's dead letters (one by id, or all) and
 // returns what was resent.
-func (a *adm) resendDLQData(ctx context.Context, group, msgID string, again bool) ([]retry.Resent, error) {
+func (a *adm) resendDLQData(ctx context.Context, group, msgID string, again bool) ([]clientadmin.ResentLetter, error) {
 	brokers, ok, err := a.route(ctx, protocol.DLQTopic(group))
 	if err != nil {
 		return nil, err
@@ -481,29 +476,20 @@ func (a *adm) resendDLQData(ctx context.Context, group, msgID string, again bool
 	if !ok {
 		return nil, fmt.Errorf("no dead letters for group %s", group)
 	}
-	ext := map[string]string{"group": group}
-	if msgID != "" {
-		ext["msgId"] = msgID
-	} else {
-		ext["all"] = "true"
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
 	}
-	if again {
-		ext["again"] = "true"
-	}
-	out := []retry.Resent{}
+	out := []clientadmin.ResentLetter{}
 	for _, bq := range brokers {
-		resp, err := a.call(ctx, bq.addr, retry.ResendDLQ, ext, nil)
-		if err != nil {
-			return nil, err
-		}
-		if resp.Code == remoting.QueryNotFound {
+		res, err := lib.ResendDLQ(ctx, bq.addr, clientadmin.ResendSpec{Group: group, MsgID: msgID, Again: again})
+		var be *client.BrokerError
+		switch {
+		case errors.Is(err, clientadmin.ErrMessageNotFound):
 			continue
-		}
-		if resp.Code != remoting.Success {
-			return nil, fmt.Errorf("resend on %s: code %d %s", bq.name, resp.Code, resp.Remark)
-		}
-		var res retry.ResendResult
-		if err := json.Unmarshal(resp.Body, &res); err != nil {
+		case errors.As(err, &be):
+			return nil, fmt.Errorf("resend on %s: code %d %s", bq.name, be.Code, be.Remark)
+		case err != nil:
 			return nil, err
 		}
 		out = append(out, res.Resent...)

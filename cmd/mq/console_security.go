@@ -42,9 +42,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/quivermq/quiver/core/remoting"
-	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
 const (
@@ -415,16 +412,15 @@ func (c *consoleServer) checkACLLogin(ctx context.Context, ak, sk string) error 
 		return err
 	}
 	probe := func(secret string) (bool, error) {
-		ext := map[string]string{"consumerGroup": consoleLoginProbeGroup}
-		acl.Sign(ext, nil, ak, secret, "")
-		ctx, cancel := context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-		resp, err := a.c.Invoke(ctx, ms[0].Addr, remoting.NewRequest(remoting.GetConsumerListByGroup, ext, nil))
+		p := c.admWith(ak, secret)
+		defer p.Close()
+		lib, err := p.library()
 		if err != nil {
 			return false, err
 		}
-		// A refusal for a permission still authenticated the account.
-		return resp.Code != remoting.NoPermission || strings.Contains(resp.Remark, "no permission:"), nil
+		ctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		return lib.Authenticated(ctx, ms[0].Addr, consoleLoginProbeGroup)
 	}
 	if ok, err := probe(randToken()); err != nil {
 		return err
