@@ -425,9 +425,9 @@ func grpcBacklog(ctx context.Context, f flags, g *grpcTarget, t target, topic st
 			logf("    first of %d errors: %s", r.Errs, r.FirstErr)
 		}
 		// A backlog not drained within the bound still gives the rate of
-		// the part received; a stall does not.
-		if r.Msgs < have && r.Msgs < have/10 {
-			return fmt.Errorf("gRPC: received %d of %d in %s", r.Msgs, have, 4*f.dur)
+		// the part received (nothing received is an error above).
+		if r.Msgs < have {
+			logf("    the %s bound cut the drain at %d of %d: the rate is of those", 4*f.dur, r.Msgs, have)
 		}
 	} else {
 		srv0, cli0 := t.serverCPU(), selfCPU()
