@@ -120,6 +120,9 @@ func (s *Server) Start(ctx context.Context) error {
 		opts = append(opts, grpclib.Creds(credentials.NewTLS(tc)))
 	}
 	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20))
+	// Namespaces are put into names before anything reads them, the
+	// auth check included (namespace.go).
+	opts = append(opts, grpclib.ChainUnaryInterceptor(namespaceUnary), grpclib.ChainStreamInterceptor(namespaceStream))
 	if s.auth != nil {
 		refused := func(method string, r *refusal) {
 			s.log.Debug("grpc: refused", "method", method, "code", r.code, "reason", r.msg)
