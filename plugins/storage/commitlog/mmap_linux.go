@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"unsafe"
@@ -59,4 +60,18 @@ func populate(b []byte) error {
 			return e
 		}
 	}
+}
+
+// release drops the (page-aligned) region b of a shared file mapping from
+// the process's page tables (MADV_DONTNEED): the pages stay in the page
+// cache, dirty ones are written back as usual, and the next access maps
+// them again from the file.
+func release(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := syscall.Madvise(b, syscall.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("madvise(MADV_DONTNEED) of %d bytes: %w", len(b), err)
+	}
+	return nil
 }

@@ -15,3 +15,5 @@ func mapFile(*os.File, int64, int) ([]byte, error) { return nil, errors.ErrUnsup
 func unmapFile([]byte) error { return nil }
 
 func populate([]byte) error { return errPopulateUnsupported }
+
+func release([]byte) error { return nil }

@@ -16,8 +16,11 @@ import (
 // populate, before anything is written, rather than as SIGBUS on a store;
 // the encoding runs with debug.SetPanicOnFault as a second line (kernels
 // without MADV_POPULATE_WRITE). Readers keep using pread: the map and the
-// file share the page cache. In sync flush mode, where mapping fails, or
-// off Linux, the writer uses one pwrite per segment per group write.
+// file share the page cache. Pages the writer has left dropBehind behind
+// are dropped from the map (MADV_DONTNEED), so the window costs the
+// process a few MiB of resident memory rather than all of it. In sync
+// flush mode, where mapping fails, or off Linux, the writer uses one
+// pwrite per segment per group write.
 const (
 	// mapWindow is how much of a segment is mapped at once.
 	mapWindow = 64 << 20
@@ -28,6 +31,15 @@ const (
 	// populator has not got there yet.
 	populateAheadOwn = 64 << 10
 	pageSize         = 4096
+	// dropBehind is how far behind the writer the window's pages are
+	// dropped from the process's page tables (MADV_DONTNEED), at most
+	// once per dropBehind written. The page cache keeps them: readers
+	// pread them, dirty ones are written back as before, and a write
+	// there (after a cut) faults them in again. Without it every page the
+	// writer passed stayed resident until the window moved: the whole
+	// 16 MiB segment of the edge profile, 64 MiB with 1 GiB segments
+	// (docs/BENCHMARKS.md, "Edge profile").
+	dropBehind = 1 << 20
 )
 
 // errNoPageSpace is populate's EFAULT: a store there would raise SIGBUS.
@@ -42,6 +54,7 @@ type writeMap struct {
 	off   int64  // file offset of b[0], page-aligned
 	b     []byte // nil: nothing mapped
 	pop   int64  // file offset below which the window's pages are populated
+	drop  int64  // file offset below which the window's pages were dropped (dropBehind)
 	noMap bool   // mapping failed once: use pwrite for good
 	nopo  bool   // no MADV_POPULATE_WRITE: rely on faults
 	gen   int64  // the window's populator generation
@@ -75,7 +88,7 @@ func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 			w.noMap = true
 			return nil, nil
 		}
-		w.seg, w.off, w.b, w.pop, w.asked = seg, off, b, off, off
+		w.seg, w.off, w.b, w.pop, w.asked, w.drop = seg, off, b, off, off, off
 	}
 	winEnd := w.off + int64(len(w.b))
 	end := pos + n
@@ -101,6 +114,12 @@ func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 			w.asked = to
 		}
 	}
+	if to := (pos - dropBehind) &^ (pageSize - 1); to-w.drop >= dropBehind {
+		// Best effort: a failure only leaves the pages resident.
+		if err := release(w.b[w.drop-w.off : to-w.off]); err == nil {
+			w.drop = to
+		}
+	}
 	return w.b[pos-w.off : pos-w.off+n : pos-w.off+n], nil
 }
 
@@ -113,7 +132,7 @@ func (s *Store) unmapWriter() {
 	if w.b != nil {
 		unmapFile(w.b)
 	}
-	w.seg, w.b, w.off, w.pop, w.asked = nil, nil, 0, 0, 0
+	w.seg, w.b, w.off, w.pop, w.asked, w.drop = nil, nil, 0, 0, 0, 0
 }
 
 // forgetPopulated is called after seg was cut at pos: pages from there on
@@ -125,6 +144,7 @@ func (s *Store) forgetPopulated(seg *segment, pos int64) {
 			w.gen = s.pop.invalidate()
 		}
 		w.asked = w.pop
+		w.drop = min(w.drop, w.pop)
 	}
 }
 
