@@ -76,6 +76,7 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 	want = append(want, koanfKeys("transaction.", transaction.NewConfig())...)
 	want = append(want, koanfKeys("metrics.", metrics.NewConfig())...)
 	want = append(want, koanfKeys("console.", &consoleConfig{})...)
+	want = append(want, koanfKeys("process.", &processConfig{})...)
 	want = append(want, "filter.property_filter")
 	want = append(want, koanfKeys("filter.sql92.", sql92.NewConfig())...)
 	want = append(want, "transports", "auth.acl.enabled", "auth.acl.namesrv_enabled")

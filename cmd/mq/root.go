@@ -24,7 +24,7 @@ import (
 
 // sections are the top-level configuration keys some part of mq owns (acl
 // is the old spelling of auth.acl).
-var sections = []string{"acl", "auth", "broker", "console", "filter", "grpc", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+var sections = []string{"acl", "auth", "broker", "console", "filter", "grpc", "log", "metrics", "namesrv", "process", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string
@@ -88,7 +88,7 @@ func planConfig(g *globalFlags, r role) (*config.Config, *kernel.Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	plan, err := server.Plan(cfg, r, plugins(), consoleSection)
+	plan, err := server.Plan(cfg, r, plugins(), consoleSection, processSection)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,6 +157,13 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), "configuration OK")
 				return nil
+			}
+			if pc, ok := plan.Section("process").(*processConfig); ok && pc.MemoryLimit != 0 {
+				log, err := kernel.NewLogger(cfg)
+				if err != nil {
+					return err
+				}
+				applyProcess(pc, log)
 			}
 			if devTLS {
 				if err := setupDevTLS(cfg, plan.Storage.Dir, cmd.ErrOrStderr()); err != nil {
