@@ -1,8 +1,8 @@
 package main
 
 // mq admin: dead-letter tools and offset reset by time. The shared bits
-// (name-server route lookup, broker calls, output) live here too until the
-// full admin command grows around them.
+// (the admin type: client/admin on a client of the name server, route
+// lookup, output) live here too.
 
 import (
 	"context"
