@@ -581,6 +581,9 @@ func render(f flags, r *report, e env) string {
 				tgt = fmt.Sprintf("≥ %.1f×", m.target)
 				met = yesNo(ratio >= m.target)
 			}
+			if len(m.vals["Quiver"]) == 0 || len(m.vals["JetStream"]) == 0 {
+				met = "" // no run on one side: no ratio to judge
+			}
 		}
 		runs := ""
 		if nq, nj := len(m.vals["Quiver"]), len(m.vals["JetStream"]); nq != f.rounds || nj != f.rounds {
