@@ -13,9 +13,11 @@ import (
 )
 
 // dispatch decodes a received frame and completes the call it answers or
-// runs its handler (on this goroutine when inline, otherwise on a new one),
-// waiting while MaxInFlight handlers run. It may run on several goroutines
-// at once (transport.FrameDeliverer).
+// runs its handler: on this goroutine when inline (a FrameDeliverer's
+// reader) or when the router declared the code inline (its answer is then
+// queued, inline.go), otherwise on a worker goroutine; it waits while
+// MaxInFlight handlers run. It may run on several goroutines at once
+// (transport.FrameDeliverer).
 func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 	cmd, err := DecodeFor(frame, p.handler)
 	if err != nil {
@@ -34,15 +36,28 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 		p.complete(cmd)
 		return nil
 	}
+	onReader := !inline && p.runsInline(cmd)
 	select {
 	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		// Answers queued on the reader go out before it waits: the
+		// requests holding the slots may need them to be answered.
+		if !inline {
+			p.flushReplies(ctx)
+		}
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	p.handlers.Add(1)
-	if inline {
+	switch {
+	case onReader:
+		p.serveInline(ctx, cmd)
+	case inline:
 		p.serve(ctx, cmd)
-	} else {
+	default:
 		p.handOff(ctx, cmd)
 	}
 	return nil

@@ -96,6 +96,13 @@ type Peer struct {
 	cancellable  atomic.Int32
 	nextExpiry   atomic.Int64
 
+	// inl says which requests run on the reader; ahead tells it whether
+	// a whole frame is buffered; replies are their queued answers
+	// (inline.go), touched only by the reading goroutine.
+	inl     inliner
+	ahead   frameLookahead
+	replies replyQueue
+
 	// work hands requests to idle worker goroutines (handOff);
 	// idleWorkers counts those waiting.
 	work        chan *Command
@@ -153,6 +160,12 @@ func NewPeer(conn transport.Conn, h Handler, log *slog.Logger, opts PeerOptions)
 	if r, ok := conn.(transport.FrameRecycler); ok {
 		p.recycler = r
 	}
+	if i, ok := h.(inliner); ok {
+		p.inl = i
+	}
+	if a, ok := conn.(frameLookahead); ok {
+		p.ahead = a
+	}
 	return p
 }
 
@@ -187,6 +200,9 @@ func (p *Peer) Run(ctx context.Context) error {
 		// right there: no hand-off to a new goroutine either.
 		return d.DeliverFrames(ctx, func(frame []byte) error { return p.dispatch(ctx, frame, true) })
 	}
+	// Answers of requests served on this goroutine (inline.go) are
+	// written once no whole frame is left to read, or at the bounds.
+	defer p.flushReplies(ctx)
 	for {
 		frame, err := p.conn.ReadFrame(ctx)
 		if err != nil {
@@ -194,6 +210,9 @@ func (p *Peer) Run(ctx context.Context) error {
 		}
 		if err := p.dispatch(ctx, frame, false); err != nil {
 			return err
+		}
+		if p.replyDue() {
+			p.flushReplies(ctx)
 		}
 	}
 }

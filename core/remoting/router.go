@@ -3,8 +3,10 @@ package remoting
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +27,9 @@ type Router struct {
 	// a request's ExtFields map.
 	deferred   map[int32]bool
 	mapReaders int
+	// inlined maps the codes of Inline to their conditions (nil:
+	// always); replaced whole by Inline, read without the lock.
+	inlined atomic.Pointer[map[int32]func() bool]
 }
 
 // AnswerFilter runs after a registered processor answered (a non-nil
@@ -65,6 +70,42 @@ func (r *Router) deferExt(code int32) bool {
 	ok := r.mapReaders == 0 && r.deferred[code]
 	r.mu.RUnlock()
 	return ok
+}
+
+// Inline declares that the handlers of codes answer without blocking
+// for long: from memory or the page cache, with no wait on the network,
+// a disk flush, another request or a timer (a send with
+// storage.flush=async and no synchronous replica, an offset query). A
+// Peer serving r runs such a request on the connection's reading
+// goroutine instead of handing it to a worker, and writes the answers of
+// a burst of them with one write once the reader has drained what arrived
+// (inline.go). cond, when not nil, is asked for each request and can
+// turn it off at run time (a replica that starts waiting for acks); it
+// must be cheap and safe for concurrent use. The interceptors and answer
+// filters run for these requests as for others, on the reader too, so
+// they must not block either. A handler that may block must not be
+// declared: while it waits, the connection reads nothing.
+func (r *Router) Inline(cond func() bool, codes ...int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[int32]func() bool{}
+	if old := r.inlined.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	for _, c := range codes {
+		m[c] = cond
+	}
+	r.inlined.Store(&m)
+}
+
+// inline implements inliner.
+func (r *Router) inline(code int32) bool {
+	m := r.inlined.Load()
+	if m == nil {
+		return false
+	}
+	cond, ok := (*m)[code]
+	return ok && (cond == nil || cond())
 }
 
 // NewRouter returns an empty router.

@@ -46,6 +46,10 @@ type Deps struct {
 	// Authenticators are the enabled auth plugins; the ACL admin codes
 	// look among them for an auth.AccountAdmin (acl_admin.go).
 	Authenticators []auth.Authenticator
+	// StoreFlush is storage.flush; with async (and no synchronous
+	// replica) sends are served on the connection's reader (send.go,
+	// sendsInline). Empty: not known, sends go to worker goroutines.
+	StoreFlush store.FlushMode
 }
 
 // Broker is one broker process.
@@ -151,6 +155,11 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 	// The send handlers read their headers without the map when no
 	// interceptor needs it (send_header.go).
 	b.router.DeferExt(remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
+	// Served on the connection's reader, answers written per burst
+	// (remoting.Router.Inline): sends when they answer from memory, and
+	// the offset codes, which read and update tables in memory.
+	b.router.Inline(b.sendsInline, remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
+	b.router.Inline(nil, remoting.QueryConsumerOffset, remoting.UpdateConsumerOffset, remoting.GetMaxOffset, remoting.GetMinOffset)
 	return b, nil
 }
 

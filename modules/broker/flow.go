@@ -22,13 +22,23 @@ const (
 // slot, or arrives while a store write has been stuck for longer than
 // storeBusyTimeout, is answered SYSTEM_BUSY at once instead of queueing
 // without bound. Pulls and heartbeats never pass through it.
+//
+// The store-latency guard is Java's isOSPageCacheBusy: Java answers
+// [PC_SYNCHRONIZED] while the commit log's put lock has been held longer
+// than osPageCacheBusyTimeOutMills (1,000 ms by default, our
+// store_busy_timeout); here, while store writes are under way and none
+// has finished for that long (storeWrite brackets the put alone, not the
+// parsing, the wait for a slot or a replica's ack before and after it,
+// so a broker starved of CPU between its puts is not taken for a stuck
+// disk).
 type sendGate struct {
 	slots       chan struct{}
 	busyTimeout atomic.Int64 // nanoseconds; UPDATE_BROKER_CONFIG may change it
 	storeBusy   atomic.Int64 // nanoseconds: the store-latency guard
 	now         func() time.Time
 
-	inflight     atomic.Int64
+	inflight     atomic.Int64 // sends admitted and not yet released
+	writing      atomic.Int64 // store writes under way (storeWrite)
 	lastProgress atomic.Int64 // unix nanos of the last finished (or first started) store write
 
 	busyQueue, busyStore, busyQuota atomic.Int64
@@ -60,7 +70,7 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 	}
 	// The store-latency guard: a write stuck longer than storeBusy means
 	// the disk is not keeping up; queueing more would only add latency.
-	if g.inflight.Load() > 0 && g.now().Sub(time.Unix(0, g.lastProgress.Load())) > time.Duration(g.storeBusy.Load()) {
+	if g.writing.Load() > 0 && g.now().Sub(time.Unix(0, g.lastProgress.Load())) > time.Duration(g.storeBusy.Load()) {
 		g.busyStore.Add(1)
 		return nil, remoting.NewResponse(req, remoting.SystemBusy, busyStoreRemark)
 	}
@@ -80,14 +90,26 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 			return nil, remoting.NewResponse(req, remoting.SystemBusy, "broker busy: request cancelled while queued")
 		}
 	}
-	if g.inflight.Add(1) == 1 {
-		g.lastProgress.Store(g.now().UnixNano())
-	}
+	g.inflight.Add(1)
 	return func() {
-		g.lastProgress.Store(g.now().UnixNano())
 		g.inflight.Add(-1)
 		<-g.slots
 	}, nil
+}
+
+// storeWrite marks a store write (the put of an admitted send) as under
+// way for the store-latency guard; storeWritten marks its end.
+func (g *sendGate) storeWrite() {
+	if g != nil && g.writing.Add(1) == 1 {
+		g.lastProgress.Store(g.now().UnixNano())
+	}
+}
+
+func (g *sendGate) storeWritten() {
+	if g != nil {
+		g.lastProgress.Store(g.now().UnixNano())
+		g.writing.Add(-1)
+	}
 }
 
 // setBusyTimeout changes the thresholds at run time (UPDATE_BROKER_CONFIG).

@@ -169,3 +169,41 @@ func TestBucketRefills(t *testing.T) {
 	assert.True(t, k.take(now.Add(10*time.Second), 10, 0), "caps at one second's burst")
 	assert.False(t, k.take(now.Add(10*time.Second), 1, 0))
 }
+
+// TestStoreGuardWatchesStoreWrites: the store-latency guard answers
+// [PC_SYNCHRONIZED] only while a store write is under way and none has
+// finished for store_busy_timeout (Java's isOSPageCacheBusy); sends that
+// are admitted but not yet writing (starved of CPU, parsing, waiting for
+// a replica) do not trip it.
+func TestStoreGuardWatchesStoreWrites(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := newSendGate(8, 200*time.Millisecond, time.Second, nil)
+	g.now = func() time.Time { return now }
+	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
+	enter := func() *remoting.Command {
+		release, busy := g.enter(context.Background(), req, "T", "G", 1, 1)
+		if busy == nil {
+			t.Cleanup(release)
+		}
+		return busy
+	}
+	require.Nil(t, enter(), "an admitted send, not yet writing")
+	now = now.Add(5 * time.Second)
+	assert.Nil(t, enter(), "no store write under way: not busy, however long since the last one")
+
+	g.storeWrite()
+	now = now.Add(900 * time.Millisecond)
+	assert.Nil(t, enter(), "a write under way for less than store_busy_timeout")
+	now = now.Add(200 * time.Millisecond)
+	busy := enter()
+	require.NotNil(t, busy, "a write stuck for 1.1 s")
+	assert.Equal(t, int32(remoting.SystemBusy), busy.Code)
+	assert.Equal(t, busyStoreRemark, busy.Remark)
+
+	g.storeWrite() // a second write joins the stuck one
+	g.storeWritten()
+	assert.Nil(t, enter(), "a write finished just now")
+	g.storeWritten()
+	assert.Equal(t, int64(0), g.writing.Load())
+	assert.Equal(t, int64(1), g.busyStore.Load())
+}

@@ -127,6 +127,7 @@ func newFromFx(p params) (*Broker, error) {
 		Store: p.Store, Transports: p.Transports, Filters: filters, Logger: p.Logger,
 		DataDir: p.Plan.Storage.Dir, Retention: p.Plan.Storage.Retention, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
 		MaxConns: p.Remoting.MaxConnections, MaxConnsPerHost: p.Remoting.MaxConnectionsPerIP,
+		StoreFlush: store.FlushMode(p.Plan.Storage.Flush),
 	}
 	if p.Guard != nil {
 		deps.Interceptors = p.Guard.Interceptors

@@ -27,6 +27,19 @@ type sendAlloc struct {
 	batch [1]store.Message
 }
 
+// sendsInline reports whether a send may run on its connection's reading
+// goroutine (remoting.Router.Inline): with storage.flush=async the store
+// copies the message into the page cache (the commit log's mapped
+// segment) and returns, so the send answers from memory. With sync flush
+// it waits for an fdatasync, with a synchronous replica for the slave's
+// ack: those sends go to worker goroutines, where one connection's
+// pipelined sends wait together (and share the fdatasync). A replica
+// that starts waiting for acks (SetAckWaiter) turns it off for the
+// following sends.
+func (b *Broker) sendsInline() bool {
+	return b.deps.StoreFlush == store.FlushAsync && b.replica.ackWaiter.Load() == nil
+}
+
 // A send, single or batch, runs in three steps: sendPrologue (the header,
 // the send gate, the topic and queue checks), the handler's own checks and
 // messages, then the put and sendAnswer.
@@ -128,7 +141,9 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	if m.BornTimestamp == 0 {
 		m.BornTimestamp = time.Now().UnixMilli()
 	}
+	b.gate.storeWrite()
 	pos, err := b.put(ctx, sa.msgs[:], sa.batch[:])
+	b.gate.storeWritten()
 	var tid string
 	if m.SysFlag&message.TransactionMask == message.TransactionPrepared {
 		tid = props[message.PropertyUniqKey]
@@ -185,7 +200,9 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 			QueueID: h.queueID, SysFlag: h.sysFlag &^ message.TransactionMask, BornTimestamp: h.bornTimestamp, BornHost: born,
 		})
 	}
+	b.gate.storeWrite()
 	pos, err := b.Put(ctx, msgs)
+	b.gate.storeWritten()
 	return b.sendAnswer(ctx, req, h.queueID, pos, err, "")
 }
 

@@ -378,6 +378,24 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 	return buf, nil
 }
 
+// FrameBuffered reports whether a whole frame (or a length that ReadFrame
+// refuses at once) is already in the read buffer, so the next ReadFrame
+// returns without reading the socket. Remoting writes the answers it
+// queued while serving requests on the reader once this is false. Only
+// the reading goroutine may call it.
+func (c *Conn) FrameBuffered() bool {
+	n := c.r.Buffered()
+	if n < 4 || c.rerr != nil {
+		return c.rerr != nil
+	}
+	lb, err := c.r.Peek(4)
+	if err != nil {
+		return false
+	}
+	l := int64(int32(binary.BigEndian.Uint32(lb)))
+	return l < 4 || l > int64(c.maxFrame) || int64(n-4) >= l
+}
+
 // eagerAlloc is the frame size up to which an accepted connection's
 // buffer is allocated at once; larger frames grow as their bytes actually
 // arrive, so a peer that only declares a large length costs no memory.

@@ -1,0 +1,150 @@
+package remoting
+
+// Requests served on the connection's reading goroutine (Router.Inline)
+// and their answers, written together once the reader has drained what
+// arrived.
+//
+// A request whose handler was declared short (it answers from memory or
+// the page cache and never waits long: a send with storage.flush=async,
+// an offset query) costs more in the hand-off to a worker goroutine (a
+// scheduler wake-up) and in its own write system call than in the
+// handler itself. The reader runs such a handler itself and queues the
+// encoded answer; the queue is written with one WriteFrames (one write)
+// when the transport holds no further whole frame (ReadFrame would wait
+// on the socket), when maxQueuedReplies answers or maxQueuedBytes are
+// queued, before the reader waits for an in-flight slot, and when reading
+// stops. A burst of pipelined requests (the official client's ×16 or
+// async senders) is answered with one write per burst instead of one per
+// request; a lone request is answered at once, as before. Requests of
+// other codes go to worker goroutines as before, so a handler that blocks
+// (a long-polling pull, a sync flush) holds up nothing on the reader.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/quivermq/quiver/core/transport"
+)
+
+// inliner is a Handler that says which requests may run on the reader
+// (Router implements it).
+type inliner interface{ inline(code int32) bool }
+
+// frameLookahead is a Conn that can tell, without blocking, whether a
+// whole frame is already buffered (the tcp transport): only the reading
+// goroutine calls it. Without it every inline answer is written at once.
+type frameLookahead interface{ FrameBuffered() bool }
+
+// Bounds of the answers queued on the reader: past either the queue is
+// written even though more requests are buffered, so a client that keeps
+// the read buffer full still gets its answers.
+const (
+	maxQueuedReplies = 64
+	maxQueuedBytes   = 64 << 10
+)
+
+// replyQueue is the reader's queue of encoded answers. Only the reading
+// goroutine touches it.
+type replyQueue struct {
+	q      []outFrame
+	bytes  int
+	frames [][][]byte
+	parts  [][]byte
+}
+
+// runsInline reports whether req is served on the reader.
+func (p *Peer) runsInline(req *Command) bool {
+	return p.inl != nil && p.batch != nil && p.inl.inline(req.Code)
+}
+
+// serveInline runs req's handler on the reading goroutine and queues its
+// answer. The caller holds an in-flight slot and counted the handler.
+func (p *Peer) serveInline(ctx context.Context, req *Command) {
+	defer func() {
+		<-p.sem
+		p.handlers.Done()
+	}()
+	resp := p.safeHandle(ctx, req)
+	if resp == nil || req.IsOneway() {
+		return // no answer, or one sent later with Reply
+	}
+	resp.Opaque = req.Opaque
+	resp.Flag |= FlagResponse
+	p.queueReply(req, resp)
+}
+
+// queueReply encodes resp and queues it; an answer the frame limit cannot
+// carry is replaced by a small error answer that says why (as serve
+// does).
+func (p *Peer) queueReply(req, resp *Command) {
+	hb := headerPool.Get().(*[]byte)
+	*hb = AppendHeader((*hb)[:0], resp)
+	n, limit := len(*hb)+bodyLen(resp), p.batch.MaxFrameSize()
+	if n > limit {
+		err := fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit)
+		p.log.Warn("response exceeds the frame limit: answered with an error", "code", req.Code, "err", err)
+		resp = NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
+			req.Code, RequestCodeName(req.Code), err))
+		resp.Opaque = req.Opaque
+		resp.Flag |= FlagResponse
+		*hb = AppendHeader((*hb)[:0], resp)
+		n = len(*hb)
+	}
+	r := &p.replies
+	r.q = append(r.q, outFrame{hdr: hb, body: resp.Body, parts: resp.BodyParts, sent: resp.Sent})
+	r.bytes += n
+}
+
+// replyDue reports whether the queued answers must be written now: the
+// bounds are reached, or no whole frame waits in the transport's buffer.
+func (p *Peer) replyDue() bool {
+	r := &p.replies
+	if len(r.q) == 0 {
+		return false
+	}
+	return len(r.q) >= maxQueuedReplies || r.bytes >= maxQueuedBytes ||
+		p.ahead == nil || !p.ahead.FrameBuffered()
+}
+
+// flushReplies writes the queued answers with one WriteFrames and runs
+// their Sent. A failed write closes the peer, as a failed Send does.
+func (p *Peer) flushReplies(ctx context.Context) {
+	r := &p.replies
+	if len(r.q) == 0 {
+		return
+	}
+	for i := range r.q {
+		f := &r.q[i]
+		r.parts = append(r.parts, *f.hdr)
+		if len(f.parts) > 0 {
+			r.parts = append(r.parts, f.parts...)
+		} else if len(f.body) > 0 {
+			r.parts = append(r.parts, f.body)
+		}
+	}
+	at := 0
+	for i := range r.q {
+		n := r.q[i].nparts()
+		r.frames = append(r.frames, r.parts[at:at+n:at+n])
+		at += n
+	}
+	err := p.batch.WriteFrames(ctx, r.frames)
+	for i := range r.q {
+		headerPool.Put(r.q[i].hdr)
+		if err == nil && r.q[i].sent != nil {
+			r.q[i].sent()
+		}
+		r.q[i] = outFrame{}
+	}
+	clear(r.parts)
+	clear(r.frames)
+	r.q, r.parts, r.frames, r.bytes = r.q[:0], r.parts[:0], r.frames[:0], 0
+	if err != nil {
+		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
+		p.closeWith(err)
+		if !errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
+			p.log.Debug("write responses", "err", err)
+		}
+	}
+}
