@@ -5,6 +5,12 @@
 // asks a live producer of the group (CHECK_TRANSACTION_STATE, 39) about
 // half messages left undecided.
 //
+// Other transports share both paths: End (end.go) is the decide path of
+// END_TRANSACTION, and a CheckTransport (checktransport.go) registered by
+// another module carries check-backs to producers that are not remoting
+// connections — the gRPC endpoint's RecoverOrphanedTransactionCommand on a
+// 5.x producer's Telemetry stream — asked before the remoting producers.
+//
 // Every decision (commit, rollback, discard after too many checks) is
 // recorded as an op message in RMQ_SYS_TRANS_OP_HALF_TOPIC (tag "d", body =
 // the half message's queue offset in decimal, as Java writes it). The set

@@ -377,7 +377,7 @@ func TestCheckBackAndDiscard(t *testing.T) {
 	e.s.CheckNow(context.Background())
 	pc.noCheck(t)
 
-	clk.add(7 * time.Second)
+	clk.add(30 * time.Second) // past transaction.timeout (6s) even when the setup above took seconds (-race under load)
 	e.s.CheckNow(context.Background())
 	chk := pc.nextCheck(t)
 	assert.Equal(t, strconv.FormatInt(a.QueueOffset, 10), chk.Ext("tranStateTableOffset"))
