@@ -103,3 +103,6 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
 )
+
+// Patched copy of quic-go v0.65.0 (configurable max_ack_delay and congestion backoff, issue 29); see third_party/quic-go/README.md.
+replace github.com/quic-go/quic-go => ./third_party/quic-go

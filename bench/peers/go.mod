@@ -60,3 +60,5 @@ require (
 replace github.com/quivermq/quiver => ../..
 
 tool github.com/nats-io/nats-server/v2
+
+replace github.com/quic-go/quic-go => ../../third_party/quic-go

@@ -29,9 +29,31 @@ func (c *Config) initialPacketSize() protocol.ByteCount {
 	return protocol.ByteCount(c.InitialPacketSize)
 }
 
+// maxAckDelay is the local ACK timer (QUIVER patch).
+func (c *Config) maxAckDelay() time.Duration {
+	if c.MaxAckDelay <= 0 {
+		return protocol.DefaultLocalMaxAckDelay
+	}
+	return c.MaxAckDelay
+}
+
+// advertisedMaxAckDelay is the max_ack_delay transport parameter (QUIVER patch):
+// the local ACK timer plus the timer granularity, rounded up to a whole
+// millisecond (the parameter's unit), so the peer never waits too short.
+func (c *Config) advertisedMaxAckDelay() time.Duration {
+	d := c.maxAckDelay() + protocol.TimerGranularity
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+}
+
 func validateConfig(config *Config) error {
 	if config == nil {
 		return nil
+	}
+	if config.CongestionBackoff != 0 {
+		config.CongestionBackoff = min(max(config.CongestionBackoff, 0.5), 0.9)
+	}
+	if config.MaxAckDelay > protocol.MaxMaxAckDelay-2*protocol.TimerGranularity {
+		config.MaxAckDelay = protocol.MaxMaxAckDelay - 2*protocol.TimerGranularity
 	}
 	const maxStreams = 1 << 60
 	if config.MaxIncomingStreams > maxStreams {
@@ -127,6 +149,8 @@ func populateConfig(config *Config) *Config {
 		InitialPacketSize:                config.InitialPacketSize,
 		DisablePathMTUDiscovery:          config.DisablePathMTUDiscovery,
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
+		MaxAckDelay:                      config.MaxAckDelay,
+		CongestionBackoff:                config.CongestionBackoff,
 		Allow0RTT:                        config.Allow0RTT,
 		Tracer:                           config.Tracer,
 	}

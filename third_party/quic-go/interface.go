@@ -193,6 +193,18 @@ type Config struct {
 	// Enable QUIC Stream Resets with Partial Delivery.
 	// See https://datatracker.ietf.org/doc/html/draft-ietf-quic-reliable-stream-reset-09.
 	EnableStreamResetPartialDelivery bool
+	// MaxAckDelay is the longest this endpoint delays the ACK of an ack-eliciting
+	// 1-RTT packet (QUIVER patch). It is advertised to the peer as max_ack_delay
+	// (plus the timer granularity, rounded up to a millisecond), which the peer
+	// adds to its probe timeout; a shorter delay makes tail losses recover sooner
+	// at the cost of more ACK-only packets. If zero, 25 ms (quic-go's default) is used.
+	// The peer's advertised max_ack_delay is honoured whatever this is set to.
+	MaxAckDelay time.Duration
+	// CongestionBackoff is the factor the congestion window is multiplied by on
+	// a loss event (QUIVER patch; Reno's beta). Zero means quic-go's 0.7; values
+	// are clamped to [0.5, 0.9]. A larger value cuts the window less on random
+	// (non-congestive) loss, at the cost of fairness towards other flows.
+	CongestionBackoff float64
 
 	Tracer func(ctx context.Context, isClient bool, connID ConnectionID) qlogwriter.Trace
 }

@@ -13,7 +13,8 @@ import (
 // a small request frame and wait for a 33 KiB answer (a header and 32
 // parts of 1 KiB) on one connection, and the connection's packet
 // counters are reported per answer: packets sent by the server, lost
-// (declared lost by its loss detection), and received by it (ACKs mostly).
+// (declared lost by its loss detection), and received by it (ACKs mostly),
+// with the server's congestion window and smoothed RTT at the end.
 func BenchmarkPullConn(b *testing.B) {
 	ln := listen(b, testConfig(), 0)
 	client, server := pair(b, ln, testConfig(), 0)
@@ -60,6 +61,11 @@ func BenchmarkPullConn(b *testing.B) {
 	b.ReportMetric(float64(after.PacketsLost-before.PacketsLost)/float64(b.N), "lost/answer")
 	b.ReportMetric(float64(after.PacketsReceived-before.PacketsReceived)/float64(b.N), "rcvd/answer")
 	b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "msg/s")
+	// The server's congestion window and smoothed RTT at the end: under
+	// loss (see TestLossyCompare for a lossy namespace) they show whether
+	// answers wait for the window rather than for loss recovery.
+	b.ReportMetric(float64(after.CongestionWindow)/1200, "cwnd-1200B-pkts")
+	b.ReportMetric(float64(after.SmoothedRTT.Microseconds()), "srtt-µs")
 	client.Close()
 	server.Close()
 	wg.Wait()

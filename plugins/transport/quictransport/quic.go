@@ -126,6 +126,8 @@ func quicConfig(cfg *Config) *quic.Config {
 		MaxIncomingStreams:    int64(cfg.MaxStreams),
 		MaxIncomingUniStreams: -1,
 		Allow0RTT:             cfg.ZeroRTT,
+		MaxAckDelay:           cfg.MaxAckDelay,
+		CongestionBackoff:     cfg.CongestionBackoff,
 	}
 }
 

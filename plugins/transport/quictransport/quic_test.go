@@ -108,6 +108,12 @@ func TestConfigValidate(t *testing.T) {
 		{"client auth", func(c *Config) { c.ClientAuth, c.ClientCAFile = "require", "ca.pem" }, ""},
 		{"bad client auth", func(c *Config) { c.ClientAuth = "always" }, "client_auth"},
 		{"client cert without key", func(c *Config) { c.ClientCertFile = "c.pem" }, "client_cert_file"},
+		{"quic-go's ack delay", func(c *Config) { c.MaxAckDelay = 0 }, ""},
+		{"negative ack delay", func(c *Config) { c.MaxAckDelay = -time.Millisecond }, "max_ack_delay"},
+		{"ack delay too long", func(c *Config) { c.MaxAckDelay = 17 * time.Second }, "max_ack_delay"},
+		{"backoff 0.85", func(c *Config) { c.CongestionBackoff = 0.85 }, ""},
+		{"backoff too low", func(c *Config) { c.CongestionBackoff = 0.3 }, "congestion_backoff"},
+		{"backoff too high", func(c *Config) { c.CongestionBackoff = 1 }, "congestion_backoff"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

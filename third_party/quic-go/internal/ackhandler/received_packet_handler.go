@@ -2,6 +2,7 @@ package ackhandler
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/quic-go/quic-go/internal/monotime"
 	"github.com/quic-go/quic-go/internal/protocol"
@@ -17,11 +18,13 @@ type ReceivedPacketHandler struct {
 	lowest1RTTPacket protocol.PacketNumber
 }
 
-func NewReceivedPacketHandler(logger utils.Logger) *ReceivedPacketHandler {
+// NewReceivedPacketHandler makes a handler whose 1-RTT ACKs wait at most
+// maxAckDelay (QUIVER patch: was the constant MaxAckDelay).
+func NewReceivedPacketHandler(logger utils.Logger, maxAckDelay time.Duration) *ReceivedPacketHandler {
 	return &ReceivedPacketHandler{
 		initialPackets:   newReceivedPacketTracker(),
 		handshakePackets: newReceivedPacketTracker(),
-		appDataPackets:   *newAppDataReceivedPacketTracker(logger),
+		appDataPackets:   *newAppDataReceivedPacketTracker(logger, maxAckDelay),
 		lowest1RTTPacket: protocol.InvalidPacketNumber,
 	}
 }

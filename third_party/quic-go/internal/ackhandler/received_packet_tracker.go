@@ -75,8 +75,9 @@ func (h *receivedPacketTracker) IsPotentiallyDuplicate(pn protocol.PacketNumber)
 	return h.packetHistory.IsPotentiallyDuplicate(pn)
 }
 
-// MaxAckDelay is the maximum time by which we delay sending ACKs.
-const MaxAckDelay = 25 * time.Millisecond
+// MaxAckDelay is the default maximum time by which we delay sending ACKs
+// (QUIVER patch: the tracker uses its maxAckDelay field, set from quic.Config).
+const MaxAckDelay = protocol.DefaultLocalMaxAckDelay
 
 // number of ack-eliciting packets received before sending an ACK
 const packetsBeforeAck = 2
@@ -96,13 +97,19 @@ type appDataReceivedPacketTracker struct {
 	ackElicitingPacketsReceivedSinceLastAck int
 	ackAlarm                                monotime.Time
 
+	maxAckDelay time.Duration // QUIVER patch: was the constant MaxAckDelay
+
 	logger utils.Logger
 }
 
-func newAppDataReceivedPacketTracker(logger utils.Logger) *appDataReceivedPacketTracker {
+func newAppDataReceivedPacketTracker(logger utils.Logger, maxAckDelay time.Duration) *appDataReceivedPacketTracker {
+	if maxAckDelay <= 0 {
+		maxAckDelay = MaxAckDelay
+	}
 	h := &appDataReceivedPacketTracker{
 		receivedPacketTracker: *newReceivedPacketTracker(),
 		logger:                logger,
+		maxAckDelay:           maxAckDelay,
 	}
 	return h
 }
@@ -126,9 +133,9 @@ func (h *appDataReceivedPacketTracker) ReceivedPacket(pn protocol.PacketNumber, 
 	}
 	if !h.ackQueued {
 		// No ACK queued, but we'll need to acknowledge the packet after max_ack_delay.
-		h.ackAlarm = rcvTime.Add(MaxAckDelay)
+		h.ackAlarm = rcvTime.Add(h.maxAckDelay)
 		if h.logger.Debug() {
-			h.logger.Debugf("\tSetting ACK timer to max ack delay: %s", MaxAckDelay)
+			h.logger.Debugf("\tSetting ACK timer to max ack delay: %s", h.maxAckDelay)
 		}
 	}
 	return nil

@@ -113,6 +113,7 @@ type sentPacketHandler struct {
 	bytesInFlight protocol.ByteCount
 
 	congestion congestion.SendAlgorithmWithDebugInfos
+	renoBeta   float64 // QUIVER patch: Reno's backoff factor (0: the default)
 	rttStats   *utils.RTTStats
 	connStats  *utils.ConnectionStats
 
@@ -151,6 +152,7 @@ func NewSentPacketHandler(
 	pers protocol.Perspective,
 	qlogger qlogwriter.Recorder,
 	logger utils.Logger,
+	renoBeta float64, // QUIVER patch: Reno's backoff factor, 0 for the default 0.7
 ) SentPacketHandler {
 	congestion := congestion.NewCubicSender(
 		congestion.DefaultClock{},
@@ -159,6 +161,7 @@ func NewSentPacketHandler(
 		initialMaxDatagramSize,
 		true, // use Reno
 		qlogger,
+		renoBeta,
 	)
 
 	h := &sentPacketHandler{
@@ -179,6 +182,7 @@ func NewSentPacketHandler(
 		rttStats:           rttStats,
 		connStats:          connStats,
 		congestion:         congestion,
+		renoBeta:           renoBeta,
 		ignorePacketsBelow: ignorePacketsBelow,
 		perspective:        pers,
 		qlogger:            qlogger,
@@ -1264,6 +1268,7 @@ func (h *sentPacketHandler) MigratedPath(now monotime.Time, initialMaxDatagramSi
 		initialMaxDatagramSize,
 		true, // use Reno
 		h.qlogger,
+		h.renoBeta,
 	)
 	h.qlogRecoveryParametersSet(true)
 	h.setLossDetectionTimer(now)

@@ -46,6 +46,8 @@ type cubicSender struct {
 	clock           Clock
 
 	reno bool
+	// renoBeta is Reno's multiplicative decrease (QUIVER patch: was the constant renoBeta).
+	renoBeta float64
 
 	// Track the largest packet that has been sent.
 	largestSentPacketNumber protocol.PacketNumber
@@ -94,8 +96,9 @@ func NewCubicSender(
 	initialMaxDatagramSize protocol.ByteCount,
 	reno bool,
 	qlogger qlogwriter.Recorder,
+	beta float64, // QUIVER patch: Reno's backoff factor, 0 for the default 0.7
 ) *cubicSender {
-	return newCubicSender(
+	c := newCubicSender(
 		clock,
 		rttStats,
 		connStats,
@@ -105,6 +108,10 @@ func NewCubicSender(
 		protocol.MaxCongestionWindowPackets*initialMaxDatagramSize,
 		qlogger,
 	)
+	if beta > 0 {
+		c.renoBeta = beta
+	}
+	return c
 }
 
 func newCubicSender(
@@ -131,6 +138,7 @@ func newCubicSender(
 		pacer:                      newPacer(),
 		clock:                      clock,
 		reno:                       reno,
+		renoBeta:                   renoBeta,
 		qlogger:                    qlogger,
 		maxDatagramSize:            initialMaxDatagramSize,
 	}
@@ -245,7 +253,7 @@ func (c *cubicSender) OnCongestionEvent(packetNumber protocol.PacketNumber, lost
 	c.maybeQlogStateChange(qlog.CongestionStateRecovery)
 
 	if c.reno {
-		c.congestionWindow = protocol.ByteCount(float64(c.congestionWindow) * renoBeta)
+		c.congestionWindow = protocol.ByteCount(float64(c.congestionWindow) * c.renoBeta)
 	} else {
 		c.congestionWindow = c.cubic.CongestionWindowAfterPacketLoss(c.congestionWindow)
 	}

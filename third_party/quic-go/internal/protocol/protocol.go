@@ -142,6 +142,10 @@ const MaxAckDelayExponent = 20
 // DefaultMaxAckDelay is the default max_ack_delay
 const DefaultMaxAckDelay = 25 * time.Millisecond
 
+// DefaultLocalMaxAckDelay is the default local ACK timer (QUIVER patch: was
+// the constant ackhandler.MaxAckDelay).
+const DefaultLocalMaxAckDelay = 25 * time.Millisecond
+
 // MaxMaxAckDelay is the maximum max_ack_delay
 const MaxMaxAckDelay = (1<<14 - 1) * time.Millisecond
 
