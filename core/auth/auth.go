@@ -31,7 +31,11 @@
 // A refusal is answered NO_PERMISSION with the error's message as the
 // remark, so errors name what is missing and never a secret. The other
 // optional interfaces (Signer, RequestSigner, AnswerFilter, ClusterSigner,
-// AccountAdmin) are found by type assertion on the Authenticator.
+// AccountAdmin, HMACAuthenticator) are found by type assertion on the
+// Authenticator. HMACAuthenticator checks the credential of RocketMQ 5
+// clients (an HMAC over the x-mq-date-time header of each gRPC call):
+// the gRPC endpoint (modules/grpc) refuses to start beside an auth plugin
+// without it, and authtest checks its contract when a plugin has it.
 // examples/custom-auth is a plugin written against the declared interfaces
 // only.
 package auth

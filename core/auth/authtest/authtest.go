@@ -18,7 +18,12 @@
 //     in Check;
 //   - nothing of a request's ExtFields map or Body is kept after a call
 //     returns (CheckBorrowedInputs): the map is pooled and the body aliases
-//     a recycled network frame (see auth.Request).
+//     a recycled network frame (see auth.Request);
+//   - an Authenticator that implements auth.HMACAuthenticator (the 5.x
+//     gRPC credential) keeps the same contract in AuthenticateHMAC: no
+//     panic, refusals wrap auth.ErrUnauthenticated, no secret in a
+//     message, the same answer twice, safe for concurrent use, and nothing
+//     kept of Content or MAC (WithHMACRequests gives accepted seeds).
 //
 // Requests (WithRequests) are well-formed requests the plugin accepts; the
 // suite checks that they pass, then mutates them (drops fields, changes
@@ -49,6 +54,7 @@ type Option func(*options)
 type options struct {
 	secrets  []string
 	requests []auth.Request
+	hmac     []auth.HMACRequest
 	rounds   int
 }
 
@@ -74,154 +80,181 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	t.Run("AcceptsGivenRequests", func(t *testing.T) {
-		an, az := open(t)
-		for i, req := range o.requests {
-			p, err := authenticate(t, an, clone(req))
-			if err != nil {
-				t.Errorf("request %d (code %d): Authenticate: %v", i, req.Code, err)
-				continue
-			}
-			// Authorize on an arbitrary resource must keep the contract.
-			checkAuthorize(t, o, az, p, auth.Resource{Name: "authtest-topic"}, auth.Pub)
-		}
-	})
-	t.Run("ArbitraryInput", func(t *testing.T) {
-		an, az := open(t)
-		g := newGen(1, o)
-		for i := 0; i < o.rounds; i++ {
-			req := g.request()
-			p, err := authenticate(t, an, req)
-			checkAuthenticateErr(t, o, req, err)
-			if err == nil {
-				for _, res := range g.resources() {
-					checkAuthorize(t, o, az, p, res, g.action())
-				}
-			}
-		}
-	})
-	t.Run("ArbitraryPrincipals", func(t *testing.T) {
-		_, az := open(t)
-		g := newGen(2, o)
-		for i := 0; i < o.rounds; i++ {
-			p := auth.Principal{AccessKey: g.str(), Admin: g.r.IntN(2) == 0}
-			for _, res := range g.resources() {
-				checkAuthorize(t, o, az, p, res, g.action())
-			}
-		}
-		// The zero values.
-		checkAuthorize(t, o, az, auth.Principal{}, auth.Resource{}, 0)
-	})
-	t.Run("Checker", func(t *testing.T) {
-		an, _ := open(t)
-		c, ok := an.(auth.Checker)
-		if !ok {
-			t.Skip("the Authenticator does not implement auth.Checker")
-		}
-		g := newGen(6, o)
-		reqs := append(g.requests(o.rounds), o.requests...)
-		for _, seed := range o.requests {
-			reqs = append(reqs, g.mutations(seed)...)
-		}
-		for _, req := range reqs {
-			var err error
-			func() {
-				defer func() {
-					if r := recover(); r != nil {
-						t.Errorf("Check panicked on code %d, ext %q: %v", req.Code, req.ExtFields, r)
-					}
-				}()
-				_, err = c.Check(context.Background(), req)
-			}()
-			if err != nil {
-				if !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied) {
-					t.Errorf("Check(code %d): error %q wraps neither auth.ErrUnauthenticated nor auth.ErrDenied", req.Code, err)
-				}
-				checkSecrets(t, o, "Check", err)
-			}
-		}
-	})
+	t.Run("AcceptsGivenRequests", func(t *testing.T) { acceptsGivenRequests(t, open, o) })
+	t.Run("ArbitraryInput", func(t *testing.T) { arbitraryInput(t, open, o) })
+	t.Run("ArbitraryPrincipals", func(t *testing.T) { arbitraryPrincipals(t, open, o) })
+	t.Run("Checker", func(t *testing.T) { checkerRules(t, open, o) })
 	t.Run("BorrowedInputs", func(t *testing.T) {
 		an, az := open(t)
 		CheckBorrowedInputs(t, an, az, o.requests)
 	})
-	t.Run("MutatedRequests", func(t *testing.T) {
-		an, _ := open(t)
-		g := newGen(3, o)
-		for _, seed := range o.requests {
-			for _, req := range g.mutations(seed) {
-				_, err := authenticate(t, an, req)
-				checkAuthenticateErr(t, o, req, err)
+	t.Run("HMAC", func(t *testing.T) { runHMAC(t, open, o) })
+	t.Run("MutatedRequests", func(t *testing.T) { mutatedRequests(t, open, o) })
+	t.Run("Deterministic", func(t *testing.T) { deterministic(t, open, o) })
+	t.Run("Concurrent", func(t *testing.T) { concurrent(t, open, o) })
+}
+
+// acceptsGivenRequests checks that Authenticate accepts every
+// WithRequests request.
+func acceptsGivenRequests(t *testing.T, open Opener, o options) {
+	an, az := open(t)
+	for i, req := range o.requests {
+		p, err := authenticate(t, an, clone(req))
+		if err != nil {
+			t.Errorf("request %d (code %d): Authenticate: %v", i, req.Code, err)
+			continue
+		}
+		// Authorize on an arbitrary resource must keep the contract.
+		checkAuthorize(t, o, az, p, auth.Resource{Name: "authtest-topic"}, auth.Pub)
+	}
+}
+
+// arbitraryInput checks the contract on generated requests and, where
+// one passes, on Authorize over generated resources.
+func arbitraryInput(t *testing.T, open Opener, o options) {
+	an, az := open(t)
+	g := newGen(1, o)
+	for i := 0; i < o.rounds; i++ {
+		req := g.request()
+		p, err := authenticate(t, an, req)
+		checkAuthenticateErr(t, o, req, err)
+		if err == nil {
+			for _, res := range g.resources() {
+				checkAuthorize(t, o, az, p, res, g.action())
 			}
 		}
-	})
-	t.Run("Deterministic", func(t *testing.T) {
-		an, _ := open(t)
-		g := newGen(4, o)
-		reqs := append(g.requests(o.rounds/4), o.requests...)
-		for _, req := range reqs {
-			p1, err1 := authenticate(t, an, clone(req))
-			p2, err2 := authenticate(t, an, clone(req))
-			if (err1 == nil) != (err2 == nil) || p1 != p2 {
-				t.Errorf("code %d: the same request gave (%+v, %v) then (%+v, %v)", req.Code, p1, err1, p2, err2)
-			}
+	}
+}
+
+// arbitraryPrincipals checks Authorize on generated principals and
+// resources, and on the zero values.
+func arbitraryPrincipals(t *testing.T, open Opener, o options) {
+	_, az := open(t)
+	g := newGen(2, o)
+	for i := 0; i < o.rounds; i++ {
+		p := auth.Principal{AccessKey: g.str(), Admin: g.r.IntN(2) == 0}
+		for _, res := range g.resources() {
+			checkAuthorize(t, o, az, p, res, g.action())
 		}
-	})
-	t.Run("Concurrent", func(t *testing.T) {
-		an, az := open(t)
-		g := newGen(5, o)
-		reqs := append(g.requests(64), o.requests...)
-		ress := g.resources()
-		var wg sync.WaitGroup
-		errs := make(chan string, 8)
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 4*len(reqs); i++ {
-					req := clone(reqs[(i*7+w)%len(reqs)])
-					p, pv, err := safeAuthenticate(an, req)
-					if pv != nil {
-						select {
-						case errs <- fmt.Sprintf("concurrent Authenticate panicked: %v", pv):
-						default:
-						}
-						return
-					}
-					if err != nil && !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied) {
-						select {
-						case errs <- fmt.Sprintf("concurrent Authenticate: %v wraps neither sentinel", err):
-						default:
-						}
-						return
-					}
-					if err == nil {
-						res := ress[i%len(ress)]
-						pv, err := safeAuthorize(az, p, res, auth.Sub)
-						if pv != nil {
-							select {
-							case errs <- fmt.Sprintf("concurrent Authorize panicked: %v", pv):
-							default:
-							}
-							return
-						}
-						if err != nil && !errors.Is(err, auth.ErrDenied) {
-							select {
-							case errs <- fmt.Sprintf("concurrent Authorize: %v does not wrap ErrDenied", err):
-							default:
-							}
-							return
-						}
-					}
+	}
+	// The zero values.
+	checkAuthorize(t, o, az, auth.Principal{}, auth.Resource{}, 0)
+}
+
+// checkerRules checks auth.Checker's contract, when the Authenticator has
+// it, on generated and mutated requests.
+func checkerRules(t *testing.T, open Opener, o options) {
+	an, _ := open(t)
+	c, ok := an.(auth.Checker)
+	if !ok {
+		t.Skip("the Authenticator does not implement auth.Checker")
+	}
+	g := newGen(6, o)
+	reqs := append(g.requests(o.rounds), o.requests...)
+	for _, seed := range o.requests {
+		reqs = append(reqs, g.mutations(seed)...)
+	}
+	for _, req := range reqs {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("Check panicked on code %d, ext %q: %v", req.Code, req.ExtFields, r)
 				}
 			}()
+			_, err = c.Check(context.Background(), req)
+		}()
+		if err != nil {
+			if !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied) {
+				t.Errorf("Check(code %d): error %q wraps neither auth.ErrUnauthenticated nor auth.ErrDenied", req.Code, err)
+			}
+			checkSecrets(t, o, "Check", err)
 		}
-		wg.Wait()
-		close(errs)
-		for e := range errs {
-			t.Error(e)
+	}
+}
+
+// mutatedRequests checks the contract on variants of the WithRequests requests.
+func mutatedRequests(t *testing.T, open Opener, o options) {
+	an, _ := open(t)
+	g := newGen(3, o)
+	for _, seed := range o.requests {
+		for _, req := range g.mutations(seed) {
+			_, err := authenticate(t, an, req)
+			checkAuthenticateErr(t, o, req, err)
 		}
-	})
+	}
+}
+
+// deterministic checks that the same request gets the same answer twice.
+func deterministic(t *testing.T, open Opener, o options) {
+	an, _ := open(t)
+	g := newGen(4, o)
+	reqs := append(g.requests(o.rounds/4), o.requests...)
+	for _, req := range reqs {
+		p1, err1 := authenticate(t, an, clone(req))
+		p2, err2 := authenticate(t, an, clone(req))
+		if (err1 == nil) != (err2 == nil) || p1 != p2 {
+			t.Errorf("code %d: the same request gave (%+v, %v) then (%+v, %v)", req.Code, p1, err1, p2, err2)
+		}
+	}
+}
+
+// concurrent calls Authenticate and Authorize from 8 goroutines at once
+// (run with -race).
+func concurrent(t *testing.T, open Opener, o options) {
+	an, az := open(t)
+	g := newGen(5, o)
+	reqs := append(g.requests(64), o.requests...)
+	ress := g.resources()
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 4*len(reqs); i++ {
+				req := clone(reqs[(i*7+w)%len(reqs)])
+				p, pv, err := safeAuthenticate(an, req)
+				if pv != nil {
+					select {
+					case errs <- fmt.Sprintf("concurrent Authenticate panicked: %v", pv):
+					default:
+					}
+					return
+				}
+				if err != nil && !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied) {
+					select {
+					case errs <- fmt.Sprintf("concurrent Authenticate: %v wraps neither sentinel", err):
+					default:
+					}
+					return
+				}
+				if err == nil {
+					res := ress[i%len(ress)]
+					pv, err := safeAuthorize(az, p, res, auth.Sub)
+					if pv != nil {
+						select {
+						case errs <- fmt.Sprintf("concurrent Authorize panicked: %v", pv):
+						default:
+						}
+						return
+					}
+					if err != nil && !errors.Is(err, auth.ErrDenied) {
+						select {
+						case errs <- fmt.Sprintf("concurrent Authorize: %v does not wrap ErrDenied", err):
+						default:
+						}
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }
 
 // authenticate calls Authenticate, turning a panic into a test failure.
@@ -299,13 +332,14 @@ func clone(r auth.Request) auth.Request {
 // values: an error that echoes a client's own input is not a leak of the
 // configured secret.
 type gen struct {
-	r    *rand.Rand
-	keys []string
-	seed []auth.Request
+	r        *rand.Rand
+	keys     []string
+	seed     []auth.Request
+	seedHMAC []auth.HMACRequest
 }
 
 func newGen(seed uint64, o options) *gen {
-	g := &gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), seed: o.requests}
+	g := &gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), seed: o.requests, seedHMAC: o.hmac}
 	g.keys = []string{
 		"AccessKey", "Signature", "SecurityToken", "_UNIQUE_KEY_QUERY",
 		"topic", "group", "consumerGroup", "producerGroup", "a", "b",

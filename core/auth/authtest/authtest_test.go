@@ -1,6 +1,7 @@
 package authtest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -29,7 +30,36 @@ type (
 	}
 	badAuthz    struct{ auth.AllowAll }
 	rejectsSeed struct{ auth.AllowAll }
+	// hmacPlainErr refuses 5.x credentials with an unwrapped error.
+	hmacPlainErr struct{ auth.AllowAll }
+	// hmacKeeps trusts an access key's first MAC and then compares later
+	// ones with it, keeping the borrowed slice instead of a copy.
+	hmacKeeps struct {
+		auth.AllowAll
+		mu   sync.Mutex
+		macs map[string][]byte
+	}
 )
+
+var goodHMAC = auth.HMACRequest{RemoteAddr: "127.0.0.1:1", AccessKey: "ak", Content: []byte("20250309T195445Z"), MAC: []byte("mac")}
+
+func (hmacPlainErr) AuthenticateHMAC(context.Context, auth.HMACRequest) (auth.Principal, error) {
+	return auth.Principal{}, errors.New("nope")
+}
+
+func (h *hmacKeeps) AuthenticateHMAC(_ context.Context, req auth.HMACRequest) (auth.Principal, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	mac, ok := h.macs[req.AccessKey]
+	if !ok {
+		h.macs[req.AccessKey] = req.MAC // the bug: req.MAC is borrowed
+		return auth.Principal{AccessKey: req.AccessKey}, nil
+	}
+	if !bytes.Equal(mac, req.MAC) {
+		return auth.Principal{}, auth.ErrUnauthenticated
+	}
+	return auth.Principal{AccessKey: req.AccessKey}, nil
+}
 
 func (plainErr) Authenticate(context.Context, auth.Request) (auth.Principal, error) {
 	return auth.Principal{}, errors.New("nope")
@@ -90,6 +120,10 @@ var broken = map[string]func() (auth.Authenticator, auth.Authorizer){
 		s := newSessions(false)
 		return s, s
 	},
+	"hmac-plain-error": func() (auth.Authenticator, auth.Authorizer) { return hmacPlainErr{}, auth.AllowAll{} },
+	"hmac-keeps-borrowed": func() (auth.Authenticator, auth.Authorizer) {
+		return &hmacKeeps{macs: map[string][]byte{}}, auth.AllowAll{}
+	},
 }
 
 // TestBrokenHelper runs the suite on one broken plugin when started by
@@ -108,7 +142,8 @@ func TestBrokenHelper(t *testing.T) {
 	}
 	authtest.Run(t, func(*testing.T) (auth.Authenticator, auth.Authorizer) { return open() },
 		authtest.Secrets(secret), authtest.Rounds(100),
-		authtest.WithRequests(auth.Request{Code: 10, ExtFields: map[string]string{"topic": "T"}}))
+		authtest.WithRequests(auth.Request{Code: 10, ExtFields: map[string]string{"topic": "T"}}),
+		authtest.WithHMACRequests(goodHMAC))
 }
 
 func TestSuiteCatchesBrokenPlugins(t *testing.T) {
@@ -127,6 +162,8 @@ func TestSuiteCatchesBrokenPlugins(t *testing.T) {
 		{give: "authorize-sentinel", want: "does not wrap auth.ErrDenied"},
 		{give: "rejects-seed", want: "AcceptsGivenRequests"},
 		{give: "keeps-borrowed", want: "--- FAIL: TestBrokenHelper/BorrowedInputs"},
+		{give: "hmac-plain-error", want: "does not wrap auth.ErrUnauthenticated"},
+		{give: "hmac-keeps-borrowed", want: "--- FAIL: TestBrokenHelper/HMAC/BorrowedInputs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {

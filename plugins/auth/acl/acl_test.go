@@ -256,8 +256,16 @@ func TestConformance(t *testing.T) {
 	authtest.Run(t, func(t *testing.T) (auth.Authenticator, auth.Authorizer) {
 		a, _, _ := newACL(t, testYAML)
 		return a, a
-	}, authtest.Secrets(testSecrets...), authtest.WithRequests(seeds...))
+	}, authtest.Secrets(testSecrets...), authtest.WithRequests(seeds...),
+		authtest.WithHMACRequests(
+			auth.HMACRequest{RemoteAddr: "10.0.0.1:5", AccessKey: "RocketMQ", Content: []byte(dt5x), MAC: macOf(skUser, dt5x)},
+			auth.HMACRequest{RemoteAddr: "10.0.0.1:5", AccessKey: "rocketmq2", Content: []byte(dt5x), MAC: macOf(skAdmin, dt5x)},
+			auth.HMACRequest{RemoteAddr: "192.168.9.3:5", AccessKey: "RocketMQ"}, // the account's white list
+		))
 }
+
+// dt5x is an x-mq-date-time value, the content a 5.x client signs.
+const dt5x = "20250309T195445Z"
 
 func TestProvider(t *testing.T) {
 	p := NewProvider()
