@@ -73,7 +73,7 @@ func WithCredentials(accessKey, secretKey, securityToken string) Option {
 // WithStrictSignatures signs every request with Quiver's strict signature
 // instead of ACL 1.0's: it also covers the request code, a timestamp and
 // a nonce, so a captured request can be neither replayed nor re-sent under
-// another code (acl.strict_signatures on the server; docs/SECURITY.md).
+// another code (auth.acl.strict_signatures on the server; docs/SECURITY.md).
 // Only Quiver servers accept it. Needs WithCredentials.
 func WithStrictSignatures() Option { return func(o *options) { o.strictSign = true } }
 

@@ -76,7 +76,7 @@ func TestACLNamesrvOptIn(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		require.Error(t, err, "mq broker must not start:\n%s", out)
 		require.NoError(t, ctx.Err(), "mq broker did not exit:\n%s", out)
-		assert.Contains(t, string(out), "acl.access_key and acl.secret_key")
+		assert.Contains(t, string(out), "auth.acl.access_key and auth.acl.secret_key")
 	})
 
 	t.Run("with keys: route refusals are permission errors", func(t *testing.T) {

@@ -363,8 +363,8 @@ func TestClusterCredentialAtStart(t *testing.T) {
 		sets []string
 		want string
 	}{
-		{"slave without keys", []string{"broker.role=SLAVE", "broker.id=1"}, "set acl.access_key and acl.secret_key to an account with role: broker"},
-		{"registering with checking name servers without keys", []string{"acl.namesrv_enabled=true"}, "acl.access_key and acl.secret_key"},
+		{"slave without keys", []string{"broker.role=SLAVE", "broker.id=1"}, "set auth.acl.access_key and auth.acl.secret_key to an account with role: broker"},
+		{"registering with checking name servers without keys", []string{"acl.namesrv_enabled=true"}, "auth.acl.access_key and auth.acl.secret_key"},
 		// An account without the role is logged, not fatal: the ACL file
 		// may be fixed while the broker runs (TestReadyzWhileRegistrationRefused).
 		{"slave signing as an admin", []string{"broker.role=SLAVE", "broker.id=1", "acl.access_key=admin001", "acl.secret_key=adminSecret01"}, ""},

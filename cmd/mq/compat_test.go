@@ -107,7 +107,7 @@ var refusedByHandler = map[string]map[int32]string{
 	},
 }
 
-const aclOff = "ACL is off (the default), implemented with acl.enabled: true"
+const aclOff = "ACL is off (the default), implemented with auth.acl.enabled: true"
 
 // servedCodes starts the name server and the broker in process as `mq
 // dev` composes them (appOptions: server.Options plus mq's plugins) on

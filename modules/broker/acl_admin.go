@@ -23,7 +23,7 @@ import (
 //   - every one of them needs an admin account (Java 4.9 lets any account
 //     with a valid signature change the ACL: none of 50-54 is in its
 //     ADMIN_CODE); white-listed addresses pass as they pass every check,
-//     unless acl.strict_white_list is on;
+//     unless auth.acl.strict_white_list is on;
 //   - UPDATE_GLOBAL_WHITE_ADDRS_CONFIG writes only the broker's own ACL
 //     file: an aclFileFullPath naming another file is refused (Java checks
 //     only that it lies under ROCKETMQ_HOME);
@@ -40,8 +40,8 @@ const (
 
 // errUnsignedRegistration: the name servers check ACL and the broker has
 // no credentials to sign its registration with.
-var errUnsignedRegistration = errors.New("broker: the name servers check ACL (acl.namesrv_enabled is true) " +
-	"but the broker has no credentials to sign its registration: set acl.access_key and acl.secret_key " +
+var errUnsignedRegistration = errors.New("broker: the name servers check ACL (auth.acl.namesrv_enabled is true) " +
+	"but the broker has no credentials to sign its registration: set auth.acl.access_key and auth.acl.secret_key " +
 	"to an account of the ACL file with role: broker")
 
 func (b *Broker) registerACLAdmin() {
@@ -72,7 +72,7 @@ func (b *Broker) aclAdmin(failCode int32, h aclHandler) remoting.HandlerFunc {
 	return func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		adm := b.AccountAdmin()
 		if adm == nil {
-			return remoting.Errorf(req, failCode, "acl is not enabled on this broker (acl.enabled)")
+			return remoting.Errorf(req, failCode, "acl is not enabled on this broker (auth.acl.enabled)")
 		}
 		var remote string
 		if p != nil {

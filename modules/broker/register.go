@@ -174,7 +174,7 @@ func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw
 		}
 	case resp.Code == remoting.NoPermission:
 		res = regRefused
-		b.log.Error("register with name server refused: the name server checks ACL; set acl.access_key and acl.secret_key to an account with role: broker",
+		b.log.Error("register with name server refused: the name server checks ACL; set auth.acl.access_key and auth.acl.secret_key to an account with role: broker",
 			"namesrv", ns, "code", resp.Code, "remark", resp.Remark)
 	case resp.Code != remoting.Success:
 		res = regRefused

@@ -74,11 +74,11 @@ var StorageDecorator = fx.Decorate(WrapStorage)
 // ErrNoClusterCredential: a broker with ACL on that must act as a cluster
 // member — it pulls from a master (a SLAVE, or any member with
 // ha.failover) or registers with name servers that check
-// (acl.namesrv_enabled) — has no credential that can. Masters and name
+// (auth.acl.namesrv_enabled) — has no credential that can. Masters and name
 // servers with ACL on serve HA_PULL, controller heartbeats and
 // registrations to cluster members only (docs/SECURITY.md).
 var ErrNoClusterCredential = errors.New("ha: acl is on and this broker must sign as a cluster member: " +
-	"set acl.access_key and acl.secret_key to an account with role: broker (docs/SECURITY.md)")
+	"set auth.acl.access_key and auth.acl.secret_key to an account with role: broker (docs/SECURITY.md)")
 
 // needClusterCredential fails when the broker must act as a cluster
 // member and has no credential at all; a credential its own ACL file

@@ -34,7 +34,7 @@ type Params struct {
 
 func registerLifecycle(p Params) {
 	// A 4.9 name server checks nothing: only plugins with
-	// <id>.namesrv_enabled (acl.namesrv_enabled) check here.
+	// <id>.namesrv_enabled (auth.acl.namesrv_enabled) check here.
 	p.Guard.ApplyNamesrv(p.Server.Router())
 	p.Server.SetServerOptions(p.Remoting.ServerOptions())
 	p.Lifecycle.Append(fx.Hook{

@@ -278,7 +278,7 @@ func (a *ACL) Authenticate(_ context.Context, req auth.Request) (auth.Principal,
 
 // authenticate checks req against r. consume records a strict signature's
 // nonce (false for a request accepted before: AuthorizeAdmin); noBypass
-// ignores the white lists (acl.strict_white_list, for admin codes).
+// ignores the white lists (auth.acl.strict_white_list, for admin codes).
 func (a *ACL) authenticate(r *rules, req auth.Request, consume, noBypass bool) (auth.Principal, error) {
 	ak := req.ExtFields[KeyAccessKey]
 	ip, hasIP := remoteIP(req.RemoteAddr)
@@ -364,7 +364,7 @@ func (a *ACL) Check(ctx context.Context, req auth.Request) (auth.Principal, erro
 	p, err := a.authenticate(r, req, true, noBypass)
 	if err != nil {
 		if e, ok := err.(*Error); ok && noBypass {
-			e.msg += " (acl.strict_white_list: admin requests from white-listed addresses are signed and checked)"
+			e.msg += " (auth.acl.strict_white_list: admin requests from white-listed addresses are signed and checked)"
 		}
 		return p, err
 	}
@@ -402,7 +402,7 @@ func (a *ACL) SignRequest(ext map[string]string, body []byte) bool {
 }
 
 // SignCode signs one of this process's own requests with a strict
-// signature bound to code, or with ACL 1.0 when acl.strict_signatures is
+// signature bound to code, or with ACL 1.0 when auth.acl.strict_signatures is
 // off; it reports false when no credentials are set.
 func (a *ACL) SignCode(code int32, ext map[string]string, body []byte) bool {
 	if a.ak == "" {

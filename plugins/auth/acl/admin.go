@@ -29,7 +29,7 @@ var _ auth.AccountAdmin = (*ACL)(nil)
 
 // AuthorizeAdmin implements auth.AccountAdmin: the sender must be an admin
 // account with a valid signature, or a white-listed address unless
-// acl.strict_white_list is on (then a white-listed account must be an
+// auth.acl.strict_white_list is on (then a white-listed account must be an
 // admin and sign).
 func (a *ACL) AuthorizeAdmin(_ context.Context, req auth.Request) error {
 	p, err := a.authenticate(a.rules.Load(), req, false, a.strictWhite)

@@ -16,7 +16,7 @@ var _ auth.HMACAuthenticator = (*ACL)(nil)
 // in the account's whiteRemoteAddress is trusted for it; else req.MAC must
 // equal HMAC-SHA1(secretKey, req.Content), compared in constant time (Java's
 // PlainPermissionManager.validate over the content the proxy builds from
-// x-mq-date-time). acl.strict_signatures=require refuses these signatures
+// x-mq-date-time). auth.acl.strict_signatures=require refuses these signatures
 // as it refuses ACL 1.0 ones: they bind neither the call nor a nonce.
 func (a *ACL) AuthenticateHMAC(_ context.Context, req auth.HMACRequest) (auth.Principal, error) {
 	r := a.rules.Load()
@@ -37,7 +37,7 @@ func (a *ACL) AuthenticateHMAC(_ context.Context, req auth.HMACRequest) (auth.Pr
 		return p, nil
 	}
 	if a.signMode == SignRequire {
-		return auth.Principal{}, unauthenticated("a strict signature is required for accessKey=%s (acl.strict_signatures=require): RocketMQ 5 client signatures are refused", req.AccessKey)
+		return auth.Principal{}, unauthenticated("a strict signature is required for accessKey=%s (auth.acl.strict_signatures=require): RocketMQ 5 client signatures are refused", req.AccessKey)
 	}
 	mac := hmac.New(sha1.New, acct.secretKey)
 	mac.Write(req.Content)

@@ -16,7 +16,7 @@ import (
 // replicate (HA_PULL), send controller heartbeats and read what a slave
 // copies from its master (ClusterOnly and AdminOrCluster rows). No other
 // account may, admin included. Brokers sign with it through
-// acl.access_key and acl.secret_key.
+// auth.acl.access_key and auth.acl.secret_key.
 const RoleBroker = "broker"
 
 // parseRole parses an account's role: "" (an ordinary account) or broker.
@@ -87,21 +87,21 @@ func (a *ACL) checkRule(ctx context.Context, r *rules, p auth.Principal, req aut
 
 var _ auth.ClusterSigner = (*ACL)(nil)
 
-// ClusterCredential implements auth.ClusterSigner: acl.access_key and
-// acl.secret_key must be set and, when this process's ACL file lists the
+// ClusterCredential implements auth.ClusterSigner: auth.acl.access_key and
+// auth.acl.secret_key must be set and, when this process's ACL file lists the
 // account, name an account with role: broker and its secret.
 func (a *ACL) ClusterCredential() error {
 	if a.ak == "" {
-		return errors.New("acl.access_key and acl.secret_key are not set")
+		return errors.New("auth.acl.access_key and auth.acl.secret_key are not set")
 	}
 	acct, ok := a.rules.Load().accounts[a.ak]
 	switch {
 	case !ok:
 		return nil
 	case !acct.cluster:
-		return fmt.Errorf("acl.access_key %s is an account without role: %s in %s", a.ak, RoleBroker, a.file)
+		return fmt.Errorf("auth.acl.access_key %s is an account without role: %s in %s", a.ak, RoleBroker, a.file)
 	case !hmac.Equal(acct.secretKey, []byte(a.sk)):
-		return fmt.Errorf("acl.secret_key is not the secretKey of %s in %s", a.ak, a.file)
+		return fmt.Errorf("auth.acl.secret_key is not the secretKey of %s in %s", a.ak, a.file)
 	}
 	return nil
 }

@@ -95,10 +95,10 @@ func TestClusterCredential(t *testing.T) {
 	tests := []struct {
 		name, ak, sk, want string
 	}{
-		{"none", "", "", "acl.access_key and acl.secret_key are not set"},
+		{"none", "", "", "auth.acl.access_key and auth.acl.secret_key are not set"},
 		{"a member", "member01", "memberSecret01", ""},
-		{"an admin", "admin001", "adminSecret01", "acl.access_key admin001 is an account without role: broker"},
-		{"a wrong secret", "member01", "notTheSecret1", "acl.secret_key is not the secretKey of member01"},
+		{"an admin", "admin001", "adminSecret01", "auth.acl.access_key admin001 is an account without role: broker"},
+		{"a wrong secret", "member01", "notTheSecret1", "auth.acl.secret_key is not the secretKey of member01"},
 		{"an account known elsewhere", "elsewhere1", "elsewhereSecret1", ""},
 	}
 	for _, tt := range tests {

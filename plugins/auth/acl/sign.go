@@ -96,7 +96,7 @@ func verifySignature(secretKey []byte, ext map[string]string, body []byte, sig s
 	return ok
 }
 
-// Strict signatures (acl.strict_signatures). An ACL 1.0 signature covers
+// Strict signatures (auth.acl.strict_signatures). An ACL 1.0 signature covers
 // the values of the extFields and the body, but not the request code, not
 // the keys, and no time: a captured request can be sent again (a SEND
 // stores another copy) or re-sent under another code whose fields it
@@ -113,7 +113,7 @@ func verifySignature(secretKey []byte, ext map[string]string, body []byte, sig s
 // StrictContent is "QuiverSign2", 0, the decimal request code, 0, then for
 // each extField but Signature in key order uvarint(len(key)) key
 // uvarint(len(value)) value, then uvarint(len(body)) body. The server
-// accepts a timestamp within acl.signature_window of its clock and each
+// accepts a timestamp within auth.acl.signature_window of its clock and each
 // (accessKey, nonce) once.
 const (
 	KeySignVersion = "QuiverSignVersion"

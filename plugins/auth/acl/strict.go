@@ -9,14 +9,14 @@ import (
 
 // verify checks req's signature: a strict one (QuiverSignVersion, see
 // sign.go) with its request code, time window and nonce; else an ACL 1.0
-// one, unless acl.strict_signatures is require. consume records the
+// one, unless auth.acl.strict_signatures is require. consume records the
 // nonce (a second request with it is a replay).
 func (a *ACL) verify(acct *account, req auth.Request, consume bool) error {
 	ext, ak := req.ExtFields, acct.accessKey
 	v, strict := ext[KeySignVersion]
 	if !strict {
 		if a.signMode == SignRequire {
-			return unauthenticated("a strict signature is required for accessKey=%s (acl.strict_signatures=require): ACL 1.0 signatures are refused", ak)
+			return unauthenticated("a strict signature is required for accessKey=%s (auth.acl.strict_signatures=require): ACL 1.0 signatures are refused", ak)
 		}
 		if !verifySignature(acct.secretKey, ext, req.Body, ext[KeySignature]) {
 			return unauthenticated("Check signature failed for accessKey=%s", ak)
@@ -50,7 +50,7 @@ func (a *ACL) verify(acct *account, req auth.Request, consume bool) error {
 	case seen:
 		return unauthenticated("replayed request refused: accessKey=%s has used this nonce already", ak)
 	case full:
-		a.log.Warn("acl: nonce cache full; strict requests are refused until the window turns (acl.nonce_cache_size)", "size", a.nonces.max)
+		a.log.Warn("acl: nonce cache full; strict requests are refused until the window turns (auth.acl.nonce_cache_size)", "size", a.nonces.max)
 		return unauthenticated("too many signed requests in the signature window; retry later")
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 // checks. Quiver keeps these semantics (4.9 clients and deployments rely
 // on them) but says at start-up and on each reload which addresses bypass
 // signatures, lists them (WhiteLists, GET_BROKER_CLUSTER_ACL_CONFIG), and
-// with acl.strict_white_list holds admin requests from those addresses to
+// with auth.acl.strict_white_list holds admin requests from those addresses to
 // a signature and the account's permissions.
 
 // WhiteList is who bypasses signature checks.
@@ -20,7 +20,7 @@ type WhiteList struct {
 	// Accounts maps access keys to their whiteRemoteAddress pattern
 	// (accounts without one are left out).
 	Accounts map[string]string
-	// Strict is acl.strict_white_list.
+	// Strict is auth.acl.strict_white_list.
 	Strict bool
 }
 
@@ -44,7 +44,7 @@ func (a *ACL) logWhiteLists(r *rules) {
 	}
 	bypass := "every check"
 	if w.Strict {
-		bypass = "every check but admin requests' (acl.strict_white_list)"
+		bypass = "every check but admin requests' (auth.acl.strict_white_list)"
 	}
 	a.log.Warn("acl: white-listed addresses skip signature checks", "file", a.file,
 		"globalWhiteRemoteAddresses", w.Global, "accounts_whiteRemoteAddress", w.Accounts, "skipped", bypass)
@@ -65,7 +65,7 @@ func (a *ACL) whiteListed(r *rules, req auth.Request) bool {
 }
 
 // isAdminRequest: codes for admins or cluster members, which
-// acl.strict_white_list does not let a white list wave through.
+// auth.acl.strict_white_list does not let a white list wave through.
 func isAdminRequest(req auth.Request) bool {
 	rule, ok := RuleFor(req.Code)
 	if !ok {
