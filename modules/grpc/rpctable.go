@@ -37,10 +37,10 @@ type RPCRow struct {
 
 // rpcNotes has a note for every RPC of the service.
 var rpcNotes = map[string]string{
-	"QueryRoute":                      "this broker's queues of the topic, with this endpoint's address",
+	"QueryRoute":                      "the queues of every broker hosting the topic (from the name servers), each broker's endpoint its host with this endpoint's gRPC port (route.go)",
 	"Heartbeat":                       "",
 	"SendMessage":                     "normal, FIFO (message group → queue), delay/timer (`delivery_timestamp` on the timer wheel, answered with a recall handle) and transactional (with `transaction.enabled`)",
-	"QueryAssignment":                 "one assignment on this broker, queue id -1 (pop: the broker picks the queue)",
+	"QueryAssignment":                 "one assignment per broker with readable queues of the topic, queue id -1 (pop: the broker picks the queue)",
 	"ReceiveMessage":                  "pop consumption (modules/pop; NOT_IMPLEMENTED in a process composed without it): long polling, TAG and SQL92 filters, FIFO per message group, retries by the group's policy",
 	"AckMessage":                      "pop consumption (modules/pop)",
 	"ForwardMessageToDeadLetterQueue": "pop consumption (modules/pop)",

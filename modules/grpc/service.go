@@ -107,46 +107,6 @@ func permission(tc *protocol.TopicConfig, readable, writable bool) grpcapi.Permi
 	return grpcapi.Permission_NONE
 }
 
-// QueryRoute answers the topic's queues on this broker, with this
-// endpoint's address.
-func (s *Server) QueryRoute(ctx context.Context, req *grpcapi.QueryRouteRequest) (*grpcapi.QueryRouteResponse, error) {
-	tc, st := s.topic(req.GetTopic())
-	if st != nil {
-		return &grpcapi.QueryRouteResponse{Status: st}, nil
-	}
-	n := max(tc.ReadQueueNums, tc.WriteQueueNums)
-	br := s.broker()
-	qs := make([]*grpcapi.MessageQueue, 0, n)
-	for i := range n {
-		qs = append(qs, &grpcapi.MessageQueue{
-			Topic: &grpcapi.Resource{Name: tc.TopicName, ResourceNamespace: req.GetTopic().GetResourceNamespace()},
-			Id:    i, Permission: permission(tc, i < tc.ReadQueueNums, i < tc.WriteQueueNums),
-			Broker: br, AcceptMessageTypes: acceptTypes,
-		})
-	}
-	return &grpcapi.QueryRouteResponse{Status: ok(), MessageQueues: qs}, nil
-}
-
-// QueryAssignment answers one queue per broker with id -1, as RocketMQ's
-// proxy does for pop consumption (the broker picks the queue).
-func (s *Server) QueryAssignment(ctx context.Context, req *grpcapi.QueryAssignmentRequest) (*grpcapi.QueryAssignmentResponse, error) {
-	tc, st := s.topic(req.GetTopic())
-	if st != nil {
-		return &grpcapi.QueryAssignmentResponse{Status: st}, nil
-	}
-	if req.GetGroup().GetName() == "" {
-		return &grpcapi.QueryAssignmentResponse{Status: status(grpcapi.Code_ILLEGAL_CONSUMER_GROUP, "consumer group is empty")}, nil
-	}
-	perm := permission(tc, true, true)
-	if perm != grpcapi.Permission_READ && perm != grpcapi.Permission_READ_WRITE {
-		return &grpcapi.QueryAssignmentResponse{Status: ok()}, nil
-	}
-	return &grpcapi.QueryAssignmentResponse{Status: ok(), Assignments: []*grpcapi.Assignment{{MessageQueue: &grpcapi.MessageQueue{
-		Topic: &grpcapi.Resource{Name: tc.TopicName, ResourceNamespace: req.GetTopic().GetResourceNamespace()},
-		Id:    -1, Permission: perm, Broker: s.broker(), AcceptMessageTypes: acceptTypes,
-	}}}}, nil
-}
-
 // Heartbeat records the client as alive.
 func (s *Server) Heartbeat(ctx context.Context, req *grpcapi.HeartbeatRequest) (*grpcapi.HeartbeatResponse, error) {
 	if clientID(ctx) == "" {
