@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -29,6 +31,7 @@ import (
 // server takes no config file); TestEdgeSetsMatchFile keeps them equal.
 var edgeSets = map[string][]string{
 	"common": {
+		"process.memory_limit=32MiB",
 		"broker.send_queue_capacity=512",
 		"broker.pull_bytes_max=128KiB",
 	},
@@ -87,6 +90,11 @@ func TestEdgeFootprint(t *testing.T) {
 	if e := os.Getenv("QUIVER_EDGE_ENV"); e != "" {
 		env = strings.Split(e, ",")
 	}
+	// The broker's own view of the sends (quiver_send_duration_seconds,
+	// store write and send-queue wait included) and its GC pauses, to
+	// tell a broker stall from a client or machine that got no CPU.
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+	sets = append(sets, "metrics.listen="+metricsAddr)
 	srv := testserver.StartDev(t, testserver.Options{Sets: sets, Env: env})
 	c, err := client.New(client.WithNameServers(srv.Namesrv), transports.WithDialer(), client.WithRequestTimeout(10*time.Second))
 	require.NoError(t, err)
@@ -133,6 +141,7 @@ func TestEdgeFootprint(t *testing.T) {
 	var maxLat atomic.Int64
 	var maxLag, maxInflight int64
 	var hwm int64
+	var peak smaps // the sample with the largest resident set
 	var wg sync.WaitGroup
 	start := time.Now()
 	deadline := start.Add(time.Duration(secs) * time.Second)
@@ -183,6 +192,9 @@ func TestEdgeFootprint(t *testing.T) {
 			maxLag = max(maxLag, acked.Load()-consumed.Load())
 			maxInflight = max(maxInflight, inflight.Load())
 			hwm = max(hwm, vmHWM(srv.PID()))
+			if m := readSmaps(srv.PID()); m.rss > peak.rss {
+				peak = m
+			}
 		}
 	}
 	tk.Stop()
@@ -195,9 +207,15 @@ func TestEdgeFootprint(t *testing.T) {
 	cwg.Wait()
 	hwm = max(hwm, vmHWM(srv.PID()))
 	el := time.Since(start)
-	fmt.Printf("EDGE engine=%s env=%q sets=%q rate=%d secs=%d acked=%d acked_per_sec=%.0f busy=%d failed=%d sends_over_100ms=%d max_send=%v max_inflight=%d max_lag=%d final_lag=%d vm_hwm_mib=%.1f\n",
+	bf, err := scrapeBroker(metricsAddr)
+	if err != nil {
+		t.Logf("broker metrics: %v", err)
+	}
+	fmt.Printf("EDGE engine=%s env=%q sets=%q rate=%d secs=%d acked=%d acked_per_sec=%.0f busy=%d failed=%d sends_over_100ms=%d max_send=%v max_inflight=%d max_lag=%d final_lag=%d vm_hwm_mib=%.1f peak_sample_rss_mib=%.1f anon_mib=%.1f file_mib=%.1f broker_sends=%d broker_sends_over_102ms=%d gc_pause_max=%v go_heap_sys_mib=%.1f\n",
 		engine, strings.Join(env, ","), strings.Join(sets[1:], ","), rate, secs, acked.Load(), float64(acked.Load())/el.Seconds(), busy.Load(), failed.Load(), slow.Load(),
-		time.Duration(maxLat.Load()).Round(time.Millisecond), maxInflight, maxLag, acked.Load()-consumed.Load(), float64(hwm)/(1<<20))
+		time.Duration(maxLat.Load()).Round(time.Millisecond), maxInflight, maxLag, acked.Load()-consumed.Load(), float64(hwm)/(1<<20),
+		float64(peak.rss)/(1<<20), float64(peak.anon)/(1<<20), float64(peak.rss-peak.anon)/(1<<20),
+		bf.sends, bf.sendsSlow, bf.gcPauseMax.Round(time.Microsecond), bf.heapSys/(1<<20))
 	if logs := srv.Logs(); strings.Contains(logs, "stall") {
 		for _, l := range strings.Split(logs, "\n") {
 			if strings.Contains(l, "stall") {
@@ -213,6 +231,80 @@ func isBusy(err error) bool {
 		return ce.ResponseCode() == 2 // SYSTEM_BUSY
 	}
 	return strings.Contains(err.Error(), "busy")
+}
+
+// brokerFigures are read from the broker's Prometheus endpoint.
+type brokerFigures struct {
+	sends, sendsSlow int64         // sends handled; those above 102.4 ms (a bucket bound)
+	gcPauseMax       time.Duration // go_gc_duration_seconds{quantile="1"}
+	heapSys          float64       // go_memstats_heap_sys_bytes
+}
+
+// scrapeBroker reads brokerFigures from the metrics endpoint at addr.
+func scrapeBroker(addr string) (brokerFigures, error) {
+	var f brokerFigures
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return f, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return f, fmt.Errorf("scrape %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return f, fmt.Errorf("scrape %s: %w", addr, err)
+	}
+	var fast int64
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, _ := strings.Cut(line, " ")
+		val, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "quiver_send_duration_seconds_count"):
+			f.sends = int64(val)
+		case strings.HasPrefix(name, "quiver_send_duration_seconds_bucket") && strings.Contains(name, `le="0.1024"`):
+			fast = int64(val)
+		case name == `go_gc_duration_seconds{quantile="1"}`:
+			f.gcPauseMax = time.Duration(val * float64(time.Second))
+		case name == "go_memstats_heap_sys_bytes":
+			f.heapSys = val
+		}
+	}
+	f.sendsSlow = f.sends - fast
+	return f, nil
+}
+
+// smaps is a resident set split into anonymous memory (the Go heap,
+// stacks, runtime) and file-backed pages (the binary, mapped segments).
+type smaps struct{ rss, anon int64 }
+
+// readSmaps reads /proc/pid/smaps_rollup (zero if unknown).
+func readSmaps(pid int) smaps {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return smaps{}
+	}
+	var m smaps
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		switch k {
+		case "Rss":
+			m.rss = kb << 10
+		case "Anonymous":
+			m.anon = kb << 10
+		}
+	}
+	return m
 }
 
 // vmHWM is process pid's peak resident set size in bytes (0 if unknown).
