@@ -24,11 +24,15 @@ import (
 	"net"
 	"regexp"
 	"sort"
+	"time"
 
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 )
+
+// routeLookupTimeout bounds the name-server lookup of a route.
+const routeLookupTimeout = time.Second
 
 // routeBroker is one broker hosting a topic's queues.
 type routeBroker struct {
@@ -77,7 +81,11 @@ func (s *Server) routeBrokers(ctx context.Context, topic *grpcapi.Resource) ([]r
 	self := s.b.Config().Name
 	var out []routeBroker
 
-	resp, err := s.b.InvokeNamesrv(ctx, func() *remoting.Command {
+	// A name server that does not answer must not make the client's
+	// route call time out: this broker's queues are answered instead.
+	nctx, cancel := context.WithTimeout(ctx, routeLookupTimeout)
+	defer cancel()
+	resp, err := s.b.InvokeNamesrv(nctx, func() *remoting.Command {
 		return remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": name}, nil)
 	})
 	if err == nil && resp.Code == remoting.Success && len(resp.Body) > 0 {

@@ -89,10 +89,6 @@ func (s *Server) topic(r *grpcapi.Resource) (*protocol.TopicConfig, *grpcapi.Sta
 // carry no message type attribute.
 var acceptTypes = []grpcapi.MessageType{grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY, grpcapi.MessageType_TRANSACTION}
 
-func (s *Server) broker() *grpcapi.Broker {
-	return &grpcapi.Broker{Name: s.b.Config().Name, Id: 0, Endpoints: s.endpoints()}
-}
-
 func permission(tc *protocol.TopicConfig, readable, writable bool) grpcapi.Permission {
 	readable = readable && tc.Perm&protocol.PermRead != 0
 	writable = writable && tc.Perm&protocol.PermWrite != 0

@@ -92,11 +92,11 @@ func TestRecall(t *testing.T) {
 			assert.Equal(t, "ID-far", id)
 
 			n = n.restart()
-			got := n.waitCount("T", 3, 5*time.Second) // plain, keep, late
+			n.waitCount("T", 3, 5*time.Second) // plain, keep, late
 			_, err = n.s.Recall(ctx, "T", keep)
 			assert.ErrorIs(t, err, ErrRecallTooLate)
 			time.Sleep(time.Until(time.UnixMilli(now + 3500 + 700)))
-			got = n.read("T")
+			got := n.read("T")
 			var bodies []string
 			for _, r := range got {
 				bodies = append(bodies, r.body)
