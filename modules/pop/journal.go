@@ -3,6 +3,7 @@ package pop
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/quivermq/quiver/core/durable"
 )
@@ -80,15 +84,57 @@ type snapEntry struct {
 }
 
 // journal is the append-only log of state changes plus its snapshot.
+//
+// Group commit: callers append records under the service's state lock
+// (append numbers and encodes them into pend, so the file order is the
+// order the state changed in) and then, without that lock, wait for the
+// batch their records belong to. One flusher goroutine writes everything
+// pending at once and fsyncs it: one fsync covers every record appended
+// before it started, so under load the cost of an fsync is shared by all
+// the calls that arrived while the previous one ran. A call answers only
+// once its batch is durable. A failed write or sync fails its batch and
+// every later one: the file's tail is unknown until the journal is
+// reopened (restart), so nothing after it is reported durable.
 type journal struct {
 	dir  string
-	f    *os.File
-	seq  uint64 // last sequence number written
-	n    int    // records in the journal file
 	log  *slog.Logger
-	buf  []byte
-	lost bool // a write failed: the file's tail is unknown until reopened
+	wrap func(syncFile) syncFile // tests: wraps each file appended to
+
+	// Guarded by the caller's state lock (Service.mu).
+	seq uint64 // last sequence number assigned
+	n   int    // records since the last snapshot
+
+	mu       sync.Mutex
+	wake     *sync.Cond // the flusher waits on it for work
+	pend     []byte     // encoded records not yet taken by the flusher
+	spare    []byte     // the buffer last written, reused for pend
+	cur      *batch     // the batch pend's records belong to
+	inflight *batch     // the batch being written and synced, or nil
+	snap     *snapshot  // a compaction for the flusher to do first
+	err      error      // sticky: a write or sync failed
+	closing  bool
+	stopped  chan struct{}
+
+	f     syncFile      // the flusher's alone once it runs
+	syncs atomic.Uint64 // fsyncs of the journal file (benchmarks)
 }
+
+// syncFile is what the journal appends to: an *os.File, or in tests a
+// wrapper that fails.
+type syncFile interface {
+	Write([]byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+// batch is the records one write and fsync makes durable. done is closed
+// once that is over; err is its outcome.
+type batch struct {
+	done chan struct{}
+	err  error
+}
+
+func newBatch() *batch { return &batch{done: make(chan struct{})} }
 
 // loadSecret returns the handle key, making it on first use.
 func loadSecret(dir string) ([]byte, error) {
@@ -116,8 +162,8 @@ func loadSecret(dir string) ([]byte, error) {
 
 // openJournal loads the snapshot and replays the journal into apply, cutting
 // a damaged tail, and leaves the journal open for appends.
-func openJournal(dir string, log *slog.Logger, apply func(record), load func(*snapshot)) (*journal, error) {
-	j := &journal{dir: dir, log: log}
+func openJournal(dir string, log *slog.Logger, wrap func(syncFile) syncFile, apply func(record), load func(*snapshot)) (*journal, error) {
+	j := &journal{dir: dir, log: log, wrap: wrap}
 	var snap snapshot
 	b, err := os.ReadFile(filepath.Join(dir, snapshotFile))
 	switch {
@@ -163,8 +209,19 @@ func openJournal(dir string, log *slog.Logger, apply func(record), load func(*sn
 		f.Close()
 		return nil, fmt.Errorf("pop: seek journal: %w", err)
 	}
-	j.f = f
+	j.f = j.wrapFile(f)
+	j.wake = sync.NewCond(&j.mu)
+	j.cur = newBatch()
+	j.stopped = make(chan struct{})
+	go j.run()
 	return j, nil
+}
+
+func (j *journal) wrapFile(f *os.File) syncFile {
+	if j.wrap != nil {
+		return j.wrap(f)
+	}
+	return f
 }
 
 // replay applies the records after seq and returns the length of the
@@ -217,52 +274,162 @@ func parseLine(line []byte) (record, bool) {
 	return rec, true
 }
 
-// write appends recs (numbering them) and fsyncs. On error nothing may be
-// assumed written; the caller does not apply recs.
-func (j *journal) write(recs []record) error {
+// append numbers recs, encodes them into the pending buffer and returns
+// the batch that will make them durable; the caller applies them to its
+// state, releases its lock and waits for the batch. Called with the
+// state lock held, so records are numbered in the order the state changes.
+// After a failed write it appends nothing and returns the error.
+func (j *journal) append(recs []record) (*batch, error) {
 	if len(recs) == 0 {
-		return nil
+		return nil, nil
 	}
-	if j.lost {
-		return errors.New("pop: journal: an earlier write failed; restart the broker")
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return nil, j.lostError()
 	}
-	j.buf = j.buf[:0]
-	seq := j.seq
 	for i := range recs {
-		seq++
-		recs[i].Seq = seq
-		body, err := json.Marshal(&recs[i])
-		if err != nil {
-			return fmt.Errorf("pop: encode record: %w", err)
-		}
-		j.buf = fmt.Appendf(j.buf, "%08x ", crc32.Checksum(body, castagnoli))
-		j.buf = append(j.buf, body...)
-		j.buf = append(j.buf, '\n')
+		j.seq++
+		recs[i].Seq = j.seq
+		j.pend = appendRecord(j.pend, &recs[i])
 	}
-	if _, err := j.f.Write(j.buf); err != nil {
-		j.lost = true
-		return fmt.Errorf("pop: write journal: %w", err)
-	}
-	if err := j.f.Sync(); err != nil {
-		j.lost = true
-		return fmt.Errorf("pop: sync journal: %w", err)
-	}
-	j.seq = seq
 	j.n += len(recs)
+	j.wake.Signal()
+	return j.cur, nil
+}
+
+func (j *journal) lostError() error {
+	return fmt.Errorf("pop: journal: an earlier write failed; restart the broker: %w", j.err)
+}
+
+// barrier returns the batch that makes every record appended so far
+// durable, nil when they all are. A call that answers from the state
+// without appending (an ack of an acked message, a stale handle) waits
+// for it, so it never reports what a crash could undo. Called with the
+// state lock held.
+func (j *journal) barrier() *batch {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case len(j.pend) > 0:
+		return j.cur
+	case j.inflight != nil:
+		return j.inflight
+	case j.err != nil:
+		b := newBatch()
+		b.err = j.lostError()
+		close(b.done)
+		return b
+	}
 	return nil
 }
 
-// compact writes snap (covering every record written so far) durably and
-// starts an empty journal. A crash between the two steps is harmless:
-// replay skips the records the snapshot covers.
-func (j *journal) compact(snap *snapshot) error {
+// wait returns once b is durable (nil), or the error that kept it from
+// being so, or ctx's error (the records may still become durable).
+func (j *journal) wait(ctx context.Context, b *batch) error {
+	if b == nil {
+		return nil
+	}
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return fmt.Errorf("pop: waiting for the journal: %w", ctx.Err())
+	}
+}
+
+// compactLater hands the flusher snap, the state after every record
+// appended so far, to write as the new snapshot before it writes anything
+// more. Called with the state lock held.
+func (j *journal) compactLater(snap *snapshot) {
 	snap.Seq = j.seq
+	j.n = 0
+	j.mu.Lock()
+	j.snap = snap
+	j.wake.Signal()
+	j.mu.Unlock()
+}
+
+// run is the flusher: it compacts when asked, then writes and fsyncs all
+// pending records at once, until the journal closes with nothing pending.
+func (j *journal) run() {
+	defer close(j.stopped)
+	j.mu.Lock()
+	for {
+		for len(j.pend) == 0 && j.snap == nil && !j.closing {
+			j.wake.Wait()
+		}
+		if len(j.pend) == 0 && j.snap == nil {
+			j.mu.Unlock()
+			return
+		}
+		snap := j.snap
+		j.snap = nil
+		var buf []byte
+		var b *batch
+		if len(j.pend) > 0 {
+			buf, b = j.pend, j.cur
+			j.pend, j.cur, j.inflight = j.spare[:0], newBatch(), b
+		}
+		failed := j.err
+		j.mu.Unlock()
+
+		var err error
+		if snap != nil && failed == nil {
+			// Everything the snapshot covers is either in the file or
+			// in buf, which goes to the new file after it.
+			err = j.compact(snap)
+		}
+		if b != nil && err == nil {
+			if failed != nil {
+				err = failed
+			} else {
+				err = j.writeSync(buf)
+			}
+		}
+
+		j.mu.Lock()
+		if err != nil && j.err == nil {
+			j.err = err
+			j.log.Error("pop journal failed: no later record is durable until a restart", "err", err)
+		}
+		if b != nil {
+			if err != nil {
+				b.err = j.lostError()
+			}
+			close(b.done)
+			j.inflight = nil
+			j.spare = buf[:0]
+		}
+	}
+}
+
+func (j *journal) writeSync(buf []byte) error {
+	if _, err := j.f.Write(buf); err != nil {
+		return fmt.Errorf("pop: write journal: %w", err)
+	}
+	j.syncs.Add(1)
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("pop: sync journal: %w", err)
+	}
+	return nil
+}
+
+// compact writes snap durably and starts an empty journal. A crash
+// between the two steps is harmless: replay skips the records the
+// snapshot covers. A snapshot that could not be written is logged and
+// the journal goes on growing (the next compaction tries again); a journal
+// that could not be reset or reopened is an error, since appends to the
+// old file could be lost.
+func (j *journal) compact(snap *snapshot) error {
 	b, err := json.Marshal(snap)
 	if err != nil {
-		return fmt.Errorf("pop: encode snapshot: %w", err)
+		j.log.Error("pop journal compaction", "err", fmt.Errorf("pop: encode snapshot: %w", err))
+		return nil
 	}
 	if err := durable.WriteFile(filepath.Join(j.dir, snapshotFile), b, 0o644); err != nil {
-		return fmt.Errorf("pop: save snapshot: %w", err)
+		j.log.Error("pop journal compaction", "err", fmt.Errorf("pop: save snapshot: %w", err))
+		return nil
 	}
 	p := filepath.Join(j.dir, journalFile)
 	if err := durable.WriteFile(p, nil, 0o644); err != nil {
@@ -270,23 +437,85 @@ func (j *journal) compact(snap *snapshot) error {
 	}
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
-		j.lost = true
 		return fmt.Errorf("pop: reopen journal: %w", err)
 	}
-	j.f.Close()
-	j.f = f
-	j.n = 0
+	if err := j.f.Close(); err != nil {
+		j.log.Warn("close old pop journal", "err", err)
+	}
+	j.f = j.wrapFile(f)
 	return nil
 }
 
+// close writes what is pending, stops the flusher and closes the file.
+// Called with the state lock held, after the last append.
 func (j *journal) close() error {
-	if j.f == nil {
+	j.mu.Lock()
+	if j.closing {
+		j.mu.Unlock()
 		return nil
 	}
-	err := j.f.Close()
-	j.f = nil
-	if err != nil {
+	j.closing = true
+	j.wake.Signal()
+	j.mu.Unlock()
+	<-j.stopped
+	if err := j.f.Close(); err != nil {
 		return fmt.Errorf("pop: close journal: %w", err)
 	}
 	return nil
+}
+
+// appendRecord appends r's journal line, "<crc32c hex> <json>\n", without
+// reflection: the same JSON encoding/json writes for record (parseLine
+// reads both).
+func appendRecord(buf []byte, r *record) []byte {
+	at := len(buf)
+	buf = append(buf, "00000000 {\"s\":"...)
+	body := at + 9
+	buf = strconv.AppendUint(buf, r.Seq, 10)
+	buf = append(buf, `,"k":`...)
+	buf = appendJSONString(buf, r.Kind)
+	buf = append(buf, `,"g":`...)
+	buf = appendJSONString(buf, r.Group)
+	buf = append(buf, `,"t":`...)
+	buf = appendJSONString(buf, r.Topic)
+	buf = append(buf, `,"q":`...)
+	buf = strconv.AppendInt(buf, int64(r.Queue), 10)
+	if r.Offset != 0 {
+		buf = append(buf, `,"o":`...)
+		buf = strconv.AppendInt(buf, r.Offset, 10)
+	}
+	if r.Attempt != 0 {
+		buf = append(buf, `,"a":`...)
+		buf = strconv.AppendInt(buf, int64(r.Attempt), 10)
+	}
+	if r.Until != 0 {
+		buf = append(buf, `,"u":`...)
+		buf = strconv.AppendInt(buf, r.Until, 10)
+	}
+	if r.Nonce != 0 {
+		buf = append(buf, `,"n":`...)
+		buf = strconv.AppendUint(buf, r.Nonce, 10)
+	}
+	if r.Next != 0 {
+		buf = append(buf, `,"x":`...)
+		buf = strconv.AppendInt(buf, r.Next, 10)
+	}
+	buf = append(buf, '}')
+	sum := crc32.Checksum(buf[body:], castagnoli)
+	hex.Encode(buf[at:at+8], []byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
+	return append(buf, '\n')
+}
+
+// appendJSONString appends s as a JSON string: printable ASCII as is,
+// anything else through encoding/json (escapes, invalid UTF-8).
+func appendJSONString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
 }

@@ -35,7 +35,8 @@
 //
 // Every change is a record in a journal under <dataDir>/pop, fsynced before
 // the call that made it returns (Receive does not hand out a message, Ack
-// does not answer, until its record is durable), so after a crash or
+// does not answer, until its record is durable; concurrent calls share
+// one fsync, see journal), so after a crash or
 // restart an acked message is never redelivered and an unacked one is
 // delivered again once its invisible time has passed. The journal is
 // independent of the storage engine, so it works on commitlog and pebble
@@ -157,10 +158,12 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	if b.DataDir() == "" {
 		return nil, errors.New("pop: the broker has no data directory")
 	}
-	return open(cfg, b, filepath.Join(b.DataDir(), "pop"))
+	return open(cfg, b, filepath.Join(b.DataDir(), "pop"), nil)
 }
 
-func open(cfg *Config, b *broker.Broker, dir string) (*Service, error) {
+// open opens the state in dir; wrap, when set, wraps the journal's file
+// (tests inject failures).
+func open(cfg *Config, b *broker.Broker, dir string, wrap func(syncFile) syncFile) (*Service, error) {
 	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "pop"), now: time.Now,
 		queues: map[qkey]*queueState{}, sig: make(chan struct{})}
 	if err := durable.MkdirAll(dir, 0o755); err != nil {
@@ -171,7 +174,7 @@ func open(cfg *Config, b *broker.Broker, dir string) (*Service, error) {
 		return nil, err
 	}
 	s.key = key
-	j, err := openJournal(dir, s.log, s.apply, s.load)
+	j, err := openJournal(dir, s.log, wrap, s.apply, s.load)
 	if err != nil {
 		return nil, err
 	}
@@ -257,23 +260,28 @@ func (s *Service) snapshotLocked() *snapshot {
 	return snap
 }
 
-// commit writes recs durably, then applies them; it compacts the journal
-// when it has grown.
-func (s *Service) commitLocked(recs []record) error {
-	if err := s.j.write(recs); err != nil {
-		return err
+// commitLocked appends recs to the journal and applies them, in the same
+// order, and returns the batch the caller waits for, after releasing
+// s.mu, before it answers. When the journal has grown it hands the
+// flusher a snapshot to replace it with.
+//
+// The state changes before the records are durable, so later calls see
+// them at once; they cannot answer before these records are durable
+// either (their own records come later in the same file, and a call that
+// appends nothing waits on journal.barrier). If the write fails, every
+// later write fails too, until a restart replays what is durable.
+func (s *Service) commitLocked(recs []record) (*batch, error) {
+	b, err := s.j.append(recs)
+	if err != nil {
+		return nil, err
 	}
 	for _, r := range recs {
 		s.apply(r)
 	}
 	if s.j.n >= s.cfg.CompactEvery {
-		if err := s.j.compact(s.snapshotLocked()); err != nil {
-			// The records are durable in the old journal; only the
-			// compaction is lost (retried at the next write).
-			s.log.Error("pop journal compaction", "err", err)
-		}
+		s.j.compactLater(s.snapshotLocked())
 	}
-	return nil
+	return b, nil
 }
 
 func nonce() uint64 {
@@ -347,43 +355,94 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	out, b, err := s.receiveLocked(ctx, group, topic, m, n, maxMsgs, invisible, fifo)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.j.wait(ctx, b); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// receiveLocked collects a receive round and commits its records; the
+// caller waits for the batch it returns. Called with s.mu held.
+func (s *Service) receiveLocked(ctx context.Context, group, topic string, m filter.Matcher, n int32, maxMsgs int, invisible time.Duration, fifo bool) ([]Received, *batch, error) {
 	if s.closed {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	now := s.now()
-	until := now.Add(invisible).UnixMilli()
-	start := s.rr
+	rd := &popRound{
+		group: group, topic: topic, n: n, start: s.rr, fifo: fifo, max: maxMsgs,
+		now: now.UnixMilli(), until: now.Add(invisible).UnixMilli(),
+		redelivered: map[int32]bool{},
+	}
 	s.rr++
-	var recs []record
-	var out []Received
-	redelivered := map[int32]bool{}
-	maxAttempts := s.maxAttempts(group)
-	// Redeliveries first, across queues.
-	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
-		q := int32((uint32(i) + start) % uint32(n))
-		k := qkey{group, topic, q}
+	// Redeliveries first, across queues; then new messages.
+	if err := s.redeliverLocked(ctx, rd); err != nil {
+		return nil, nil, err
+	}
+	if err := s.receiveNewLocked(ctx, rd, m); err != nil {
+		return nil, nil, err
+	}
+	b, err := s.commitLocked(rd.recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.commitOffsets(rd.recs)
+	return rd.out, b, nil
+}
+
+// popRound is one receive call: its arguments, and the journal records
+// and messages it has collected so far.
+type popRound struct {
+	group, topic string
+	n            int32  // the topic's queue count
+	start        uint32 // the first queue visited (round robin over calls)
+	fifo         bool
+	max          int   // messages to receive at most
+	now, until   int64 // epoch ms: now, and the end of the invisible time
+	recs         []record
+	out          []Received
+	redelivered  map[int32]bool // queues with a redelivery in this round
+}
+
+// queue is the i-th queue the round visits.
+func (rd *popRound) queue(i int32) int32 { return int32((uint32(i) + rd.start) % uint32(rd.n)) }
+
+func (rd *popRound) full() bool { return len(rd.out) >= rd.max }
+
+// redeliverLocked collects the in-flight messages whose invisible time
+// has passed (in FIFO mode only a queue's whole batch, in queue order);
+// those out of attempts go to the dead-letter queue instead, and those
+// deleted by retention are acked. Called with s.mu held.
+func (s *Service) redeliverLocked(ctx context.Context, rd *popRound) error {
+	maxAttempts := s.maxAttempts(rd.group)
+	for i := int32(0); i < rd.n && !rd.full(); i++ {
+		q := rd.queue(i)
+		k := qkey{rd.group, rd.topic, q}
 		qs := s.queueLocked(k)
 		offs := make([]int64, 0, len(qs.inflight))
 		for off, e := range qs.inflight {
-			if e.until <= now.UnixMilli() {
+			if e.until <= rd.now {
 				offs = append(offs, off)
 			}
 		}
-		if fifo && len(offs) < len(qs.inflight) {
+		if rd.fifo && len(offs) < len(qs.inflight) {
 			continue // part of the queue's batch is still invisible
 		}
 		slices.Sort(offs)
 		for _, off := range offs {
-			if len(out) >= maxMsgs {
+			if rd.full() {
 				break
 			}
-			msg, err := s.readOne(ctx, store.Queue{Topic: topic, ID: q}, off)
+			msg, err := s.readOne(ctx, store.Queue{Topic: rd.topic, ID: q}, off)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if msg == nil { // deleted by retention: nothing to redeliver
-				recs = append(recs, record{Kind: kindAck, Group: group, Topic: topic, Queue: q, Offset: off})
+				rd.recs = append(rd.recs, record{Kind: kindAck, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off})
 				continue
 			}
 			e := qs.inflight[off]
@@ -392,51 +451,53 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 				// delivery, as RocketMQ 5 does past retryMaxTimes.
 				ack, err := s.deadLetterLocked(ctx, k, off, e.attempt, msg)
 				if err != nil {
-					return nil, err
+					return err
 				}
-				recs = append(recs, ack)
+				rd.recs = append(rd.recs, ack)
 				continue
 			}
-			redelivered[q] = true
-			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: e.attempt + 1, Until: until, Nonce: nonce()}
-			recs = append(recs, r)
-			out = append(out, s.received(msg, r))
+			rd.redelivered[q] = true
+			r := record{Kind: kindPop, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off, Attempt: e.attempt + 1, Until: rd.until, Nonce: nonce()}
+			rd.recs = append(rd.recs, r)
+			rd.out = append(rd.out, s.received(msg, r))
 		}
 	}
-	// Then new messages.
+	return nil
+}
+
+// receiveNewLocked collects messages past each queue's position that m
+// matches (in FIFO mode only from queues with nothing in flight), and
+// records how far each queue's position moves. Called with s.mu held.
+func (s *Service) receiveNewLocked(ctx context.Context, rd *popRound, m filter.Matcher) error {
 	var res store.ReadResult
 	opts := broker.FilterReadOptions(m)
-	for i := int32(0); i < n && len(out) < maxMsgs; i++ {
-		q := int32((uint32(i) + start) % uint32(n))
-		qs := s.queueLocked(qkey{group, topic, q})
-		if fifo && (len(qs.inflight) > 0 || redelivered[q]) {
+	for i := int32(0); i < rd.n && !rd.full(); i++ {
+		q := rd.queue(i)
+		qs := s.queueLocked(qkey{rd.group, rd.topic, q})
+		if rd.fifo && (len(qs.inflight) > 0 || rd.redelivered[q]) {
 			continue
 		}
-		sq := store.Queue{Topic: topic, ID: q}
+		sq := store.Queue{Topic: rd.topic, ID: q}
 		lo, hi, err := s.b.Store().Offsets(sq)
 		if err != nil {
-			return nil, fmt.Errorf("pop: offsets of %s: %w", sq, err)
+			return fmt.Errorf("pop: offsets of %s: %w", sq, err)
 		}
 		if qs.next > hi {
 			// The queue is shorter than the position (topic deleted and
 			// made again, or a replica's log truncated): start over at
 			// its end, as Java's pop corrects an overflowing offset.
-			recs = append(recs, record{Kind: kindRst, Group: group, Topic: topic, Queue: q, Next: hi})
+			rd.recs = append(rd.recs, record{Kind: kindRst, Group: rd.group, Topic: rd.topic, Queue: q, Next: hi})
 			continue
 		}
-		from := qs.next
-		if from < lo {
-			from = lo
-		}
+		from := max(qs.next, lo)
 		if from >= hi {
 			continue
 		}
 		res.Reset()
-		opts.MaxMessages = maxMsgs - len(out)
+		opts.MaxMessages = rd.max - len(rd.out)
 		if err := s.b.Store().Read(ctx, sq, from, opts, &res); err != nil {
-			return nil, fmt.Errorf("pop: read %s at %d: %w", sq, from, err)
+			return fmt.Errorf("pop: read %s at %d: %w", sq, from, err)
 		}
-		next := res.NextOffset
 		reached := qs.next
 		for ri, raw := range res.Records {
 			msg, _, err := message.DecodeStored(slices.Clone(raw)) // raw is reused by the next Read
@@ -450,20 +511,16 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 			}
 			// Each record raises next only past its own offset, so any
 			// prefix of the batch (a torn journal tail) is consistent.
-			r := record{Kind: kindPop, Group: group, Topic: topic, Queue: q, Offset: off, Attempt: 1, Until: until, Nonce: nonce(), Next: off + 1}
-			recs = append(recs, r)
-			out = append(out, s.received(msg, r))
+			r := record{Kind: kindPop, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off, Attempt: 1, Until: rd.until, Nonce: nonce(), Next: off + 1}
+			rd.recs = append(rd.recs, r)
+			rd.out = append(rd.out, s.received(msg, r))
 			reached = max(reached, off+1)
 		}
-		if next > reached {
-			recs = append(recs, record{Kind: kindAdv, Group: group, Topic: topic, Queue: q, Next: next})
+		if res.NextOffset > reached {
+			rd.recs = append(rd.recs, record{Kind: kindAdv, Group: rd.group, Topic: rd.topic, Queue: q, Next: res.NextOffset})
 		}
 	}
-	if err := s.commitLocked(recs); err != nil {
-		return nil, err
-	}
-	s.commitOffsets(recs)
-	return out, nil
+	return nil
 }
 
 func (s *Service) received(msg *message.Ext, r record) Received {
@@ -600,17 +657,41 @@ func (s *Service) lookupLocked(group, topic, h string) (k qkey, hd handle, e *en
 // replaced by a redelivery or ChangeInvisible gets ErrInvalidHandle.
 func (s *Service) Ack(ctx context.Context, group, topic, h string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	b, err := s.ackLocked(group, topic, h)
+	s.mu.Unlock()
+	return s.answer(ctx, b, err)
+}
+
+func (s *Service) ackLocked(group, topic, h string) (*batch, error) {
 	k, hd, e, err := s.lookupLocked(group, topic, h)
 	if err != nil || e == nil {
-		return err
+		return s.settledLocked(err)
 	}
 	recs := []record{{Kind: kindAck, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset}}
-	if err := s.commitLocked(recs); err != nil {
-		return err
+	b, err := s.commitLocked(recs)
+	if err != nil {
+		return nil, err
 	}
 	s.commitOffsets(recs)
-	return nil
+	return b, nil
+}
+
+// settledLocked is for an answer given from the state without a journal
+// record (err, or success for an ack of an acked message): it returns the
+// batch that makes everything that answer may rest on durable.
+func (s *Service) settledLocked(err error) (*batch, error) {
+	if errors.Is(err, ErrClosed) {
+		return nil, err
+	}
+	return s.j.barrier(), err
+}
+
+// answer waits for b, then answers err; a journal failure wins.
+func (s *Service) answer(ctx context.Context, b *batch, err error) error {
+	if werr := s.j.wait(ctx, b); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // ChangeInvisible makes the message handle names invisible for d from now
@@ -620,19 +701,29 @@ func (s *Service) ChangeInvisible(ctx context.Context, group, topic, h string, d
 		return "", fmt.Errorf("%w: invisible duration %v (want [0, %v])", ErrBadArgument, d, MaxInvisible)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	k, hd, e, err := s.lookupLocked(group, topic, h)
-	if err != nil {
+	nh, b, err := s.changeInvisibleLocked(group, topic, h, d)
+	s.mu.Unlock()
+	if err := s.answer(ctx, b, err); err != nil {
 		return "", err
 	}
-	if e == nil {
-		return "", fmt.Errorf("%w: message %s/%d at %d was acked", ErrInvalidHandle, topic, hd.queue, hd.offset)
+	return nh, nil
+}
+
+func (s *Service) changeInvisibleLocked(group, topic, h string, d time.Duration) (string, *batch, error) {
+	k, hd, e, err := s.lookupLocked(group, topic, h)
+	if err == nil && e == nil {
+		err = fmt.Errorf("%w: message %s/%d at %d was acked", ErrInvalidHandle, topic, hd.queue, hd.offset)
+	}
+	if err != nil {
+		b, err := s.settledLocked(err)
+		return "", b, err
 	}
 	r := record{Kind: kindInv, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset, Until: s.now().Add(d).UnixMilli(), Nonce: nonce()}
-	if err := s.commitLocked([]record{r}); err != nil {
-		return "", err
+	b, err := s.commitLocked([]record{r})
+	if err != nil {
+		return "", nil, err
 	}
-	return encodeHandle(s.key, group, topic, handle{queue: k.queue, offset: hd.offset, nonce: r.Nonce, attempt: e.attempt}), nil
+	return encodeHandle(s.key, group, topic, handle{queue: k.queue, offset: hd.offset, nonce: r.Nonce, attempt: e.attempt}), b, nil
 }
 
 // ForwardToDLQ stores the message handle names in %DLQ%<group> (with its
@@ -640,28 +731,34 @@ func (s *Service) ChangeInvisible(ctx context.Context, group, topic, h string, d
 // RETRY_TOPIC) and acknowledges it.
 func (s *Service) ForwardToDLQ(ctx context.Context, group, topic, h string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	b, err := s.forwardLocked(ctx, group, topic, h)
+	s.mu.Unlock()
+	return s.answer(ctx, b, err)
+}
+
+func (s *Service) forwardLocked(ctx context.Context, group, topic, h string) (*batch, error) {
 	k, hd, e, err := s.lookupLocked(group, topic, h)
-	if err != nil {
-		return err
+	if err == nil && e == nil {
+		err = fmt.Errorf("%w: message %s/%d at %d was acked", ErrInvalidHandle, topic, hd.queue, hd.offset)
 	}
-	if e == nil {
-		return fmt.Errorf("%w: message %s/%d at %d was acked", ErrInvalidHandle, topic, hd.queue, hd.offset)
+	if err != nil {
+		return s.settledLocked(err)
 	}
 	msg, err := s.readOne(ctx, store.Queue{Topic: topic, ID: hd.queue}, hd.offset)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ack, err := s.deadLetterLocked(ctx, k, hd.offset, e.attempt, msg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	recs := []record{ack}
-	if err := s.commitLocked(recs); err != nil {
-		return err
+	b, err := s.commitLocked(recs)
+	if err != nil {
+		return nil, err
 	}
 	s.commitOffsets(recs)
-	return nil
+	return b, nil
 }
 
 // deadLetterLocked stores msg (the message at offset of k's queue; nil when

@@ -480,7 +480,7 @@ func TestCrashWithoutClose(t *testing.T) {
 	got := n.receive("G", "T", nil, 10, time.Minute)
 	require.Len(t, got, 2)
 	require.NoError(t, n.s.Ack(context.Background(), "G", "T", got[0].Handle))
-	s2, err := open(n.cfg, n.b, filepath.Join(n.dir, "pop"))
+	s2, err := open(n.cfg, n.b, filepath.Join(n.dir, "pop"), nil)
 	require.NoError(t, err)
 	defer s2.Close()
 	s2.now = n.clock.now
