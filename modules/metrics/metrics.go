@@ -274,96 +274,127 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// Collect reports, at scrape time: each group's lag, committed offset and
+// delay; the backlog of system queues and each topic's max offsets; the
+// store's fsync and damage figures and its disk space; connections by
+// transport, held pulls and flow-control refusals.
 func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
-	s, b := c.s, c.s.deps.Broker
+	b := c.s.deps.Broker
 	st := b.Store()
-	maxOf := func(topic string, q int32) (int64, int64, bool) {
-		min, max, err := st.Offsets(store.Queue{Topic: topic, ID: q})
-		return min, max, err == nil
-	}
-	q := func(i int32) string { return strconv.Itoa(int(i)) }
 	offsets := b.ConsumerOffsets()
-	// Lag, committed offset and delay of every group on every topic it
-	// committed on, retry topics aside (they are backlog).
-	dm := s.delay.begin(st)
+	c.collectConsumers(ch, st, offsets)
+	for _, topic := range b.Topics() {
+		c.collectTopic(ch, st, offsets, topic)
+	}
+	c.collectStore(ch, st)
+	collectConnections(ch, b)
+	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(b.HeldPulls()))
+	for k, v := range b.RuntimeInfo() {
+		if reason, ok := strings.CutPrefix(k, "quiverFlowBusy"); ok {
+			if n, err := strconv.ParseFloat(v, 64); err == nil {
+				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, n, strings.ToLower(reason))
+			}
+		}
+	}
+}
+
+// groupOffsets is the broker's committed offsets: group -> topic -> queue.
+type groupOffsets = map[string]map[string]map[int32]int64
+
+// queueOffsets is the store's min and max offset of a queue; ok is false
+// when the store cannot say.
+func queueOffsets(st store.Store, topic string, id int32) (min, max int64, ok bool) {
+	min, max, err := st.Offsets(store.Queue{Topic: topic, ID: id})
+	return min, max, err == nil
+}
+
+func queueLabel(id int32) string { return strconv.Itoa(int(id)) }
+
+// collectConsumers reports the lag, committed offset and delay of every
+// group on every topic it committed on, retry topics aside (they are
+// backlog), and how many lagging queues the delay did not measure.
+func (c *brokerCollector) collectConsumers(ch chan<- prometheus.Metric, st store.Store, offsets groupOffsets) {
+	dm := c.s.delay.begin(st)
 	for group, topics := range offsets {
 		for topic, qs := range topics {
 			if protocol.IsRetryTopic(topic) {
 				continue
 			}
 			for id, off := range qs {
-				min, max, ok := maxOf(topic, id)
+				min, max, ok := queueOffsets(st, topic, id)
 				if !ok {
 					continue
 				}
-				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(max64(max-off, 0)), group, topic, q(id))
-				ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(off), group, topic, q(id))
+				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(max64(max-off, 0)), group, topic, queueLabel(id))
+				ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.GaugeValue, float64(off), group, topic, queueLabel(id))
 				if d, ok := dm.delay(store.Queue{Topic: topic, ID: id}, max64(off, min), max); ok {
-					ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, d.Seconds(), group, topic, q(id))
+					ch <- prometheus.MustNewConstMetric(descDelay, prometheus.GaugeValue, d.Seconds(), group, topic, queueLabel(id))
 				}
 			}
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descUnmeasured, prometheus.GaugeValue, float64(dm.end()))
-	for _, topic := range b.Topics() {
-		n := b.QueueCount(topic)
-		switch {
-		case strings.HasPrefix(topic, protocol.RetryGroupPrefix):
-			group := strings.TrimPrefix(topic, protocol.RetryGroupPrefix)
-			var total int64
-			for id := int32(0); id < n; id++ {
-				min, max, ok := maxOf(topic, id)
-				if !ok {
-					continue
-				}
-				done, ok := offsets[group][topic][id]
-				if !ok {
-					done = min
-				}
-				total += max64(max-done, 0)
+}
+
+// collectTopic reports a retry, dead-letter or schedule topic's backlog,
+// and a user topic's max offset per queue and summed.
+func (c *brokerCollector) collectTopic(ch chan<- prometheus.Metric, st store.Store, offsets groupOffsets, topic string) {
+	b := c.s.deps.Broker
+	n := b.QueueCount(topic)
+	// backlog sums max-done over the topic's queues; done(id, min) is the
+	// consumed offset of a queue, min where nothing says otherwise.
+	backlog := func(kind string, done func(id int32, min int64) int64) {
+		var total int64
+		for id := int32(0); id < n; id++ {
+			if min, max, ok := queueOffsets(st, topic, id); ok {
+				total += max64(max-done(id, min), 0)
 			}
-			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "retry", topic)
-		case strings.HasPrefix(topic, protocol.DLQGroupPrefix):
-			var total int64
-			for id := int32(0); id < n; id++ {
-				if min, max, ok := maxOf(topic, id); ok {
-					done := min
-					for _, topics := range offsets {
-						if o, ok := topics[topic][id]; ok && o > done {
-							done = o
-						}
-					}
-					total += max64(max-done, 0)
-				}
-			}
-			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "dlq", topic)
-		case topic == protocol.ScheduleTopic:
-			progress := s.delayProgress()
-			var total int64
-			for id := int32(0); id < n; id++ {
-				min, max, ok := maxOf(topic, id)
-				if !ok {
-					continue
-				}
-				done, ok := progress[int(id)+1]
-				if !ok {
-					done = min
-				}
-				total += max64(max-done, 0)
-			}
-			ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), "schedule", topic)
 		}
-		if !internalTopic(b, topic) {
-			var sum int64
-			for id := int32(0); id < n; id++ {
-				if _, max, ok := maxOf(topic, id); ok {
-					sum += max
-					ch <- prometheus.MustNewConstMetric(descQueueMax, prometheus.GaugeValue, float64(max), topic, q(id))
-				}
-			}
-			ch <- prometheus.MustNewConstMetric(descTopicMax, prometheus.GaugeValue, float64(sum), topic)
-		}
+		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(total), kind, topic)
 	}
+	switch {
+	case strings.HasPrefix(topic, protocol.RetryGroupPrefix):
+		group := strings.TrimPrefix(topic, protocol.RetryGroupPrefix)
+		backlog("retry", func(id int32, min int64) int64 {
+			if done, ok := offsets[group][topic][id]; ok {
+				return done
+			}
+			return min
+		})
+	case strings.HasPrefix(topic, protocol.DLQGroupPrefix):
+		backlog("dlq", func(id int32, min int64) int64 {
+			done := min
+			for _, topics := range offsets {
+				if o, ok := topics[topic][id]; ok && o > done {
+					done = o
+				}
+			}
+			return done
+		})
+	case topic == protocol.ScheduleTopic:
+		progress := c.s.delayProgress()
+		backlog("schedule", func(id int32, min int64) int64 {
+			if done, ok := progress[int(id)+1]; ok {
+				return done
+			}
+			return min
+		})
+	}
+	if !internalTopic(b, topic) {
+		var sum int64
+		for id := int32(0); id < n; id++ {
+			if _, max, ok := queueOffsets(st, topic, id); ok {
+				sum += max
+				ch <- prometheus.MustNewConstMetric(descQueueMax, prometheus.GaugeValue, float64(max), topic, queueLabel(id))
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descTopicMax, prometheus.GaugeValue, float64(sum), topic)
+	}
+}
+
+// collectStore reports the store's fsync rounds and damage (where it
+// observes them), the size of storage.dir and its file system's space.
+func (c *brokerCollector) collectStore(ch chan<- prometheus.Metric, st store.Store) {
 	if so, ok := st.(store.SyncObserver); ok {
 		ss := so.SyncStats()
 		ch <- prometheus.MustNewConstSummary(descFsync, uint64(ss.Syncs), ss.Total.Seconds(), nil)
@@ -373,22 +404,30 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCorruptSkips, prometheus.CounterValue, float64(v.Skipped()))
 		ch <- prometheus.MustNewConstMetric(descCorruptFound, prometheus.GaugeValue, float64(len(v.Damage())))
 	}
-	if dir := s.deps.StorageDir; dir != "" {
-		var size int64
-		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if fi, err := d.Info(); err == nil {
-					size += usage(fi)
-				}
-			}
-			return nil
-		})
-		ch <- prometheus.MustNewConstMetric(descStoreSize, prometheus.GaugeValue, float64(size))
-		if free, total, ok := diskSpace(dir); ok {
-			ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(free))
-			ch <- prometheus.MustNewConstMetric(descDiskTotal, prometheus.GaugeValue, float64(total))
-		}
+	dir := c.s.deps.StorageDir
+	if dir == "" {
+		return
 	}
+	var size int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				size += usage(fi)
+			}
+		}
+		return nil
+	})
+	ch <- prometheus.MustNewConstMetric(descStoreSize, prometheus.GaugeValue, float64(size))
+	if free, total, ok := diskSpace(dir); ok {
+		ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(free))
+		ch <- prometheus.MustNewConstMetric(descDiskTotal, prometheus.GaugeValue, float64(total))
+	}
+}
+
+// collectConnections reports the broker's open connections by the
+// transport of the listener they came in on; every listening transport
+// shows, with 0 when idle.
+func collectConnections(ch chan<- prometheus.Metric, b *broker.Broker) {
 	byTransport := map[string]int{}
 	schemes := map[string]string{}
 	for _, a := range b.Addrs() {
@@ -397,6 +436,9 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			scheme = "tcp"
 		}
 		schemes[hp] = scheme
+		if _, ok := byTransport[scheme]; !ok {
+			byTransport[scheme] = 0
+		}
 	}
 	for _, p := range b.Peers() {
 		_, hp := transport.SplitScheme(p.LocalAddr())
@@ -406,25 +448,8 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		byTransport[t]++
 	}
-	for _, a := range b.Addrs() { // every transport shows, with 0 when idle
-		scheme, _ := transport.SplitScheme(a)
-		if scheme == "" {
-			scheme = "tcp"
-		}
-		if _, ok := byTransport[scheme]; !ok {
-			byTransport[scheme] = 0
-		}
-	}
 	for t, n := range byTransport {
 		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(n), t)
-	}
-	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(b.HeldPulls()))
-	for k, v := range b.RuntimeInfo() {
-		if reason, ok := strings.CutPrefix(k, "quiverFlowBusy"); ok {
-			if n, err := strconv.ParseFloat(v, 64); err == nil {
-				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, n, strings.ToLower(reason))
-			}
-		}
 	}
 }
 

@@ -164,22 +164,14 @@ type queuePlan struct {
 // documentation). Both stores must be open; nothing else may write to the
 // target meanwhile, and the source should not be written either (messages
 // appended to it after the start are not copied).
+//
+// The steps: check what both stores can do, read or start the marker,
+// plan every queue, start the target's queues where the copy begins, copy
+// the messages and the metadata, verify, and finish the marker.
 func Migrate(ctx context.Context, from, to store.Store, opts Options) (Report, error) {
 	start := time.Now()
 	rep := Report{Rebased: map[store.Queue]int64{}}
-	o := opts
-	if o.BatchMessages <= 0 {
-		o.BatchMessages = 256
-	}
-	if o.BatchBytes <= 0 {
-		o.BatchBytes = 4 << 20
-	}
-	if o.ReadBytes <= 0 {
-		o.ReadBytes = 32 << 20
-	}
-	if o.MetaNames == nil {
-		o.MetaNames = DefaultMetaNames
-	}
+	o := opts.withDefaults()
 	srcQueues, ok := from.(store.QueueLister)
 	if !ok {
 		return rep, fmt.Errorf("migrate: source %T cannot list its queues: %w", from, ErrUnsupported)
@@ -190,87 +182,20 @@ func Migrate(ctx context.Context, from, to store.Store, opts Options) (Report, e
 	}
 	_, rep.TimestampsKept = to.(StoredAppender)
 
-	// The marker: resume, refuse, or start.
-	mk, err := loadMarker(tmeta)
+	mk, err := startMarker(to, tmeta, o, &rep)
 	if err != nil {
 		return rep, err
 	}
-	switch {
-	case mk != nil && mk.State == "copying":
-		if mk.Source != "" && o.Source != "" && mk.Source != o.Source {
-			return rep, fmt.Errorf("migrate: the target holds an unfinished migration from %s, not %s: %w", mk.Source, o.Source, ErrTargetNotEmpty)
-		}
-		rep.Resumed = true
-	case mk != nil:
-		return rep, fmt.Errorf("migrate: the target holds a finished migration from %s: %w", mk.Source, ErrTargetNotEmpty)
-	default:
-		if err := checkEmpty(to, tmeta, o.MetaNames); err != nil {
-			return rep, err
-		}
-		mk = &marker{State: "copying", Source: o.Source, Started: time.Now().UTC(), Rebased: map[string]int64{}}
-	}
-
-	// Plan every queue before writing anything.
-	var plans []*queuePlan
-	for _, q := range srcQueues.Queues() {
-		mn, mx, err := from.Offsets(q)
-		if err != nil {
-			return rep, fmt.Errorf("migrate: source offsets of %s: %w", q, err)
-		}
-		if mx <= mn && mn == 0 {
-			continue
-		}
-		p := &queuePlan{q: q, min: mn, max: mx}
-		if sh, ok := mk.Rebased[q.String()]; ok {
-			p.shift = sh
-		} else if mn > 0 && !rep.Resumed {
-			if _, ok := to.(OffsetSetter); !ok {
-				if !o.AllowRebase {
-					return rep, fmt.Errorf("migrate: %s starts at offset %d and target %T cannot start a queue there (AllowRebase starts it at 0): %w", q, mn, to, ErrOffsetGap)
-				}
-				p.shift = mn
-			}
-		}
-		plans = append(plans, p)
-	}
-	for _, p := range plans {
-		if p.shift > 0 {
-			mk.Rebased[p.q.String()] = p.shift
-			rep.Rebased[p.q] = p.shift
-		}
+	plans, err := planQueues(from, to, srcQueues.Queues(), mk, o, &rep)
+	if err != nil {
+		return rep, err
 	}
 	if err := saveMarker(tmeta, mk); err != nil {
 		return rep, err
 	}
-	var total int64
-	for _, p := range plans {
-		tmn, tmx, err := to.Offsets(p.q)
-		if err != nil {
-			return rep, fmt.Errorf("migrate: target offsets of %s: %w", p.q, err)
-		}
-		want := p.min - p.shift // the target queue's start
-		switch {
-		case tmn == 0 && tmx == 0:
-			if want > 0 {
-				os, ok := to.(OffsetSetter)
-				if !ok {
-					return rep, fmt.Errorf("migrate: %s starts at offset %d and target %T cannot start a queue there: %w", p.q, want, to, ErrOffsetGap)
-				}
-				if err := os.SetQueueStart(p.q, want); err != nil {
-					return rep, fmt.Errorf("migrate: start %s at %d: %w", p.q, want, err)
-				}
-			}
-			p.from = p.min
-		case tmn == want && tmx >= want:
-			p.from = tmx + p.shift
-			rep.Skipped += p.from - p.min
-		default:
-			return rep, fmt.Errorf("migrate: target %s holds [%d, %d), not a copy of the source's [%d, %d) started at %d: %w", p.q, tmn, tmx, p.min, p.max, want, ErrTargetNotEmpty)
-		}
-		if p.from > p.max {
-			return rep, fmt.Errorf("migrate: target %s holds %d messages, more than the source's [%d, %d): %w", p.q, p.from-p.min, p.min, p.max, ErrTargetNotEmpty)
-		}
-		total += p.max - p.from
+	total, err := startTargetQueues(to, plans, &rep)
+	if err != nil {
+		return rep, err
 	}
 	rep.Queues = len(plans)
 
@@ -290,11 +215,138 @@ func Migrate(ctx context.Context, from, to store.Store, opts Options) (Report, e
 			return rep, err
 		}
 	}
-	if f, ok := to.(store.Flusher); ok {
-		if err := f.Flush(ctx); err != nil {
-			return rep, fmt.Errorf("migrate: flush target: %w", err)
+	if err := finish(ctx, to, tmeta, mk); err != nil {
+		return rep, err
+	}
+	rep.Elapsed = time.Since(start)
+	progress(o, Progress{Phase: "done", Messages: rep.Messages, Total: total, Bytes: rep.Bytes})
+	return rep, nil
+}
+
+// withDefaults fills in the options left zero.
+func (o Options) withDefaults() Options {
+	if o.BatchMessages <= 0 {
+		o.BatchMessages = 256
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 4 << 20
+	}
+	if o.ReadBytes <= 0 {
+		o.ReadBytes = 32 << 20
+	}
+	if o.MetaNames == nil {
+		o.MetaNames = DefaultMetaNames
+	}
+	return o
+}
+
+// startMarker reads the target's marker: an unfinished migration from the
+// same source is resumed (rep.Resumed), a finished one or one from another
+// source is refused, and an empty target gets a new marker (not yet saved).
+func startMarker(to store.Store, tmeta store.Metadata, o Options, rep *Report) (*marker, error) {
+	mk, err := loadMarker(tmeta)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case mk != nil && mk.State == "copying":
+		if mk.Source != "" && o.Source != "" && mk.Source != o.Source {
+			return nil, fmt.Errorf("migrate: the target holds an unfinished migration from %s, not %s: %w", mk.Source, o.Source, ErrTargetNotEmpty)
+		}
+		rep.Resumed = true
+		return mk, nil
+	case mk != nil:
+		return nil, fmt.Errorf("migrate: the target holds a finished migration from %s: %w", mk.Source, ErrTargetNotEmpty)
+	default:
+		if err := checkEmpty(to, tmeta, o.MetaNames); err != nil {
+			return nil, err
+		}
+		return &marker{State: "copying", Source: o.Source, Started: time.Now().UTC(), Rebased: map[string]int64{}}, nil
+	}
+}
+
+// planQueues plans every non-empty source queue before anything is
+// written: its source range and the shift of a rebased queue (kept from
+// the marker when resuming). The shifts are recorded in mk and rep.
+func planQueues(from, to store.Store, queues []store.Queue, mk *marker, o Options, rep *Report) ([]*queuePlan, error) {
+	var plans []*queuePlan
+	for _, q := range queues {
+		mn, mx, err := from.Offsets(q)
+		if err != nil {
+			return nil, fmt.Errorf("migrate: source offsets of %s: %w", q, err)
+		}
+		if mx <= mn && mn == 0 {
+			continue
+		}
+		p := &queuePlan{q: q, min: mn, max: mx}
+		if sh, ok := mk.Rebased[q.String()]; ok {
+			p.shift = sh
+		} else if mn > 0 && !rep.Resumed {
+			if _, ok := to.(OffsetSetter); !ok {
+				if !o.AllowRebase {
+					return nil, fmt.Errorf("migrate: %s starts at offset %d and target %T cannot start a queue there (AllowRebase starts it at 0): %w", q, mn, to, ErrOffsetGap)
+				}
+				p.shift = mn
+			}
+		}
+		plans = append(plans, p)
+	}
+	for _, p := range plans {
+		if p.shift > 0 {
+			mk.Rebased[p.q.String()] = p.shift
+			rep.Rebased[p.q] = p.shift
 		}
 	}
+	return plans, nil
+}
+
+// startTargetQueues sets where each plan's copy begins: an empty target
+// queue is started at the source's first offset (less the shift), a queue
+// holding a prefix of the copy (an earlier run) continues after it, and
+// anything else is refused. It returns how many messages are left to copy.
+func startTargetQueues(to store.Store, plans []*queuePlan, rep *Report) (int64, error) {
+	var total int64
+	for _, p := range plans {
+		tmn, tmx, err := to.Offsets(p.q)
+		if err != nil {
+			return 0, fmt.Errorf("migrate: target offsets of %s: %w", p.q, err)
+		}
+		want := p.min - p.shift // the target queue's start
+		switch {
+		case tmn == 0 && tmx == 0:
+			if want > 0 {
+				os, ok := to.(OffsetSetter)
+				if !ok {
+					return 0, fmt.Errorf("migrate: %s starts at offset %d and target %T cannot start a queue there: %w", p.q, want, to, ErrOffsetGap)
+				}
+				if err := os.SetQueueStart(p.q, want); err != nil {
+					return 0, fmt.Errorf("migrate: start %s at %d: %w", p.q, want, err)
+				}
+			}
+			p.from = p.min
+		case tmn == want && tmx >= want:
+			p.from = tmx + p.shift
+			rep.Skipped += p.from - p.min
+		default:
+			return 0, fmt.Errorf("migrate: target %s holds [%d, %d), not a copy of the source's [%d, %d) started at %d: %w", p.q, tmn, tmx, p.min, p.max, want, ErrTargetNotEmpty)
+		}
+		if p.from > p.max {
+			return 0, fmt.Errorf("migrate: target %s holds %d messages, more than the source's [%d, %d): %w", p.q, p.from-p.min, p.min, p.max, ErrTargetNotEmpty)
+		}
+		total += p.max - p.from
+	}
+	return total, nil
+}
+
+// finish flushes the target and ends the migration: the marker is deleted
+// where the target can delete metadata, else saved as done.
+func finish(ctx context.Context, to store.Store, tmeta store.Metadata, mk *marker) error {
+	if f, ok := to.(store.Flusher); ok {
+		if err := f.Flush(ctx); err != nil {
+			return fmt.Errorf("migrate: flush target: %w", err)
+		}
+	}
+	var err error
 	if d, ok := to.(MetaDeleter); ok {
 		err = d.DeleteMeta(MarkerName)
 	} else {
@@ -302,11 +354,9 @@ func Migrate(ctx context.Context, from, to store.Store, opts Options) (Report, e
 		err = saveMarker(tmeta, mk)
 	}
 	if err != nil {
-		return rep, fmt.Errorf("migrate: finish: %w", err)
+		return fmt.Errorf("migrate: finish: %w", err)
 	}
-	rep.Elapsed = time.Since(start)
-	progress(o, Progress{Phase: "done", Messages: rep.Messages, Total: total, Bytes: rep.Bytes})
-	return rep, nil
+	return nil
 }
 
 func progress(o Options, p Progress) {
