@@ -293,29 +293,3 @@ func (s *Store) writeReplica(b *replicaBatch) ([]chunk, error) {
 	}
 	return written, nil
 }
-
-// dispatchEntries moves the entries of s.disp to their consume queues'
-// in-memory tails (a full tail is written out) and marks the touched
-// queues for the next checkpoint. It returns the first tail write error.
-func (s *Store) dispatchEntries() error {
-	for _, d := range s.disp {
-		var e [cqEntrySize]byte
-		putEntry(e[:], d.phys, d.size, d.tagsCode)
-		d.cq.pend = append(d.cq.pend, e[:]...)
-	}
-	s.dirtyMu.Lock()
-	for _, cq := range s.touched {
-		s.dirtyQ[cq] = struct{}{}
-	}
-	s.dirtyMu.Unlock()
-	var flushErr error
-	for _, cq := range s.touched {
-		if len(cq.pend) == 0 {
-			continue
-		}
-		if cq.appendTail(cq.pend, cq.next) && flushErr == nil {
-			flushErr = s.flushTail(cq)
-		}
-	}
-	return flushErr
-}

@@ -488,26 +488,7 @@ func (s *Store) appendLocked(group []*appendReq) {
 	// Dispatch to the consume queues: the entries go to each queue's
 	// in-memory tail (written out every cqTailFlush bytes and at each
 	// checkpoint) and max is published after them.
-	for _, d := range s.disp {
-		var e [cqEntrySize]byte
-		putEntry(e[:], d.phys, d.size, d.tagsCode)
-		d.cq.pend = append(d.cq.pend, e[:]...)
-	}
-	var flushErr error
-	s.dirtyMu.Lock()
-	for _, cq := range s.touched {
-		s.dirtyQ[cq] = struct{}{}
-	}
-	s.dirtyMu.Unlock()
-	for _, cq := range s.touched {
-		if len(cq.pend) == 0 {
-			continue
-		}
-		full := cq.appendTail(cq.pend, cq.next)
-		if full && flushErr == nil {
-			flushErr = s.flushTail(cq)
-		}
-	}
+	flushErr := s.dispatchEntries()
 	for i := range s.chunks {
 		s.chunks[i].seg.lastTS.Store(now)
 	}
@@ -533,6 +514,33 @@ func (s *Store) appendLocked(group []*appendReq) {
 			}
 		}
 	}
+}
+
+// dispatchEntries moves the entries of s.disp to their consume queues'
+// in-memory tails (a full tail is written out) and marks the touched
+// queues for the next checkpoint. It returns the first tail write error.
+// appendLocked and appendReplicaLocked both dispatch through it.
+func (s *Store) dispatchEntries() error {
+	for _, d := range s.disp {
+		var e [cqEntrySize]byte
+		putEntry(e[:], d.phys, d.size, d.tagsCode)
+		d.cq.pend = append(d.cq.pend, e[:]...)
+	}
+	s.dirtyMu.Lock()
+	for _, cq := range s.touched {
+		s.dirtyQ[cq] = struct{}{}
+	}
+	s.dirtyMu.Unlock()
+	var flushErr error
+	for _, cq := range s.touched {
+		if len(cq.pend) == 0 {
+			continue
+		}
+		if cq.appendTail(cq.pend, cq.next) && flushErr == nil {
+			flushErr = s.flushTail(cq)
+		}
+	}
+	return flushErr
 }
 
 // encodeGroup encodes the requests' records at the end of the log,
