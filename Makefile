@@ -25,11 +25,23 @@ test: lint
 	./scripts/fuzz-short.sh
 	cd bench/peers && $(GO) test -mod=mod -short -count=1 -timeout 10m -run 'TestGRPC|TestWant' .
 
-## lint: go vet and staticcheck (version pinned here; `go run` fetches it
-## through the module proxy the first time).
+## lint: go vet, staticcheck and golangci-lint (.golangci.yml; versions
+## pinned here). staticcheck runs through `go run`, which fetches it from
+## the module proxy the first time; golangci-lint is the binary on PATH or
+## in $(go env GOPATH)/bin when it is that version (.ci/run installs it),
+## else `go run` builds it (a few minutes the first time).
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
 lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	@bin=$$(command -v golangci-lint || echo "$$($(GO) env GOPATH)/bin/golangci-lint"); \
+	if [ -x "$$bin" ] && "$$bin" version 2>/dev/null | grep -Eq "version v?$(GOLANGCI_LINT_VERSION:v%=%) "; then \
+		echo "$$bin run ./..."; "$$bin" run ./...; \
+	else \
+		echo "$(GO) run $(GOLANGCI_LINT) run ./..."; $(GO) run $(GOLANGCI_LINT) run ./...; \
+	fi
 
 race:
 	$(GO) test -race ./...
