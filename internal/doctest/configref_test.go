@@ -80,7 +80,7 @@ func parseConfigExample(t *testing.T) (header []string, sections []*configSectio
 		switch {
 		case trimmed == "":
 			if inHead {
-				header, pending, inHead = pending, nil, false
+				header, inHead = pending, false
 			}
 			pending = nil
 			last = nil

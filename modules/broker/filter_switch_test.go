@@ -57,7 +57,7 @@ func TestNewFiltersConfigErrors(t *testing.T) {
 		{"misspelt switch", map[string]any{"filter.property_fliter": false}, "config: unknown key filter.property_fliter (known: property_filter and the filter plugins sql92, tag)"},
 		{"unknown plugin section", map[string]any{"filter.regex.x": 1, "filter.sq92.max_length": 1}, "config: unknown key filter.regex (known: property_filter and the filter plugins sql92, tag); unknown key filter.sq92 (known: property_filter and the filter plugins sql92, tag)"},
 		{"bad switch value", map[string]any{"filter.property_filter": "maybe"}, "filter.property_filter"},
-		{"plugin keys stay strict", map[string]any{"filter.sql92.max_lenght": 1}, "unknown key filter.sql92.max_lenght"},
+		{"plugin keys stay strict", map[string]any{"filter.sql92.max_lenght": 1}, "unknown key filter.sql92.max_lenght"}, //nolint:misspell // the typo is the test: an unknown key
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
