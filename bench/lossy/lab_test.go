@@ -105,7 +105,7 @@ func TestLabWorkloads(t *testing.T) {
 	rigs := map[string]*rig{}
 	for _, tr := range order {
 		r := newRig(t, tr, ns, natsURL)
-		defer r.close()
+		defer r.close() //nolint:gocritic // one rig per transport, all closed when the cell ends
 		// The server may still be starting, and the first send creates the
 		// topic: poll until a send succeeds.
 		if _, err := firstSend(r.p, topic, body, 90*time.Second); err != nil {

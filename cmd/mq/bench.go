@@ -338,7 +338,7 @@ func benchProduce(parent context.Context, f *produceFlags) (*benchReport, error)
 		if err != nil {
 			return nil, err
 		}
-		defer closeClient()
+		defer closeClient() //nolint:gocritic // every client stays open until the bench returns
 		clients[i] = a
 	}
 	queues, err := writeQueues(ctx, clients[0], f.namesrv, f.topic)

@@ -19,7 +19,7 @@ func explainStart(err error, plan *kernel.Plan) error {
 		return nil
 	}
 	short := shortStartError(err, plan)
-	if plan != nil && plan.Log.Level == "debug" && short != err {
+	if plan != nil && plan.Log.Level == "debug" && short != err { //nolint:errorlint // identity: was the error shortened at all
 		return fmt.Errorf("%w\n(debug) %v", short, err)
 	}
 	return short

@@ -249,7 +249,7 @@ func collectDecodeErrs(path string, err error, errs *Errors) {
 		}
 		return
 	}
-	de, ok := err.(*mapstructure.DecodeError)
+	de, ok := err.(*mapstructure.DecodeError) //nolint:errorlint // walks the tree itself (Unwrap below), one node at a time
 	if !ok {
 		if u := errors.Unwrap(err); u != nil {
 			// fmt.Errorf("decoding failed ...: %w", joined)

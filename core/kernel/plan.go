@@ -393,7 +393,7 @@ func walkKeyErrors(err error, f func(*config.KeyError)) {
 	if err == nil {
 		return
 	}
-	if ke, ok := err.(*config.KeyError); ok {
+	if ke, ok := err.(*config.KeyError); ok { //nolint:errorlint // walks the tree itself, collecting every KeyError
 		f(ke)
 		return
 	}

@@ -62,11 +62,11 @@ func serve(spec string, in io.Reader, out io.Writer) error {
 	// NewNode is deprecated in favour of NodeWrapChilder, but the loopback
 	// nodes it creates are what the tracker hooks; it works in v2.12.
 	//lint:ignore SA1019 see above
-	lr.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
+	lr.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder { //nolint:staticcheck // SA1019, see above
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, t: t}
 	}
 	//lint:ignore SA1019 see above
-	root := lr.NewNode(lr, nil, "", &st)
+	root := lr.NewNode(lr, nil, "", &st) //nolint:staticcheck // SA1019, see above
 	lr.RootNode = root
 	zero := time.Duration(0)
 	srv, err := fs.Mount(mnt, root, &fs.Options{

@@ -110,7 +110,7 @@ func readJournal(r io.Reader) ([]journalRecord, int64, error) {
 	var hdr [journalHeader]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return out, off, nil // end, or a torn header
+			return out, off, nil //nolint:nilerr // end, or a torn header: replay stops at the last whole record
 		}
 		n := binary.BigEndian.Uint32(hdr[:4])
 		if n == 0 || n > journalMaxRec {
@@ -118,14 +118,14 @@ func readJournal(r io.Reader) ([]journalRecord, int64, error) {
 		}
 		p := make([]byte, n)
 		if _, err := io.ReadFull(br, p); err != nil {
-			return out, off, nil
+			return out, off, nil //nolint:nilerr // a torn record body ends the replay
 		}
 		if crc32.Checksum(p, journalCRC) != binary.BigEndian.Uint32(hdr[4:]) {
 			return out, off, nil
 		}
 		var rec journalRecord
 		if err := json.Unmarshal(p, &rec); err != nil {
-			return out, off, nil
+			return out, off, nil //nolint:nilerr // a damaged record ends the replay
 		}
 		if len(out) > 0 && rec.Seq <= out[len(out)-1].Seq {
 			return out, off, nil // not a continuation: stale bytes

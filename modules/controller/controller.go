@@ -473,7 +473,7 @@ func (c *Controller) CheckRegistration(r namesrv.BrokerRegistration, epoch int64
 		}
 		if timeout == nil {
 			t := time.NewTimer(registerWait)
-			defer t.Stop()
+			defer t.Stop() //nolint:gocritic // made once (timeout == nil before), stopped on return
 			timeout = t.C
 		}
 		select {

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -180,7 +181,7 @@ func TestAuthPermissionsPerRPC(t *testing.T) {
 		var st *grpcapi.Status
 		for {
 			r, err := stream.Recv()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return st
 			}
 			require.NoError(t, err)
@@ -244,7 +245,7 @@ func TestAuthPermissionsPerRPC(t *testing.T) {
 		require.NoError(t, err)
 		// A stream the server refused at once may fail Send with io.EOF:
 		// its status is what Recv returns.
-		if err := stream.Send(&grpcapi.TelemetryCommand{Command: &grpcapi.TelemetryCommand_Settings{Settings: s}}); err != io.EOF {
+		if err := stream.Send(&grpcapi.TelemetryCommand{Command: &grpcapi.TelemetryCommand_Settings{Settings: s}}); !errors.Is(err, io.EOF) {
 			require.NoError(t, err)
 		}
 		got, err := stream.Recv()

@@ -250,7 +250,7 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *grpcapi.Chang
 	}
 	d := req.GetInvisibleDuration()
 	if d == nil || d.CheckValid() != nil || d.AsDuration() < 0 {
-		return &grpcapi.ChangeInvisibleDurationResponse{Status: status(grpcapi.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration missing or negative")}, nil
+		return &grpcapi.ChangeInvisibleDurationResponse{Status: status(grpcapi.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration missing or negative")}, nil //nolint:nilerr // the refusal is the status in the response
 	}
 	h, err := s.pop.ChangeInvisible(ctx, req.GetGroup().GetName(), req.GetTopic().GetName(), req.GetReceiptHandle(), d.AsDuration())
 	if err != nil {

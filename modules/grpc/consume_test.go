@@ -1,6 +1,7 @@
 package grpc_test
 
 import (
+	"errors"
 	"io"
 	"strconv"
 	"testing"
@@ -32,7 +33,7 @@ func (n *node) receive(group, topic, tagExpr string, invisible time.Duration) (*
 	var msgs []*grpcapi.Message
 	for {
 		r, err := rs.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return st, msgs
 		}
 		require.NoError(n.t, err)

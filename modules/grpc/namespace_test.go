@@ -2,6 +2,7 @@ package grpc_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"testing"
@@ -155,7 +156,7 @@ func drain(t *testing.T, rs grpcapi.MessagingService_ReceiveMessageClient) (*grp
 	var msgs []*grpcapi.Message
 	for {
 		r, err := rs.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return st, msgs
 		}
 		require.NoError(t, err)

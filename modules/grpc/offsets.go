@@ -131,7 +131,7 @@ func (s *Server) QueryOffset(ctx context.Context, req *grpcapi.QueryOffsetReques
 			return &grpcapi.QueryOffsetResponse{Status: status(grpcapi.Code_BAD_REQUEST, "timestamp is required for the TIMESTAMP query offset policy")}, nil
 		}
 		if err := ts.CheckValid(); err != nil {
-			return &grpcapi.QueryOffsetResponse{Status: status(grpcapi.Code_BAD_REQUEST, "timestamp: "+err.Error())}, nil
+			return &grpcapi.QueryOffsetResponse{Status: status(grpcapi.Code_BAD_REQUEST, "timestamp: "+err.Error())}, nil //nolint:nilerr // the refusal is the status in the response
 		}
 		o, err := s.b.Store().OffsetByTime(ctx, q, ts.AsTime().UnixMilli())
 		if err != nil {

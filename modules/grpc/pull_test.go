@@ -2,6 +2,7 @@ package grpc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -49,7 +50,7 @@ func (n *node) tryPull5x(group, topic string, queue int32, offset int64, batch i
 	}
 	for {
 		r, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return p, nil
 		}
 		if err != nil {

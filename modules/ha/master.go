@@ -169,7 +169,7 @@ func (s *Service) waitAck(ctx context.Context, physEnd int64) int32 {
 				return remoting.SlaveNotAvailable
 			}
 			t = time.NewTimer(s.cfg.SyncTimeout)
-			defer t.Stop()
+			defer t.Stop() //nolint:gocritic // the timer is made once (t == nil before), stopped on return
 		}
 		select {
 		case <-wake:

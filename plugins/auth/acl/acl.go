@@ -71,6 +71,7 @@ package acl
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -363,7 +364,7 @@ func (a *ACL) Check(ctx context.Context, req auth.Request) (auth.Principal, erro
 	noBypass := a.strictWhite && a.whiteListed(r, req) && isAdminRequest(req) // whitelist.go
 	p, err := a.authenticate(r, req, true, noBypass)
 	if err != nil {
-		if e, ok := err.(*Error); ok && noBypass {
+		if e := (*Error)(nil); errors.As(err, &e) && noBypass {
 			e.msg += " (auth.acl.strict_white_list: admin requests from white-listed addresses are signed and checked)"
 		}
 		return p, err

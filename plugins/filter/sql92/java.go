@@ -1,6 +1,7 @@
 package sql92
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -107,8 +108,7 @@ func parseJavaDouble(s string) (float64, bool) {
 func isFloatSuffix(c byte) bool { return c == 'f' || c == 'F' || c == 'd' || c == 'D' }
 
 func isRangeErr(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
+	return errors.Is(err, strconv.ErrRange)
 }
 
 // scanDecFloat scans digits [. digits] [e [sign] digits] from i (at least

@@ -1,6 +1,7 @@
 package sql92
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -442,7 +443,7 @@ func (p *parser) parseBetween(start, op token, value exp, not bool) (exp, error)
 
 // rename makes the operator in a check's message the one the user wrote.
 func rename(err error, name string) error {
-	if se, ok := err.(*filter.SyntaxError); ok {
+	if se := (*filter.SyntaxError)(nil); errors.As(err, &se) {
 		for _, op := range []string{">=", "<=", ">", "<"} {
 			if strings.Contains(se.Expected, "compare with "+op+",") {
 				se.Expected = strings.Replace(se.Expected, "compare with "+op+",", "compare with "+name+",", 1)

@@ -397,7 +397,7 @@ func (s *Store) indexRecord(v recordView, phys int64, size int32, st scanState) 
 	q := store.Queue{Topic: string(v.topic), ID: v.queueID}
 	if checkTopic(q.Topic) != nil || q.ID < 0 {
 		s.log.Warn("commitlog: recovered record with an unusable queue", "offset", phys, "queue", q.String())
-		return nil
+		return nil //nolint:nilerr // the record is skipped (logged), not the recovery
 	}
 	cq := s.queueFor(q)
 	qoff := v.queueOffset

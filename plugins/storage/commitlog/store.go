@@ -310,7 +310,7 @@ func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Posit
 	if s.mu.TryLock() {
 		// Nobody writing: no queue to go through, but take whoever queued
 		// meanwhile.
-		group := append(s.group[:0], req)
+		group := append(s.group[:0], req) //nolint:gocritic // reuses s.group's array; s.group is reset after the group is written
 		if s.npend.Load() > 0 {
 			group = s.takePending(group)
 		}
@@ -838,9 +838,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	// Wait for an append in progress.
-	s.mu.Lock()
+	s.mu.Lock() //nolint:staticcheck // SA2001: an empty critical section as a barrier
 	//lint:ignore SA2001 empty critical section: a barrier for an append in progress.
-	s.mu.Unlock()
+	s.mu.Unlock() //nolint:staticcheck // SA2001 (see above)
 	close(s.stop)
 	s.wg.Wait()
 	err := s.checkpoint()

@@ -214,7 +214,7 @@ func (c *Conn) writable() error {
 // first, if any (a lost NATS connection, say), so a write racing with the
 // remoting layer's Close still says why.
 func (c *Conn) closedErrLocked() error {
-	if c.end != nil && c.end != io.EOF {
+	if c.end != nil && !errors.Is(c.end, io.EOF) {
 		return fmt.Errorf("%w: %w", transport.ErrClosed, c.end)
 	}
 	return transport.ErrClosed

@@ -773,7 +773,7 @@ func (c *Conn) takeStream(ctx context.Context, deadline time.Time) (*stream, err
 		}
 		if expired == nil && !deadline.IsZero() {
 			t := time.NewTimer(time.Until(deadline))
-			defer t.Stop()
+			defer t.Stop() //nolint:gocritic // made once (expired == nil before), stopped on return
 			expired = t.C
 		}
 		// The peer's credit for new streams comes without a signal to us:
@@ -945,7 +945,7 @@ func (b *budget) acquire(n int, stop <-chan struct{}, deadline time.Time) bool {
 		b.mu.Unlock()
 		if expired == nil && !deadline.IsZero() {
 			t := time.NewTimer(time.Until(deadline))
-			defer t.Stop()
+			defer t.Stop() //nolint:gocritic // made once (expired == nil before), stopped on return
 			expired = t.C
 		}
 		select {
