@@ -132,7 +132,7 @@ func benchStoreCmd() *cobra.Command {
 	cmd.Flags().StringVar(&output, "output", "table", "table | json")
 	// Internal: the child that writes unflushed data and dies.
 	cmd.Flags().String("write-and-die", "", "")
-	cmd.Flags().MarkHidden("write-and-die")
+	cmd.Flags().MarkHidden("write-and-die") //nolint:errcheck // the flag is defined just above
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		if v, _ := cmd.Flags().GetString("write-and-die"); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)

@@ -37,7 +37,7 @@ func addPprofFlag(cmd *cobra.Command) {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		go http.Serve(l, mux) // ends with the process
+		go http.Serve(l, mux) //nolint:errcheck // ends with the process
 		return nil
 	}
 }

@@ -89,7 +89,7 @@ func (c *Client) Peer(ctx context.Context, addr string) (*Peer, error) {
 		c.mu.Unlock()
 		go func() {
 			defer c.wg.Done()
-			p.Run(c.ctx)
+			p.Run(c.ctx) //nolint:errcheck // the peer ends with its connection; errors are logged by Run
 			c.mu.Lock()
 			if c.peers[addr] == p {
 				delete(c.peers, addr)

@@ -381,7 +381,7 @@ func lenientExtFields(raw []byte) (map[string]string, string, string) {
 		return nil, "extFields", jsonKind(raw) + " where an object belongs"
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.Token() // '{': raw is valid JSON
+	dec.Token() //nolint:errcheck // '{': raw is valid JSON
 	m := map[string]string{}
 	for dec.More() {
 		kt, err := dec.Token()

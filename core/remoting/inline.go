@@ -142,7 +142,7 @@ func (p *Peer) flushReplies(ctx context.Context) {
 	r.q, r.parts, r.frames, r.bytes = r.q[:0], r.parts[:0], r.frames[:0], 0
 	if err != nil {
 		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
-		p.closeWith(err)
+		p.closeWith(err) //nolint:errcheck // closing anyway; the first error is kept and reported
 		if !errors.Is(err, transport.ErrClosed) && ctx.Err() == nil {
 			p.log.Debug("write responses", "err", err)
 		}

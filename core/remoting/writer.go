@@ -135,7 +135,7 @@ func (p *Peer) writeDirect(hdr []byte, req *Command) error {
 	err := p.writeFrame(context.Background(), hdr, req)
 	if err != nil {
 		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
-		p.closeWith(err)
+		p.closeWith(err) //nolint:errcheck // closing anyway; the first error is kept and reported
 		return err
 	}
 	if req.Sent != nil {
@@ -232,7 +232,7 @@ func (p *Peer) writeLoop() {
 			w.writing--
 			w.mu.Unlock()
 			if err != nil {
-				p.closeWith(fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err))
+				p.closeWith(fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)) //nolint:errcheck // closing anyway; the first error is kept and reported
 				return
 			}
 		}

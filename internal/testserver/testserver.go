@@ -172,7 +172,7 @@ func (p *Proc) start() {
 		p.t.Fatalf("testserver: start mq dev: %v", err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // reaping a process that was killed
 	p.mu.Lock()
 	p.cmd, p.done = cmd, done
 	p.mu.Unlock()
@@ -231,11 +231,11 @@ func (p *Proc) Stop() {
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // the process may have exited already
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
+		cmd.Process.Kill() //nolint:errcheck // the process may have exited already
 		<-done
 		p.t.Errorf("testserver: mq dev did not stop on SIGTERM within 20s")
 	}
@@ -250,7 +250,7 @@ func (p *Proc) Kill() {
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Kill()
+	cmd.Process.Kill() //nolint:errcheck // the process may have exited already
 	<-done
 }
 

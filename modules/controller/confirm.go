@@ -258,13 +258,13 @@ func (ri *readIndexClient) ask(layer *muxLayer, addr string, timeout time.Durati
 			return res, fmt.Errorf("controller: read index: dial %s: %w", addr, err)
 		}
 		ri.conn, ri.r, ri.addr = conn, bufio.NewReader(conn), addr
-		conn.SetWriteDeadline(time.Now().Add(timeout))
+		conn.SetWriteDeadline(time.Now().Add(timeout)) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 		if _, err := conn.Write([]byte{readIndexMagic}); err != nil {
 			ri.close()
 			return res, fmt.Errorf("controller: read index: %w", err)
 		}
 	}
-	ri.conn.SetDeadline(time.Now().Add(timeout))
+	ri.conn.SetDeadline(time.Now().Add(timeout)) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 	if _, err := ri.conn.Write([]byte("{}\n")); err != nil {
 		ri.close()
 		return res, fmt.Errorf("controller: read index: ask %s: %w", addr, err)
@@ -291,7 +291,7 @@ func (c *Controller) serveReadIndex(conn net.Conn) {
 	defer conn.Close()
 	r := bufio.NewReader(io.LimitReader(conn, 1<<30))
 	for {
-		conn.SetReadDeadline(time.Now().Add(time.Minute))
+		conn.SetReadDeadline(time.Now().Add(time.Minute)) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 		line, err := r.ReadSlice('\n')
 		if err != nil || len(line) > 64 {
 			return
@@ -304,7 +304,7 @@ func (c *Controller) serveReadIndex(conn net.Conn) {
 			res.OK, res.Commit, res.Revoking = true, ci, c.revokingNow()
 		}
 		out, _ := json.Marshal(res)
-		conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		conn.SetWriteDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 		if _, err := conn.Write(append(out, '\n')); err != nil {
 			return
 		}
@@ -378,13 +378,13 @@ func (m *muxLayer) acceptLoop() {
 // sniff reads the first byte: a read-index connection is served here,
 // any other is handed to raft with that byte put back.
 func (m *muxLayer) sniff(conn net.Conn) {
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 	var b [1]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		conn.Close()
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
+	conn.SetReadDeadline(time.Time{}) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 	if b[0] == readIndexMagic {
 		m.handle(conn)
 		return

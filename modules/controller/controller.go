@@ -154,7 +154,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p), Address: raft.ServerAddress(p)})
 		}
 		if err := r.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			r.Shutdown().Error()
+			r.Shutdown().Error() //nolint:errcheck // shutting down after a failed bootstrap; the bootstrap error is returned
 			trans.Close()
 			bolt.Close()
 			return fmt.Errorf("controller: bootstrap: %w", err)

@@ -280,7 +280,7 @@ type snapshot []byte
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
 	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
+		sink.Cancel() //nolint:errcheck // the snapshot already failed; that error is returned
 		return fmt.Errorf("controller: persist snapshot: %w", err)
 	}
 	return sink.Close()

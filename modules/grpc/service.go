@@ -195,7 +195,7 @@ func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) erro
 			return nil
 		case <-ctx.Done():
 			return nil
-		case <-errc:
+		case <-errc: //nolint:errcheck // the stream has ended; there is no one to tell
 			return nil // the client closed the stream or went away
 		case c := <-ts.outbox():
 			if err := stream.Send(c); err != nil {

@@ -398,7 +398,7 @@ func (d *direction) send(ctx context.Context) {
 		}
 		d.mu.Unlock()
 		for _, p := range due {
-			d.wire.WriteToUDP(p.b, d.to)
+			d.wire.WriteToUDP(p.b, d.to) //nolint:errcheck // the emulated link drops what cannot be sent, as a link would
 		}
 		if len(due) > 0 {
 			continue

@@ -70,7 +70,7 @@ func SelfSigned(host string) (tls.Certificate, error) {
 func WritePEM(cert tls.Certificate, certFile, keyFile string) error {
 	var cb strings.Builder
 	for _, der := range cert.Certificate {
-		pem.Encode(&cb, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+		pem.Encode(&cb, &pem.Block{Type: "CERTIFICATE", Bytes: der}) //nolint:errcheck // writes to a strings.Builder, which cannot fail
 	}
 	if err := os.WriteFile(certFile, []byte(cb.String()), 0o644); err != nil {
 		return fmt.Errorf("tlsconf: write %s: %w", certFile, err)

@@ -130,7 +130,7 @@ func (s *Store) unmapWriter() {
 		w.gen = s.pop.invalidate() // waits for a job on this window
 	}
 	if w.b != nil {
-		unmapFile(w.b)
+		unmapFile(w.b) //nolint:errcheck // munmap of our own mapping; nothing else to do if it fails
 	}
 	w.seg, w.b, w.off, w.pop, w.asked, w.drop = nil, nil, 0, 0, 0, 0
 }

@@ -430,7 +430,7 @@ func (c *Conn) fail(err error, reason string) {
 	c.endLocked(err, err)
 	c.mu.Unlock()
 	c.log.Warn("closing connection", "remote", c.remote, "err", err)
-	c.sendControl(kindClose, reason)
+	c.sendControl(kindClose, reason) //nolint:errcheck // best effort: the peer also learns of the close from its idle timeout
 	c.hub.unregister(c)
 }
 
@@ -447,7 +447,7 @@ func (c *Conn) lose(err error) {
 	if established {
 		// Queued for after the reconnect: a peer that kept its NATS
 		// connection then stops waiting for us.
-		c.sendControl(kindClose, "NATS connection lost")
+		c.sendControl(kindClose, "NATS connection lost") //nolint:errcheck // best effort: the peer also learns of the close from its idle timeout
 	}
 	c.hub.unregister(c)
 }
@@ -503,7 +503,7 @@ func (c *Conn) tick() {
 	quiet := time.Since(c.lastSent) >= c.idle/3
 	c.wmu.Unlock()
 	if quiet && c.hub.nc.IsConnected() {
-		c.sendControl(kindPing, "")
+		c.sendControl(kindPing, "") //nolint:errcheck // best effort: the peer also learns of the close from its idle timeout
 	}
 	c.mu.Lock()
 	if !c.closed && c.timer != nil {

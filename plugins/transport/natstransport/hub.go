@@ -148,7 +148,7 @@ func connectHub(p *pool, key string, cfg *Config, log *slog.Logger) (*hub, error
 	// The dispatcher only queues; the per-connection bound in Conn keeps
 	// memory in check, so nats.go must never drop a message of ours as a
 	// slow consumer (a dropped message would close the connection).
-	h.sub.SetPendingLimits(-1, -1)
+	h.sub.SetPendingLimits(-1, -1) //nolint:errcheck // only fails on a closed subscription, which the next receive reports
 	log.Info("NATS connected", "server", nc.ConnectedUrlRedacted(), "max_payload", nc.MaxPayload())
 	return h, nil
 }
@@ -180,7 +180,7 @@ func (h *hub) release() {
 		return
 	}
 	if h.nc.IsConnected() {
-		h.nc.FlushTimeout(time.Second)
+		h.nc.FlushTimeout(time.Second) //nolint:errcheck // best effort flush on close
 	}
 	h.nc.Close()
 }
@@ -246,7 +246,7 @@ func (h *hub) dispatch(m *nats.Msg) {
 		switch kind {
 		case kindFrame, kindFirst, kindMore, kindPing, kindAccept:
 			if m.Reply != "" {
-				h.nc.Publish(m.Reply, control(kindClose, 0, "no such connection"))
+				h.nc.Publish(m.Reply, control(kindClose, 0, "no such connection")) //nolint:errcheck // best effort answer on a NATS connection; a lost one shows as a timeout at the asker
 			}
 		}
 		return

@@ -261,7 +261,7 @@ func (l *Listener) bind(ctx context.Context, a address) error {
 			h.unclaim(l.subjects, l)
 			return fmt.Errorf("natstransport: listen %s: subscribe %s: %w", a, s, err)
 		}
-		sub.SetPendingLimits(-1, -1)
+		sub.SetPendingLimits(-1, -1) //nolint:errcheck // only fails on a closed subscription, which the next receive reports
 		l.subs = append(l.subs, sub)
 	}
 	// The subscription is in place on the server once it answered a
@@ -322,7 +322,7 @@ func (h *hub) unclaim(subjects []string, l *Listener) {
 
 func (l *Listener) unsubscribe() {
 	for _, s := range l.subs {
-		s.Unsubscribe()
+		s.Unsubscribe() //nolint:errcheck // closing anyway
 	}
 	l.subs = nil
 }
@@ -349,14 +349,14 @@ func (l *Listener) handle(m *nats.Msg) {
 	}
 	switch kind {
 	case kindProbe:
-		nc.Publish(m.Reply, handshakePayload(kindAccept, l.cfg.IdleTimeout, l.addr.String()))
+		nc.Publish(m.Reply, handshakePayload(kindAccept, l.cfg.IdleTimeout, l.addr.String())) //nolint:errcheck // best effort answer on a NATS connection; a lost one shows as a timeout at the asker
 		return
 	case kindConnect:
 	default:
 		return
 	}
 	if len(rest) < 5 || rest[0] != version {
-		nc.Publish(m.Reply, control(kindRefuse, 0, "unsupported protocol version"))
+		nc.Publish(m.Reply, control(kindRefuse, 0, "unsupported protocol version")) //nolint:errcheck // best effort answer on a NATS connection; a lost one shows as a timeout at the asker
 		return
 	}
 	remote := string(rest[5:])
@@ -367,13 +367,13 @@ func (l *Listener) handle(m *nats.Msg) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		nc.Publish(m.Reply, control(kindRefuse, 0, "listener closed"))
+		nc.Publish(m.Reply, control(kindRefuse, 0, "listener closed")) //nolint:errcheck // best effort answer on a NATS connection; a lost one shows as a timeout at the asker
 		return
 	}
 	c := newConn(l.hub, l.addr.String(), remote, l.maxFrame, idle, l.log)
 	c.peer = m.Reply
 	if !l.hub.register(c) {
-		nc.Publish(m.Reply, control(kindRefuse, 0, "listener closing"))
+		nc.Publish(m.Reply, control(kindRefuse, 0, "listener closing")) //nolint:errcheck // best effort answer on a NATS connection; a lost one shows as a timeout at the asker
 		return
 	}
 	if err := nc.PublishRequest(m.Reply, c.subject, handshakePayload(kindAccept, l.cfg.IdleTimeout, l.addr.String())); err != nil {

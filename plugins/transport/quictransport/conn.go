@@ -333,7 +333,7 @@ func (c *Conn) receivedLocked() bool {
 // endIfDone ends the connection once a closing peer's frames are all in.
 func (c *Conn) endIfDone(done bool) {
 	if done {
-		c.qc.CloseWithError(codeClosed, "goodbye")
+		c.qc.CloseWithError(codeClosed, "goodbye") //nolint:errcheck // closing anyway; the connection is gone either way
 	}
 }
 
@@ -480,7 +480,7 @@ func (c *Conn) fail(code quic.ApplicationErrorCode, err error) {
 	if first {
 		c.log.Warn("closing connection", "err", err)
 	}
-	c.qc.CloseWithError(code, err.Error())
+	c.qc.CloseWithError(code, err.Error()) //nolint:errcheck // closing anyway; the connection is gone either way
 }
 
 // endErr is the error of a connection that is gone: ErrClosed after our
@@ -657,7 +657,7 @@ func getFrameBuf(n int) *[]byte {
 // writeBlocking writes a frame that could not be queued at once, with
 // write_timeout as the stream's deadline and ctx's end resetting it.
 func (c *Conn) writeBlocking(ctx context.Context, s *stream, deadline time.Time, n int, whole []byte, parts [][]byte) error {
-	s.str.SetWriteDeadline(deadline)
+	s.str.SetWriteDeadline(deadline) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 	c.mu.Lock()
 	if c.isClosed() {
 		c.mu.Unlock()
@@ -886,7 +886,7 @@ func (c *Conn) Close() error {
 				t.Stop()
 			}
 		}
-		c.qc.CloseWithError(codeClosed, "closed")
+		c.qc.CloseWithError(codeClosed, "closed") //nolint:errcheck // closing anyway; the connection is gone either way
 		c.wg.Wait()
 		c.release()
 		c.mu.Lock()

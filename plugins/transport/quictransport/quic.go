@@ -211,7 +211,7 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 		return nil, fmt.Errorf("quictransport: accept: %w", err)
 	}
 	if !l.ep.acquire() {
-		qc.CloseWithError(codeNoListener, "listener closed")
+		qc.CloseWithError(codeNoListener, "listener closed") //nolint:errcheck // closing anyway; the connection is gone either way
 		return nil, transport.ErrClosed
 	}
 	return newConn(qc, l.cfg, l.maxFrame, l.log, l.ep.release), nil

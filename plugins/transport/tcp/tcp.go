@@ -94,13 +94,13 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 		if tl != nil {
 			// A deadline set by an earlier Accept's cancelled ctx must not
 			// fail this one.
-			tl.SetDeadline(time.Time{})
+			tl.SetDeadline(time.Time{}) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 		}
 		var stop func() bool
 		fired := make(chan struct{})
 		if tl != nil {
 			stop = context.AfterFunc(ctx, func() {
-				tl.SetDeadline(aLongTimeAgo)
+				tl.SetDeadline(aLongTimeAgo) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 				close(fired)
 			})
 		}
@@ -126,7 +126,7 @@ func (l *Listener) Accept(ctx context.Context) (transport.Conn, error) {
 		}
 		if l.tls != nil {
 			if tc, ok := c.(*net.TCPConn); ok {
-				tc.SetNoDelay(l.cfg.NoDelay)
+				tc.SetNoDelay(l.cfg.NoDelay) //nolint:errcheck // an option: the connection works without it
 			}
 			// Handshake in the background, so a slow or silent client does
 			// not hold up Accept; reads wait for it. A client that does not
@@ -251,7 +251,7 @@ func NewConn(c net.Conn, cfg *Config, maxFrame int) *Conn {
 		cfg = NewConfig()
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetNoDelay(cfg.NoDelay)
+		tc.SetNoDelay(cfg.NoDelay) //nolint:errcheck // an option: the connection works without it
 	}
 	return &Conn{c: c, r: bufio.NewReaderSize(c, cfg.ReadBuffer), w: bufio.NewWriterSize(c, cfg.WriteBuffer), eager: eagerAlloc,
 		cfg: cfg, maxFrame: maxOr(maxFrame), closed: make(chan struct{})}
@@ -296,7 +296,7 @@ const deadlineSlack = 8
 // setReadDeadline sets the read deadline to t, or, with renew, to at
 // least now+d (d > 0) without touching a deadline that already is.
 func (c *Conn) setReadDeadline(t time.Time) {
-	c.c.SetReadDeadline(t)
+	c.c.SetReadDeadline(t) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 	c.rdl, c.rdlSet = t, true
 }
 
@@ -330,7 +330,7 @@ func (c *Conn) readFrame(ctx context.Context) ([]byte, error) {
 			fired := make(chan struct{})
 			c.rctx, c.rfired = ctx, fired
 			c.rstop = context.AfterFunc(ctx, func() {
-				c.c.SetReadDeadline(aLongTimeAgo)
+				c.c.SetReadDeadline(aLongTimeAgo) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 				close(fired)
 			})
 		} else if ctx.Err() != nil {
@@ -558,7 +558,7 @@ func (c *Conn) beginWrite(ctx context.Context) error {
 			fired := make(chan struct{})
 			c.wctx, c.wfired = ctx, fired
 			c.wstop = context.AfterFunc(ctx, func() {
-				c.c.SetWriteDeadline(aLongTimeAgo)
+				c.c.SetWriteDeadline(aLongTimeAgo) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 				close(fired)
 			})
 		} else if ctx.Err() != nil {
@@ -574,9 +574,9 @@ func (c *Conn) beginWrite(ctx context.Context) error {
 func (c *Conn) bufferFrame(n int, parts [][]byte) {
 	var lb [4]byte
 	binary.BigEndian.PutUint32(lb[:], uint32(n))
-	c.w.Write(lb[:])
+	c.w.Write(lb[:]) //nolint:errcheck // bufio keeps the first error; flush reports it
 	for _, p := range parts {
-		c.w.Write(p)
+		c.w.Write(p) //nolint:errcheck // bufio keeps the first error; flush reports it
 	}
 }
 
@@ -615,7 +615,7 @@ func (c *Conn) releaseWriteCtx() {
 // setWriteDeadline sets and remembers the write deadline. Called with wmu
 // held.
 func (c *Conn) setWriteDeadline(t time.Time) {
-	c.c.SetWriteDeadline(t)
+	c.c.SetWriteDeadline(t) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 	c.wdl, c.wdlSet = t, true
 }
 
