@@ -26,7 +26,7 @@ func Example_sendAndReceive() {
 	// links TCP (and QUIC for quic:// addresses).
 	c, err := client.New(client.WithNameServers(nameServer), transports.WithDialer())
 	if err != nil {
-		log.Fatal(err) //nolint:gocritic // an example: exiting is the error handling
+		log.Fatal(err)
 	}
 	defer c.Close()
 
@@ -87,7 +87,7 @@ func Example_pull() {
 	defer cancel()
 	c, err := client.New(client.WithNameServers(nameServer), transports.WithDialer())
 	if err != nil {
-		log.Fatal(err) //nolint:gocritic // an example: exiting is the error handling
+		log.Fatal(err)
 	}
 	defer c.Close()
 

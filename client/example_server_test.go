@@ -44,7 +44,7 @@ func startExampleServer() (nameServer string, stop func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {
-		log.Fatal(err) //nolint:gocritic // an example: exiting is the error handling
+		log.Fatal(err)
 	}
 	stop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -26,7 +26,7 @@ func Example() {
 	ctx := context.Background()
 
 	if err := admin.New(c).CreateTopic(ctx, admin.TopicConfig{Topic: "Orders", ReadQueueNums: 4, WriteQueueNums: 4}); err != nil {
-		log.Fatal(err) //nolint:gocritic // an example: exiting is the error handling
+		log.Fatal(err)
 	}
 
 	p, err := producer.New(c, "order-producer")
