@@ -184,8 +184,22 @@ func (c *Controller) verifiedCommit() (uint64, error) {
 		return 0, errors.New("controller: not the leader")
 	}
 	ci := c.raft.CommitIndex()
-	if err := c.raft.VerifyLeader().Error(); err != nil {
-		return 0, fmt.Errorf("controller: verify leadership: %w", err)
+	// raft v1.7's verify future is not tied to raft's shutdown: one queued
+	// (verifyCh is buffered) just as the main loop exits is never answered,
+	// and a read-index connection waiting on it held Stop's transport
+	// close forever (seen once as a 30-minute hang in TestControllerFailover).
+	// Wait for the answer or for Stop; in that rare case the waiting
+	// goroutine stays until the process ends.
+	f := c.raft.VerifyLeader()
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return 0, fmt.Errorf("controller: verify leadership: %w", err)
+		}
+	case <-c.stopping:
+		return 0, errors.New("controller: stopping")
 	}
 	return ci, nil
 }

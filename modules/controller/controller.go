@@ -66,8 +66,10 @@ type Controller struct {
 	confirmed confirmState // the last confirmation of the applied state (confirm.go)
 	confirmOK bool         // the last confirmation round worked (for logging transitions)
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopping chan struct{} // closed by Stop before raft shuts down
+	stopOnce sync.Once
 }
 
 type beat struct {
@@ -88,7 +90,7 @@ func New(cfg *Config, log *slog.Logger, onChange func(*Group)) (*Controller, err
 	return &Controller{
 		cfg: cfg, log: log.With("component", "controller"), fsm: NewFSM(onChange), now: time.Now,
 		beats: map[string]map[int64]beat{}, stuck: map[string]int64{}, epochSeen: map[string]beat{},
-		revoking: map[string]time.Time{},
+		revoking: map[string]time.Time{}, stopping: make(chan struct{}),
 	}, nil
 }
 
@@ -181,6 +183,7 @@ func (c *Controller) Stop(ctx context.Context) error {
 	if c.raft == nil {
 		return nil
 	}
+	c.stopOnce.Do(func() { close(c.stopping) })
 	c.cancel()
 	c.wg.Wait()
 	err := c.raft.Shutdown().Error()
