@@ -1,13 +1,8 @@
 package grpc_test
 
 import (
-	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,11 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/client"
-	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
-	"github.com/quivermq/quiver/core/transport"
-	"github.com/quivermq/quiver/internal/testserver"
-	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
 // TestNodeRecallNamespace drives the official Node.js 5.x client
@@ -31,35 +22,9 @@ import (
 // refused.
 func TestNodeRecallNamespace(t *testing.T) {
 	dir := nodeClientDir(t)
-	port := testserver.FreePort(t)
-	endpoints := fmt.Sprintf("127.0.0.1:%d", port)
-	p := testserver.StartDev(t, testserver.Options{Sets: []string{"grpc.listen=" + endpoints, "log.level=warn"}})
-	rc := remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {
-		return tcp.Dial(ctx, addr, tcp.NewConfig(), 0)
-	}, nil, nil, remoting.PeerOptions{})
-	defer rc.Close()
-	invoke := func(code int32, ext map[string]string) *remoting.Command {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		resp, err := rc.Invoke(ctx, p.Broker, remoting.NewRequest(code, ext, nil))
-		require.NoError(t, err)
-		return resp
-	}
-	resp := invoke(remoting.UpdateAndCreateTopic, map[string]string{"topic": "ns1%NodeNsT", "defaultTopic": protocol.AutoCreateTopic,
-		"readQueueNums": "1", "writeQueueNums": "1", "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
-	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	e := startNodeDev(t)
+	e.createTopic(t, "ns1%NodeNsT", 1)
 
-	script, err := filepath.Abs("testdata/node_recall.js")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script, endpoints)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	raw, err := cmd.Output()
-	require.NoError(t, err, "node: %s", stderr.String())
 	var out struct {
 		Recalled, Kept, Now, Handle, RecallReceipt, Forged string
 		Due                                                int64
@@ -68,7 +33,7 @@ func TestNodeRecallNamespace(t *testing.T) {
 			At              int64
 		}
 	}
-	require.NoError(t, json.Unmarshal(raw, &out), "node output: %s", raw)
+	runNodeScript(t, dir, "node_recall.js", 2*time.Minute, &out, e.endpoints)
 
 	h, err := base64.URLEncoding.DecodeString(out.Handle)
 	require.NoError(t, err, "handle %q", out.Handle)
@@ -88,10 +53,10 @@ func TestNodeRecallNamespace(t *testing.T) {
 	assert.Equal(t, map[string]bool{out.Kept: true, out.Now: true}, got, "the recalled message never arrives")
 
 	// A 4.x client of namespace ns1 reads the same topic: ns1%NodeNsT.
-	pr := invoke(remoting.PullMessage, map[string]string{
+	pr := e.invoke(t, remoting.PullMessage, map[string]string{
 		"consumerGroup": "ns1%G4", "topic": "ns1%NodeNsT", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
 		"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
-	})
+	}, nil)
 	require.Equal(t, remoting.Success, pr.Code, pr.Remark)
 	msgs, err := client.DecodeMessages(pr.Body, "broker-a")
 	require.NoError(t, err)

@@ -1,12 +1,6 @@
 package grpc_test
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -18,26 +12,13 @@ import (
 	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
-	"github.com/quivermq/quiver/core/transport"
-	"github.com/quivermq/quiver/internal/testserver"
-	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
 // runNode runs one phase of testdata/node_cycle.js against endpoints and
 // decodes its JSON output into out.
 func runNode(t *testing.T, dir, phase, endpoints string, out any) {
 	t.Helper()
-	script, err := filepath.Abs("testdata/node_cycle.js")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script, phase, endpoints)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	raw, err := cmd.Output()
-	require.NoError(t, err, "node %s: %s", phase, stderr.String())
-	require.NoError(t, json.Unmarshal(raw, out), "node %s output: %s", phase, raw)
+	runNodeScript(t, dir, "node_cycle.js", 3*time.Minute, out, phase, endpoints)
 }
 
 // TestNodeClientCycle drives the official Node.js 5.x client through the
@@ -51,25 +32,14 @@ func runNode(t *testing.T, dir, phase, endpoints string, out any) {
 // again, no unacked one is lost).
 func TestNodeClientCycle(t *testing.T) {
 	dir := nodeClientDir(t)
-	port := testserver.FreePort(t)
-	endpoints := fmt.Sprintf("127.0.0.1:%d", port)
-	p := testserver.StartDev(t, testserver.Options{Sets: []string{"grpc.listen=" + endpoints, "log.level=warn"}})
-	rc := remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {
-		return tcp.Dial(ctx, addr, tcp.NewConfig(), 0)
-	}, nil, nil, remoting.PeerOptions{})
-	defer rc.Close()
+	e := startNodeDev(t)
+	endpoints, p := e.endpoints, e.dev
 	invoke := func(code int32, ext map[string]string, body []byte) *remoting.Command {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		resp, err := rc.Invoke(ctx, p.Broker, remoting.NewRequest(code, ext, body))
-		require.NoError(t, err)
-		return resp
+		return e.invoke(t, code, ext, body)
 	}
 	for _, topic := range []string{"NodeFifo", "NodeDelay", "NodeSql", "NodeRetry", "NodePush", "NodeRestart"} {
-		resp := invoke(remoting.UpdateAndCreateTopic, map[string]string{"topic": topic, "defaultTopic": protocol.AutoCreateTopic,
-			"readQueueNums": "2", "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}, nil)
-		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+		e.createTopic(t, topic, 2)
 	}
 	for _, g := range []string{`{"groupName":"GNodeFifo","consumeMessageOrderly":true}`, `{"groupName":"GNodeRetry","retryMaxTimes":1}`} {
 		resp := invoke(remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(g))

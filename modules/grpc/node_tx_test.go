@@ -1,12 +1,6 @@
 package grpc_test
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -16,11 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/client"
-	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
-	"github.com/quivermq/quiver/core/transport"
-	"github.com/quivermq/quiver/internal/testserver"
-	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
 // TestNodeClientTransactions: the official Node.js 5.x client's
@@ -33,37 +23,10 @@ import (
 // producers: interop TestTransaction4xBeside5x.)
 func TestNodeClientTransactions(t *testing.T) {
 	dir := nodeClientDir(t)
-	port := testserver.FreePort(t)
-	endpoints := fmt.Sprintf("127.0.0.1:%d", port)
-	p := testserver.StartDev(t, testserver.Options{Sets: []string{"grpc.listen=" + endpoints, "log.level=warn",
-		"transaction.check_interval=1s", "transaction.timeout=1s"}})
-	rc := remoting.NewClient(func(ctx context.Context, addr string) (transport.Conn, error) {
-		return tcp.Dial(ctx, addr, tcp.NewConfig(), 0)
-	}, nil, nil, remoting.PeerOptions{})
-	defer rc.Close()
-	invoke := func(code int32, ext map[string]string) *remoting.Command {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		resp, err := rc.Invoke(ctx, p.Broker, remoting.NewRequest(code, ext, nil))
-		require.NoError(t, err)
-		return resp
-	}
+	e := startNodeDev(t, "transaction.check_interval=1s", "transaction.timeout=1s")
 	const topic = "NodeTx"
-	resp := invoke(remoting.UpdateAndCreateTopic, map[string]string{"topic": topic, "defaultTopic": protocol.AutoCreateTopic,
-		"readQueueNums": "2", "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
-	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	e.createTopic(t, topic, 2)
 
-	script, err := filepath.Abs("testdata/node_tx.js")
-	require.NoError(t, err)
-	nctx, ncancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer ncancel()
-	cmd := exec.CommandContext(nctx, "node", script, endpoints, topic)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	raw, err := cmd.Output()
-	require.NoError(t, err, "node: %s", stderr.String())
 	type view struct {
 		ID, Tag, Body string
 		Props         map[string]string
@@ -73,7 +36,7 @@ func TestNodeClientTransactions(t *testing.T) {
 		Checked, Received []view
 		Times             map[string]int // ms since the script started
 	}
-	require.NoError(t, json.Unmarshal(raw, &out), "node output: %s", raw)
+	runNodeScript(t, dir, "node_tx.js", 3*time.Minute, &out, e.endpoints, topic)
 	t.Logf("node: producer started at %d ms, sent at %d, checked back at %d, received at %d", out.Times["started"], out.Times["sent"], out.Times["checked"], out.Times["received"])
 
 	require.NotEmpty(t, out.Checked, "the check-back reached the Node client's checker")
@@ -98,10 +61,10 @@ func TestNodeClientTransactions(t *testing.T) {
 	eventually(t, 30*time.Second, func() bool {
 		bodies = bodies[:0]
 		for q := range 2 {
-			resp := invoke(remoting.PullMessage, map[string]string{
+			resp := e.invoke(t, remoting.PullMessage, map[string]string{
 				"consumerGroup": "g4x-reader", "topic": topic, "queueId": strconv.Itoa(q), "queueOffset": "0", "maxMsgNums": "32",
 				"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
-			})
+			}, nil)
 			if resp.Code != remoting.Success {
 				continue
 			}
