@@ -224,10 +224,16 @@ func (s *Server) AckMessage(ctx context.Context, req *grpcapi.AckMessageRequest)
 	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
 	entries := make([]*grpcapi.AckMessageResultEntry, 0, len(req.GetEntries()))
 	failed := 0
-	for _, e := range req.GetEntries() {
+	handles := make([]string, len(req.GetEntries()))
+	for i, e := range req.GetEntries() {
+		handles[i] = e.GetReceiptHandle()
+	}
+	// One journal batch (one fsync) for the request's entries.
+	errs := s.pop.AckMany(ctx, group, topic, handles)
+	for i, e := range req.GetEntries() {
 		st := ok()
-		if err := s.pop.Ack(ctx, group, topic, e.GetReceiptHandle()); err != nil {
-			st = popStatus(err)
+		if errs[i] != nil {
+			st = popStatus(errs[i])
 			failed++
 		}
 		entries = append(entries, &grpcapi.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})

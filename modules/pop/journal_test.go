@@ -289,3 +289,30 @@ func FuzzRecordLine(f *testing.F) {
 		assert.Equal(t, want, got)
 	})
 }
+
+// TestAckManyOneFsync: the handles of one AckMessage request share one
+// fsync; each gets its own answer (a made-up handle is refused, the
+// others acked), and the acks survive a reopen without Close.
+func TestAckManyOneFsync(t *testing.T) {
+	const msgs = 16
+	n, _, got := gatedNode(t, msgs)
+	ctx := context.Background()
+	syncs0 := n.s.j.syncs.Load()
+	hs := make([]string, 0, msgs+1)
+	for _, r := range got {
+		hs = append(hs, r.Handle)
+	}
+	hs = append(hs, "not-a-handle")
+	errs := n.s.AckMany(ctx, "G", "T", hs)
+	require.Len(t, errs, msgs+1)
+	for i := range msgs {
+		assert.NoError(t, errs[i], "handle %d", i)
+	}
+	assert.Error(t, errs[msgs], "a made-up handle")
+	assert.Equal(t, uint64(1), n.s.j.syncs.Load()-syncs0, "one fsync for the request's %d acks", msgs)
+
+	s2, err := open(n.cfg, n.b, filepath.Join(n.dir, "pop"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0, s2.InFlight("G", "T"))
+	require.NoError(t, s2.Close())
+}

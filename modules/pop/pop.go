@@ -662,6 +662,53 @@ func (s *Service) Ack(ctx context.Context, group, topic, h string) error {
 	return s.answer(ctx, b, err)
 }
 
+// AckMany acknowledges several handles of one group and topic, as one
+// 5.x AckMessage request carries them: their records are appended to the
+// journal together, so they share one fsync instead of waiting for one
+// each. errs[i] is Ack's answer for hs[i].
+func (s *Service) AckMany(ctx context.Context, group, topic string, hs []string) []error {
+	errs := make([]error, len(hs))
+	var recs []record
+	var acking []int
+	seen := make(map[string]bool, len(hs))
+	s.mu.Lock()
+	for i, h := range hs {
+		if seen[h] {
+			continue // acked by this call already: answered with it
+		}
+		k, hd, e, err := s.lookupLocked(group, topic, h)
+		if err != nil || e == nil {
+			errs[i] = err
+			continue
+		}
+		seen[h] = true
+		acking = append(acking, i)
+		recs = append(recs, record{Kind: kindAck, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset})
+	}
+	var cerr error
+	if len(recs) > 0 {
+		if _, cerr = s.commitLocked(recs); cerr == nil {
+			s.commitOffsets(recs)
+		}
+	}
+	// One barrier covers this call's records and whatever the answers from
+	// the state rest on.
+	bar := s.j.barrier()
+	s.mu.Unlock()
+	if cerr != nil {
+		for _, i := range acking {
+			errs[i] = cerr // not appended: nothing to wait for
+		}
+	}
+	for i := range hs {
+		if errors.Is(errs[i], ErrClosed) || (cerr != nil && errs[i] != nil) {
+			continue
+		}
+		errs[i] = s.answer(ctx, bar, errs[i])
+	}
+	return errs
+}
+
 func (s *Service) ackLocked(group, topic, h string) (*batch, error) {
 	k, hd, e, err := s.lookupLocked(group, topic, h)
 	if err != nil || e == nil {
