@@ -656,10 +656,7 @@ func (s *Service) lookupLocked(group, topic, h string) (k qkey, hd handle, e *en
 // to group again. Acking an already acked message succeeds; a handle
 // replaced by a redelivery or ChangeInvisible gets ErrInvalidHandle.
 func (s *Service) Ack(ctx context.Context, group, topic, h string) error {
-	s.mu.Lock()
-	b, err := s.ackLocked(group, topic, h)
-	s.mu.Unlock()
-	return s.answer(ctx, b, err)
+	return s.AckMany(ctx, group, topic, []string{h})[0]
 }
 
 // AckMany acknowledges several handles of one group and topic, as one
@@ -707,20 +704,6 @@ func (s *Service) AckMany(ctx context.Context, group, topic string, hs []string)
 		errs[i] = s.answer(ctx, bar, errs[i])
 	}
 	return errs
-}
-
-func (s *Service) ackLocked(group, topic, h string) (*batch, error) {
-	k, hd, e, err := s.lookupLocked(group, topic, h)
-	if err != nil || e == nil {
-		return s.settledLocked(err)
-	}
-	recs := []record{{Kind: kindAck, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset}}
-	b, err := s.commitLocked(recs)
-	if err != nil {
-		return nil, err
-	}
-	s.commitOffsets(recs)
-	return b, nil
 }
 
 // settledLocked is for an answer given from the state without a journal
