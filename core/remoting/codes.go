@@ -117,6 +117,11 @@ const (
 	// (not in 4.9): a broker registers one topic's queue data without
 	// its whole topic table. Listed with Quiver's codes.
 	RegisterTopicInNamesrv int32 = 217
+
+	// RecallMessage is RocketMQ 5.3's RECALL_MESSAGE (not in 4.9): a
+	// producer recalls a timer message by the recall handle its send was
+	// answered with (modules/schedule). Listed with Quiver's codes.
+	RecallMessage int32 = 370
 )
 
 // CodeName is a request code and its Java (or Quiver) name.
@@ -231,6 +236,7 @@ var QuiverRequestCodes = []CodeName{
 	{HAPull, "QUIVER_HA_PULL"},
 	{ControllerHeartbeat, "QUIVER_CONTROLLER_HEARTBEAT"},
 	{RegisterTopicInNamesrv, "REGISTER_TOPIC_IN_NAMESRV"},
+	{RecallMessage, "RECALL_MESSAGE"},
 }
 
 // RequestCodeName returns the Java (or Quiver) name of a request code, or
@@ -276,4 +282,7 @@ const (
 	ConsumerNotOnline         int32 = 206
 	NoMessage                 int32 = 208
 	FlowControl               int32 = 215
+	// IllegalOperation is RocketMQ 5's ILLEGAL_OPERATION (a recall handle
+	// that is malformed, another topic's or broker's, or past its time).
+	IllegalOperation int32 = 604
 )

@@ -54,7 +54,8 @@ type Deps struct {
 
 // Broker is one broker process.
 type Broker struct {
-	claim     atomic.Pointer[GroupClaim] // groupclaim.go
+	claim     atomic.Pointer[GroupClaim]    // groupclaim.go
+	sendExt   atomic.Pointer[SendAnswerExt] // sendext.go
 	cfg       *Config
 	deps      Deps
 	log       *slog.Logger

@@ -148,7 +148,11 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	if m.SysFlag&message.TransactionMask == message.TransactionPrepared {
 		tid = props[message.PropertyUniqKey]
 	}
-	return b.sendAnswer(ctx, req, queueID, pos, err, tid)
+	resp = b.sendAnswer(ctx, req, queueID, pos, err, tid)
+	if err == nil {
+		b.addSendExt(resp, m) // a held timer's recall handle: sendext.go
+	}
+	return resp
 }
 
 func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {

@@ -15,13 +15,14 @@ func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Co
 
 // Module adds delay levels and timers to the broker (compose it with
 // broker.Module) and provides the *Service (the gRPC endpoint recalls
-// timers through it). With schedule.enabled=false it does nothing, the
-// *Service is nil and delayed messages are delivered at once.
+// timers through it). With schedule.enabled=false the *Service is nil,
+// delayed messages are delivered at once and RECALL_MESSAGE is refused.
 var Module = fx.Module("schedule",
 	kernel.AsSection(ConfigSection),
 	fx.Provide(configFromPlan),
 	fx.Provide(func(lc fx.Lifecycle, cfg *Config, b *broker.Broker) (*Service, error) {
 		if !cfg.Enabled {
+			registerRecallOff(b)
 			return nil, nil
 		}
 		s, err := New(cfg, b)

@@ -65,6 +65,8 @@ var table = func() map[int32]Rule {
 		res(remoting.SendReplyMessageV2, "", hTopic("b", auth.Pub)),
 		res(remoting.EndTransaction, "the half message's real topic, so nobody ends another producer's transaction",
 			hGroup("producerGroup", auth.Any), Source{From: Stored, Path: "commitLogOffset", Perm: auth.Pub, Real: true}),
+		res(remoting.RecallMessage, "RocketMQ 5.3's rule (PUB on the topic); the broker recalls only a message of that topic, the one its recall handle names",
+			hTopic("topic", auth.Pub)),
 
 		// Consumers.
 		res(remoting.PullMessage, "", hTopic("topic", auth.Sub), hGroup("consumerGroup", auth.Sub)),
