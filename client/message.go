@@ -293,6 +293,10 @@ type SendResult struct {
 	QueueOffset   int64
 	TransactionID string
 	RegionID      string
+	// RecallHandle is set for a timer message (SetDeliverTime) the broker
+	// holds: Producer.Recall takes it back before its time (RocketMQ
+	// 5.3's SendResult.recallHandle). Empty otherwise.
+	RecallHandle string
 }
 
 func (r *SendResult) String() string {

@@ -431,7 +431,7 @@ func (p *Producer) result(addr string, pr *prepared, q client.MessageQueue, resp
 		return nil, client.NewBrokerError(addr, resp)
 	}
 	res := &client.SendResult{Status: st, MsgID: pr.uniq, OffsetMsgID: resp.Ext("msgId"), Queue: q,
-		TransactionID: resp.Ext("transactionId"), RegionID: resp.Ext("MSG_REGION")}
+		TransactionID: resp.Ext("transactionId"), RegionID: resp.Ext("MSG_REGION"), RecallHandle: resp.Ext("recallHandle")}
 	if v, err := strconv.Atoi(resp.Ext("queueId")); err == nil {
 		res.Queue.QueueID = v
 	}
