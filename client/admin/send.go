@@ -37,6 +37,9 @@ type SendAnswer struct {
 	OffsetMsgID string
 	QueueID     int
 	QueueOffset int64
+	// RecallHandle is set for a timer message the broker holds
+	// (client.SendResult.RecallHandle); Admin.Recall takes it.
+	RecallHandle string
 }
 
 func sendRequest(sr SendRequest) *remoting.Command {
@@ -60,7 +63,7 @@ func (a *Admin) SendDirect(ctx context.Context, addr string, sr SendRequest) (*S
 	if err != nil {
 		return nil, fmt.Errorf("admin: send to %s queue %d on %s: %w", sr.Topic, sr.QueueID, addr, err)
 	}
-	ans := &SendAnswer{OffsetMsgID: resp.Ext("msgId"), QueueID: sr.QueueID}
+	ans := &SendAnswer{OffsetMsgID: resp.Ext("msgId"), QueueID: sr.QueueID, RecallHandle: resp.Ext("recallHandle")}
 	if s := resp.Ext("queueId"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil {
 			ans.QueueID = n

@@ -67,9 +67,9 @@ func TestProducerRecall(t *testing.T) {
 	assert.Equal(t, remoting.IllegalOperation, client.CodeOf(err), err.Error())
 	assert.Contains(t, err.Error(), "recall failed, topic not match")
 	_, err = p.Recall(ctx, topic, "")
-	assert.ErrorIs(t, err, producer.ErrBadRecallHandle)
+	assert.ErrorIs(t, err, client.ErrBadRecallHandle)
 	_, err = p.Recall(ctx, topic, "not+base64/url")
-	assert.ErrorIs(t, err, producer.ErrBadRecallHandle)
+	assert.ErrorIs(t, err, client.ErrBadRecallHandle)
 
 	c := newCollector()
 	e.push(t, topic, pushOpts{group: uniq("RecallCG")}, c.handle)

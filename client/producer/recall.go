@@ -2,8 +2,6 @@ package producer
 
 import (
 	"context"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -11,10 +9,6 @@ import (
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 )
-
-// ErrBadRecallHandle is a recall handle that is not RocketMQ's v1 format
-// (base64url of "v1 <topic> <broker> <time> <message id>").
-var ErrBadRecallHandle = errors.New("producer: recall handle is invalid")
 
 // Recall takes back a timer message before its delivery time, by the
 // recall handle its send was answered with (SendResult.RecallHandle),
@@ -28,7 +22,8 @@ var ErrBadRecallHandle = errors.New("producer: recall handle is invalid")
 // no held message, with ILLEGAL_OPERATION: an error wrapping a
 // *client.BrokerError (client.CodeOf gives the code). Recalling a
 // recalled message again succeeds. The call is not retried; the send
-// timeout bounds it.
+// timeout bounds it. A handle that is not RocketMQ's v1 format is
+// client.ErrBadRecallHandle, sent nowhere.
 func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, error) {
 	if err := p.begin(); err != nil {
 		return "", err
@@ -40,9 +35,9 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 	if protocol.IsRetryTopic(topic) || strings.HasPrefix(topic, protocol.DLQGroupPrefix) {
 		return "", fmt.Errorf("producer: recall: topic %s is not supported", topic)
 	}
-	brokerName, err := recallBroker(handle)
+	brokerName, err := client.RecallHandleBroker(handle)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("producer: recall in %s: %w", topic, err)
 	}
 	deadline := p.deadline(ctx)
 	route, err := p.publishRoute(ctx, topic, deadline)
@@ -71,21 +66,4 @@ func (p *Producer) Recall(ctx context.Context, topic, handle string) (string, er
 		return "", fmt.Errorf("producer: recall in %s: %w", topic, client.NewBrokerError(addr, resp))
 	}
 	return resp.Ext("msgId"), nil
-}
-
-// recallBroker reads the broker name of a v1 recall handle, as Java's
-// client decodes the handle before sending it.
-func recallBroker(handle string) (string, error) {
-	if handle == "" {
-		return "", fmt.Errorf("%w: empty", ErrBadRecallHandle)
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(handle, "="))
-	if err != nil {
-		return "", fmt.Errorf("%w: not base64url", ErrBadRecallHandle)
-	}
-	items := strings.Split(string(raw), " ")
-	if len(items) < 5 || items[0] != "v1" {
-		return "", fmt.Errorf("%w: not a v1 handle", ErrBadRecallHandle)
-	}
-	return items[2], nil
 }

@@ -110,6 +110,8 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 	mqJSON(t, ns, &onS, "message", "send", "--topic", S, "--body", "on-send", "--keys", "sk")
 	var dead map[string]any
 	mqJSON(t, ns, &dead, "message", "send", "--topic", S, "--body", "dead")
+	var held map[string]any // a timer message, for message recall
+	mqJSON(t, ns, &held, "message", "send", "--topic", S, "--body", "held", "--property", fmt.Sprintf("TIMER_DELIVER_MS=%d", time.Now().Add(time.Hour).UnixMilli()))
 	killToDLQ(t, dev.Broker, D, dead["offsetMsgId"].(string))
 
 	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{ns}), producer.WithGroupName(P),
@@ -224,6 +226,7 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 		{cmd: "resetOffsetByTime", args: []string{"-g", G, "-t", T, "-s", "end", "--yes"}},
 		{cmd: "message send", args: []string{"--topic", S, "--body", "walk", "--keys", "wk"}, vary: []string{"OFFSET", "MSG ID", "OFFSET MSG ID"}},
 		{cmd: "sendMessage", args: []string{"-t", S, "-p", "walk", "-k", "wk"}, vary: []string{"OFFSET", "MSG ID", "OFFSET MSG ID"}},
+		{cmd: "message recall", args: []string{"--topic", S, "--handle", held["recallHandle"].(string)}},
 		{cmd: "message get", args: []string{"--id", sent[1]["offsetMsgId"].(string)}},
 		{cmd: "queryMsgById", args: []string{"-i", sent[1]["msgId"].(string)}},
 		{cmd: "queryMsgByUniqueKey", args: []string{"-i", onS["msgId"].(string), "-t", S}},

@@ -130,7 +130,7 @@ func messageCmd(run runner) *cobra.Command {
 	}
 	cf.bind(consume, false)
 
-	cmd.AddCommand(get, query, send, consume)
+	cmd.AddCommand(get, query, send, consume, recallCmd(run))
 	return cmd
 }
 
@@ -549,6 +549,9 @@ type sendResult struct {
 	QueueOffset string `json:"queueOffset"`
 	MsgID       string `json:"msgId"`
 	OffsetMsgID string `json:"offsetMsgId"`
+	// RecallHandle is set for a timer message the broker holds
+	// (`message recall` takes it).
+	RecallHandle string `json:"recallHandle,omitempty"`
 }
 
 func (a *adm) sendCmd(ctx context.Context, f *sendFlags) error {
@@ -568,8 +571,14 @@ func (a *adm) sendCmd(ctx context.Context, f *sendFlags) error {
 		return err
 	}
 	v := map[string]any{"topic": res.Topic, "queueId": res.QueueID, "queueOffset": res.QueueOffset, "msgId": res.MsgID, "offsetMsgId": res.OffsetMsgID, "broker": res.Broker}
-	return a.print(v, "TOPIC\tBROKER\tQUEUE\tOFFSET\tMSG ID\tOFFSET MSG ID",
-		[][]string{{res.Topic, res.Broker, strconv.Itoa(int(res.QueueID)), res.QueueOffset, res.MsgID, res.OffsetMsgID}})
+	header := "TOPIC\tBROKER\tQUEUE\tOFFSET\tMSG ID\tOFFSET MSG ID"
+	row := []string{res.Topic, res.Broker, strconv.Itoa(int(res.QueueID)), res.QueueOffset, res.MsgID, res.OffsetMsgID}
+	if res.RecallHandle != "" { // a timer message held: admin_recall.go
+		v["recallHandle"] = res.RecallHandle
+		header += "\tRECALL HANDLE"
+		row = append(row, res.RecallHandle)
+	}
+	return a.print(v, header, [][]string{row})
 }
 
 // sendOne sends one message to the queue s names.
@@ -596,7 +605,8 @@ func (a *adm) sendOne(ctx context.Context, s sendSpec) (*sendResult, error) {
 	if err != nil {
 		return nil, codeErr(err)
 	}
-	return &sendResult{Topic: s.topic, Broker: q.addr, QueueID: q.id, QueueOffset: i64(ans.QueueOffset), MsgID: p[message.PropertyUniqKey], OffsetMsgID: ans.OffsetMsgID}, nil
+	return &sendResult{Topic: s.topic, Broker: q.addr, QueueID: q.id, QueueOffset: i64(ans.QueueOffset), MsgID: p[message.PropertyUniqKey], OffsetMsgID: ans.OffsetMsgID,
+		RecallHandle: ans.RecallHandle}, nil
 }
 
 // chooseQueue picks the queue of a send: the one given, the sharding
