@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/store/storetest"
@@ -209,6 +211,49 @@ func BenchmarkReadInterleaved(b *testing.B) {
 						b.ReportMetric(float64(s.ra.reads.Load()-reads0)/float64(b.N), "reads/op")
 						b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(msgs), "ns/msg")
 					})
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSyncOneAtATime is flush=sync with writers that each send one
+// message at a time, each waiting for its answer before the next (the
+// "sync-durable ... producer(s), sync" rows of bench/peers without the
+// network). msgs/fsync is how many appends a commit-log fdatasync carried
+// on average (the writers' best is one round of all of them), µs/fsync
+// what one took.
+func BenchmarkSyncOneAtATime(b *testing.B) {
+	for _, writers := range []int{1, 8, 16} {
+		{
+			b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+				set := settings(b, store.FlushSync)
+				set.FlushInterval = time.Hour // only group commits sync
+				s := openStore(b, NewConfig(), set)
+				defer s.Close()
+				body := strings.Repeat("x", 1024)
+				before := s.syncs.Load()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for w := 0; w < writers; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							if _, err := s.Append(bg, []store.Message{msg("OneAtATime", int32(w%4), body)}); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}(w)
+				}
+				wg.Wait()
+				b.StopTimer()
+				if n := s.syncs.Load() - before; n > 0 {
+					b.ReportMetric(float64(b.N)/float64(n), "msgs/fsync")
+					st := s.SyncStats()
+					b.ReportMetric(float64(st.Total.Microseconds())/float64(st.Syncs), "µs/fsync")
 				}
 			})
 		}
