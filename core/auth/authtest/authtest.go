@@ -206,46 +206,43 @@ func concurrent(t *testing.T, open Opener, o options) {
 	g := newGen(5, o)
 	reqs := append(g.requests(64), o.requests...)
 	ress := g.resources()
+	inParallel(t, 8, 4*len(reqs), func(w, i int) string {
+		req := clone(reqs[(i*7+w)%len(reqs)])
+		p, pv, err := safeAuthenticate(an, req)
+		switch {
+		case pv != nil:
+			return fmt.Sprintf("concurrent Authenticate panicked: %v", pv)
+		case err != nil && !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied):
+			return fmt.Sprintf("concurrent Authenticate: %v wraps neither sentinel", err)
+		case err != nil:
+			return ""
+		}
+		pv, err = safeAuthorize(az, p, ress[i%len(ress)], auth.Sub)
+		switch {
+		case pv != nil:
+			return fmt.Sprintf("concurrent Authorize panicked: %v", pv)
+		case err != nil && !errors.Is(err, auth.ErrDenied):
+			return fmt.Sprintf("concurrent Authorize: %v does not wrap ErrDenied", err)
+		}
+		return ""
+	})
+}
+
+// inParallel runs step(w, i) for i in [0, steps) on each of workers
+// goroutines at once. A step returns "" or what went wrong, which ends
+// its worker; the first failure of each worker is reported.
+func inParallel(t *testing.T, workers, steps int, step func(w, i int) string) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan string, 8)
-	for w := 0; w < 8; w++ {
+	errs := make(chan string, workers)
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 4*len(reqs); i++ {
-				req := clone(reqs[(i*7+w)%len(reqs)])
-				p, pv, err := safeAuthenticate(an, req)
-				if pv != nil {
-					select {
-					case errs <- fmt.Sprintf("concurrent Authenticate panicked: %v", pv):
-					default:
-					}
+			for i := 0; i < steps; i++ {
+				if msg := step(w, i); msg != "" {
+					errs <- msg
 					return
-				}
-				if err != nil && !errors.Is(err, auth.ErrUnauthenticated) && !errors.Is(err, auth.ErrDenied) {
-					select {
-					case errs <- fmt.Sprintf("concurrent Authenticate: %v wraps neither sentinel", err):
-					default:
-					}
-					return
-				}
-				if err == nil {
-					res := ress[i%len(ress)]
-					pv, err := safeAuthorize(az, p, res, auth.Sub)
-					if pv != nil {
-						select {
-						case errs <- fmt.Sprintf("concurrent Authorize panicked: %v", pv):
-						default:
-						}
-						return
-					}
-					if err != nil && !errors.Is(err, auth.ErrDenied) {
-						select {
-						case errs <- fmt.Sprintf("concurrent Authorize: %v does not wrap ErrDenied", err):
-						default:
-						}
-						return
-					}
 				}
 			}
 		}()

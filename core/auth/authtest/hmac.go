@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/quivermq/quiver/core/auth"
@@ -72,36 +71,16 @@ func runHMAC(t *testing.T, open Opener, o options) {
 	})
 	t.Run("Concurrent", func(t *testing.T) {
 		creds := append(g.hmacRequests(32), o.hmac...)
-		var wg sync.WaitGroup
-		errs := make(chan string, 8)
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 4*len(creds); i++ {
-					_, pv, err := safeAuthenticateHMAC(h, cloneHMAC(creds[(i*7+w)%len(creds)]))
-					var msg string
-					switch {
-					case pv != nil:
-						msg = fmt.Sprintf("concurrent AuthenticateHMAC panicked: %v", pv)
-					case err != nil && !errors.Is(err, auth.ErrUnauthenticated):
-						msg = fmt.Sprintf("concurrent AuthenticateHMAC: %v does not wrap ErrUnauthenticated", err)
-					default:
-						continue
-					}
-					select {
-					case errs <- msg:
-					default:
-					}
-					return
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for e := range errs {
-			t.Error(e)
-		}
+		inParallel(t, 8, 4*len(creds), func(w, i int) string {
+			_, pv, err := safeAuthenticateHMAC(h, cloneHMAC(creds[(i*7+w)%len(creds)]))
+			switch {
+			case pv != nil:
+				return fmt.Sprintf("concurrent AuthenticateHMAC panicked: %v", pv)
+			case err != nil && !errors.Is(err, auth.ErrUnauthenticated):
+				return fmt.Sprintf("concurrent AuthenticateHMAC: %v does not wrap ErrUnauthenticated", err)
+			}
+			return ""
+		})
 	})
 }
 
