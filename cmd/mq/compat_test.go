@@ -73,7 +73,8 @@ var javaServedBy = map[int32]javaRole{
 
 	// Quiver's own codes, by the process meant to serve them.
 	remoting.ResendDLQ: javaBroker, remoting.HAPull: javaBroker, remoting.ControllerHeartbeat: javaNamesrv,
-	remoting.RecallMessage: javaBroker, // RocketMQ 5.3's, listed with Quiver's codes
+	remoting.RecallMessage:          javaBroker,  // RocketMQ 5.3's, listed with Quiver's codes
+	remoting.RegisterTopicInNamesrv: javaNamesrv, // RocketMQ 5's, listed with Quiver's codes
 }
 
 // notServedReason says why a code Java serves in a role is not registered
