@@ -12,6 +12,7 @@ import (
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/schedule"
 )
@@ -103,4 +104,85 @@ func TestReadyDocs(t *testing.T) {
 	apply, keep = readyDocs(keep, 300)
 	assert.Equal(t, []string{"d3"}, bodies(apply))
 	assert.Empty(t, keep)
+}
+
+// TestSlaveCopiesRecalledTimers: a timer message recalled on the master
+// (RECALL_MESSAGE) is copied to the slave with the delay progress
+// (GET_ALL_DELAY_OFFSET's timerRecalled); once the master is gone and the
+// slave promoted, the slave skips the recalled message and delivers its
+// neighbour, as the master would have.
+func TestSlaveCopiesRecalledTimers(t *testing.T) {
+	m, s := masterSlave(t, broker.RoleAsyncMaster)
+	msvc, ssvc := startSchedule(t, m), startSchedule(t, s)
+	c := newClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	at := time.Now().Add(4 * time.Second).UnixMilli()
+	timer := func(id string) *remoting.Command {
+		resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.SendMessage, map[string]string{
+			"producerGroup": "PG", "topic": "Held", "defaultTopic": "TBW102", "defaultTopicQueueNums": "1",
+			"queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
+			"properties": message.Properties{"UNIQ_KEY": id,
+				message.PropertyTimerDeliverMS: strconv.FormatInt(at, 10)}.Encode(),
+			"reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+		}, []byte(id)))
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+		return resp
+	}
+	gone := timer("recalled")
+	timer("kept")
+	handle := gone.ExtFields["recallHandle"]
+	require.NotEmpty(t, handle, "a held timer message is answered with its recall handle")
+	resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.RecallMessage, map[string]string{
+		"producerGroup": "PG", "topic": "Held", "recallHandle": handle,
+	}, nil))
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+
+	// The master's answer carries the recalled timer; the slave's, once
+	// it copied it, too (its own durable set).
+	recalledOn := func(addr string) []string {
+		resp, err := c.Invoke(ctx, addr, remoting.NewRequest(remoting.GetAllDelayOffset, nil, nil))
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+		var doc struct {
+			TimerRecalled []struct {
+				ID string `json:"msgId"`
+			} `json:"timerRecalled"`
+		}
+		require.NoError(t, json.Unmarshal(resp.Body, &doc), string(resp.Body))
+		var ids []string
+		for _, r := range doc.TimerRecalled {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	assert.Equal(t, []string{"recalled"}, recalledOn(m.addr))
+	require.Eventually(t, func() bool { return len(recalledOn(s.addr)) == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the slave copies the master's recalled timers")
+	assert.Equal(t, []string{"recalled"}, recalledOn(s.addr))
+	waitCaughtUp(t, m, s)
+
+	// The master goes away before the timers are due; the slave is
+	// promoted and delivers them.
+	m.stop()
+	s.b.SetRole(broker.RoleState{Role: broker.RoleAsyncMaster, Writable: true})
+	q := store.Queue{Topic: "Held", ID: 0}
+	require.Eventually(t, func() bool {
+		_, max, err := s.st.Offsets(q)
+		return err == nil && max >= 1
+	}, 15*time.Second, 20*time.Millisecond, "the promoted slave delivers the timer it holds")
+	time.Sleep(300 * time.Millisecond) // a second delivery would have landed by now
+	var res store.ReadResult
+	require.NoError(t, s.st.Read(ctx, q, 0, store.ReadOptions{MaxMessages: 10, MaxBytes: 1 << 20}, &res))
+	var bodies []string
+	for _, rec := range res.Records {
+		me, _, err := message.DecodeStored(rec)
+		require.NoError(t, err)
+		bodies = append(bodies, string(me.Body))
+	}
+	assert.Equal(t, []string{"kept"}, bodies, "the recalled timer is not delivered by the promoted slave")
+	assert.Equal(t, int64(1), ssvc.Recalled(), "the promoted slave skipped one recalled timer")
+	assert.Zero(t, msvc.Recalled(), "the master was gone before the timers were due")
 }

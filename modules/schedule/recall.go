@@ -15,20 +15,35 @@ package schedule
 //
 // A recalled entry is kept in a metadata document (recallDoc, written
 // before Recall answers) and in memory; the wheel skips it when it comes
-// due, and it is dropped from the document once the saved cursor is past
-// it. The document is the schedule module's own state, beside the wheel's
-// progress, so it is the same on both storage engines and survives a
-// restart. Java's alternative — a delete marker in the timer topic — would
-// be copied to slaves; this document is not (a promoted slave delivers a
-// recalled message, as it may deliver timers its master delivered).
+// due — the entry's delivery time and commit-log offset, and the held
+// record's message id and real topic, all match — and it is dropped from
+// the document once the saved cursor is past it. The document is the
+// schedule module's own state, beside the wheel's progress, so it is the
+// same on both storage engines and survives a restart.
+//
+// Java writes a delete marker into the timer topic instead, which HA
+// copies to slaves. Quiver copies the document: the master's answer to
+// GET_ALL_DELAY_OFFSET carries the recalled entries beside Java's
+// offsetTable (field timerRecalled, which Java's fastjson and Quiver's
+// other readers ignore), the slave copies it with the delay progress
+// (modules/ha, every ha.meta_interval, once its log holds what the
+// master's held) and merges it into its own set and document before the
+// copy is acknowledged (mergeRecalled). A slave promoted by failover then
+// skips those messages as the master would. The copy is periodic: a
+// recall made after the slave's last copy (within ha.meta_interval, 10 s
+// by default, plus the slave's replication lag) is lost if the master
+// fails then, and the promoted slave delivers that message — as it may
+// deliver timers its master delivered, whose progress is not copied.
 
 import (
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
@@ -276,22 +291,163 @@ func (t *timerService) loadRecalled() error {
 	for _, re := range st.Entries {
 		t.recalled[entry{At: re.At, Offset: re.Offset}] = re
 	}
+	t.recalledCopy.Store(&st.Entries)
 	return nil
 }
 
+// saveRecalled makes the recalled set durable; once saved it is what
+// GET_ALL_DELAY_OFFSET answers (recalledCopy).
 func (t *timerService) saveRecalled() error {
 	st := recalledState{Entries: make([]recalledEntry, 0, len(t.recalled))}
 	for _, re := range t.recalled {
 		st.Entries = append(st.Entries, re)
 	}
-	return t.s.b.SaveMeta(recallDoc, st)
+	slices.SortFunc(st.Entries, func(a, b recalledEntry) int {
+		return compareEntries(entry{At: a.At, Offset: a.Offset}, entry{At: b.At, Offset: b.Offset})
+	})
+	if err := t.s.b.SaveMeta(recallDoc, st); err != nil {
+		return err
+	}
+	t.recalledCopy.Store(&st.Entries)
+	return nil
+}
+
+// isRecalled reports whether the held timer e, released as m, was
+// recalled: the same entry, and the record's message id and real topic
+// are the recall's (a slave's log holds the master's records at the
+// master's offsets; the check keeps an entry copied from a former master
+// from matching another record).
+func (t *timerService) isRecalled(e entry, m *message.Ext) bool {
+	re, ok := t.recalled[e]
+	return ok && re.ID == m.Properties[message.PropertyUniqKey] && re.Topic == m.Topic
+}
+
+// validRecalled reports what is wrong with a recalled entry from another
+// broker ("" if nothing).
+func validRecalled(re recalledEntry) string {
+	switch {
+	case re.At <= 0:
+		return "no delivery time"
+	case re.Offset < 0:
+		return "a negative offset"
+	case re.ID == "" || re.Topic == "":
+		return "no message id or topic"
+	}
+	return ""
+}
+
+// mergeReq asks the timer goroutine to merge a master's recalled entries.
+type mergeReq struct {
+	entries []recalledEntry
+	done    chan mergeResult
+}
+
+type mergeResult struct {
+	added int
+	err   error
+}
+
+// mergeTimeout bounds how long a slave's copy waits for the timer
+// goroutine (it is not running before Start).
+const mergeTimeout = 10 * time.Second
+
+// mergeRecalled merges a master's recalled entries into this broker's set
+// and makes them durable before it returns; it reports how many were new.
+// Entries the wheel's cursor passed are dropped, as the master drops its
+// own.
+func (s *Service) mergeRecalled(entries []recalledEntry) (int, error) {
+	for _, re := range entries {
+		if why := validRecalled(re); why != "" {
+			return 0, fmt.Errorf("schedule: master's recalled timer %+v: %s", re, why)
+		}
+	}
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	r := &mergeReq{entries: entries, done: make(chan mergeResult, 1)}
+	tm := time.NewTimer(mergeTimeout)
+	defer tm.Stop()
+	select {
+	case s.timer.merges <- r:
+	case <-s.stopped:
+		return 0, fmt.Errorf("%w: stopped", ErrRecallUnavailable)
+	case <-tm.C:
+		return 0, errors.New("schedule: merge recalled timers: the timer wheel is not running")
+	}
+	signal(s.timer.wake)
+	select {
+	case res := <-r.done:
+		return res.added, res.err
+	case <-s.stopped:
+		return 0, fmt.Errorf("%w: stopped", ErrRecallUnavailable)
+	case <-tm.C:
+		return 0, errors.New("schedule: merge recalled timers: the timer wheel did not answer")
+	}
+}
+
+// serveMerges merges a waiting master's recalled set (timer goroutine).
+func (t *timerService) serveMerges() {
+	select {
+	case r := <-t.merges:
+		r.done <- t.merge(r.entries)
+	default:
+	}
+}
+
+func (t *timerService) merge(entries []recalledEntry) mergeResult {
+	var added []entry
+	caughtUp := t.caughtUp()
+	for _, re := range entries {
+		e := entry{At: re.At, Offset: re.Offset}
+		if _, ok := t.recalled[e]; ok || t.passed(e, caughtUp) {
+			continue // known, or passed: this wheel delivers it no more
+		}
+		t.recalled[e] = re
+		added = append(added, e)
+	}
+	if len(added) == 0 {
+		return mergeResult{}
+	}
+	if err := t.saveRecalled(); err != nil {
+		for _, e := range added {
+			delete(t.recalled, e)
+		}
+		return mergeResult{err: fmt.Errorf("schedule: merge recalled timers: %w", err)}
+	}
+	return mergeResult{added: len(added)}
+}
+
+// passed reports whether the recalled timer e can be forgotten: the
+// wheel will not deliver it any more. Its record is indexed (a slave may
+// hold a master's recalled entry before its index reaches the record; one
+// indexed after its time is due at once), the cursor is past it and no
+// timer before the cursor waits undelivered. caughtUp is whether the
+// index has reached the timer queue's end.
+func (t *timerService) passed(e entry, caughtUp bool) bool {
+	return e.less(t.cursor) && t.consistent() && (e.Offset < t.indexedLog || caughtUp)
+}
+
+// caughtUp reports whether every record of the timer queue is indexed.
+func (t *timerService) caughtUp() bool {
+	_, end, err := t.s.b.Store().Offsets(store.Queue{Topic: broker.TimerTopic})
+	return err == nil && t.st.IndexOffset >= end
+}
+
+// failMerges answers a waiting merge (the goroutine ends).
+func (t *timerService) failMerges() {
+	select {
+	case r := <-t.merges:
+		r.done <- mergeResult{err: fmt.Errorf("%w: stopped", ErrRecallUnavailable)}
+	default:
+	}
 }
 
 // pruneRecalled forgets recalled entries the saved cursor passed.
 func (t *timerService) pruneRecalled() {
 	changed := false
+	caughtUp := t.caughtUp()
 	for e := range t.recalled {
-		if e.less(t.cursor) {
+		if t.passed(e, caughtUp) {
 			delete(t.recalled, e)
 			changed = true
 		}

@@ -13,6 +13,7 @@ package schedule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -69,6 +70,16 @@ type levelDoc struct {
 	OffsetTable map[string]int64 `json:"offsetTable"`
 }
 
+// delayOffsetsBody is GET_ALL_DELAY_OFFSET's answer: Java's
+// DelayOffsetSerializeWrapper, plus the recalled timers not yet passed
+// (recall.go) for slaves to copy. Java reads the body with fastjson, which
+// ignores the extra field, as do Quiver's other readers (modules/metrics);
+// a Java master's answer has none (no recalled timers to merge).
+type delayOffsetsBody struct {
+	OffsetTable   map[string]int64 `json:"offsetTable"`
+	TimerRecalled []recalledEntry  `json:"timerRecalled,omitempty"`
+}
+
 // New creates the schedule and timer topics, loads progress and registers
 // the put hook and store listener on b. Start runs the schedulers.
 func New(cfg *Config, b *broker.Broker) (*Service, error) {
@@ -105,24 +116,36 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	return s, nil
 }
 
-// applyMasterProgress takes the master's delay progress on a slave
-// (GET_ALL_DELAY_OFFSET, copied by modules/ha), so that a slave promoted
-// by failover does not deliver again what the master delivered. Each
-// level's offset is capped at what this slave's schedule queue holds: an
-// asynchronous slave may lack the master's last schedule records, and
-// progress past its own end would skip the records the new master writes
-// there.
+// applyMasterProgress takes the master's delay progress and recalled
+// timers on a slave (GET_ALL_DELAY_OFFSET, copied by modules/ha), so that
+// a slave promoted by failover does not deliver again what the master
+// delivered, nor what was recalled on the master. Each level's offset is
+// capped at what this slave's schedule queue holds: an asynchronous slave
+// may lack the master's last schedule records, and progress past its own
+// end would skip the records the new master writes there. The recalled
+// timers are merged into this broker's (mergeRecalled) and durable when
+// it returns.
 func (s *Service) applyMasterProgress(body []byte) error {
 	if !s.b.IsSlave() {
 		return nil // promoted meanwhile: this broker's own progress rules
 	}
-	var doc levelDoc
+	var doc delayOffsetsBody
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return fmt.Errorf("schedule: master's delay offsets: %w", err)
 	}
+	errLevels := s.applyLevels(doc.OffsetTable)
+	n, err := s.mergeRecalled(doc.TimerRecalled)
+	if n > 0 {
+		s.log.Info("copied recalled timers from master", "new", n)
+	}
+	return errors.Join(errLevels, err)
+}
+
+// applyLevels takes the master's per-level progress (applyMasterProgress).
+func (s *Service) applyLevels(table map[string]int64) error {
 	changed := false
 	for _, l := range s.lv {
-		off, ok := doc.OffsetTable[strconv.Itoa(l.n)]
+		off, ok := table[strconv.Itoa(l.n)]
 		if !ok || off < 0 {
 			continue
 		}
@@ -433,11 +456,16 @@ func (s *Service) saveLevels() error {
 }
 
 // handleDelayOffsets answers GET_ALL_DELAY_OFFSET (45) with Java's
-// DelayOffsetSerializeWrapper: {"offsetTable":{"<level>":offset}}.
+// DelayOffsetSerializeWrapper, {"offsetTable":{"<level>":offset}}, and
+// the durable recalled timers not yet passed, "timerRecalled":[...]
+// (delayOffsetsBody; absent when there are none).
 func (s *Service) handleDelayOffsets(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
-	doc := levelDoc{OffsetTable: map[string]int64{}}
+	doc := delayOffsetsBody{OffsetTable: map[string]int64{}}
 	for n, off := range s.Progress() {
 		doc.OffsetTable[strconv.Itoa(n)] = off
+	}
+	if p := s.timer.recalledCopy.Load(); p != nil {
+		doc.TimerRecalled = *p
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.Body, _ = json.Marshal(doc)

@@ -63,6 +63,15 @@ type timerService struct {
 	pendingRecalls []*recallReq
 	recalled       map[entry]recalledEntry
 	skipped        atomic.Int64 // recalled timers skipped
+	// recalledCopy is the durable recalled set as last saved, for
+	// GET_ALL_DELAY_OFFSET's answer (read by other goroutines); merges
+	// are a master's recalled entries for a slave (applyMasterProgress).
+	recalledCopy atomic.Pointer[[]recalledEntry]
+	merges       chan *mergeReq
+	// indexedLog is past the commit-log offset of the last timer record
+	// indexed since the start: the timer queue is in log order, so every
+	// timer record below it is indexed.
+	indexedLog int64
 }
 
 func newTimerService(s *Service) (*timerService, error) {
@@ -74,7 +83,7 @@ func newTimerService(s *Service) (*timerService, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &timerService{s: s, w: w, wake: make(chan struct{}, 1), recalls: make(chan *recallReq, 16)}
+	t := &timerService{s: s, w: w, wake: make(chan struct{}, 1), recalls: make(chan *recallReq, 16), merges: make(chan *mergeReq, 1)}
 	if _, err := s.b.LoadMeta(timerDoc, &t.st); err != nil {
 		w.close()
 		return nil, fmt.Errorf("schedule: %w", err)
@@ -92,12 +101,14 @@ func (t *timerService) run(ctx context.Context) {
 	tm := time.NewTimer(time.Hour)
 	tm.Stop()
 	var res store.ReadResult
+	defer t.failMerges()
 	defer t.failRecalls()
 	for ctx.Err() == nil {
 		more := t.index(ctx, &res)
 		now := t.s.now().UnixMilli()
 		t.load(now + prefetch.Milliseconds())
 		t.serveRecalls(ctx)
+		t.serveMerges()
 		retry := false
 		if err := t.deliver(ctx, now); err != nil {
 			if ctx.Err() != nil {
@@ -192,6 +203,7 @@ func (t *timerService) indexOne(rec []byte) error {
 		return fmt.Errorf("schedule: timer message at %d: bad %s: %w", m.CommitLogOffset, PropertyTimerOut, err)
 	}
 	e := entry{At: at, Offset: m.CommitLogOffset}
+	t.indexedLog = max(t.indexedLog, e.Offset+1)
 	if e.less(t.cursor) {
 		// Indexed after its time passed: due now. It is delivered before
 		// the next save, so it needs no file.
@@ -243,14 +255,14 @@ func (t *timerService) deliver(ctx context.Context, now int64) error {
 		for len(t.due) > 0 && t.due[0].At <= now && len(popped) < deliverBatch {
 			e := heap.Pop(&t.due).(entry)
 			popped = append(popped, e)
-			if _, ok := t.recalled[e]; ok {
-				t.skipped.Add(1)
-				continue
-			}
 			rec, err := t.s.b.Lookup(ctx, e.Offset)
 			if err == nil {
 				var m *message.Ext
 				if m, err = release(rec); err == nil {
+					if t.isRecalled(e, m) {
+						t.skipped.Add(1)
+						continue
+					}
 					batch = append(batch, m)
 					continue
 				}
