@@ -836,3 +836,79 @@ func waitPending(s *Store, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestSyncGatherWaitsForExpectedWriters: a round's leader waits for as
+// many writers as the last round answered and had gathered behind it
+// (they come back after a round trip, not within a yield), so that they
+// share one fdatasync instead of splitting into two; a writer that does
+// not come back costs one bounded wait, after which fewer are expected;
+// a lone writer expects nobody and does not wait.
+func TestSyncGatherWaitsForExpectedWriters(t *testing.T) {
+	set := settings(t, store.FlushSync)
+	set.FlushInterval = time.Hour // only group commits sync
+	s := openStore(t, NewConfig(), set)
+	defer s.Close()
+	_, err := s.Append(bg, []store.Message{msg("Gather", 0, "warm")})
+	require.NoError(t, err)
+	expect := func(n int, wait time.Duration) {
+		s.flushMu.Lock()
+		s.expect, s.gatherMax, s.lastSync = n, wait, wait
+		s.flushMu.Unlock()
+	}
+	appendAsync := func(body string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Append(bg, []store.Message{msg("Gather", 0, body)})
+			done <- err
+		}()
+		return done
+	}
+
+	// Three writers expected: the first waits for the other two.
+	expect(3, time.Minute)
+	before := s.syncs.Load()
+	a := appendAsync("a")
+	select {
+	case err := <-a:
+		t.Fatalf("the leader started its round alone (err %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	assert.Equal(t, before, s.syncs.Load(), "no fdatasync while the expected writers are missing")
+	b, c := appendAsync("b"), appendAsync("c")
+	for _, ch := range []<-chan error{a, b, c} {
+		select {
+		case err := <-ch:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the round did not start once the expected writers joined")
+		}
+	}
+	assert.Equal(t, before+1, s.syncs.Load(), "the three writers share one fdatasync")
+	s.flushMu.Lock()
+	assert.Equal(t, 3, s.expect, "the next round expects the three it answered")
+	s.flushMu.Unlock()
+
+	// Five expected, one comes: it waits at most the bound, then starts,
+	// and the next round expects one.
+	expect(5, 50*time.Millisecond)
+	before = s.syncs.Load()
+	select {
+	case err := <-appendAsync("alone"):
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a leader waited past its bound")
+	}
+	assert.Equal(t, before+1, s.syncs.Load())
+	s.flushMu.Lock()
+	assert.Equal(t, 1, s.expect, "the writers that did not come back are no longer expected")
+	s.flushMu.Unlock()
+
+	// One expected: a lone writer does not wait (the bound is a minute).
+	expect(1, time.Minute)
+	select {
+	case err := <-appendAsync("lone"):
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone writer waited for writers nobody expected")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 )
 
 // fdatasync flushes f's data (and the metadata needed to read it back).
@@ -28,4 +29,13 @@ func fdatasync(f *os.File) error {
 		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
 	}
 	return nil
+}
+
+// pause sleeps the calling thread for d with the kernel's high-resolution
+// timer (nanosleep), not the Go timer, whose sub-millisecond wake-ups come
+// late when the process is idle.
+func pause(d time.Duration) {
+	ts := syscall.NsecToTimespec(d.Nanoseconds())
+	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
+	}
 }

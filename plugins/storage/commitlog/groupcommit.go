@@ -48,8 +48,13 @@ import (
 const maxSyncRounds = 1
 
 // maxGather bounds how long a leader waits for other writers to join
-// (also at most half the last fdatasync).
+// (also at most half the last fdatasync while they are runnable, one
+// fdatasync for those expected back).
 const maxGather = 400 * time.Microsecond
+
+// gatherStep is how long a leader waiting for writers expected back
+// sleeps between looks.
+const gatherStep = 25 * time.Microsecond
 
 // syncRound is one fdatasync pass over the commit log.
 type syncRound struct {
@@ -127,10 +132,17 @@ func (s *Store) waitDurable(ctx context.Context, end int64) error {
 
 // gatherLocked lets the appenders that are writing, or runnable, join r
 // before it starts: it yields while some are in Append or the last yield
-// brought one, for at most half the last fdatasync (maxGather). Called
-// with flushMu held; releases it while yielding.
+// brought one, for at most half the last fdatasync (maxGather). Then, if
+// fewer writers joined than were waiting when the last round ended (the
+// writers that round answered and those gathered behind it: s.expect), it
+// waits for the rest for at most one fdatasync (maxGather): writers that
+// a round answers come back after a network round trip, not within a
+// yield, and without the wait they split into two cohorts that take
+// turns, each its own fdatasync. A writer that does not come back costs
+// one wait, after which the expectation is what came. Called with flushMu
+// held; releases it while yielding and waiting.
 func (s *Store) gatherLocked(r *syncRound) {
-	budget := min(maxGather, s.lastSync/2)
+	budget := min(s.gatherMax, s.lastSync/2)
 	if budget <= 0 {
 		return
 	}
@@ -142,8 +154,28 @@ func (s *Store) gatherLocked(r *syncRound) {
 		busy := s.inAppend.Load() > 0
 		s.flushMu.Lock()
 		if s.gathering != r || (!busy && r.joined == n) || time.Since(t0) >= budget {
+			break
+		}
+	}
+	if s.gathering != r || r.joined >= s.expect {
+		return
+	}
+	wait := min(s.gatherMax, s.lastSync)
+	// The wait polls in short sleeps of the thread (pause), not on a Go
+	// timer: a sub-millisecond timer fires after about 1 ms when the
+	// process is otherwise idle (the poller's millisecond timeout), which
+	// would make a writer that does not come back cost 1 ms, not one
+	// fdatasync.
+	want := s.expect
+	for r.joined < want && s.gathering == r {
+		left := wait - time.Since(t0)
+		if left <= 0 {
+			s.expect = r.joined // some did not come back
 			return
 		}
+		s.flushMu.Unlock()
+		pause(min(left, gatherStep))
+		s.flushMu.Lock()
 	}
 }
 
@@ -187,6 +219,10 @@ func (s *Store) endRoundLocked(r *syncRound, err error) {
 	r.ended, r.err = true, err
 	if err == nil {
 		s.lastSync = r.took
+	}
+	s.expect = r.joined
+	if g := s.gathering; g != nil {
+		s.expect += g.joined
 	}
 	n := 0
 	for _, x := range s.rounds {

@@ -140,8 +140,10 @@ type Store struct {
 	gathering *syncRound   // the next round, gathering writers
 	startedTo int64        // target of the last started round
 	lastSync  time.Duration
-	inAppend  atomic.Int32 // sync mode: Append calls encoding or writing
-	syncs     atomic.Int64 // commit-log fsync rounds, for tests
+	expect    int           // writers the next round may expect (gatherLocked)
+	gatherMax time.Duration // maxGather (tests lengthen it)
+	inAppend  atomic.Int32  // sync mode: Append calls encoding or writing
+	syncs     atomic.Int64  // commit-log fsync rounds, for tests
 	syncStats syncTimer
 	writes    atomic.Int64 // group writes, for tests
 	ra        readAhead    // Read's span reads: counter and A/B switch (read_span.go)
@@ -209,6 +211,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		log:       log,
 		dir:       set.Dir,
 		clDir:     filepath.Join(set.Dir, "commitlog"),
+		gatherMax: maxGather,
 		cqDir:     filepath.Join(set.Dir, "consumequeue"),
 		metaDir:   filepath.Join(set.Dir, "config"),
 		mode:      mode,
