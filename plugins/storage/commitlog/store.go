@@ -146,6 +146,7 @@ type Store struct {
 	syncs     atomic.Int64  // commit-log fsync rounds, for tests
 	syncStats syncTimer
 	writes    atomic.Int64 // group writes, for tests
+	pwrites   atomic.Int64 // pwrites of group writes, for tests
 	ra        readAhead    // Read's span reads: counter and A/B switch (read_span.go)
 
 	ckMu    sync.Mutex
@@ -464,6 +465,7 @@ func (s *Store) appendLocked(group []*appendReq) {
 				err = fmt.Errorf("commitlog: write segment %s: %w", ch.seg.name(), werr)
 				break
 			}
+			s.pwrites.Add(1)
 		}
 	}
 	if err != nil {
@@ -653,21 +655,34 @@ func (s *Store) propLen(i int) int {
 }
 
 // reserve returns the next n bytes of the group's last chunk to encode
-// into: in the mapped segment, or in wbuf to pwrite. Called with s.mu held.
+// into: in the mapped segment, or in wbuf to pwrite. A record of at least
+// pwriteMin bytes is pwritten even where the segment is mapped (writemap.go:
+// on these machines a pwrite into new page-cache pages costs a fraction
+// of populating the map's pages and copying into them). Called with s.mu
+// held.
 func (s *Store) reserve(n int64) ([]byte, error) {
 	ch := &s.chunks[len(s.chunks)-1]
 	pos := ch.wpos
-	b, err := s.room(ch.seg, pos, n)
-	if err != nil {
-		return nil, err
+	var b []byte
+	if n < pwriteMin {
+		var err error
+		if b, err = s.room(ch.seg, pos, n); err != nil {
+			return nil, err
+		}
 	}
 	if b != nil {
+		if ch.end != ch.start {
+			// After pwritten bytes: the mapped ones are a chunk of their own.
+			s.chunks = append(s.chunks, chunk{seg: ch.seg, base: ch.base, pos: pos, wpos: pos, start: len(s.wbuf), end: len(s.wbuf)})
+			ch = &s.chunks[len(s.chunks)-1]
+		}
 		ch.mapped = true
 		ch.wpos += n
 		return b, nil
 	}
 	if ch.mapped {
-		// The segment could not be mapped again: the rest is pwritten.
+		// After mapped bytes (a big record, or a segment that could not
+		// be mapped again): the pwritten ones are a chunk of their own.
 		s.chunks = append(s.chunks, chunk{seg: ch.seg, base: ch.base, pos: pos, wpos: pos, start: len(s.wbuf), end: len(s.wbuf)})
 		ch = &s.chunks[len(s.chunks)-1]
 	}
