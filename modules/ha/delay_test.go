@@ -29,6 +29,20 @@ func startSchedule(t *testing.T, n *node) *schedule.Service {
 	return svc
 }
 
+// sendProps sends body to queue 0 of topic with SEND_MESSAGE and the
+// given properties, and requires SUCCESS.
+func sendProps(ctx context.Context, t *testing.T, c *remoting.Client, addr, topic, body string, props message.Properties) *remoting.Command {
+	t.Helper()
+	resp, err := c.Invoke(ctx, addr, remoting.NewRequest(remoting.SendMessage, map[string]string{
+		"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+		"queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0", "properties": props.Encode(),
+		"reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+	}, []byte(body)))
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	return resp
+}
+
 // TestSlaveCopiesDelayProgress: a slave takes its master's delay progress
 // (GET_ALL_DELAY_OFFSET) and delivers nothing itself; progress the master
 // reports beyond what the slave's schedule queue holds is capped there.
@@ -39,14 +53,8 @@ func TestSlaveCopiesDelayProgress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range 3 {
-		resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.SendMessage, map[string]string{
-			"producerGroup": "PG", "topic": "Delayed", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-			"queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
-			"properties":     message.Properties{"UNIQ_KEY": "d" + strconv.Itoa(i), message.PropertyDelayTimeLevel: "1"}.Encode(),
-			"reconsumeTimes": "0", "unitMode": "false", "batch": "false",
-		}, []byte("delayed")))
-		require.NoError(t, err)
-		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+		sendProps(ctx, t, c, m.addr, "Delayed", "delayed",
+			message.Properties{"UNIQ_KEY": "d" + strconv.Itoa(i), message.PropertyDelayTimeLevel: "1"})
 	}
 	require.Eventually(t, func() bool { return msvc.Progress()[1] == 3 }, 10*time.Second, 20*time.Millisecond,
 		"the master delivers the level-1 messages")
@@ -119,16 +127,8 @@ func TestSlaveCopiesRecalledTimers(t *testing.T) {
 	defer cancel()
 	at := time.Now().Add(4 * time.Second).UnixMilli()
 	timer := func(id string) *remoting.Command {
-		resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.SendMessage, map[string]string{
-			"producerGroup": "PG", "topic": "Held", "defaultTopic": "TBW102", "defaultTopicQueueNums": "1",
-			"queueId": "0", "sysFlag": "0", "bornTimestamp": "0", "flag": "0",
-			"properties": message.Properties{"UNIQ_KEY": id,
-				message.PropertyTimerDeliverMS: strconv.FormatInt(at, 10)}.Encode(),
-			"reconsumeTimes": "0", "unitMode": "false", "batch": "false",
-		}, []byte(id)))
-		require.NoError(t, err)
-		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
-		return resp
+		return sendProps(ctx, t, c, m.addr, "Held", id,
+			message.Properties{"UNIQ_KEY": id, message.PropertyTimerDeliverMS: strconv.FormatInt(at, 10)})
 	}
 	gone := timer("recalled")
 	timer("kept")
