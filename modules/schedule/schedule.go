@@ -74,7 +74,8 @@ type levelDoc struct {
 // DelayOffsetSerializeWrapper, plus the recalled timers not yet passed
 // (recall.go) for slaves to copy. Java reads the body with fastjson, which
 // ignores the extra field, as do Quiver's other readers (modules/metrics);
-// a Java master's answer has none (no recalled timers to merge).
+// a Java master's answer has none (no recalled timers to merge), and its
+// offsetTable keys are unquoted numbers (read with UnmarshalFastjson).
 type delayOffsetsBody struct {
 	OffsetTable   map[string]int64 `json:"offsetTable"`
 	TimerRecalled []recalledEntry  `json:"timerRecalled,omitempty"`
@@ -129,8 +130,10 @@ func (s *Service) applyMasterProgress(body []byte) error {
 	if !s.b.IsSlave() {
 		return nil // promoted meanwhile: this broker's own progress rules
 	}
+	// A Java master writes the table with fastjson: integer keys unquoted,
+	// {"offsetTable":{1:5,2:0}}.
 	var doc delayOffsetsBody
-	if err := json.Unmarshal(body, &doc); err != nil {
+	if err := protocol.UnmarshalFastjson(body, &doc); err != nil {
 		return fmt.Errorf("schedule: master's delay offsets: %w", err)
 	}
 	errLevels := s.applyLevels(doc.OffsetTable)

@@ -239,3 +239,26 @@ func TestTimersAcrossSlotsAndRestart(t *testing.T) {
 		return len(files) <= 1
 	}, 3*time.Second, 20*time.Millisecond, "delivered slot files dropped")
 }
+
+// TestApplyMasterProgressJavaBody: a slave takes the delay progress of a
+// Java master, whose fastjson body has unquoted integer keys, as well as
+// a Quiver master's; progress is capped at the records the slave holds,
+// and a malformed body is an error that keeps the progress.
+func TestApplyMasterProgressJavaBody(t *testing.T) {
+	c := NewConfig()
+	c.DelayLevels = "1h 2h"
+	n := startNode(t, t.TempDir(), c)
+	for i := range 3 {
+		n.put("T", message.Properties{"DELAY": "1", "UNIQ_KEY": "d" + strconv.Itoa(i)}, "held")
+	}
+	master := n.b.Role()
+	n.b.SetRole(broker.RoleState{Role: broker.RoleSlave, ID: 1})
+	defer n.b.SetRole(master)
+
+	require.NoError(t, n.s.applyMasterProgress([]byte(`{"offsetTable":{1:2,2:0}}`)), "Java's fastjson shape")
+	assert.Equal(t, int64(2), n.s.Progress()[1])
+	require.NoError(t, n.s.applyMasterProgress([]byte(`{"offsetTable":{"1":9,"2":0}}`)), "standard JSON")
+	assert.Equal(t, int64(3), n.s.Progress()[1], "capped at the 3 records this broker holds")
+	assert.Error(t, n.s.applyMasterProgress([]byte(`{"offsetTable":{1:`)), "a torn body")
+	assert.Equal(t, int64(3), n.s.Progress()[1], "progress kept")
+}
