@@ -673,8 +673,7 @@ func (s *Store) reserve(n int64) ([]byte, error) {
 	if b != nil {
 		if ch.end != ch.start {
 			// After pwritten bytes: the mapped ones are a chunk of their own.
-			s.chunks = append(s.chunks, chunk{seg: ch.seg, base: ch.base, pos: pos, wpos: pos, start: len(s.wbuf), end: len(s.wbuf)})
-			ch = &s.chunks[len(s.chunks)-1]
+			ch = s.nextChunk(ch)
 		}
 		ch.mapped = true
 		ch.wpos += n
@@ -683,14 +682,20 @@ func (s *Store) reserve(n int64) ([]byte, error) {
 	if ch.mapped {
 		// After mapped bytes (a big record, or a segment that could not
 		// be mapped again): the pwritten ones are a chunk of their own.
-		s.chunks = append(s.chunks, chunk{seg: ch.seg, base: ch.base, pos: pos, wpos: pos, start: len(s.wbuf), end: len(s.wbuf)})
-		ch = &s.chunks[len(s.chunks)-1]
+		ch = s.nextChunk(ch)
 	}
 	k := len(s.wbuf)
 	s.wbuf = slices.Grow(s.wbuf, int(n))[:k+int(n)]
 	ch.end = len(s.wbuf)
 	ch.wpos += n
 	return s.wbuf[k : k+int(n) : k+int(n)], nil
+}
+
+// nextChunk starts a chunk of ch's segment where ch ends and returns it.
+// Called with s.mu held.
+func (s *Store) nextChunk(ch *chunk) *chunk {
+	s.chunks = append(s.chunks, chunk{seg: ch.seg, base: ch.base, pos: ch.wpos, wpos: ch.wpos, start: len(s.wbuf), end: len(s.wbuf)})
+	return &s.chunks[len(s.chunks)-1]
 }
 
 // writerQueue is queueFor for the writer, remembering the last queue.
