@@ -176,9 +176,14 @@ func TestAdminSemantics(t *testing.T) {
 		var rep resendReport
 		mqJSON(t, ns, &rep, "dlq", "resend", "--group", group, "--msg-id", msgID)
 		require.Len(t, rep.Resent, 1)
-		// The copy in the retry topic carries the mark.
+		// The copy in the retry topic carries the mark. The retry topic
+		// was created by the resend; its route reaches the name server
+		// with the broker's next registration.
 		var copies []messageView
-		mqJSON(t, ns, &copies, "message", "consume", "--topic", "%RETRY%"+group)
+		require.Eventually(t, func() bool {
+			out, _, err := mqRunIn(t, ns, nil, "message", "consume", "--topic", "%RETRY%"+group, "--output", "json")
+			return err == nil && json.Unmarshal([]byte(out), &copies) == nil
+		}, 10*time.Second, 50*time.Millisecond, "the retry topic is routed")
 		require.Len(t, copies, 1)
 		assert.Equal(t, dl[0].OffsetMsgID, copies[0].Properties[retry.PropertyResentFromDLQ])
 
