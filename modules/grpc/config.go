@@ -31,6 +31,35 @@ type Config struct {
 	// (RocketMQ does not bound it: a captured signature stays good). 0
 	// turns the bound off. Default 15m.
 	MaxClockSkew time.Duration `koanf:"max_clock_skew"`
+
+	// MaxConcurrentStreams bounds the calls (HTTP/2 streams) served at
+	// once on one connection; a client opens more only when one ends.
+	// Default 1024, as remoting.max_in_flight.
+	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
+	// MaxConnections and MaxConnectionsPerIP bound the open connections
+	// in all and per remote IP; more are closed at once. 0 means no
+	// bound. Defaults 10000 and 1000, as remoting's.
+	MaxConnections      int `koanf:"max_connections"`
+	MaxConnectionsPerIP int `koanf:"max_connections_per_ip"`
+	// IdleTimeout closes a connection that has had no call open for this
+	// long (a GOAWAY first). Default 120s, as transport.tcp.idle_timeout.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// MaxSendBytes bounds the message bodies of one SendMessage, inflated;
+	// a larger request is refused whole. Its message count is bounded by
+	// broker.MaxBatchMessages, as a SEND_BATCH_MESSAGE. Default 16MiB, as
+	// remoting.max_frame_size.
+	MaxSendBytes config.ByteSize `koanf:"max_send_bytes"`
+	// ReceiveBuffer bounds the message bytes received for ReceiveMessage
+	// calls and not yet written to their clients, in all;
+	// ReceiveStreamBuffer bounds them per call (at least one message is
+	// always taken). What does not fit is left to come back after its
+	// invisible time, as any message a consumer did not ack. Defaults
+	// 256MiB and 16MiB.
+	ReceiveBuffer       config.ByteSize `koanf:"receive_buffer"`
+	ReceiveStreamBuffer config.ByteSize `koanf:"receive_stream_buffer"`
+	// MaxSettingsSize bounds one Telemetry settings command; a larger one
+	// ends the stream. Default 256KiB.
+	MaxSettingsSize config.ByteSize `koanf:"max_settings_size"`
 }
 
 // TLSConfig is the grpc.tls section.
@@ -44,8 +73,16 @@ type TLSConfig struct {
 	KeyFile  string `koanf:"key_file"`
 }
 
-// NewConfig returns the defaults: off, DevListen, no TLS, a 15m clock skew.
-func NewConfig() *Config { return &Config{Listen: DevListen, MaxClockSkew: DefaultMaxClockSkew} }
+// NewConfig returns the defaults: off, DevListen, no TLS, a 15m clock
+// skew, and the limits documented on Config.
+func NewConfig() *Config {
+	return &Config{
+		Listen: DevListen, MaxClockSkew: DefaultMaxClockSkew,
+		MaxConcurrentStreams: 1024, MaxConnections: 10000, MaxConnectionsPerIP: 1000,
+		IdleTimeout: 120 * time.Second, MaxSendBytes: 16 << 20,
+		ReceiveBuffer: 256 << 20, ReceiveStreamBuffer: 16 << 20, MaxSettingsSize: 256 << 10,
+	}
+}
 
 // DefaultMaxClockSkew is grpc.max_clock_skew's default.
 const DefaultMaxClockSkew = 15 * time.Minute
@@ -62,6 +99,23 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxClockSkew < 0 {
 		return fmt.Errorf("config: grpc.max_clock_skew: %v is negative (0 turns the bound off)", c.MaxClockSkew)
+	}
+	if c.MaxConcurrentStreams < 1 {
+		return fmt.Errorf("config: grpc.max_concurrent_streams: %d must be positive", c.MaxConcurrentStreams)
+	}
+	if c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0 {
+		return fmt.Errorf("config: grpc.max_connections and grpc.max_connections_per_ip must not be negative (0: no bound)")
+	}
+	if c.IdleTimeout <= 0 {
+		return fmt.Errorf("config: grpc.idle_timeout: %v must be positive", c.IdleTimeout)
+	}
+	for _, b := range []struct {
+		key string
+		v   config.ByteSize
+	}{{"max_send_bytes", c.MaxSendBytes}, {"receive_buffer", c.ReceiveBuffer}, {"receive_stream_buffer", c.ReceiveStreamBuffer}, {"max_settings_size", c.MaxSettingsSize}} {
+		if b.v < 1 {
+			return fmt.Errorf("config: grpc.%s: %d must be positive", b.key, b.v)
+		}
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return fmt.Errorf("config: grpc.tls.cert_file and grpc.tls.key_file go together")

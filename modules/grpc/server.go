@@ -19,6 +19,7 @@ import (
 
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
@@ -56,6 +57,7 @@ type Server struct {
 	log  *slog.Logger
 	srv  *grpclib.Server
 	ln   net.Listener
+	lim  *limitListener // ln, counting connections per IP
 	auth *guard // nil: no auth plugin
 	// waiters are the long-polling pulls (pull.go), woken by the
 	// broker's stored listener that Start registers once.
@@ -109,6 +111,10 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
+// minPingInterval is the shortest interval between a client's keepalive
+// pings the endpoint accepts; a client pinging faster is sent a GOAWAY.
+const minPingInterval = 10 * time.Second
+
 // Start binds cfg.Listen and serves in a goroutine.
 func (s *Server) Start(ctx context.Context) error {
 	var opts []grpclib.ServerOption
@@ -119,7 +125,13 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		opts = append(opts, grpclib.Creds(credentials.NewTLS(tc)))
 	}
-	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20))
+	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20),
+		// Bounded like a remoting connection (docs/SECURITY.md): calls at
+		// once per connection, idle connections closed. Clients may ping
+		// as often as every 10s, with or without a call open.
+		grpclib.MaxConcurrentStreams(uint32(s.cfg.MaxConcurrentStreams)),
+		grpclib.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.IdleTimeout}),
+		grpclib.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minPingInterval, PermitWithoutStream: true}))
 	// Namespaces are put into names before anything reads them, the
 	// auth check included (namespace.go).
 	opts = append(opts, grpclib.ChainUnaryInterceptor(namespaceUnary), grpclib.ChainStreamInterceptor(namespaceStream))
@@ -135,14 +147,15 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
 	}
-	s.ln = ln
+	s.lim = newLimitListener(ln, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerIP, s.log)
+	s.ln = s.lim
 	s.listened.Do(func() { s.b.AddStoredListener(s.waiters.stored) })
 	s.srv = grpclib.NewServer(opts...)
 	grpcapi.RegisterMessagingServiceServer(s.srv, s)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.srv.Serve(ln); err != nil {
+		if err := s.srv.Serve(s.ln); err != nil {
 			s.log.Error("grpc: serve", "err", err)
 		}
 	}()

@@ -1,0 +1,113 @@
+package grpc_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	grpclib "google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+	grpcmod "github.com/quivermq/quiver/modules/grpc"
+)
+
+// withConfig changes the endpoint's configuration.
+func withConfig(f func(*grpcmod.Config)) nodeOpt {
+	return func(c *grpcmod.Config, _ *grpcmod.Deps) { f(c) }
+}
+
+// dialFrom is a client of the node whose connections come from the local
+// address ip (127.0.0.2 is loopback too: another address to the server).
+func (n *node) dialFrom(ip string) grpcapi.MessagingServiceClient {
+	n.t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	conn, err := grpclib.NewClient(n.srv.Addr().String(), grpclib.WithTransportCredentials(insecure.NewCredentials()),
+		grpclib.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }))
+	require.NoError(n.t, err)
+	n.t.Cleanup(func() { _ = conn.Close() })
+	return grpcapi.NewMessagingServiceClient(conn)
+}
+
+func (n *node) heartbeat(cli grpcapi.MessagingServiceClient) error {
+	ctx, cancel := context.WithTimeout(n.ctx(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Heartbeat(ctx, &grpcapi.HeartbeatRequest{ClientType: grpcapi.ClientType_PRODUCER})
+	if err == nil {
+		require.Equal(n.t, grpcapi.Code_OK, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	}
+	return err
+}
+
+// TestConnectionsPerIP: beyond grpc.max_connections_per_ip connections
+// from one address are closed at once while another address is served; a
+// closed connection gives its slot back.
+func TestConnectionsPerIP(t *testing.T) {
+	n := startNodeWith(t, false, withConfig(func(c *grpcmod.Config) { c.MaxConnectionsPerIP = 2 }))
+	a1, a2, a3 := n.dialFrom("127.0.0.1"), n.dialFrom("127.0.0.1"), n.dialFrom("127.0.0.1")
+	require.NoError(t, n.heartbeat(a1))
+	require.NoError(t, n.heartbeat(a2))
+	err := n.heartbeat(a3)
+	require.Error(t, err, "a third connection from 127.0.0.1")
+	assert.Equal(t, codes.Unavailable, grpcstatus.Code(err), err.Error())
+	require.NoError(t, n.heartbeat(n.dialFrom("127.0.0.2")), "another address is served")
+	open, refused := n.srv.Conns()
+	assert.Equal(t, 3, open)
+	assert.Positive(t, refused)
+}
+
+// TestConnectionsInAll: beyond grpc.max_connections every address is
+// refused.
+func TestConnectionsInAll(t *testing.T) {
+	n := startNodeWith(t, false, withConfig(func(c *grpcmod.Config) { c.MaxConnections = 1 }))
+	require.NoError(t, n.heartbeat(n.dialFrom("127.0.0.1")))
+	err := n.heartbeat(n.dialFrom("127.0.0.2"))
+	assert.Equal(t, codes.Unavailable, grpcstatus.Code(err), "%v", err)
+}
+
+// TestIdleConnectionClosed: a connection without a call open is closed
+// after grpc.idle_timeout.
+func TestIdleConnectionClosed(t *testing.T) {
+	n := startNodeWith(t, false, withConfig(func(c *grpcmod.Config) { c.IdleTimeout = 200 * time.Millisecond }))
+	require.NoError(t, n.heartbeat(n.dialFrom("127.0.0.1")))
+	open, _ := n.srv.Conns()
+	require.Equal(t, 1, open)
+	eventually(t, 10*time.Second, func() bool { open, _ := n.srv.Conns(); return open == 0 }, "the idle connection is closed")
+}
+
+// TestConcurrentStreamsPerConnection: a connection has at most
+// grpc.max_concurrent_streams calls open; another call waits for one of
+// them to end (the client queues it) and never reaches a handler.
+func TestConcurrentStreamsPerConnection(t *testing.T) {
+	n := startNodeWith(t, false, withConfig(func(c *grpcmod.Config) { c.MaxConcurrentStreams = 2 }))
+	n.topic("StreamsT", 1)
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := n.tryPull5x("SG", "StreamsT", 0, 0, 32, "", 20*time.Second)
+			done <- err
+		}()
+	}
+	eventually(t, 5*time.Second, func() bool { return n.srv.WaitingPulls() == 2 }, "two pulls are waiting")
+	ctx, cancel := context.WithTimeout(n.ctx(), 300*time.Millisecond)
+	defer cancel()
+	stream, err := n.cli.PullMessage(ctx, &grpcapi.PullMessageRequest{Group: res("SG"), MessageQueue: &grpcapi.MessageQueue{Topic: res("StreamsT")},
+		BatchSize: 1, LongPollingTimeout: durationpb.New(20 * time.Second)})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	assert.Equal(t, codes.DeadlineExceeded, grpcstatus.Code(err), "the third call waits for a stream: %v", err)
+	assert.Equal(t, 2, n.srv.WaitingPulls())
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	require.NoError(t, n.srv.Stop(ctx2)) // answers the waiting pulls
+	for range 2 {
+		require.NoError(t, <-done)
+	}
+}
