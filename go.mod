@@ -17,7 +17,6 @@ require (
 	github.com/nats-io/nkeys v0.4.16
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.66.1
-	github.com/quic-go/quic-go v0.65.0
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/fx v1.24.0
@@ -103,6 +102,3 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	stathat.com/c/consistent v1.0.0 // indirect
 )
-
-// Patched copy of quic-go v0.65.0 (configurable max_ack_delay and congestion backoff, issue 29); see third_party/quic-go/README.md.
-replace github.com/quic-go/quic-go => ./third_party/quic-go

@@ -36,7 +36,6 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/patrickmn/go-cache v2.1.0+incompatible // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/quic-go/quic-go v0.65.0 // indirect
 	github.com/sirupsen/logrus v1.9.0 // indirect
 	github.com/tidwall/gjson v1.13.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
@@ -60,5 +59,3 @@ require (
 replace github.com/quivermq/quiver => ../..
 
 tool github.com/nats-io/nats-server/v2
-
-replace github.com/quic-go/quic-go => ../../third_party/quic-go

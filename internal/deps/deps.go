@@ -8,7 +8,6 @@ import (
 	_ "github.com/cockroachdb/pebble/v2"
 	_ "github.com/nats-io/nats-server/v2/server"
 	_ "github.com/nats-io/nats.go"
-	_ "github.com/quic-go/quic-go"
 	_ "github.com/stretchr/testify/require"
 	_ "go.uber.org/goleak"
 )

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/qlog"
-	"github.com/quic-go/quic-go/qlogwriter"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/qlog"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/qlogwriter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,7 +32,7 @@ func (p *paramsTrace) RecordEvent(ev qlogwriter.Event) {
 }
 
 // TestMaxAckDelayAdvertised: transport.quic.max_ack_delay (patched quic-go,
-// third_party/quic-go) is advertised as the max_ack_delay transport
+// internal/quic) is advertised as the max_ack_delay transport
 // parameter, plus quic-go's 1 ms timer granularity rounded up to whole
 // milliseconds; 0 keeps quic-go's 25 ms (advertised 26 ms). The client
 // here is a bare quic-go with the config quicConfig builds, so both

@@ -81,7 +81,7 @@ type Config struct {
 	// gives a probe timeout of about RTT + 3 ms; 0 keeps quic-go's own
 	// 25 ms. A shorter delay costs more ACK-only packets, never safety:
 	// congestion control is unchanged, and a peer's advertised value is
-	// honoured whatever ours is. Needs the patched quic-go in third_party/.
+	// honoured whatever ours is. Needs the patched quic-go in internal/quic.
 	MaxAckDelay time.Duration `koanf:"max_ack_delay"`
 	// CongestionBackoff is the factor the congestion window (quic-go's
 	// NewReno) is multiplied by on a loss event. 0.85 by default (quic-go
@@ -91,7 +91,7 @@ type Config struct {
 	// little more than one Reno flow's share on a congested path: 0.85 is
 	// the backoff of Chromium's QUIC, which emulated two TCP connections,
 	// without that emulation's doubled increase. Congestion control stays
-	// on. Needs the patched quic-go in third_party/.
+	// on. Needs the patched quic-go in internal/quic.
 	CongestionBackoff float64 `koanf:"congestion_backoff"`
 
 	// sessions caches TLS session tickets for the dialler (NewConfig

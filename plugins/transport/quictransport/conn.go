@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quic-go/quic-go"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic"
 
 	"github.com/quivermq/quiver/core/transport"
 )

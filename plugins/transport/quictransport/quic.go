@@ -64,7 +64,7 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/quic-go/quic-go"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic"
 
 	"github.com/quivermq/quiver/core/transport"
 )

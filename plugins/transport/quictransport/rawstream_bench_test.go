@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic"
 	"github.com/stretchr/testify/require"
 )
 

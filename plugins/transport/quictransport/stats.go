@@ -1,6 +1,6 @@
 package quictransport
 
-import "github.com/quic-go/quic-go"
+import "github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic"
 
 // Stats returns quic-go's counters of the connection: packets and bytes
 // sent, received and declared lost, and the RTT estimates. PacketsLost
