@@ -1,8 +1,12 @@
 package grpc_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/modules/broker"
 	grpcmod "github.com/quivermq/quiver/modules/grpc"
 )
 
@@ -110,4 +115,51 @@ func TestConcurrentStreamsPerConnection(t *testing.T) {
 	for range 2 {
 		require.NoError(t, <-done)
 	}
+}
+
+// TestSendMessageBounded: a SendMessage of more messages than a
+// SEND_BATCH_MESSAGE may hold (broker.MaxBatchMessages), or with more body
+// bytes than grpc.max_send_bytes (inflated bodies counted), is refused
+// whole with PAYLOAD_TOO_LARGE and stores nothing.
+func TestSendMessageBounded(t *testing.T) {
+	n := startNodeWith(t, false, withConfig(func(c *grpcmod.Config) { c.MaxSendBytes = 1000 }))
+	n.topic("BatchT", 1)
+	send := func(msgs []*grpcapi.Message) *grpcapi.Status {
+		resp, err := n.cli.SendMessage(n.ctx(), &grpcapi.SendMessageRequest{Messages: msgs})
+		require.NoError(t, err)
+		return resp.GetStatus()
+	}
+	var msgs []*grpcapi.Message
+	for i := range broker.MaxBatchMessages + 1 {
+		msgs = append(msgs, msg("BatchT", "id-"+strconv.Itoa(i), "x", nil))
+	}
+	st := send(msgs)
+	assert.Equal(t, grpcapi.Code_PAYLOAD_TOO_LARGE, st.GetCode(), st.GetMessage())
+	assert.Contains(t, st.GetMessage(), "16384")
+	assert.Empty(t, n.pullAll("BatchT", 1), "nothing stored")
+
+	big := strings.Repeat("b", 400)
+	st = send([]*grpcapi.Message{msg("BatchT", "b1", big, nil), msg("BatchT", "b2", big, nil), msg("BatchT", "b3", big, nil)})
+	assert.Equal(t, grpcapi.Code_PAYLOAD_TOO_LARGE, st.GetCode(), st.GetMessage())
+	assert.Contains(t, st.GetMessage(), "max_send_bytes")
+	assert.Empty(t, n.pullAll("BatchT", 1), "nothing stored")
+
+	// Small gzip bodies that inflate past the limit together.
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	_, err := zw.Write(make([]byte, 600))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	gz := func(id string) *grpcapi.Message {
+		m := msg("BatchT", id, zb.String(), &grpcapi.SystemProperties{BodyEncoding: grpcapi.Encoding_GZIP})
+		return m
+	}
+	st = send([]*grpcapi.Message{gz("z1"), gz("z2")})
+	assert.Equal(t, grpcapi.Code_PAYLOAD_TOO_LARGE, st.GetCode(), st.GetMessage())
+	assert.Empty(t, n.pullAll("BatchT", 1), "nothing stored")
+
+	// Within the limits: stored.
+	st = send([]*grpcapi.Message{msg("BatchT", "ok1", big, nil), gz("ok2")})
+	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
+	assert.Len(t, n.pullAll("BatchT", 1), 2)
 }

@@ -210,13 +210,37 @@ func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageReques
 	if len(msgs) == 0 {
 		return &grpcapi.SendMessageResponse{Status: status(grpcapi.Code_BAD_REQUEST, "no messages")}, nil
 	}
+	if len(msgs) > broker.MaxBatchMessages {
+		return &grpcapi.SendMessageResponse{Status: status(grpcapi.Code_PAYLOAD_TOO_LARGE,
+			fmt.Sprintf("%d messages in one SendMessage are over the limit %d (as SEND_BATCH_MESSAGE); nothing was stored", len(msgs), broker.MaxBatchMessages))}, nil
+	}
 	born := peerAddr(ctx)
 	entries := make([]*grpcapi.SendResultEntry, len(msgs))
+	exts := make([]*message.Ext, len(msgs))
+	errs := make([]*sendError, len(msgs))
+	// Every message is built (bodies inflated) before any is stored, so
+	// that a request over grpc.max_send_bytes stores nothing.
+	limit := int64(s.cfg.MaxSendBytes)
+	var total int64
+	for _, m := range msgs {
+		if total += int64(len(m.GetBody())); total > limit {
+			return tooLarge(total, limit), nil
+		}
+	}
+	total = 0
+	for i, m := range msgs {
+		entries[i] = &grpcapi.SendResultEntry{MessageId: m.GetSystemProperties().GetMessageId()}
+		exts[i], errs[i] = s.build(m, born)
+		if exts[i] != nil {
+			if total += int64(len(exts[i].Body)); total > limit {
+				return tooLarge(total, limit), nil
+			}
+		}
+	}
 	failed := 0
 	for i, m := range msgs {
-		e := &grpcapi.SendResultEntry{MessageId: m.GetSystemProperties().GetMessageId()}
-		entries[i] = e
-		ext, se := s.build(m, born)
+		e, ext, se := entries[i], exts[i], errs[i]
+		exts[i] = nil // stored: its body is the store's
 		if se == nil {
 			pos, err := s.b.Put(ctx, []*message.Ext{ext})
 			if err != nil {
@@ -242,6 +266,12 @@ func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageReques
 		st = status(grpcapi.Code_MULTIPLE_RESULTS, fmt.Sprintf("%d of %d messages refused", failed, len(msgs)))
 	}
 	return &grpcapi.SendMessageResponse{Status: st, Entries: entries}, nil
+}
+
+// tooLarge refuses a whole SendMessage over grpc.max_send_bytes.
+func tooLarge(total, limit int64) *grpcapi.SendMessageResponse {
+	return &grpcapi.SendMessageResponse{Status: status(grpcapi.Code_PAYLOAD_TOO_LARGE,
+		fmt.Sprintf("the message bodies of one SendMessage are over grpc.max_send_bytes %d (%d bytes so far, inflated); nothing was stored", limit, total))}
 }
 
 // putError maps a refused put to a status: a broker module's rejection

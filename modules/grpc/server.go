@@ -58,7 +58,7 @@ type Server struct {
 	srv  *grpclib.Server
 	ln   net.Listener
 	lim  *limitListener // ln, counting connections per IP
-	auth *guard // nil: no auth plugin
+	auth *guard         // nil: no auth plugin
 	// waiters are the long-polling pulls (pull.go), woken by the
 	// broker's stored listener that Start registers once.
 	waiters  pullWaiters
