@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/internal/congestion" // QUIVER patch
 	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/internal/protocol"
 	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/quicvarint"
 )
@@ -45,12 +46,23 @@ func (c *Config) advertisedMaxAckDelay() time.Duration {
 	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
+// congestionChoice is the congestion controller the sent-packet handler
+// creates, on the first path and after migration (QUIVER patch).
+func (c *Config) congestionChoice() congestion.Choice {
+	alg, _ := congestion.ParseAlgorithm(c.Congestion) // validated by validateConfig
+	return congestion.Choice{Algorithm: alg, RenoBeta: c.CongestionBackoff}
+}
+
 func validateConfig(config *Config) error {
 	if config == nil {
 		return nil
 	}
 	if config.CongestionBackoff != 0 {
 		config.CongestionBackoff = min(max(config.CongestionBackoff, 0.5), 0.9)
+	}
+	// QUIVER patch: the congestion controller's name.
+	if _, err := congestion.ParseAlgorithm(config.Congestion); err != nil {
+		return err
 	}
 	if config.MaxAckDelay > protocol.MaxMaxAckDelay-2*protocol.TimerGranularity {
 		config.MaxAckDelay = protocol.MaxMaxAckDelay - 2*protocol.TimerGranularity
@@ -151,6 +163,7 @@ func populateConfig(config *Config) *Config {
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
 		MaxAckDelay:                      config.MaxAckDelay,
 		CongestionBackoff:                config.CongestionBackoff,
+		Congestion:                       config.Congestion, // QUIVER patch
 		Allow0RTT:                        config.Allow0RTT,
 		Tracer:                           config.Tracer,
 	}

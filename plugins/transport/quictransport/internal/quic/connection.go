@@ -329,7 +329,7 @@ var newConnection = func(
 		s.perspective,
 		s.qlogger,
 		s.logger,
-		s.config.CongestionBackoff, // QUIVER patch
+		s.config.congestionChoice(), // QUIVER patch
 	)
 	s.maxPayloadSizeEstimate.Store(uint32(estimateMaxPayloadSize(s.config.initialPacketSize())))
 	statelessResetToken := statelessResetter.GetStatelessResetToken(srcConnID)
@@ -468,7 +468,7 @@ var newClientConnection = func(
 		s.perspective,
 		s.qlogger,
 		s.logger,
-		s.config.CongestionBackoff, // QUIVER patch
+		s.config.congestionChoice(), // QUIVER patch
 	)
 	s.maxPayloadSizeEstimate.Store(uint32(estimateMaxPayloadSize(s.config.initialPacketSize())))
 	oneRTTStream := newCryptoStream()

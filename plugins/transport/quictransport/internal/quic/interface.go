@@ -205,6 +205,11 @@ type Config struct {
 	// are clamped to [0.5, 0.9]. A larger value cuts the window less on random
 	// (non-congestive) loss, at the cost of fairness towards other flows.
 	CongestionBackoff float64
+	// Congestion chooses the congestion controller (QUIVER patch): "" or
+	// "reno" is quic-go's NewReno (with CongestionBackoff), "bbr" is Quiver's
+	// BBR (internal/congestion/bbr_sender.go), which reads random loss below
+	// 2 % per round as no congestion. Kept across path migration.
+	Congestion string
 
 	Tracer func(ctx context.Context, isClient bool, connID ConnectionID) qlogwriter.Trace
 }

@@ -113,7 +113,7 @@ type sentPacketHandler struct {
 	bytesInFlight protocol.ByteCount
 
 	congestion congestion.SendAlgorithmWithDebugInfos
-	renoBeta   float64 // QUIVER patch: Reno's backoff factor (0: the default)
+	cc         congestion.Choice // QUIVER patch: the controller and its parameters, kept across migration
 	rttStats   *utils.RTTStats
 	connStats  *utils.ConnectionStats
 
@@ -152,17 +152,9 @@ func NewSentPacketHandler(
 	pers protocol.Perspective,
 	qlogger qlogwriter.Recorder,
 	logger utils.Logger,
-	renoBeta float64, // QUIVER patch: Reno's backoff factor, 0 for the default 0.7
+	cc congestion.Choice, // QUIVER patch: the controller (Reno with its backoff factor, or BBR)
 ) SentPacketHandler {
-	congestion := congestion.NewCubicSender(
-		congestion.DefaultClock{},
-		rttStats,
-		connStats,
-		initialMaxDatagramSize,
-		true, // use Reno
-		qlogger,
-		renoBeta,
-	)
+	congestion := congestion.New(cc, congestion.DefaultClock{}, rttStats, connStats, initialMaxDatagramSize, qlogger) // QUIVER patch
 
 	h := &sentPacketHandler{
 		peerCompletedAddressValidation: pers == protocol.PerspectiveServer,
@@ -182,7 +174,7 @@ func NewSentPacketHandler(
 		rttStats:           rttStats,
 		connStats:          connStats,
 		congestion:         congestion,
-		renoBeta:           renoBeta,
+		cc:                 cc, // QUIVER patch
 		ignorePacketsBelow: ignorePacketsBelow,
 		perspective:        pers,
 		qlogger:            qlogger,
@@ -1261,15 +1253,7 @@ func (h *sentPacketHandler) MigratedPath(now monotime.Time, initialMaxDatagramSi
 	for pn := range h.hist.PathProbes() {
 		h.hist.RemovePathProbe(pn)
 	}
-	h.congestion = congestion.NewCubicSender(
-		congestion.DefaultClock{},
-		h.rttStats,
-		h.connStats,
-		initialMaxDatagramSize,
-		true, // use Reno
-		h.qlogger,
-		h.renoBeta,
-	)
+	h.congestion = congestion.New(h.cc, congestion.DefaultClock{}, h.rttStats, h.connStats, initialMaxDatagramSize, h.qlogger) // QUIVER patch
 	h.qlogRecoveryParametersSet(true)
 	h.setLossDetectionTimer(now)
 }
