@@ -66,7 +66,7 @@ func newGroupTable(meta *metaStore, journalDir string, log *slog.Logger) (*group
 	if journalDir == "" {
 		return g, nil
 	}
-	jr, recs, err := openJournal(filepath.Join(journalDir, "subscriptionGroup.journal"), log)
+	jr, recs, err := openJournal(filepath.Join(journalDir, "subscriptionGroup.journal"), doc.JournalSeq, log)
 	if err != nil {
 		return nil, err
 	}

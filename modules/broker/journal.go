@@ -62,8 +62,14 @@ const (
 var journalCRC = crc32.MakeTable(crc32.Castagnoli)
 
 // openJournal opens (creating durably) the journal at path and returns
-// the whole records in it, in order; a torn tail is cut.
-func openJournal(path string, log *slog.Logger) (*journal, []journalRecord, error) {
+// the whole records in it, in order; a torn tail is cut. held is the
+// journal sequence the table's document holds (its JournalSeq): the next
+// record is numbered above both it and the last record in the file, so
+// sequences never go back. A clean stop folds the journal into the
+// document and empties the file; numbering the next start's records from
+// the file alone (from 1 again) made the replay after a later crash skip
+// them as already held, and lose them (issue 37).
+func openJournal(path string, held uint64, log *slog.Logger) (*journal, []journalRecord, error) {
 	if err := durable.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, nil, fmt.Errorf("broker: journal %s: %w", path, err)
 	}
@@ -95,9 +101,9 @@ func openJournal(path string, log *slog.Logger) (*journal, []journalRecord, erro
 		f.Close()
 		return nil, nil, fmt.Errorf("broker: journal %s: %w", path, err)
 	}
-	j := &journal{path: path, f: f, recs: len(recs)}
+	j := &journal{path: path, f: f, recs: len(recs), seq: held}
 	if len(recs) > 0 {
-		j.seq = recs[len(recs)-1].Seq
+		j.seq = max(held, recs[len(recs)-1].Seq)
 	}
 	return j, recs, nil
 }

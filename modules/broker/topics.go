@@ -55,7 +55,7 @@ func newTopicTable(meta *metaStore, journalDir string, log *slog.Logger) (*topic
 		t.version = doc.DataVersion
 	}
 	if journalDir != "" {
-		jr, recs, err := openJournal(filepath.Join(journalDir, "topics.journal"), log)
+		jr, recs, err := openJournal(filepath.Join(journalDir, "topics.journal"), doc.JournalSeq, log)
 		if err != nil {
 			return nil, err
 		}
