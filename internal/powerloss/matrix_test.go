@@ -1,0 +1,298 @@
+package powerloss_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/auth"
+	"github.com/quivermq/quiver/core/durable"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/crashfs"
+	"github.com/quivermq/quiver/modules/broker"
+	"github.com/quivermq/quiver/modules/pop"
+	"github.com/quivermq/quiver/plugins/auth/acl"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
+)
+
+// The crash matrix (issue 37): every durable state of a broker × the
+// histories a disk goes through — never restarted, after a clean restart,
+// after a crash, after two crashes in a row, after a power loss — on both
+// storage engines. Each state's real component runs on real files with
+// storage.flush=sync; every run (one process's life) makes changes, each
+// acknowledged when its call returns nil, and ends the way the history
+// says; every open after that must find exactly what was acknowledged.
+//
+// A crash (SIGKILL) keeps what was written, synced or not: the directory
+// is copied as it is and the next run opens the copy (the original is
+// then stopped, out of sight). A power loss keeps only what was made
+// durable: the runs of that history live on a crashfs, whose image is the
+// next run's disk.
+
+// world is one process's durable components on dir.
+type world struct {
+	t   *testing.T
+	e   engine
+	dir string
+	st  store.Store
+	b   *broker.Broker
+	pop *pop.Service
+	acl *acl.ACL
+}
+
+func openWorld(t *testing.T, e engine, dir string) *world {
+	t.Helper()
+	w := &world{t: t, e: e, dir: dir}
+	w.st = e.open(t, dir, store.FlushSync)
+	bc := broker.NewConfig()
+	bc.Listen = "127.0.0.1:0"
+	bc.Advertise = "127.0.0.1:10911"
+	bc.ScanInterval = time.Hour
+	ts := transport.NewSet([]transport.Provider{tcp.NewProvider()}, map[string]any{"tcp": tcp.NewConfig()}, transport.Deps{})
+	b, err := broker.New(bc, broker.Deps{Store: w.st, Transports: ts, DataDir: dir, StoreFlush: store.FlushSync})
+	require.NoError(t, err)
+	w.b = b
+	w.pop, err = pop.New(pop.NewConfig(), b)
+	require.NoError(t, err)
+	aclFile := filepath.Join(dir, "acl.yml")
+	if _, err := os.Stat(aclFile); os.IsNotExist(err) {
+		// The operator's file, there before the broker starts.
+		require.NoError(t, durable.WriteFile(aclFile, []byte("accounts: []\n"), 0o600))
+	}
+	ac := acl.NewConfig()
+	ac.File = aclFile
+	ac.ReloadInterval = 0
+	w.acl, err = acl.New(ac, auth.Deps{})
+	require.NoError(t, err)
+	return w
+}
+
+// stop is a clean stop.
+func (w *world) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(w.t, w.acl.Close())
+	require.NoError(w.t, w.pop.Close())
+	require.NoError(w.t, w.b.Stop(ctx))
+	require.NoError(w.t, w.st.Close())
+}
+
+// abandon drops a world whose disk lost power: its errors are expected.
+// A crashed Pebble is not closed (see engine.closeCrashed), nor is the
+// broker on it (its stop writes documents into the store).
+func (w *world) abandon() {
+	_ = w.acl.Close()
+	_ = w.pop.Close()
+	if !w.e.closeCrashed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = w.b.Stop(ctx)
+	_ = w.st.Close()
+}
+
+// durableState is one row of the matrix: change makes run's acknowledged
+// changes and records them in want; read returns the state as found, in
+// want's terms.
+type durableState struct {
+	name   string
+	change func(t *testing.T, w *world, run int, want map[string]string)
+	read   func(t *testing.T, w *world, want map[string]string) map[string]string
+}
+
+var bgCtx = context.Background()
+
+var durableStates = []durableState{
+	{name: "topics",
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			for k := range 2 {
+				name := fmt.Sprintf("MT-%d-%d", run, k)
+				q := int32(1 + run + k)
+				_, err := w.b.EnsureTopic(&protocol.TopicConfig{TopicName: name, ReadQueueNums: q, WriteQueueNums: q, Perm: protocol.PermRead | protocol.PermWrite})
+				require.NoError(t, err)
+				want[name] = strconv.Itoa(int(q))
+			}
+		},
+		read: func(_ *testing.T, w *world, _ map[string]string) map[string]string {
+			got := map[string]string{}
+			for _, n := range w.b.Topics() {
+				if strings.HasPrefix(n, "MT-") {
+					c, _ := w.b.TopicConfig(n)
+					got[n] = strconv.Itoa(int(c.ReadQueueNums))
+				}
+			}
+			return got
+		}},
+	{name: "subscription groups",
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			// A new group each run, and the first one changed.
+			for _, g := range []string{fmt.Sprintf("MG-%d", run), "MG-0"} {
+				gc, err := w.b.GroupConfig(g)
+				require.NoError(t, err)
+				gc.RetryMaxTimes = int32(10*run + len(g))
+				require.NoError(t, w.b.PutGroupConfig(gc))
+				want[g] = strconv.Itoa(int(gc.RetryMaxTimes))
+			}
+		},
+		read: func(t *testing.T, w *world, want map[string]string) map[string]string {
+			// GroupConfig creates a missing group (as a consumer's
+			// heartbeat does) with the default 16 retries.
+			got := map[string]string{}
+			for g := range want {
+				gc, err := w.b.GroupConfig(g)
+				require.NoError(t, err)
+				got[g] = strconv.Itoa(int(gc.RetryMaxTimes))
+			}
+			return got
+		}},
+	{name: "consumer offsets",
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			w.b.CommitOffset("MO-G", "MO-T", int32(run), int64(100+run))
+			w.b.CommitOffset("MO-G", "MO-T", 7, int64(1000+run)) // moved each run
+			require.NoError(t, w.b.FlushOffsets())
+			want[strconv.Itoa(run)] = strconv.Itoa(100 + run)
+			want["7"] = strconv.Itoa(1000 + run)
+		},
+		read: func(_ *testing.T, w *world, _ map[string]string) map[string]string {
+			got := map[string]string{}
+			for q, off := range w.b.OffsetTable()["MO-T@MO-G"] {
+				got[strconv.Itoa(int(q))] = strconv.FormatInt(off, 10)
+			}
+			return got
+		}},
+	{name: "ACL accounts",
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			ak := fmt.Sprintf("matrix-ak-%d", run)
+			sk := fmt.Sprintf("matrix-sk-%d", run)
+			require.NoError(t, w.acl.UpdateAccount(bgCtx, auth.AccountUpdate{AccessKey: ak, SecretKey: sk}))
+			want[ak] = sk
+			if run > 0 { // and the previous run's account deleted
+				prev := fmt.Sprintf("matrix-ak-%d", run-1)
+				require.NoError(t, w.acl.DeleteAccount(bgCtx, prev))
+				delete(want, prev)
+			}
+		},
+		read: func(t *testing.T, w *world, _ map[string]string) map[string]string {
+			s, err := w.acl.Snapshot(bgCtx)
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, a := range s.Accounts {
+				got[a.AccessKey] = a.SecretKey
+			}
+			return got
+		}},
+	{name: "pop state",
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			_, err := w.b.EnsureTopic(&protocol.TopicConfig{TopicName: "MP-T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite})
+			require.NoError(t, err)
+			var bodies []string
+			for k := range 3 {
+				body := fmt.Sprintf("pop-%d-%d", run, k)
+				m := &message.Ext{Message: message.Message{Topic: "MP-T", Properties: message.Properties{}, Body: []byte(body)}, BornTimestamp: time.Now().UnixMilli()}
+				_, err := w.b.Put(bgCtx, []*message.Ext{m})
+				require.NoError(t, err)
+				bodies = append(bodies, body)
+			}
+			// Received and not acked (in flight for an hour), or acked:
+			// neither may come back, so this run receives exactly its
+			// own messages.
+			got, err := w.pop.Receive(bgCtx, "MP-G", "MP-T", nil, 32, time.Hour)
+			require.NoError(t, err)
+			var recv []string
+			for _, r := range got {
+				recv = append(recv, string(r.Message.Body))
+			}
+			assert.Equal(t, bodies, recv, "run %d receives its own messages only", run)
+			for _, r := range got[:min(2, len(got))] {
+				require.NoError(t, w.pop.Ack(bgCtx, "MP-G", "MP-T", r.Handle))
+			}
+			want["in flight"] = strconv.Itoa(run + 1)
+		},
+		read: func(_ *testing.T, w *world, _ map[string]string) map[string]string {
+			got := map[string]string{}
+			if n := w.pop.InFlight("MP-G", "MP-T"); n > 0 {
+				got["in flight"] = strconv.Itoa(n)
+			}
+			return got
+		}},
+}
+
+// histories are the matrix's columns: how each run ends ('c' a clean
+// stop, 'x' a crash, 'p' a power loss); a last run checks and stops.
+var histories = []struct{ name, steps string }{
+	{"never restarted", "x"},
+	{"after a clean restart", "cx"},
+	{"after a crash", "xx"},
+	{"after two crashes", "xxx"},
+	{"after a power loss", "cp"},
+	{"after a crash and a clean restart", "xcx"},
+}
+
+// TestCrashMatrix: after every run of every history, each durable state
+// is exactly what was acknowledged.
+func TestCrashMatrix(t *testing.T) {
+	for _, e := range engines {
+		for _, h := range histories {
+			t.Run(e.name+"/"+h.name, func(t *testing.T) { crashMatrix(t, e, h.steps) })
+		}
+	}
+}
+
+func crashMatrix(t *testing.T, e engine, steps string) {
+	want := make([]map[string]string, len(durableStates))
+	for i := range want {
+		want[i] = map[string]string{}
+	}
+	var fsys *crashfs.FS
+	root := t.TempDir()
+	if strings.Contains(steps, "p") {
+		fsys = crashfs.Mount(t, root)
+		root = fsys.Dir
+	}
+	dir := storeDir(root)
+	check := func(w *world, after string) {
+		for i, s := range durableStates {
+			assert.Equal(t, want[i], s.read(t, w, want[i]), "%s %s", s.name, after)
+		}
+	}
+	for run, step := range steps {
+		w := openWorld(t, e, dir)
+		check(w, fmt.Sprintf("at the start of run %d (history %q)", run, steps))
+		for i, s := range durableStates {
+			s.change(t, w, run, want[i])
+		}
+		check(w, fmt.Sprintf("in run %d", run))
+		switch step {
+		case 'c':
+			w.stop()
+		case 'x':
+			next := storeDir(t.TempDir())
+			require.NoError(t, crashfs.CopyDir(w.dir, next))
+			w.stop()
+			dir = next
+		case 'p':
+			img, _ := fsys.Crash()
+			w.abandon()
+			fsys.Close()
+			dir = storeDir(img)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	w := openWorld(t, e, dir)
+	defer w.stop()
+	check(w, fmt.Sprintf("after history %q", steps))
+}
