@@ -349,13 +349,53 @@ func (g *guard) authorize(ctx context.Context, ps []auth.Principal, m any) *refu
 	return nil
 }
 
-// check authenticates and authorizes one request.
-func (g *guard) check(ctx context.Context, m any) *refusal {
+// check authenticates and authorizes one request; the principals are
+// those of the call's accounts.
+func (g *guard) check(ctx context.Context, m any) ([]auth.Principal, *refusal) {
 	ps, r := g.authenticate(ctx)
 	if r != nil {
-		return r
+		return nil, r
 	}
-	return g.authorize(ctx, ps, m)
+	return ps, g.authorize(ctx, ps, m)
+}
+
+// mayPublish re-checks, with the plugins' current rules, that the
+// principals of a stream opened earlier may still publish to topic: a
+// server-to-client command (a transaction check-back) goes only to a
+// stream whose accounts still hold PUB.
+func (g *guard) mayPublish(ctx context.Context, ps []auth.Principal, topic string) error {
+	if len(ps) != len(g.plugins) {
+		return fmt.Errorf("stream not authenticated: %w", auth.ErrDenied)
+	}
+	for i, p := range g.plugins {
+		if err := p.az.Authorize(ctx, ps[i], auth.Resource{Name: topic}, auth.Pub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// principalsKey carries the principals of an authenticated call in its
+// context.
+type principalsKey struct{}
+
+// callPrincipals are the principals the interceptors authenticated the
+// call as; nil without an auth plugin.
+func callPrincipals(ctx context.Context) []auth.Principal {
+	ps, _ := ctx.Value(principalsKey{}).([]auth.Principal)
+	return ps
+}
+
+// accountOf names the accounts of a call: the access keys of its
+// principals ("" for a white-listed address without one). Client ids
+// are bound to it (service.go).
+func accountOf(ctx context.Context) string {
+	ps := callPrincipals(ctx)
+	keys := make([]string, len(ps))
+	for i, p := range ps {
+		keys[i] = p.AccessKey
+	}
+	return strings.Join(keys, ",")
 }
 
 // statusResponse makes the response of method (a full gRPC method name)
@@ -395,9 +435,9 @@ func statusResponse(method string, st *grpcapi.Status) (proto.Message, bool) {
 // refusal is the method's response with the refusal's status.
 func (g *guard) unaryInterceptor(log func(method string, r *refusal)) grpclib.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpclib.UnaryServerInfo, handler grpclib.UnaryHandler) (any, error) {
-		r := g.check(ctx, req)
+		ps, r := g.check(ctx, req)
 		if r == nil {
-			return handler(ctx, req)
+			return handler(context.WithValue(ctx, principalsKey{}, ps), req)
 		}
 		log(info.FullMethod, r)
 		if resp, ok := statusResponse(info.FullMethod, r.status()); ok {
@@ -423,7 +463,7 @@ func (g *guard) streamInterceptor(log func(method string, r *refusal)) grpclib.S
 		// A server-streaming call's refusal waits for its request, so
 		// that the client has sent it before the stream ends (else its
 		// send may fail with a bare EOF instead of the status).
-		w := &guardedStream{ServerStream: ss, g: g, ps: ps, pre: r, method: info.FullMethod, sendRefusal: !info.IsClientStream}
+		w := &guardedStream{ServerStream: ss, ctx: context.WithValue(ctx, principalsKey{}, ps), g: g, ps: ps, pre: r, method: info.FullMethod, sendRefusal: !info.IsClientStream}
 		err := handler(srv, w)
 		if r := w.refused.Load(); r != nil {
 			log(info.FullMethod, r)
@@ -439,6 +479,7 @@ func (g *guard) streamInterceptor(log func(method string, r *refusal)) grpclib.S
 // guardedStream authorizes each message the client sends.
 type guardedStream struct {
 	grpclib.ServerStream
+	ctx         context.Context // carries the principals
 	g           *guard
 	ps          []auth.Principal
 	pre         *refusal // an authentication refusal, answered on the first message
@@ -449,6 +490,9 @@ type guardedStream struct {
 	refused atomic.Pointer[refusal]
 	sent    atomic.Bool
 }
+
+// Context is the stream's context with its principals.
+func (w *guardedStream) Context() context.Context { return w.ctx }
 
 func (w *guardedStream) RecvMsg(m any) error {
 	if err := w.ServerStream.RecvMsg(m); err != nil {

@@ -67,6 +67,11 @@ func withACL(t testing.TB, yaml string, tune ...func(*acl.Config)) nodeOpt {
 	a, err := acl.New(cfg, auth.Deps{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close() })
+	return withAuth(a)
+}
+
+// withAuth enables the ACL a on the endpoint.
+func withAuth(a *acl.ACL) nodeOpt {
 	return func(_ *grpcmod.Config, d *grpcmod.Deps) {
 		d.Auth = append(d.Auth, grpcmod.AuthPlugin{Authenticator: a, Authorizer: a})
 	}
@@ -75,11 +80,16 @@ func withACL(t testing.TB, yaml string, tune ...func(*acl.Config)) nodeOpt {
 // signed is a call context carrying what a 5.x client with ak/sk sends,
 // dated at.
 func (n *node) signed(ak, sk string, at time.Time) context.Context {
+	return n.signedAs(ak, sk, ak+"-client@1", at)
+}
+
+// signedAs is signed for the client id id.
+func (n *node) signedAs(ak, sk, id string, at time.Time) context.Context {
 	dt := at.UTC().Format("20060102T150405Z")
 	mac := hmac.New(sha1.New, []byte(sk))
 	mac.Write([]byte(dt))
 	sig := strings.ToUpper(hex.EncodeToString(mac.Sum(nil))) // as the Node.js and Java clients
-	return metadata.AppendToOutgoingContext(n.ctx(), "x-mq-date-time", dt,
+	return metadata.AppendToOutgoingContext(n.ctxAs(id), "x-mq-date-time", dt,
 		"authorization", "MQv2-HMAC-SHA1 Credential="+ak+", SignedHeaders=x-mq-date-time, Signature="+sig)
 }
 

@@ -1,8 +1,24 @@
 package grpc
 
+import "google.golang.org/protobuf/proto"
+
 // WaitingPulls counts the pulls long-polling for a message (tests).
 func (s *Server) WaitingPulls() int { return int(s.waiters.n.Load()) }
 
 // Conns are the open connections and those refused by the connection
 // limits so far (tests).
 func (s *Server) Conns() (open int, refused int64) { return s.lim.counts() }
+
+// HeldSettings is the size of the Telemetry settings the endpoint keeps
+// (tests).
+func (s *Server) HeldSettings() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.clients {
+		if c.settings != nil {
+			n += proto.Size(c.settings)
+		}
+	}
+	return n
+}

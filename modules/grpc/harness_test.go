@@ -106,10 +106,13 @@ func startNodeWith(t testing.TB, withPop bool, opts ...nodeOpt) *node {
 }
 
 // ctx is a request context carrying the metadata 5.x clients send.
-func (n *node) ctx() context.Context {
+func (n *node) ctx() context.Context { return n.ctxAs("test-client@1") }
+
+// ctxAs is ctx for the client id id.
+func (n *node) ctxAs(id string) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	n.t.Cleanup(cancel)
-	return metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", "test-client@1", "x-mq-language", "GOLANG", "x-mq-protocol", "v2")
+	return metadata.AppendToOutgoingContext(ctx, "x-mq-client-id", id, "x-mq-language", "GOLANG", "x-mq-protocol", "v2")
 }
 
 func (n *node) topic(name string, queues int32) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -162,4 +164,59 @@ func TestSendMessageBounded(t *testing.T) {
 	st = send([]*grpcapi.Message{msg("BatchT", "ok1", big, nil), gz("ok2")})
 	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
 	assert.Len(t, n.pullAll("BatchT", 1), 2)
+}
+
+// pubSettings are a producer's settings for topics.
+func pubSettings(topics ...string) *grpcapi.Settings {
+	var rs []*grpcapi.Resource
+	for _, t := range topics {
+		rs = append(rs, res(t))
+	}
+	return &grpcapi.Settings{ClientType: grpcapi.ClientType_PRODUCER.Enum(), PubSub: &grpcapi.Settings_Publishing{Publishing: &grpcapi.Publishing{Topics: rs}}}
+}
+
+// openTelemetry opens a Telemetry stream, sends settings and returns the
+// stream with the server's first answer (or its error).
+func (n *node) openTelemetry(ctx context.Context, s *grpcapi.Settings) (grpcapi.MessagingService_TelemetryClient, *grpcapi.TelemetryCommand, error) {
+	n.t.Helper()
+	stream, err := n.cli.Telemetry(ctx)
+	require.NoError(n.t, err)
+	// A stream the server refused at once may fail Send with io.EOF: its
+	// status is what Recv returns.
+	if err := stream.Send(&grpcapi.TelemetryCommand{Command: &grpcapi.TelemetryCommand_Settings{Settings: s}}); !errors.Is(err, io.EOF) {
+		require.NoError(n.t, err)
+	}
+	got, err := stream.Recv()
+	return stream, got, err
+}
+
+// TestTelemetrySettingsBounded: settings over grpc.max_settings_size end
+// the stream and are not kept; the settings of a client are dropped when
+// its stream closes.
+func TestTelemetrySettingsBounded(t *testing.T) {
+	n := startNodeWith(t, false, withConfig(func(c *grpcmod.Config) { c.MaxSettingsSize = 2048 }))
+	var many []string
+	for i := range 100 {
+		many = append(many, "a-rather-long-topic-name-for-settings-"+strconv.Itoa(i))
+	}
+	_, _, err := n.openTelemetry(n.ctxAs("big@1"), pubSettings(many...))
+	require.Error(t, err)
+	assert.Equal(t, codes.ResourceExhausted, grpcstatus.Code(err), err.Error())
+	assert.Contains(t, err.Error(), "max_settings_size")
+	assert.Zero(t, n.srv.HeldSettings())
+
+	var streams []grpcapi.MessagingService_TelemetryClient
+	for i := range 3 {
+		s, got, err := n.openTelemetry(n.ctxAs("p"+strconv.Itoa(i)+"@1"), pubSettings(many[:10]...))
+		require.NoError(t, err)
+		require.Equal(t, grpcapi.Code_OK, got.GetStatus().GetCode())
+		streams = append(streams, s)
+	}
+	assert.Positive(t, n.srv.HeldSettings())
+	for _, s := range streams {
+		require.NoError(t, s.CloseSend())
+		_, err := s.Recv()
+		require.ErrorIs(t, err, io.EOF, "the server ends the stream")
+	}
+	eventually(t, 5*time.Second, func() bool { return n.srv.HeldSettings() == 0 }, "settings dropped with their streams")
 }

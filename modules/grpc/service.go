@@ -2,9 +2,13 @@ package grpc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -14,8 +18,15 @@ import (
 
 // client is what the endpoint knows of one 5.x client.
 type client struct {
-	id       string
+	id string
+	// owner names the accounts the client id was first seen with
+	// (accountOf): calls of other accounts with this id are refused, so
+	// that nobody ends or re-sets another account's client.
+	owner string
+	// settings are the last Telemetry settings of the client's open
+	// streams; dropped when its last stream closes.
 	settings *grpcapi.Settings
+	streams  int // open Telemetry streams
 	seen     time.Time
 }
 
@@ -41,31 +52,45 @@ const clientExpiry = 2 * time.Minute
 // maxClientID bounds the client id the table keeps.
 const maxClientID = 256
 
-func (s *Server) touch(ctx context.Context, settings *grpcapi.Settings) {
+// errForeignClient: a call names a client id bound to another account.
+var errForeignClient = errors.New("the client id belongs to another account")
+
+// claimClient returns the client entry of the call's client id, made if
+// new and bound to the call's account, and marks it seen; nil without a
+// usable client id. Called with s.mu held.
+func (s *Server) claimClient(ctx context.Context) (*client, error) {
 	id := clientID(ctx)
 	if id == "" || len(id) > maxClientID {
-		return
+		return nil, nil
 	}
+	owner := accountOf(ctx)
 	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if now.Sub(s.swept) > clientExpiry/2 {
 		s.swept = now
 		for k, c := range s.clients {
-			if now.Sub(c.seen) > clientExpiry {
+			if c.streams == 0 && now.Sub(c.seen) > clientExpiry {
 				delete(s.clients, k)
 			}
 		}
 	}
 	c := s.clients[id]
 	if c == nil {
-		c = &client{id: id}
+		c = &client{id: id, owner: owner}
 		s.clients[id] = c
 	}
-	c.seen = now
-	if settings != nil {
-		c.settings = settings
+	if c.owner != owner {
+		return nil, fmt.Errorf("client id %s: %w", id, errForeignClient)
 	}
+	c.seen = now
+	return c, nil
+}
+
+// touch marks the call's client seen.
+func (s *Server) touch(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.claimClient(ctx)
+	return err
 }
 
 // topic looks a topic up for a request, answering the status a 5.x client
@@ -108,16 +133,31 @@ func (s *Server) Heartbeat(ctx context.Context, req *grpcapi.HeartbeatRequest) (
 	if clientID(ctx) == "" {
 		return &grpcapi.HeartbeatResponse{Status: status(grpcapi.Code_CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required")}, nil
 	}
-	s.touch(ctx, nil)
+	if err := s.touch(ctx); err != nil {
+		return &grpcapi.HeartbeatResponse{Status: status(grpcapi.Code_FORBIDDEN, err.Error())}, nil
+	}
 	return &grpcapi.HeartbeatResponse{Status: ok()}, nil
 }
 
-// NotifyClientTermination forgets the client.
+// NotifyClientTermination forgets the client: its settings, and its
+// entry once it has no stream open. Only the client's own account may.
 func (s *Server) NotifyClientTermination(ctx context.Context, req *grpcapi.NotifyClientTerminationRequest) (*grpcapi.NotifyClientTerminationResponse, error) {
-	if id := clientID(ctx); id != "" {
-		s.mu.Lock()
+	id := clientID(ctx)
+	if id == "" || len(id) > maxClientID {
+		return &grpcapi.NotifyClientTerminationResponse{Status: ok()}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.clients[id]
+	if c == nil {
+		return &grpcapi.NotifyClientTerminationResponse{Status: ok()}, nil
+	}
+	if c.owner != accountOf(ctx) {
+		return &grpcapi.NotifyClientTerminationResponse{Status: status(grpcapi.Code_FORBIDDEN, fmt.Sprintf("client id %s: %v", id, errForeignClient))}, nil
+	}
+	c.settings = nil
+	if c.streams == 0 {
 		delete(s.clients, id)
-		s.mu.Unlock()
 	}
 	return &grpcapi.NotifyClientTerminationResponse{Status: ok()}, nil
 }
@@ -171,7 +211,10 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 // the client closes it or the endpoint stops.
 func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) error {
 	ctx := stream.Context()
-	ts := s.openStream(ctx)
+	ts, err := s.openStream(ctx)
+	if err != nil {
+		return grpcstatus.Error(codes.PermissionDenied, err.Error())
+	}
 	defer s.closeStream(ts)
 	cmds := make(chan *grpcapi.TelemetryCommand)
 	errc := make(chan error, 1)
@@ -208,7 +251,9 @@ func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) erro
 				// never send; ignore them.
 				continue
 			}
-			s.touch(ctx, settings)
+			if n := proto.Size(settings); n > int(s.cfg.MaxSettingsSize) {
+				return grpcstatus.Errorf(codes.ResourceExhausted, "telemetry settings of %d bytes are over grpc.max_settings_size %d", n, s.cfg.MaxSettingsSize)
+			}
 			s.streamSettings(ts, settings)
 			if err := stream.Send(&grpcapi.TelemetryCommand{Status: ok(), Command: &grpcapi.TelemetryCommand_Settings{Settings: s.serverSettings(settings)}}); err != nil {
 				return nil // the client went away

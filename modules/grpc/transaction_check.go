@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"time"
 
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/modules/pop"
@@ -16,6 +18,8 @@ import (
 // the only writer of the stream.
 type telemetryStream struct {
 	client string
+	c      *client          // its entry in Server.clients
+	ps     []auth.Principal // the accounts it was opened with (auth.go)
 	out    chan *grpcapi.TelemetryCommand
 	// topics the client publishes to: its publishing settings and the
 	// topics of its transactional sends. Guarded by Server.mu.
@@ -30,29 +34,39 @@ const streamQueue = 16
 const maxStreamTopics = 1024
 
 // openStream registers a Telemetry stream of the calling client; nil
-// without a client id (such a stream is not asked anything).
-func (s *Server) openStream(ctx context.Context) *telemetryStream {
-	id := clientID(ctx)
-	if id == "" || len(id) > maxClientID {
-		return nil
-	}
-	ts := &telemetryStream{client: id, out: make(chan *grpcapi.TelemetryCommand, streamQueue), topics: map[string]bool{}}
+// without a client id (such a stream is not asked anything and its
+// settings are not kept). A client id bound to another account is
+// refused.
+func (s *Server) openStream(ctx context.Context) (*telemetryStream, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.claimClient(ctx)
+	if c == nil {
+		return nil, err
+	}
+	c.streams++
+	ts := &telemetryStream{client: c.id, c: c, ps: callPrincipals(ctx), out: make(chan *grpcapi.TelemetryCommand, streamQueue), topics: map[string]bool{}}
 	if s.streams == nil {
 		s.streams = map[*telemetryStream]struct{}{}
 	}
 	s.streams[ts] = struct{}{}
-	s.mu.Unlock()
-	return ts
+	return ts, nil
 }
 
+// closeStream forgets a stream; the client's settings go with its last
+// stream.
 func (s *Server) closeStream(ts *telemetryStream) {
 	if ts == nil {
 		return
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.streams, ts)
-	s.mu.Unlock()
+	if ts.c.streams--; ts.c.streams <= 0 {
+		ts.c.streams = 0
+		ts.c.settings = nil
+	}
+	ts.c.seen = time.Now()
 }
 
 // outbox is the stream's command queue (nil, never ready, for no stream).
@@ -63,7 +77,8 @@ func (ts *telemetryStream) outbox() <-chan *grpcapi.TelemetryCommand {
 	return ts.out
 }
 
-// streamSettings records the publishing topics of a client's settings.
+// streamSettings keeps the client's settings while the stream is open
+// and records its publishing topics.
 func (s *Server) streamSettings(ts *telemetryStream, settings *grpcapi.Settings) {
 	if ts == nil {
 		return
@@ -71,6 +86,8 @@ func (s *Server) streamSettings(ts *telemetryStream, settings *grpcapi.Settings)
 	topics := settings.GetPublishing().GetTopics()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ts.c.settings = settings
+	ts.c.seen = time.Now()
 	for _, t := range topics {
 		if len(ts.topics) < maxStreamTopics {
 			ts.topics[t.GetName()] = true
@@ -103,7 +120,7 @@ var _ transaction.CheckTransport = txChecker{}
 // stream. It serves only half messages of the 5.x convention (producer
 // group = topic): a 4.x producer group's are left to its remoting
 // producers.
-func (c txChecker) CheckBack(_ context.Context, chk transaction.Check) bool {
+func (c txChecker) CheckBack(ctx context.Context, chk transaction.Check) bool {
 	s, m := c.s, chk.Message
 	if chk.Group == "" || chk.Group != m.Topic {
 		return false
@@ -116,6 +133,20 @@ func (c txChecker) CheckBack(_ context.Context, chk transaction.Check) bool {
 		}
 	}
 	s.mu.Unlock()
+	if s.auth != nil {
+		// A stream is authenticated once, when it opens: its accounts'
+		// permission is checked again, with the current rules, before
+		// a half message (body included) is sent on it.
+		allowed := candidates[:0]
+		for _, ts := range candidates {
+			if err := s.auth.mayPublish(ctx, ts.ps, m.Topic); err != nil {
+				s.log.Debug("grpc: no check-back to a client that may no longer publish", "client", ts.client, "topic", m.Topic, "err", err)
+				continue
+			}
+			allowed = append(allowed, ts)
+		}
+		candidates = allowed
+	}
 	if len(candidates) == 0 {
 		return false
 	}
