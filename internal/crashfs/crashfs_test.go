@@ -124,3 +124,25 @@ func TestMountAdoptsExistingFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "hello", string(b))
 }
+
+// TestSyncWriteOnlyFile: a file opened write-only (the timer wheel's
+// slots: O_WRONLY|O_APPEND) can be fsynced, and what was synced is in the
+// image. The server read the synced ranges through the handle's own
+// descriptor, which a write-only open cannot read: fsync failed with
+// EBADF.
+func TestSyncWriteOnlyFile(t *testing.T) {
+	c := crashfs.Mount(t, t.TempDir())
+	p := filepath.Join(c.Dir, "slot")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	_, err = f.WriteString("appended")
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, durable.SyncDir(c.Dir))
+	require.NoError(t, f.Close())
+	img, _ := c.Crash()
+	c.Close()
+	b, err := os.ReadFile(filepath.Join(img, "slot"))
+	require.NoError(t, err)
+	assert.Equal(t, "appended", string(b))
+}

@@ -211,6 +211,15 @@ func (t *tracker) syncFile(ino uint64, fd int) syscall.Errno {
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return errnoOf(err)
 	}
+	// The handle may be write-only (O_WRONLY|O_APPEND): read the synced
+	// ranges through a read-only reopen of the same file (by its
+	// descriptor, so an unlinked file works too).
+	rf, err := os.Open("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer rf.Close()
+	fd = int(rf.Fd())
 	sh, err := os.OpenFile(t.shadowPath(k), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return errnoOf(err)
