@@ -3,7 +3,9 @@ package pebblestore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -39,6 +41,114 @@ type damageLog struct {
 	// last is the end of the last damaged key range reported, for Verify
 	// to go on after it.
 	lastEnd []byte
+
+	// manifestMu orders appends to the damage manifest; manifestSeen
+	// holds the findings it lists (read from it at the first append), so
+	// damage met again after a restart is listed once.
+	manifestMu   sync.Mutex
+	manifestSeen map[string]struct{}
+}
+
+// DamageDir is the directory under the data directory (storage.dir) that
+// holds the copies of damaged files and the damage manifest, as for the
+// CommitLog engine.
+const DamageDir = "damaged"
+
+// ManifestName is the damage manifest in DamageDir: one JSON object a
+// line, in the CommitLog engine's format, read by mq store verify.
+const ManifestName = "MANIFEST.jsonl"
+
+// manifestEntry is one line of the damage manifest (the CommitLog
+// engine's ManifestEntry).
+type manifestEntry struct {
+	Time    time.Time `json:"time"`
+	File    string    `json:"file"`
+	Offset  int64     `json:"offset"`
+	Length  int64     `json:"length"`
+	Reason  string    `json:"reason"`
+	Copy    string    `json:"copy,omitempty"`
+	Skipped int64     `json:"skipped"`
+}
+
+func (e manifestEntry) key() string {
+	return fmt.Sprintf("%s\x00%d\x00%d\x00%s", e.File, e.Offset, e.Length, e.Reason)
+}
+
+// dataDir is the data directory (storage.dir) the store is in.
+func (s *Store) dataDir() string { return filepath.Dir(s.dir) }
+
+// relPath names path relative to the data directory when it is inside it.
+func (s *Store) relPath(path string) string {
+	if rel, err := filepath.Rel(s.dataDir(), path); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return path
+}
+
+// appendManifest appends a finding to the damage manifest and syncs it,
+// unless the manifest lists it already. A failure is logged: the finding
+// is still logged, listed and counted.
+func (s *Store) appendManifest(ce store.CorruptionError, skipped int64) {
+	e := manifestEntry{Time: time.Now().UTC(), File: s.relPath(ce.File), Offset: ce.Offset, Length: ce.Length,
+		Reason: ce.Reason, Skipped: skipped}
+	if ce.Copy != "" {
+		e.Copy = s.relPath(ce.Copy)
+	}
+	d := &s.damage
+	d.manifestMu.Lock()
+	defer d.manifestMu.Unlock()
+	dir := filepath.Join(s.dataDir(), DamageDir)
+	path := filepath.Join(dir, ManifestName)
+	if d.manifestSeen == nil {
+		d.manifestSeen = map[string]struct{}{}
+		if b, err := os.ReadFile(path); err == nil {
+			for _, line := range bytes.Split(b, []byte("\n")) {
+				var old manifestEntry
+				if json.Unmarshal(line, &old) == nil {
+					d.manifestSeen[old.key()] = struct{}{}
+				}
+			}
+		}
+	}
+	if _, ok := d.manifestSeen[e.key()]; ok {
+		return
+	}
+	if err := writeManifestLine(dir, path, e); err != nil {
+		s.log.Error("pebblestore: write damage manifest", "err", err)
+		return
+	}
+	if len(d.manifestSeen) < maxKeptDamage {
+		d.manifestSeen[e.key()] = struct{}{}
+	}
+}
+
+func writeManifestLine(dir, path string, e manifestEntry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := durable.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && statErr != nil {
+		err = durable.SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	return nil
 }
 
 // dataCorruption is Pebble's EventListener.DataCorruption: it must not
@@ -64,20 +174,27 @@ func (s *Store) dataCorruption(info pebble.DataCorruptionInfo) {
 	}
 	s.damage.mu.Unlock()
 	if !dup {
-		s.log.Error("pebblestore: on-disk corruption; the key range is not served, the rest is", "file", info.Path,
-			"from", describeKey(info.Bounds.Start), "to", describeKey(info.Bounds.End.Key), "err", info.Details)
+		s.log.Error("pebblestore: on-disk corruption; reads skip the damaged entries, the rest is served", "file", info.Path,
+			"from", describeKey(info.Bounds.Start), "to", describeKey(info.Bounds.End.Key), "err", fmt.Sprint(info.Details))
+		s.appendManifest(ce, 0)
 	}
 }
 
-// noteDamage records a finding of the store's own checks.
-func (s *Store) noteDamage(ce store.CorruptionError, skipped int64) {
-	s.log.Error("pebblestore: damaged data", "file", ce.File, "offset", ce.Offset, "length", ce.Length, "reason", ce.Reason, "copy", ce.Copy)
+// noteDamage records a finding of the store's own checks: it logs it,
+// keeps it, counts skipped and, when persist is set, appends it to the
+// damage manifest.
+func (s *Store) noteDamage(ce store.CorruptionError, skipped int64, persist bool) {
+	s.log.Error("pebblestore: damaged data skipped", "file", ce.File, "offset", ce.Offset, "length", ce.Length,
+		"reason", ce.Reason, "skipped", skipped, "copy", ce.Copy)
 	s.damage.skipped.Add(skipped)
 	s.damage.mu.Lock()
 	if len(s.damage.list) < maxKeptDamage {
 		s.damage.list = append(s.damage.list, ce)
 	}
 	s.damage.mu.Unlock()
+	if persist {
+		s.appendManifest(ce, skipped)
+	}
 }
 
 // Damage implements store.Verifier.
@@ -113,8 +230,12 @@ func describeKey(k []byte) string {
 
 // Verify implements store.Verifier: it reads every key of the database
 // (Pebble checks each block's checksum) and every queue entry's record
-// layout, rate-limited, and reports the damaged key ranges. Where Pebble
-// reported the range of a damaged block, the pass goes on after it.
+// layout, rate-limited, and reports the damage. Queue entries are read
+// queue by queue as Read reads them: an unreadable entry is probed past
+// (skipDamaged), so the report names the damaged queue offsets and every
+// other entry is checked. In the other keys (metadata, indexes), where
+// Pebble reported the key range of a damaged file, the pass goes on after
+// it.
 func (s *Store) Verify(ctx context.Context, opts store.VerifyOptions) (store.VerifyReport, error) {
 	var rep store.VerifyReport
 	s.life.RLock()
@@ -122,12 +243,96 @@ func (s *Store) Verify(ctx context.Context, opts store.VerifyOptions) (store.Ver
 	if s.closed.Load() {
 		return rep, fmt.Errorf("pebblestore: verify: %w", store.ErrClosed)
 	}
-	lower := []byte(nil)
 	p := newPacer(opts.BytesPerSecond, s.stop)
+	if err := s.verifyKeys(ctx, p, nil, []byte{prefixEntry}, &rep); err != nil {
+		return rep, err
+	}
+	s.qmu.RLock()
+	queues := make([]*queueState, 0, len(s.queues))
+	for _, qs := range s.queues {
+		queues = append(queues, qs)
+	}
+	s.qmu.RUnlock()
+	slices.SortFunc(queues, func(a, b *queueState) int {
+		return bytes.Compare(entryKey(nil, a.q, 0), entryKey(nil, b.q, 0))
+	})
+	for _, qs := range queues {
+		if err := s.verifyQueue(ctx, p, qs, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if err := s.verifyKeys(ctx, p, []byte{prefixEntry + 1}, nil, &rep); err != nil {
+		return rep, err
+	}
+	if len(rep.Damage) > 0 {
+		s.log.Warn("pebblestore: verify found damage", "entries", rep.Entries, "bytes", rep.Bytes, "damage", len(rep.Damage))
+	}
+	return rep, nil
+}
+
+// verifyQueue reads the entries of one queue, skipping damaged ones.
+func (s *Store) verifyQueue(ctx context.Context, p *pacer, qs *queueState, rep *store.VerifyReport) error {
+	mn, mx := qs.offsets()
+	if mn >= mx {
+		return nil
+	}
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: entryKey(nil, qs.q, mn), UpperBound: entryKey(nil, qs.q, mx)})
+	if err != nil {
+		return fmt.Errorf("pebblestore: verify %s: %w", qs.q, err)
+	}
+	defer it.Close()
+	cur := mn
+	valid := it.First()
+	for {
+		if !valid {
+			from := cur
+			if valid, err = s.skipDamaged(it, qs.q, &cur, mx); err != nil {
+				return fmt.Errorf("pebblestore: verify: %w", err)
+			}
+			if cur > from {
+				rep.Damage = append(rep.Damage, store.CorruptionError{File: s.dir, Offset: from, Length: cur - from,
+					Reason: fmt.Sprintf("queue %s offsets %d..%d unreadable", qs.q, from, cur-1)})
+			}
+			if !valid {
+				if cur >= mx || it.Error() == nil {
+					return nil
+				}
+				continue // the probes stopped: go on from cur
+			}
+		}
+		k := it.Key()
+		cur = entryOffset(k) + 1
+		v, err := it.ValueAndErr()
+		switch {
+		case err != nil:
+			rep.Damage = append(rep.Damage, store.CorruptionError{File: s.dir, Offset: cur - 1, Length: 1,
+				Reason: fmt.Sprintf("queue %s offsets %d..%d unreadable: %s", qs.q, cur-1, cur-1, firstLine(err))})
+			valid = cur < mx && it.SeekGE(entryKey(nil, qs.q, cur))
+			continue
+		case len(v) < entryHeader+minRecordSize || int(be.Uint32(v[entryHeader:])) != len(v)-entryHeader:
+			rep.Entries++
+			rep.Damage = append(rep.Damage, store.CorruptionError{File: s.dir, Offset: cur - 1, Length: 1,
+				Reason: fmt.Sprintf("%s holds no whole record (%d bytes)", describeKey(k), len(v))})
+		default:
+			rep.Entries++
+			rep.Records++
+		}
+		rep.Bytes += int64(len(k) + len(v))
+		if err := p.wait(ctx, rep.Bytes); err != nil {
+			return fmt.Errorf("pebblestore: verify: %w", err)
+		}
+		valid = it.Next()
+	}
+}
+
+// verifyKeys reads the keys in [lower, upper). Where a read fails, the
+// pass goes on after the end of the damaged file's key range Pebble
+// reported.
+func (s *Store) verifyKeys(ctx context.Context, p *pacer, lower, upper []byte, rep *store.VerifyReport) error {
 	for attempt := 0; attempt < maxKeptDamage; attempt++ {
-		it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower})
+		it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 		if err != nil {
-			return rep, fmt.Errorf("pebblestore: verify: %w", err)
+			return fmt.Errorf("pebblestore: verify: %w", err)
 		}
 		var last []byte
 		for valid := it.First(); valid; valid = it.Next() {
@@ -136,19 +341,10 @@ func (s *Store) Verify(ctx context.Context, opts store.VerifyOptions) (store.Ver
 				break
 			}
 			rep.Bytes += int64(len(it.Key()) + len(v))
-			if k := it.Key(); k[0] == prefixEntry {
-				rep.Entries++
-				if len(v) < entryHeader+minRecordSize || int(be.Uint32(v[entryHeader:])) != len(v)-entryHeader {
-					ce := store.CorruptionError{File: s.dir, Reason: fmt.Sprintf("%s holds no whole record (%d bytes)", describeKey(k), len(v))}
-					rep.Damage = append(rep.Damage, ce)
-				} else {
-					rep.Records++
-				}
-			}
 			last = append(last[:0], it.Key()...)
 			if err := p.wait(ctx, rep.Bytes); err != nil {
 				it.Close()
-				return rep, fmt.Errorf("pebblestore: verify: %w", err)
+				return fmt.Errorf("pebblestore: verify: %w", err)
 			}
 		}
 		ierr := it.Error()
@@ -159,25 +355,22 @@ func (s *Store) Verify(ctx context.Context, opts store.VerifyOptions) (store.Ver
 		}
 		it.Close()
 		if ierr == nil {
-			break
+			return nil
 		}
 		if ctx.Err() != nil {
-			return rep, fmt.Errorf("pebblestore: verify: %w", ctx.Err())
+			return fmt.Errorf("pebblestore: verify: %w", ctx.Err())
 		}
 		s.damage.mu.Lock()
 		end := slices.Clone(s.damage.lastEnd)
 		s.damage.mu.Unlock()
 		rep.Damage = append(rep.Damage, store.CorruptionError{File: s.dir,
-			Reason: fmt.Sprintf("keys after %s unreadable (to %s): %v", describeKey(last), describeKey(end), ierr)})
-		if len(end) == 0 || bytes.Compare(end, last) <= 0 || bytes.Compare(end, lower) <= 0 {
-			break // no range to skip to
+			Reason: fmt.Sprintf("keys after %s unreadable (to %s): %s", describeKey(last), describeKey(end), firstLine(ierr))})
+		if len(end) == 0 || bytes.Compare(end, last) <= 0 || bytes.Compare(end, lower) <= 0 || (upper != nil && bytes.Compare(end, upper) >= 0) {
+			return nil // no range to skip to
 		}
 		lower = end
 	}
-	if len(rep.Damage) > 0 {
-		s.log.Warn("pebblestore: verify found damage", "entries", rep.Entries, "bytes", rep.Bytes, "damage", len(rep.Damage))
-	}
-	return rep, nil
+	return nil
 }
 
 // pacer keeps a reader under a byte rate.
@@ -215,7 +408,7 @@ func (p *pacer) wait(ctx context.Context, done int64) error {
 // writeAside writes the bytes of a damaged file into <storage.dir>/damaged
 // and returns the copy's path.
 func (s *Store) writeAside(path string, b []byte) (string, error) {
-	dir := filepath.Join(filepath.Dir(s.dir), "damaged")
+	dir := filepath.Join(s.dataDir(), DamageDir)
 	if err := durable.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

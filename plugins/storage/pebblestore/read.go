@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -59,7 +60,19 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 	starts := startsArr[:0]
 	cur := offset
 	removed, full := false, false
-	for valid := it.First(); valid; valid = it.Next() {
+	valid := it.First()
+	for {
+		if !valid {
+			// The end of the range, or entries Pebble cannot read: those
+			// are skipped and the read goes on after them.
+			if valid, err = s.skipDamaged(it, q, &cur, limit); err != nil {
+				into.SetBuffer(buf)
+				return err
+			}
+			if !valid {
+				break
+			}
+		}
 		if k := entryOffset(it.Key()); k != cur {
 			if mn, _ := qs.offsets(); k > cur && cur >= mn {
 				// Entries missing above min: lost to damage (a WAL chunk).
@@ -74,12 +87,20 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			into.SetBuffer(buf)
-			return fmt.Errorf("pebblestore: read %s at %d: %w", q, cur, err)
+			if !pebble.IsCorruptionError(err) {
+				into.SetBuffer(buf)
+				return fmt.Errorf("pebblestore: read %s at %d: %w", q, cur, err)
+			}
+			s.readDamage(q, cur, cur+1, err)
+			cur++
+			valid = cur < limit && it.SeekGE(entryKey(nil, q, cur))
+			continue
 		}
 		if len(v) < entryHeader+minRecordSize {
-			into.SetBuffer(buf)
-			return &store.CorruptionError{File: s.dir, Offset: cur, Reason: fmt.Sprintf("queue %s entry %d holds %d bytes", q, cur, len(v))}
+			s.readDamage(q, cur, cur+1, fmt.Errorf("entry holds %d bytes", len(v)))
+			cur++
+			valid = it.Next()
+			continue
 		}
 		rec := v[entryHeader:]
 		// As RocketMQ: the batch-full check comes before filtering.
@@ -87,23 +108,14 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 			full = true
 			break
 		}
-		if opts.Filter != nil && !opts.Filter(int64(be.Uint64(v))) {
-			cur++
-			continue
+		if (opts.Filter == nil || opts.Filter(int64(be.Uint64(v)))) && (opts.Match == nil || opts.Match(rec)) {
+			starts = append(starts, len(buf))
+			buf = append(buf, rec...)
+			into.QueueOffsets = append(into.QueueOffsets, cur)
+			into.Bytes += len(rec)
 		}
-		if opts.Match != nil && !opts.Match(rec) {
-			cur++
-			continue
-		}
-		starts = append(starts, len(buf))
-		buf = append(buf, rec...)
-		into.QueueOffsets = append(into.QueueOffsets, cur)
-		into.Bytes += len(rec)
 		cur++
-	}
-	if err := it.Error(); err != nil {
-		into.SetBuffer(buf)
-		return fmt.Errorf("pebblestore: read %s: %w", q, err)
+		valid = it.Next()
 	}
 	if !removed && !full && cur < limit {
 		// The iterator ended early: entries below max are gone.
@@ -137,6 +149,85 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 		into.Status = store.NoMatchedMessage
 	}
 	return nil
+}
+
+// maxDamageProbes bounds the entries one read probes past damage; the
+// next read goes on from there.
+const maxDamageProbes = 4096
+
+// skipDamaged is called when it is not positioned: at the end of its range
+// (false, nil), or on entries Pebble cannot read (a damaged sstable block
+// fails its checksum). Then it probes the queue's offsets from *cur one by
+// one until one can be read, skips and records those that cannot, and
+// leaves it positioned on the first readable entry (true) or *cur at the
+// end of the probed range (false): a damaged entry costs only itself, and
+// the read answers a next offset past it.
+func (s *Store) skipDamaged(it *pebble.Iterator, q store.Queue, cur *int64, limit int64) (bool, error) {
+	err := it.Error()
+	if err == nil {
+		return false, nil
+	}
+	if !pebble.IsCorruptionError(err) {
+		return false, fmt.Errorf("pebblestore: read %s at %d: %w", q, *cur, err)
+	}
+	from := *cur
+	end := min(limit, from+maxDamageProbes)
+	key := make([]byte, 0, 32)
+	o := from
+	valid := false
+	for ; o < end; o++ {
+		valid = it.SeekGE(entryKey(key[:0], q, o))
+		if valid {
+			break
+		}
+		if err := it.Error(); err == nil {
+			break // no entry at or after o in the range
+		} else if !pebble.IsCorruptionError(err) {
+			return false, fmt.Errorf("pebblestore: read %s at %d: %w", q, o, err)
+		}
+	}
+	if o > from {
+		s.readDamage(q, from, o, err)
+	}
+	*cur = o
+	return valid, nil
+}
+
+// readDamage records queue entries [from, to) of q a read could not read
+// and skipped: logged and counted every time, listed and written to the
+// damage manifest the first time.
+func (s *Store) readDamage(q store.Queue, from, to int64, cause error) {
+	ce := store.CorruptionError{File: s.dir, Offset: from, Length: to - from,
+		Reason: fmt.Sprintf("queue %s offsets %d..%d unreadable, skipped: %s", q, from, to-1, firstLine(cause))}
+	key := fmt.Sprintf("read\x00%s\x00%d", q, from)
+	s.damage.mu.Lock()
+	_, seen := s.damage.seen[key]
+	if !seen && len(s.damage.seen) < maxKeptDamage {
+		if s.damage.seen == nil {
+			s.damage.seen = map[string]struct{}{}
+		}
+		s.damage.seen[key] = struct{}{}
+	}
+	s.damage.mu.Unlock()
+	if seen {
+		s.damage.skipped.Add(to - from)
+		s.log.Error("pebblestore: damaged queue entries skipped", "queue", q.String(), "from", from, "to", to, "err", firstLine(cause))
+		return
+	}
+	s.noteDamage(ce, to-from, true)
+}
+
+// firstLine is err's message without the detail lines Pebble's errors
+// carry.
+func firstLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
 }
 
 // Lookup implements store.Store: the record at a physical offset.

@@ -231,8 +231,9 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		}
 	}
 	var walDmg []walDamage
+	var walLater []walLog
 	if c.FS == nil {
-		walDmg = s.checkWALs() // before Pebble replays (and drops) them
+		walDmg, walLater = s.checkWALs() // before Pebble replays (and drops) them
 	}
 	opts := s.pebbleOptions()
 	if len(walDmg) > 0 && opts.FS == nil {
@@ -256,7 +257,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", s.dir, err)
 	}
 	s.db = db
-	if err := s.reapplyWAL(s.confirmWALDamage(walDmg, s.walStops)); err != nil {
+	if err := s.reapplyWAL(s.confirmWALDamage(walDmg, s.walStops), walLater); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

@@ -1,11 +1,13 @@
 package pebblestore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,15 +20,22 @@ import (
 )
 
 // WAL damage. Pebble replays its last WAL up to the first chunk it cannot
-// read and takes that for the end of the log (a torn write), silently:
-// bytes flipped in the middle of the WAL dropped every batch after them.
-// Before Pebble opens, the store reads each WAL itself (the record format
-// of pebble/record: 32 KiB blocks of checksummed chunks). When a bad chunk
-// is followed by valid chunks of the same log, it is damage, not a torn
-// tail: the WAL is copied aside, the damage is logged and listed, and
-// after Pebble opened, the batches found after the damage are applied
-// again (their keys are the records' own, so re-applying is idempotent);
-// only the batches in the damaged chunks are lost.
+// read and takes that for the end of the log (a torn write), silently, or
+// refuses to open when it sees valid chunks after it: bytes flipped in the
+// middle of the WAL dropped every batch after them, the broker's metadata
+// documents saved at its stop included. Before Pebble opens, the store
+// reads each WAL itself (the record format of pebble/record: 32 KiB blocks
+// of checksummed chunks). A chunk whose checksum fails but whose header
+// still gives its length is skipped alone; a chunk whose header is damaged
+// costs the rest of its block (the next chunk boundary known is the next
+// block). When valid chunks of the same log follow a bad one, it is
+// damage, not a torn tail: the WAL is copied aside, the damage is logged,
+// listed and written to the damage manifest, and after Pebble opened,
+// every batch found after the damage (and every batch of the later WALs
+// Pebble replayed, so that their writes stay the last) is applied again,
+// in log order and as one batch: the store ends as if only the damaged
+// records had never been written. Metadata documents (topic and group
+// tables), queue state and deletions are re-applied like the messages.
 
 const (
 	walBlockSize = 32 << 10
@@ -50,11 +59,20 @@ type walDamage struct {
 	offset int64    // first bad chunk
 	cut    int64    // start of the record holding it
 	after  [][]byte // whole batches found after the damage
+	lost   int      // records lost to bad chunks
 	data   []byte   // the WAL as found
 	// repaired: the WAL was cut before the damage and given an end
 	// (Pebble refused to open on it: a WAL before the last must end
 	// cleanly).
 	repaired bool
+}
+
+// walLog is a WAL with no damage found and its batches, kept to be
+// applied again after an earlier WAL's damage.
+type walLog struct {
+	path    string
+	num     uint32
+	batches [][]byte
 }
 
 // repairWAL copies a damaged WAL aside and cuts it before the damage with
@@ -94,16 +112,33 @@ func (s *Store) repairWAL(d *walDamage) error {
 	return nil
 }
 
-// scanWALCut walks a WAL's chunks. It returns the offset of the first
-// chunk it could not read (-1 if none), where the WAL can be cut so that it
-// ends cleanly before the damage (the start of the record the first bad
-// chunk belongs to), the whole records that follow it in later blocks, and
-// whether any valid chunk of this log follows it.
-func scanWALCut(b []byte, logNum uint32) (bad, cut int64, after [][]byte, confirmed bool) {
-	bad, cut = -1, -1
+// walScan is what scanWAL read of one WAL.
+type walScan struct {
+	// bad is the offset of the first chunk that could not be read (-1 if
+	// none); cut is where the WAL can be cut so that it ends cleanly
+	// before it (the start of the record the chunk belongs to).
+	bad, cut int64
+	// confirmed: a valid chunk of this log follows the bad one (damage,
+	// not a torn tail).
+	confirmed bool
+	// batches are the whole records read, in log order; those from
+	// firstAfter on come after the first bad chunk.
+	batches    [][]byte
+	firstAfter int
+	// lost counts the records that bad chunks cost, up to the last valid
+	// chunk.
+	lost int
+}
+
+// scanWAL walks a WAL's chunks. A chunk with a bad checksum and a header
+// that still fits its block is skipped alone; a chunk whose header makes
+// no sense ends the reading of its block.
+func scanWAL(b []byte, logNum uint32) walScan {
+	sc := walScan{bad: -1, cut: -1}
 	var cur []byte
 	inRec := false
 	recStart := 0
+	pending := 0 // records lost since the last valid chunk
 	for blk := 0; blk < len(b); blk += walBlockSize {
 		end := min(blk+walBlockSize, len(b))
 		off := blk
@@ -123,7 +158,8 @@ func scanWALCut(b []byte, logNum uint32) (bad, cut int64, after [][]byte, confir
 			case enc >= 9 && enc <= 12:
 				hdr = walSyncHdr
 			}
-			ok := hdr > 0 && off+hdr+n <= end
+			fits := hdr > 0 && off+hdr+n <= end
+			ok := fits
 			if ok && hdr > walLegacyHdr && binary.LittleEndian.Uint32(b[off+7:]) != logNum {
 				ok = false // another log's chunk (recycled file) or the EOF trailer
 			}
@@ -131,24 +167,30 @@ func scanWALCut(b []byte, logNum uint32) (bad, cut int64, after [][]byte, confir
 				ok = false
 			}
 			if !ok {
-				if bad < 0 {
-					bad, cut = int64(off), int64(off)
+				if sc.bad < 0 {
+					sc.bad, sc.cut = int64(off), int64(off)
 					if inRec {
-						cut = int64(recStart)
+						sc.cut = int64(recStart)
 					}
+					sc.firstAfter = len(sc.batches)
 				}
+				pending++
 				inRec, cur = false, cur[:0]
-				break // look again at the next block
+				if !fits {
+					break // no chunk boundary known: look again at the next block
+				}
+				off += hdr + n
+				continue
 			}
-			if bad >= 0 {
-				confirmed = true
+			if sc.bad >= 0 {
+				sc.confirmed = true
+				sc.lost += pending
+				pending = 0
 			}
 			payload := b[off+hdr : off+hdr+n]
 			switch (enc - 1) % 4 {
 			case 0: // full
-				if bad >= 0 {
-					after = append(after, append([]byte(nil), payload...))
-				}
+				sc.batches = append(sc.batches, slices.Clone(payload))
 				inRec = false
 			case 1: // first
 				cur, inRec, recStart = append(cur[:0], payload...), true, off
@@ -157,15 +199,18 @@ func scanWALCut(b []byte, logNum uint32) (bad, cut int64, after [][]byte, confir
 					cur = append(cur, payload...)
 				}
 			case 3: // last
-				if inRec && bad >= 0 {
-					after = append(after, append(append([]byte(nil), cur...), payload...))
+				if inRec {
+					sc.batches = append(sc.batches, append(slices.Clone(cur), payload...))
 				}
 				inRec = false
 			}
 			off += hdr + n
 		}
 	}
-	return bad, cut, after, confirmed
+	if sc.bad < 0 {
+		sc.firstAfter = len(sc.batches)
+	}
+	return sc
 }
 
 func allZero(b []byte) bool {
@@ -178,37 +223,52 @@ func allZero(b []byte) bool {
 }
 
 // checkWALs reads the WALs of the database directory before Pebble opens
-// it and returns those with a bad chunk followed by valid ones. Whether
-// the damage matters is known once Pebble has opened: it replays only the
-// WALs not yet flushed, and logs where it stopped (confirmWALDamage).
-func (s *Store) checkWALs() []walDamage {
+// it and returns those with a bad chunk followed by valid ones, and the
+// WALs after the first of them (their batches are applied again after
+// the damaged WAL's, to stay the last writes). Whether the damage matters
+// is known once Pebble has opened: it replays only the WALs not yet
+// flushed, and logs where it stopped (confirmWALDamage).
+func (s *Store) checkWALs() ([]walDamage, []walLog) {
 	names, err := filepath.Glob(filepath.Join(s.dir, "*.log"))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var out []walDamage
+	type numbered struct {
+		path string
+		num  uint32
+	}
+	var logs []numbered
 	for _, path := range names {
 		num, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".log"), 10, 32)
+		if err == nil {
+			logs = append(logs, numbered{path, uint32(num)})
+		}
+	}
+	slices.SortFunc(logs, func(a, b numbered) int { return cmp.Compare(a.num, b.num) })
+	var dmg []walDamage
+	var later []walLog
+	for _, l := range logs {
+		b, err := os.ReadFile(l.path)
 		if err != nil {
+			s.log.Error("pebblestore: read WAL to check it", "file", l.path, "err", err)
 			continue
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			s.log.Error("pebblestore: read WAL to check it", "file", path, "err", err)
-			continue
+		sc := scanWAL(b, l.num)
+		if len(dmg) > 0 {
+			later = append(later, walLog{path: l.path, num: l.num, batches: sc.batches})
 		}
-		bad, cut, after, confirmed := scanWALCut(b, uint32(num))
-		if bad < 0 || !confirmed {
+		if sc.bad < 0 || !sc.confirmed {
 			continue // clean, or a torn tail
 		}
-		out = append(out, walDamage{path: path, num: uint32(num), offset: bad, cut: cut, after: after, data: b})
+		dmg = append(dmg, walDamage{path: l.path, num: l.num, offset: sc.bad, cut: sc.cut,
+			after: sc.batches[sc.firstAfter:], lost: sc.lost, data: b})
 	}
-	return out
+	return dmg, later
 }
 
 // confirmWALDamage keeps the candidates of WALs Pebble replayed and
 // stopped reading in before the damage's end: those lost batches. They are
-// copied aside, logged and listed.
+// copied aside, logged, listed and written to the damage manifest.
 func (s *Store) confirmWALDamage(cands []walDamage, stops *walStops) []walDamage {
 	var out []walDamage
 	for _, d := range cands {
@@ -217,13 +277,13 @@ func (s *Store) confirmWALDamage(cands []walDamage, stops *walStops) []walDamage
 			continue // not replayed (already flushed), or replay got past it
 		}
 		ce := store.CorruptionError{File: d.path, Offset: d.offset, Length: int64(len(d.data)) - d.offset,
-			Reason: fmt.Sprintf("WAL damaged at offset %d: replay stopped at %d with valid chunks after it; %d batches after the damage are applied again", d.offset, stop, len(d.after))}
+			Reason: fmt.Sprintf("WAL damaged at offset %d: %d records lost; replay stopped at %d with valid chunks after it; %d batches after the damage are applied again", d.offset, d.lost, stop, len(d.after))}
 		if cp, err := s.writeAside(d.path, d.data); err != nil {
 			s.log.Error("pebblestore: copy damaged WAL aside", "file", d.path, "err", err)
 		} else {
 			ce.Copy = cp
 		}
-		s.noteDamage(ce, 1)
+		s.noteDamage(ce, int64(max(d.lost, 1)), true)
 		out = append(out, d)
 	}
 	return out
@@ -264,45 +324,65 @@ func (w *walStops) noteInfo(format string, args []any) {
 	}
 }
 
-// reapplyWAL applies the batches found after WAL damage once Pebble has
-// opened (and replayed what came before it).
-func (s *Store) reapplyWAL(dmg []walDamage) error {
-	n := 0
-	for _, d := range dmg {
-		for _, repr := range d.after {
-			// Only the message keys (records, physical index, key
-			// index): they are written once and never change, so applying
-			// them late is safe. Metadata, queue state and deletions
-			// could undo later writes; they are left out.
-			b := s.db.NewBatch()
+// reapplyWAL applies, once Pebble has opened (and replayed what came
+// before the damage), the batches found after the first confirmed WAL
+// damage and then every batch of the later WALs Pebble replayed, in log
+// order, as one batch. Every write is applied: the last write of a key in
+// this sequence is its last write in the log, whatever Pebble replayed
+// before, so applying the later WALs' batches a second time only keeps
+// them after the damaged WAL's.
+func (s *Store) reapplyWAL(dmg []walDamage, later []walLog) error {
+	if len(dmg) == 0 {
+		return nil
+	}
+	first := dmg[0]
+	for _, d := range dmg[1:] {
+		if d.num < first.num {
+			first = d
+		}
+	}
+	seqs := [][][]byte{first.after}
+	for _, l := range later {
+		// A later WAL with damage of its own gives its readable batches.
+		if _, replayed := s.walStops.get(filepath.Base(l.path)); l.num > first.num && replayed {
+			seqs = append(seqs, l.batches)
+		}
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	batches, ops := 0, 0
+	for _, seq := range seqs {
+		for _, repr := range seq {
 			r := batchrepr.Read(repr)
+			batches++
 			for {
 				kind, k, v, ok, err := r.Next()
 				if err != nil || !ok {
 					break
 				}
-				if kind != pebble.InternalKeyKindSet || len(k) == 0 || (k[0] != prefixEntry && k[0] != prefixPhys && k[0] != prefixKey) {
-					continue
+				switch kind {
+				case pebble.InternalKeyKindSet:
+					err = b.Set(k, v, nil)
+				case pebble.InternalKeyKindDelete, pebble.InternalKeyKindSingleDelete, pebble.InternalKeyKindDeleteSized:
+					err = b.Delete(k, nil)
+				case pebble.InternalKeyKindRangeDelete:
+					err = b.DeleteRange(k, v, nil)
+				default:
+					continue // LogData (the sync marker) and kinds the store does not write
 				}
-				if err := b.Set(k, v, nil); err != nil {
-					b.Close()
-					return fmt.Errorf("pebblestore: re-apply batches after WAL damage in %s: %w", d.path, err)
+				if err != nil {
+					return fmt.Errorf("pebblestore: re-apply batches after WAL damage in %s: %w", first.path, err)
 				}
+				ops++
 			}
-			if b.Empty() {
-				b.Close()
-				continue
-			}
-			if err := s.db.Apply(b, pebble.Sync); err != nil {
-				b.Close()
-				return fmt.Errorf("pebblestore: re-apply batches after WAL damage in %s: %w", d.path, err)
-			}
-			b.Close()
-			n++
 		}
 	}
-	if n > 0 {
-		s.log.Warn("pebblestore: batches after WAL damage applied again", "batches", n)
+	if b.Empty() {
+		return nil
 	}
+	if err := s.db.Apply(b, pebble.Sync); err != nil {
+		return fmt.Errorf("pebblestore: re-apply batches after WAL damage in %s: %w", first.path, err)
+	}
+	s.log.Warn("pebblestore: batches after WAL damage applied again", "batches", batches, "writes", ops, "wals", len(seqs))
 	return nil
 }
