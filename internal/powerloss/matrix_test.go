@@ -2,6 +2,7 @@ package powerloss_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,11 +18,14 @@ import (
 	"github.com/quivermq/quiver/core/durable"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/internal/crashfs"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/pop"
+	"github.com/quivermq/quiver/modules/schedule"
+	"github.com/quivermq/quiver/modules/transaction"
 	"github.com/quivermq/quiver/plugins/auth/acl"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -49,6 +53,8 @@ type world struct {
 	b   *broker.Broker
 	pop *pop.Service
 	acl *acl.ACL
+	sch *schedule.Service
+	tx  *transaction.Service
 }
 
 func openWorld(t *testing.T, e engine, dir string) *world {
@@ -70,6 +76,13 @@ func openWorld(t *testing.T, e engine, dir string) *world {
 		// The operator's file, there before the broker starts.
 		require.NoError(t, durable.WriteFile(aclFile, []byte("accounts: []\n"), 0o600))
 	}
+	sc := schedule.NewConfig()
+	sc.DelayLevels = "100ms 1h" // level 1 delivers at once, as far as a test waits
+	w.sch, err = schedule.New(sc, b)
+	require.NoError(t, err)
+	require.NoError(t, w.sch.Start(bgCtx))
+	w.tx, err = transaction.New(transaction.NewConfig(), transaction.Deps{Broker: b})
+	require.NoError(t, err)
 	ac := acl.NewConfig()
 	ac.File = aclFile
 	ac.ReloadInterval = 0
@@ -82,6 +95,8 @@ func openWorld(t *testing.T, e engine, dir string) *world {
 func (w *world) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	require.NoError(w.t, w.sch.Stop(ctx))
+	require.NoError(w.t, w.tx.Stop(ctx))
 	require.NoError(w.t, w.acl.Close())
 	require.NoError(w.t, w.pop.Close())
 	require.NoError(w.t, w.b.Stop(ctx))
@@ -92,13 +107,15 @@ func (w *world) stop() {
 // A crashed Pebble is not closed (see engine.closeCrashed), nor is the
 // broker on it (its stop writes documents into the store).
 func (w *world) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	_ = w.acl.Close()
 	_ = w.pop.Close()
 	if !w.e.closeCrashed {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	_ = w.sch.Stop(ctx)
+	_ = w.tx.Stop(ctx)
 	_ = w.b.Stop(ctx)
 	_ = w.st.Close()
 }
@@ -228,6 +245,154 @@ var durableStates = []durableState{
 			return got
 		}},
 }
+
+// put stores one message through the broker (its put hooks included).
+func (w *world) put(t *testing.T, topic string, props message.Properties, sysFlag int32, body string) (*message.Ext, store.Position) {
+	t.Helper()
+	if props == nil {
+		props = message.Properties{}
+	}
+	m := &message.Ext{Message: message.Message{Topic: topic, Properties: props, Body: []byte(body)}, SysFlag: sysFlag, BornTimestamp: time.Now().UnixMilli()}
+	pos, err := w.b.Put(bgCtx, []*message.Ext{m})
+	require.NoError(t, err)
+	return m, pos[0]
+}
+
+func (w *world) ensureTopic(t *testing.T, name string) {
+	t.Helper()
+	_, err := w.b.EnsureTopic(&protocol.TopicConfig{TopicName: name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite})
+	require.NoError(t, err)
+}
+
+// stored is how many messages queue 0 of topic holds.
+func (w *world) stored(t *testing.T, topic string) string {
+	_, mx, err := w.st.Offsets(store.Queue{Topic: topic})
+	require.NoError(t, err)
+	return strconv.FormatInt(mx, 10)
+}
+
+// delayOffsets is the schedule service's GET_ALL_DELAY_OFFSET answer: the
+// delay progress and the recalled timers.
+func (w *world) delayOffsets(t *testing.T) (progress map[string]int64, recalled []string) {
+	t.Helper()
+	resp := w.b.Router().Handle(bgCtx, nil, remoting.NewRequest(remoting.GetAllDelayOffset, nil, nil))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	var body struct {
+		OffsetTable   map[string]int64 `json:"offsetTable"`
+		TimerRecalled []struct {
+			ID string `json:"msgId"`
+		} `json:"timerRecalled"`
+	}
+	require.NoError(t, json.Unmarshal(resp.Body, &body))
+	for _, r := range body.TimerRecalled {
+		recalled = append(recalled, r.ID)
+	}
+	return body.OffsetTable, recalled
+}
+
+var moreStates = []durableState{
+	{name: "transaction state",
+		// Half messages committed, rolled back and left open: an
+		// outcome acknowledged (End returned) is never lost nor given
+		// twice, and an open one stays open.
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			w.ensureTopic(t, "MX-T")
+			for k, res := range []transaction.Resolution{transaction.Commit, transaction.Rollback, 0} {
+				body := fmt.Sprintf("tx-%d-%d", run, k)
+				_, pos := w.put(t, "MX-T", message.Properties{message.PropertyTransactionPrepared: "true",
+					message.PropertyProducerGroup: "MX-PG", message.PropertyUniqKey: body}, message.TransactionPrepared, body)
+				key := "half " + strconv.FormatInt(pos.QueueOffset, 10)
+				want[key] = "open"
+				if res != 0 {
+					dup, err := w.tx.End(bgCtx, transaction.EndRequest{Group: "MX-PG", QueueOffset: pos.QueueOffset,
+						CommitLogOffset: pos.CommitLogOffset, Resolution: res})
+					require.NoError(t, err)
+					require.False(t, dup)
+					want[key] = "decided"
+				}
+			}
+			want["committed"] = strconv.Itoa(run + 1)
+		},
+		read: func(t *testing.T, w *world, want map[string]string) map[string]string {
+			got := map[string]string{}
+			for k := range want {
+				if off, ok := strings.CutPrefix(k, "half "); ok {
+					n, _ := strconv.ParseInt(off, 10, 64)
+					got[k] = map[bool]string{true: "decided", false: "open"}[w.tx.Decided(n)]
+				}
+			}
+			if n := w.stored(t, "MX-T"); n != "0" {
+				got["committed"] = n
+			}
+			return got
+		}},
+	{name: "recalled timers",
+		// Timer messages an hour out: one recalled each run, one not.
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			w.ensureTopic(t, "MR-T")
+			at := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+			for k := range 2 {
+				id := fmt.Sprintf("RC-%d-%d", run, k)
+				m, _ := w.put(t, "MR-T", message.Properties{message.PropertyTimerDeliverMS: at, message.PropertyUniqKey: id}, 0, id)
+				if k == 0 {
+					h := schedule.HandleOf(w.b.Config().Name, m)
+					require.NotEmpty(t, h)
+					got, err := w.sch.Recall(bgCtx, "MR-T", h)
+					require.NoError(t, err)
+					require.Equal(t, id, got)
+					want[id] = "recalled"
+				}
+			}
+		},
+		read: func(t *testing.T, w *world, _ map[string]string) map[string]string {
+			got := map[string]string{}
+			_, ids := w.delayOffsets(t)
+			for _, id := range ids {
+				got[id] = "recalled"
+			}
+			return got
+		}},
+	{name: "delay progress",
+		// Messages of delay level 1 (100 ms): once the service's saved
+		// progress is past them (the progress is acknowledged when its
+		// document is saved), each is delivered exactly once, and the
+		// progress never goes back.
+		change: func(t *testing.T, w *world, run int, want map[string]string) {
+			w.ensureTopic(t, "MD-T")
+			for k := range 2 {
+				w.put(t, "MD-T", message.Properties{message.PropertyDelayTimeLevel: "1"}, 0, fmt.Sprintf("delay-%d-%d", run, k))
+			}
+			total := int64(2 * (run + 1))
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				var doc struct {
+					OffsetTable map[string]int64 `json:"offsetTable"`
+				}
+				_, err := w.b.LoadMeta("delayOffset", &doc)
+				require.NoError(t, err)
+				if doc.OffsetTable["1"] >= total {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "level 1 delivered %d of %d messages in 30 s", doc.OffsetTable["1"], total)
+				time.Sleep(20 * time.Millisecond)
+			}
+			want["level 1"] = strconv.FormatInt(total, 10)
+			want["delivered"] = strconv.FormatInt(total, 10)
+		},
+		read: func(t *testing.T, w *world, _ map[string]string) map[string]string {
+			got := map[string]string{}
+			prog, _ := w.delayOffsets(t)
+			if prog["1"] != 0 {
+				got["level 1"] = strconv.FormatInt(prog["1"], 10)
+			}
+			if n := w.stored(t, "MD-T"); n != "0" {
+				got["delivered"] = n
+			}
+			return got
+		}},
+}
+
+func init() { durableStates = append(durableStates, moreStates...) }
 
 // histories are the matrix's columns: how each run ends ('c' a clean
 // stop, 'x' a crash, 'p' a power loss); a last run checks and stops.
