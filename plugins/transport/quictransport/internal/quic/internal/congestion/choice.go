@@ -4,6 +4,7 @@ package congestion
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/internal/protocol"
 	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/internal/utils"
@@ -26,6 +27,8 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 	switch name {
 	case "", "reno":
 		return AlgorithmReno, nil
+	case "bbr":
+		return AlgorithmBBR, nil
 	default:
 		return 0, fmt.Errorf("unknown congestion controller %q (want reno or bbr)", name)
 	}
@@ -48,5 +51,8 @@ func New(
 	initialMaxDatagramSize protocol.ByteCount,
 	qlogger qlogwriter.Recorder,
 ) SendAlgorithmWithDebugInfos {
+	if c.Algorithm == AlgorithmBBR {
+		return newBBRSender(clock, rttStats, connStats, initialMaxDatagramSize, rand.Uint64())
+	}
 	return NewCubicSender(clock, rttStats, connStats, initialMaxDatagramSize, true, qlogger, c.RenoBeta)
 }
