@@ -125,7 +125,11 @@ func testDelayLevel2(t *testing.T, sets []string, want time.Duration) {
 	assert.Less(t, late, want+time.Second, "arrived more than 1s late")
 	m := a.deliveries("delayed")[0]
 	assert.Equal(t, topic, m.Topic)
-	assert.Empty(t, m.GetProperty("REAL_TOPIC"))
+	// Java's ScheduleMessageService.messageTimeUp keeps the held
+	// properties: the official client's getDelayTimeLevel() is the level.
+	assert.Equal(t, "2", m.GetProperty("DELAY"))
+	assert.Equal(t, topic, m.GetProperty("REAL_TOPIC"))
+	assert.Equal(t, strconv.Itoa(m.Queue.QueueId), m.GetProperty("REAL_QID"))
 }
 
 // TestDelayLevelShort: with delay_levels "1s 2s 3s", level 2 arrives

@@ -36,6 +36,12 @@ const (
 	PropertyStartDeliverTime        = "__STARTDELIVERTIME"
 	PropertyTimerDeliverMS          = "TIMER_DELIVER_MS"
 	PropertyTimerDelayMS            = "TIMER_DELAY_MS"
+	// The timer wheel's own (RocketMQ 5's TimerMessageStore): the due
+	// time of a held message, and when it entered and left the wheel,
+	// all kept on the delivered message.
+	PropertyTimerOut     = "TIMER_OUT_MS"
+	PropertyTimerEnqueue = "TIMER_ENQUEUE_MS"
+	PropertyTimerDequeue = "TIMER_DEQUEUE_MS"
 	PropertyReconsumeTime           = "RECONSUME_TIME"
 )
 

@@ -32,6 +32,7 @@ var systemProps = map[string]bool{
 	message.PropertyCluster: true, propShardingKey: true, propTraceCtx: true, propBornHost: true,
 	message.PropertyTimerDeliverMS: true, message.PropertyTimerDelayMS: true,
 	message.PropertyStartDeliverTime: true, message.PropertyDelayTimeLevel: true,
+	message.PropertyTimerOut: true, message.PropertyTimerEnqueue: true, message.PropertyTimerDequeue: true,
 	message.PropertyRealTopic: true, message.PropertyRealQueueID: true,
 	message.PropertyMsgRegion: true, message.PropertyTraceSwitch: true,
 	message.PropertyWaitStoreMsgOK: true, message.PropertyConsumeStartTime: true,

@@ -193,7 +193,7 @@ func TestSendFIFO(t *testing.T) {
 // TestSendDelay: a delivery timestamp parks the message on the timer
 // wheel; it reaches its queue only at that time.
 func TestSendDelay(t *testing.T) {
-	n := startNode(t)
+	n := startNodeWith(t, true)
 	n.topic("DelayT", 1)
 	at := time.Now().Add(1500 * time.Millisecond)
 	m := msg("DelayT", "delayed-1", "later", &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_DELAY, DeliveryTimestamp: timestamppb.New(at), Tag: proto.String("D")})
@@ -207,6 +207,19 @@ func TestSendDelay(t *testing.T) {
 	assert.Equal(t, "later", string(d.Body))
 	assert.Equal(t, "D", d.Tag())
 	assert.Equal(t, "delayed-1", d.MsgID)
+
+	// A 5.x consumer sees the delivery timestamp on the delivered message
+	// (RocketMQ keeps TIMER_DELIVER_MS), and the timer wheel's properties
+	// as system properties, not user ones.
+	st, got := n.receive("DelayG", "DelayT", "*", 30*time.Second)
+	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
+	require.Len(t, got, 1)
+	sp := got[0].GetSystemProperties()
+	assert.Equal(t, grpcapi.MessageType_DELAY, sp.GetMessageType())
+	assert.Equal(t, at.UnixMilli(), sp.GetDeliveryTimestamp().AsTime().UnixMilli())
+	for _, k := range []string{message.PropertyTimerOut, message.PropertyTimerEnqueue, message.PropertyTimerDequeue, message.PropertyRealTopic} {
+		assert.NotContains(t, got[0].GetUserProperties(), k)
+	}
 }
 
 func TestNotImplementedRPCs(t *testing.T) {

@@ -117,7 +117,7 @@ func HandleOf(brokerName string, m *message.Ext) string {
 	if m.Topic != broker.TimerTopic {
 		return ""
 	}
-	at, err := strconv.ParseInt(m.Properties[PropertyTimerOut], 10, 64)
+	at, err := strconv.ParseInt(m.Properties[message.PropertyTimerOut], 10, 64)
 	topic := m.Properties[message.PropertyRealTopic]
 	id := m.Properties[message.PropertyUniqKey]
 	if err != nil || topic == "" || id == "" || strings.HasPrefix(topic, "%RETRY%") {

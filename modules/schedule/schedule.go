@@ -27,9 +27,6 @@ import (
 	"github.com/quivermq/quiver/modules/broker"
 )
 
-// PropertyTimerOut is the delivery time (epoch ms) of a message held in
-// the timer topic (RocketMQ 5's TIMER_OUT_MS).
-const PropertyTimerOut = "TIMER_OUT_MS"
 
 // progressDoc is the per-level delivery progress (RocketMQ delayOffset.json):
 // level → next queue offset to deliver.
@@ -236,8 +233,8 @@ func deliverTime(p message.Properties, nowMs int64) (ms int64, ok bool, err erro
 }
 
 // hook moves delayed and timer messages to their holding topics.
-func (s *Service) hook(_ context.Context, m *message.Ext) (int64, bool, error) {
-	if m.Topic == protocol.ScheduleTopic || m.Topic == broker.TimerTopic {
+func (s *Service) hook(ctx context.Context, m *message.Ext) (int64, bool, error) {
+	if m.Topic == protocol.ScheduleTopic || m.Topic == broker.TimerTopic || ctx.Value(releasingKey{}) != nil {
 		return 0, false, nil
 	}
 	if tx := m.SysFlag & message.TransactionMask; tx == message.TransactionPrepared || tx == message.TransactionRollback {
@@ -257,7 +254,7 @@ func (s *Service) hook(_ context.Context, m *message.Ext) (int64, bool, error) {
 				Reason: fmt.Sprintf("schedule: delivery time %s is more than schedule.max_delay %s ahead", time.UnixMilli(at).UTC().Format(time.RFC3339Nano), s.cfg.MaxDelay)}
 		}
 		hold(m, broker.TimerTopic, 0)
-		m.Properties[PropertyTimerOut] = strconv.FormatInt(at, 10)
+		m.Properties[message.PropertyTimerOut] = strconv.FormatInt(at, 10)
 		return at, true, nil
 	}
 	lvl := ClampLevel(m.DelayLevel(), len(s.levels))
@@ -299,10 +296,19 @@ func signal(c chan struct{}) {
 	}
 }
 
-// release rebuilds the message to deliver from a held record: the real
-// topic and queue are restored and the scheduling properties dropped;
-// everything else is kept and the store assigns a new store time.
-func release(rec []byte) (*message.Ext, error) {
+// release rebuilds the message to deliver from a held record, as Java's
+// ScheduleMessageService.messageTimeUp and TimerMessageStore.convertMessage
+// do: the real topic and queue are restored and every stored property is
+// kept. Java stores the held message's properties string unchanged (it
+// clears DELAY, REAL_TOPIC and REAL_QID only from the map its own hooks
+// read), so a consumer of a delayed message sees DELAY, REAL_TOPIC and
+// REAL_QID — its getDelayTimeLevel() is the level — and of a timer message
+// TIMER_DELIVER_MS (RocketMQ 5's delivery_timestamp) and TIMER_OUT_MS.
+// A timer message also gets TIMER_ENQUEUE_MS (the held record's store time)
+// and TIMER_DEQUEUE_MS (nowMs); dequeueMs < 0 adds neither (delay levels).
+// The store assigns a new store time. Deliver with releasing(ctx), so that
+// the schedule hook does not hold the message again.
+func release(rec []byte, dequeueMs int64) (*message.Ext, error) {
 	old, _, err := message.DecodeStored(rec)
 	if err != nil {
 		return nil, err
@@ -313,15 +319,24 @@ func release(rec []byte) (*message.Ext, error) {
 		return nil, fmt.Errorf("schedule: held message at %d has no %s", old.CommitLogOffset, message.PropertyRealTopic)
 	}
 	q, _ := strconv.Atoi(p[message.PropertyRealQueueID])
-	for _, k := range [...]string{message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDelayTimeLevel,
-		message.PropertyStartDeliverTime, message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS, PropertyTimerOut} {
-		delete(p, k)
+	if dequeueMs >= 0 {
+		p[message.PropertyTimerEnqueue] = strconv.FormatInt(old.StoreTimestamp, 10)
+		p[message.PropertyTimerDequeue] = strconv.FormatInt(dequeueMs, 10)
 	}
 	return &message.Ext{
 		Message: message.Message{Topic: topic, Flag: old.Flag, Properties: p, Body: old.Body},
 		QueueID: int32(q), SysFlag: old.SysFlag, BornTimestamp: old.BornTimestamp, BornHost: old.BornHost,
 		ReconsumeTimes: old.ReconsumeTimes, PreparedTransactionOffset: old.PreparedTransactionOffset,
 	}, nil
+}
+
+// releasingKey marks the context of a delivery's Put: the released
+// messages still carry DELAY or a past timer property, and the hook lets
+// them through instead of holding them again.
+type releasingKey struct{}
+
+func releasing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, releasingKey{}, true)
 }
 
 // sleep waits d (bounded by maxSleep), a wake or ctx.
@@ -406,7 +421,7 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 			wait = time.Duration(due-now) * time.Millisecond
 			break
 		}
-		m, err := release(rec)
+		m, err := release(rec, -1)
 		if err != nil {
 			s.log.Error("skip undeliverable schedule record", "level", l.n, "offset", res.QueueOffsets[i], "err", err)
 		} else {
@@ -418,7 +433,7 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 		next = res.NextOffset
 	}
 	if len(batch) > 0 {
-		if _, err := s.b.Put(ctx, batch); err != nil {
+		if _, err := s.b.Put(releasing(ctx), batch); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("deliver scheduled messages", "level", l.n, "n", len(batch), "err", err)
 			}

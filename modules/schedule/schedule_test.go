@@ -128,7 +128,7 @@ func TestDelayLevelDelivery(t *testing.T) {
 	var ones []string
 	for _, r := range got {
 		byBody[r.body] = r
-		if r.props[message.PropertyDelayTimeLevel] == "" && len(r.body) > 4 && r.body[:4] == "one-" {
+		if len(r.body) > 4 && r.body[:4] == "one-" {
 			ones = append(ones, r.body)
 		}
 	}
@@ -138,9 +138,12 @@ func TestDelayLevelDelivery(t *testing.T) {
 	assert.Less(t, two.storeMs-sent, int64(400+300))
 	assert.Equal(t, "u1", two.props["UNIQ_KEY"])
 	assert.Equal(t, "blue", two.props["color"])
-	for _, k := range []string{message.PropertyDelayTimeLevel, message.PropertyRealTopic, message.PropertyRealQueueID} {
-		assert.NotContains(t, two.props, k)
-	}
+	// Java's messageTimeUp stores the held properties string unchanged:
+	// the consumer's getDelayTimeLevel() is the level.
+	assert.Equal(t, "2", two.props[message.PropertyDelayTimeLevel])
+	assert.Equal(t, "T", two.props[message.PropertyRealTopic])
+	assert.Equal(t, "0", two.props[message.PropertyRealQueueID])
+	assert.NotContains(t, two.props, message.PropertyTimerDequeue, "the wheel's properties only on timer messages")
 	assert.GreaterOrEqual(t, byBody["clamped"].storeMs-sent, int64(600), "level 9 clamps to level 3")
 }
 
@@ -194,8 +197,18 @@ func TestTimers(t *testing.T) {
 	assert.Less(t, got[1].storeMs, now+200+250)
 	assert.Equal(t, "abs", got[2].body)
 	assert.GreaterOrEqual(t, got[2].storeMs, now+300)
-	assert.NotContains(t, got[2].props, PropertyTimerOut)
-	assert.NotContains(t, got[2].props, message.PropertyStartDeliverTime)
+	// As Java's TimerMessageStore.convert: the stored properties kept, the
+	// wheel's enqueue and dequeue times added.
+	assert.Equal(t, strconv.FormatInt(now+300, 10), got[2].props[message.PropertyStartDeliverTime])
+	assert.Equal(t, strconv.FormatInt(now+300, 10), got[2].props[message.PropertyTimerOut])
+	assert.Equal(t, "T", got[2].props[message.PropertyRealTopic])
+	assert.Equal(t, strconv.FormatInt(now+200, 10), got[1].props[message.PropertyTimerDeliverMS], "RocketMQ 5's delivery_timestamp")
+	deq, err := strconv.ParseInt(got[1].props[message.PropertyTimerDequeue], 10, 64)
+	require.NoError(t, err)
+	enq, err := strconv.ParseInt(got[1].props[message.PropertyTimerEnqueue], 10, 64)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, enq, deq)
+	assert.GreaterOrEqual(t, deq, now+200)
 
 	n = n.restart()
 	got = n.waitCount("T", 4, 5*time.Second)

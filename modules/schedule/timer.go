@@ -198,9 +198,9 @@ func (t *timerService) indexOne(rec []byte) error {
 	if err != nil {
 		return err
 	}
-	at, err := strconv.ParseInt(m.Properties[PropertyTimerOut], 10, 64)
+	at, err := strconv.ParseInt(m.Properties[message.PropertyTimerOut], 10, 64)
 	if err != nil {
-		return fmt.Errorf("schedule: timer message at %d: bad %s: %w", m.CommitLogOffset, PropertyTimerOut, err)
+		return fmt.Errorf("schedule: timer message at %d: bad %s: %w", m.CommitLogOffset, message.PropertyTimerOut, err)
 	}
 	e := entry{At: at, Offset: m.CommitLogOffset}
 	t.indexedLog = max(t.indexedLog, e.Offset+1)
@@ -258,7 +258,7 @@ func (t *timerService) deliver(ctx context.Context, now int64) error {
 			rec, err := t.s.b.Lookup(ctx, e.Offset)
 			if err == nil {
 				var m *message.Ext
-				if m, err = release(rec); err == nil {
+				if m, err = release(rec, now); err == nil {
 					if t.isRecalled(e, m) {
 						t.skipped.Add(1)
 						continue
@@ -274,7 +274,7 @@ func (t *timerService) deliver(ctx context.Context, now int64) error {
 			t.s.log.Error("skip undeliverable timer message", "offset", e.Offset, "at", e.At, "err", err)
 		}
 		if len(batch) > 0 {
-			if _, err := t.s.b.Put(ctx, batch); err != nil {
+			if _, err := t.s.b.Put(releasing(ctx), batch); err != nil {
 				t.requeue(popped)
 				return err
 			}
