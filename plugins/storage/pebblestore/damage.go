@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/quivermq/quiver/core/durable"
+	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
 )
 
@@ -417,4 +418,116 @@ func (s *Store) writeAside(path string, b []byte) (string, error) {
 		return "", err
 	}
 	return dst, nil
+}
+
+// Recovery over damage. The store's state keys (format version, min_phys,
+// the queue states) and the ends of the indexes are read when the store
+// opens; when Pebble cannot read them (a damaged sstable block), recover
+// finds what it needs elsewhere instead of refusing to open: the
+// findings are logged, listed and written to the damage manifest.
+
+// stateDamaged records a state key or index end Pebble cannot read.
+func (s *Store) stateDamaged(what string, err error) {
+	s.noteDamage(store.CorruptionError{File: s.dir, Reason: fmt.Sprintf("%s unreadable: %s", what, firstLine(err))}, 0, true)
+}
+
+// firstPhys is the first physical offset of the physical index (0 when it
+// cannot be read): min_phys when its key is damaged.
+func (s *Store) firstPhys() int64 {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPhys}, UpperBound: []byte{prefixPhys + 1}})
+	if err != nil {
+		return 0
+	}
+	defer it.Close()
+	if it.First() {
+		return int64(be.Uint64(it.Key()[1:]))
+	}
+	return 0
+}
+
+// queueEndFromPhys is the end of q's offsets (its last offset + 1) when
+// its last entries cannot be read: the physical index, read from its end
+// back, names the queue offset of each record. 0 when none is found.
+func (s *Store) queueEndFromPhys(q store.Queue, cause error) int64 {
+	s.noteDamage(store.CorruptionError{File: s.dir, Reason: fmt.Sprintf("last entries of queue %s unreadable: %s", q, firstLine(cause))}, 0, true)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPhys}, UpperBound: []byte{prefixPhys + 1}})
+	if err != nil {
+		return 0
+	}
+	defer it.Close()
+	for valid := it.Last(); valid; valid = it.Prev() {
+		if pv, ok := parsePhysValue(it.Value()); ok && pv.q == q {
+			return pv.off + 1
+		}
+	}
+	if err := it.Error(); err != nil {
+		s.log.Error("pebblestore: the end of a queue with damaged entries is not known", "queue", q.String(), "err", firstLine(err))
+	}
+	return 0
+}
+
+// queuesFromEntries adds the queues whose state keys cannot be read,
+// from their entries: a queue starts at its first entry and ends after
+// its last. Their state keys are written again with their next append.
+func (s *Store) queuesFromEntries(cause error) {
+	s.stateDamaged("queue states", cause)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEntry}, UpperBound: []byte{prefixEntry + 1}})
+	if err != nil {
+		return
+	}
+	defer it.Close()
+	var pfx []byte
+	added := 0
+	for valid := it.First(); valid; valid = it.SeekGE(prefixEnd(pfx)) {
+		q, ok := parseQueueKey(it.Key(), true)
+		if !ok {
+			break
+		}
+		pfx = appendQueuePrefix(pfx[:0], prefixEntry, q)
+		if _, known := s.queues[q]; known {
+			continue
+		}
+		mn := entryOffset(it.Key())
+		mx := mn + 1
+		if it.SeekLT(prefixEnd(pfx)) && bytes.HasPrefix(it.Key(), pfx) {
+			mx = entryOffset(it.Key()) + 1
+		} else if err := it.Error(); err != nil {
+			mx = max(mx, s.queueEndFromPhys(q, err))
+		}
+		qs := &queueState{q: q}
+		qs.min.Store(mn)
+		qs.max.Store(mx)
+		s.queues[q] = qs
+		added++
+	}
+	if err := it.Error(); err != nil {
+		s.log.Error("pebblestore: queues after damaged entries not found", "err", firstLine(err))
+	}
+	s.log.Warn("pebblestore: queues found from their entries", "queues", added)
+}
+
+// endFromQueues sets the next physical offset and the last store time
+// from the queues' last records when the end of the physical index cannot
+// be read.
+func (s *Store) endFromQueues() {
+	for _, qs := range s.queues {
+		_, mx := qs.offsets()
+		if mx == 0 {
+			continue
+		}
+		v, closer, err := s.db.Get(entryKey(nil, qs.q, mx-1))
+		if err != nil {
+			continue
+		}
+		if len(v) >= entryHeader+minRecordSize {
+			rec := v[entryHeader:]
+			s.next = max(s.next, int64(be.Uint64(rec[recOffPhys:]))+int64(len(rec)))
+			if h, err := message.PeekHeader(rec); err == nil {
+				s.lastTS = max(s.lastTS, h.StoreTimestamp)
+			}
+		}
+		_ = closer.Close()
+	}
+	s.end.Store(s.next)
+	s.lastStoreTS.Store(s.lastTS)
 }

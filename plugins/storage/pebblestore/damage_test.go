@@ -287,3 +287,73 @@ func TestSSTableDamageCostsOnlyItsBlock(t *testing.T) {
 	_, err = s.Append(bg, []store.Message{msg(dmgTopic, 0, "after")})
 	require.NoError(t, err, "the store keeps serving")
 }
+
+// TestMetadataIndependentOfMessageDamage damages the copies of the
+// metadata documents inside the database (the WAL record of the tables
+// saved at the stop; the sstable block holding them) and removes a
+// document's file: the documents are files of their own, so damage to
+// the database does not lose them, and a missing file falls back to the
+// copy in the database.
+func TestMetadataIndependentOfMessageDamage(t *testing.T) {
+	t.Run("WAL record of the tables", func(t *testing.T) {
+		set := settings(t, store.FlushAsync)
+		writeDamageStore(t, NewConfig(), set, false)
+		wals, err := filepath.Glob(filepath.Join(set.Dir, "pebble", "*.log"))
+		require.NoError(t, err)
+		flipIn(t, wals, `"Later"`, 0, 16)
+		s := openStore(t, NewConfig(), set)
+		defer s.Close()
+		requireMeta(t, s)
+		assert.NotEmpty(t, s.Damage(), "the damaged record is reported")
+	})
+	t.Run("sstable block of the tables", func(t *testing.T) {
+		set := settings(t, store.FlushAsync)
+		cfg := NewConfig()
+		cfg.Compression = "none"
+		writeDamageStore(t, cfg, set, true)
+		ssts, err := filepath.Glob(filepath.Join(set.Dir, "pebble", "*.sst"))
+		require.NoError(t, err)
+		flipIn(t, ssts, `"Later"`, 0, 16)
+		s := openStore(t, cfg, set)
+		defer s.Close()
+		_, err = s.get([]byte("Mtopics"))
+		require.True(t, pebble.IsCorruptionError(err), "the copy in the database is damaged: %v", err)
+		requireMeta(t, s)
+		assert.Equal(t, dmgN, len(consumeAll(t, s)), "the messages are intact")
+	})
+	t.Run("file removed", func(t *testing.T) {
+		set := settings(t, store.FlushAsync)
+		writeDamageStore(t, NewConfig(), set, true)
+		require.NoError(t, os.Remove(filepath.Join(set.Dir, "config", "topics.json")))
+		s := openStore(t, NewConfig(), set)
+		defer s.Close()
+		requireMeta(t, s)
+		names, err := s.MetaNames()
+		require.NoError(t, err)
+		assert.Equal(t, []string{"subscriptionGroup", "topics"}, names)
+	})
+}
+
+// TestMetadataOfOlderStores: a store written before documents were files
+// holds them only as keys; they are read, listed and deleted there.
+func TestMetadataOfOlderStores(t *testing.T) {
+	set := settings(t, store.FlushAsync)
+	s := openStore(t, NewConfig(), set)
+	require.NoError(t, s.db.Set([]byte("Mtopics"), topicsV1, pebble.Sync))
+	require.NoError(t, s.Close())
+	s = openStore(t, NewConfig(), set)
+	defer s.Close()
+	got, err := s.LoadMeta("topics")
+	require.NoError(t, err)
+	assert.Equal(t, topicsV1, got)
+	names, err := s.MetaNames()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"topics"}, names)
+	require.NoError(t, s.SaveMeta("topics", topicsV2))
+	got, err = s.LoadMeta("topics")
+	require.NoError(t, err)
+	assert.Equal(t, topicsV2, got)
+	require.NoError(t, s.DeleteMeta("topics"))
+	_, err = s.LoadMeta("topics")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

@@ -457,6 +457,8 @@ func (s *Store) recover() error {
 		if err := s.db.Set(stateVersion, be.AppendUint32(nil, formatVersion), pebble.Sync); err != nil {
 			return fmt.Errorf("pebblestore: write format version: %w", err)
 		}
+	case pebble.IsCorruptionError(err):
+		s.stateDamaged("format version", err) // the data is there: read it as this version
 	case err != nil:
 		return fmt.Errorf("pebblestore: read format version: %w", err)
 	case len(v) != 4 || be.Uint32(v) != formatVersion:
@@ -464,10 +466,14 @@ func (s *Store) recover() error {
 	}
 	if v, err := s.get(stateMinPhys); err == nil && len(v) == 8 {
 		s.minPhys.Store(int64(be.Uint64(v)))
+	} else if pebble.IsCorruptionError(err) {
+		s.stateDamaged("min_phys", err)
+		s.minPhys.Store(s.firstPhys())
 	} else if err != nil && !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("pebblestore: read min_phys: %w", err)
 	}
 	s.next = s.minPhys.Load()
+	physLost := false
 
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixPhys}, UpperBound: []byte{prefixPhys + 1}})
 	if err != nil {
@@ -483,7 +489,10 @@ func (s *Store) recover() error {
 		s.next = max(s.next, phys+int64(pv.size))
 		s.lastTS = pv.ts
 	}
-	if err := it.Close(); err != nil {
+	if err := it.Close(); pebble.IsCorruptionError(err) {
+		s.stateDamaged("end of the physical index", err) // found from the queues' last records below
+		physLost = true
+	} else if err != nil {
 		return fmt.Errorf("pebblestore: recover: %w", err)
 	}
 	s.end.Store(s.next)
@@ -511,13 +520,22 @@ func (s *Store) recover() error {
 		pfx = appendQueuePrefix(pfx[:0], prefixEntry, q)
 		if eit.SeekLT(prefixEnd(pfx)) && bytes.HasPrefix(eit.Key(), pfx) && len(eit.Key()) == len(pfx)+8 {
 			mx = max(mx, entryOffset(eit.Key())+1)
+		} else if err := eit.Error(); pebble.IsCorruptionError(err) {
+			mx = max(mx, s.queueEndFromPhys(q, err))
+		} else if err != nil {
+			return fmt.Errorf("pebblestore: recover %s: %w", q, err)
 		}
 		qs.min.Store(start)
 		qs.max.Store(mx)
 		s.queues[q] = qs
 	}
-	if err := firstErr(qit.Error(), eit.Error()); err != nil {
+	if err := qit.Error(); pebble.IsCorruptionError(err) {
+		s.queuesFromEntries(err) // the queue states Pebble cannot read
+	} else if err != nil {
 		return fmt.Errorf("pebblestore: recover: %w", err)
+	}
+	if physLost {
+		s.endFromQueues()
 	}
 	return nil
 }
