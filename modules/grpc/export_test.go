@@ -22,3 +22,6 @@ func (s *Server) HeldSettings() int {
 	}
 	return n
 }
+
+// HeldReceived is the body bytes ReceiveMessage calls hold (tests).
+func (s *Server) HeldReceived() int64 { return s.recvHeld.used.Load() }

@@ -220,3 +220,66 @@ func TestTelemetrySettingsBounded(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, func() bool { return n.srv.HeldSettings() == 0 }, "settings dropped with their streams")
 }
+
+// TestStalledConsumersBounded: consumers that stop reading hold at most
+// grpc.receive_stream_buffer each and grpc.receive_buffer together (the
+// module's count of held body bytes); with the budget full a receive is
+// answered TOO_MANY_REQUESTS without popping; the messages not sent by
+// the receive's deadline (its invisible time) are let go, and the rest
+// when the stalled calls end.
+func TestStalledConsumersBounded(t *testing.T) {
+	const body = 200 << 10
+	n := startNodeWith(t, true, withConfig(func(c *grpcmod.Config) {
+		c.ReceiveStreamBuffer = 4*body + body/2
+		c.ReceiveBuffer = 8 * body
+	}))
+	n.topic("StallT", 8) // a store read answers one such message: one per queue
+	for b := range 2 {
+		var msgs []*grpcapi.Message
+		for i := range 10 {
+			msgs = append(msgs, msg("StallT", "stall-"+strconv.Itoa(b*10+i), strings.Repeat("s", body), nil))
+		}
+		resp, err := n.cli.SendMessage(n.ctx(), &grpcapi.SendMessageRequest{Messages: msgs})
+		require.NoError(t, err)
+		require.Equal(t, grpcapi.Code_OK, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	}
+	req := func(batch int32) *grpcapi.ReceiveMessageRequest {
+		return &grpcapi.ReceiveMessageRequest{Group: res("StallG"), MessageQueue: &grpcapi.MessageQueue{Topic: res("StallT"), Id: -1},
+			BatchSize: batch, InvisibleDuration: durationpb.New(2 * time.Second), LongPollingTimeout: durationpb.New(time.Second)}
+	}
+	// A stalled consumer: its own connection with a fixed 64 KiB flow
+	// window, and it never reads its stream.
+	stall := func(batch int32) context.CancelFunc {
+		conn, err := grpclib.NewClient(n.srv.Addr().String(), grpclib.WithTransportCredentials(insecure.NewCredentials()),
+			grpclib.WithInitialWindowSize(64<<10), grpclib.WithInitialConnWindowSize(64<<10))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		ctx, cancel := context.WithCancel(n.ctx())
+		rs, err := grpcapi.NewMessagingServiceClient(conn).ReceiveMessage(ctx, req(batch))
+		require.NoError(t, err)
+		r, err := rs.Recv() // the status, then nothing more is read
+		require.NoError(t, err)
+		require.Equal(t, grpcapi.Code_OK, r.GetStatus().GetCode(), r.GetStatus().GetMessage())
+		return cancel
+	}
+	cancelA := stall(4)
+	eventually(t, 5*time.Second, func() bool { return n.srv.HeldReceived() == 4*body }, "A holds its 4 messages")
+	cancelB := stall(8) // receives 8, keeps what fits receive_stream_buffer
+	eventually(t, 5*time.Second, func() bool { return n.srv.HeldReceived() == 8*body }, "B holds 4 of its 8 messages")
+
+	rs, err := n.cli.ReceiveMessage(n.ctx(), req(4))
+	require.NoError(t, err)
+	r, err := rs.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_TOO_MANY_REQUESTS, r.GetStatus().GetCode(), r.GetStatus().GetMessage())
+	assert.LessOrEqual(t, n.srv.HeldReceived(), int64(8*body))
+
+	eventually(t, 10*time.Second, func() bool { return n.srv.HeldReceived() < 8*body }, "the unsent messages are let go at the receive's deadline")
+	cancelA()
+	cancelB()
+	eventually(t, 10*time.Second, func() bool { return n.srv.HeldReceived() == 0 }, "nothing held once the stalled calls end")
+	st, got := n.receive("StallG", "StallT", "*", time.Minute)
+	require.Equal(t, grpcapi.Code_OK, st.GetCode(), st.GetMessage())
+	assert.NotEmpty(t, got)
+	assert.Zero(t, n.srv.HeldReceived(), "a consumer that reads leaves nothing held")
+}

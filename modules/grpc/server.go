@@ -74,6 +74,8 @@ type Server struct {
 	claims  atomic.Pointer[claimIndex]    // groups.go
 	streams map[*telemetryStream]struct{} // open Telemetry streams (transaction_check.go)
 
+	recvHeld recvBudget // message bytes held by ReceiveMessage calls (held.go)
+
 	sched *schedule.Service // recall.go
 	tx    *transaction.Service
 	txKey []byte // transaction ids' HMAC key (transaction.go)
@@ -103,6 +105,7 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 		done: make(chan struct{}), clients: map[string]*client{}, tx: deps.Transaction,
 		sched: deps.Schedule,
 	}
+	s.recvHeld.limit = int64(cfg.ReceiveBuffer)
 	if s.tx != nil {
 		if s.txKey, err = loadTxKey(s); err != nil {
 			return nil, err
