@@ -115,11 +115,11 @@ type Store struct {
 	// Close for writing (Pebble panics when used after Close).
 	life   sync.RWMutex
 	closed atomic.Bool
-	// noSpace is set while Pebble's background work fails for a full
-	// disk (ENOSPC) and cleared by the next flush that succeeds: Append
-	// then fails at once with ENOSPC instead of queueing behind a write
-	// stall (the broker answers SERVICE_NOT_AVAILABLE, disk full).
-	noSpace atomic.Bool
+	// space is the full-disk state (diskfull.go): while the disk is full
+	// Append fails at once with ENOSPC instead of queueing behind a write
+	// stall (the broker answers SERVICE_NOT_AVAILABLE, disk full), and
+	// accepts appends again by itself once space returns.
+	space spaceState
 	// stallStart is when the current Pebble write stall began (UnixNano,
 	// 0 when none); stallLog limits the stall lines.
 	stallStart atomic.Int64
@@ -156,6 +156,8 @@ type Store struct {
 
 	failMu sync.Mutex
 	failed error // sticky: once set, writes fail with ErrNotDurable
+	// horked: Pebble panicked inside a commit (see guard).
+	horked atomic.Bool
 
 	retMu sync.Mutex // serializes DeleteBefore, DeleteTopic
 	stop  chan struct{}
@@ -276,15 +278,21 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 func (s *Store) pebbleOptions() *pebble.Options {
 	c := s.cfg
 	n := c.MaxConcurrentCompactions
+	fs := c.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
 	o := &pebble.Options{
-		FS:     c.FS,
+		// Writes go through spaceFS: a full disk waits or is refused, a
+		// failed fsync is sticky (diskfull.go).
+		FS:     spaceFS{FS: fs, s: s},
 		Logger: pebbleLogger{log: s.log, limit: &logLimiter{}, stops: s.walStops},
 		EventListener: &pebble.EventListener{
 			// Corruption is reported and contained, not fatal (damage.go).
 			DataCorruption: s.dataCorruption,
 			BackgroundError: func(err error) {
 				if errors.Is(err, syscall.ENOSPC) {
-					s.noSpace.Store(true)
+					s.full("background", err)
 				}
 			},
 			// A write stall holds every Append: say so, with Pebble's
@@ -301,9 +309,9 @@ func (s *Store) pebbleOptions() *pebble.Options {
 			FlushEnd: func(info pebble.FlushInfo) {
 				switch {
 				case info.Err == nil:
-					s.noSpace.Store(false)
+					s.space.noSpace.Store(false)
 				case errors.Is(info.Err, syscall.ENOSPC):
-					s.noSpace.Store(true)
+					s.full("flush", info.Err)
 				}
 			},
 		},
@@ -425,16 +433,20 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 // guard runs f, turning a Pebble panic into an error wrapping
-// ErrNotDurable that disables writes.
+// ErrNotDurable that disables writes until reopen. The cause is kept as
+// text: a panicked store does not clear by itself, even when the cause
+// was a full disk (writes wait for space instead of failing, diskfull.go,
+// so that no longer happens while the store is open). A panic other than
+// Logger.Fatalf's may have left Pebble's commit pipeline locked (Pebble
+// panics inside it on a failed log write): Close then leaves the database
+// to the process's end instead of blocking on it.
 func (s *Store) guard(op string, f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			if perr, ok := r.(error); ok {
-				// Keep the cause matchable (a full disk is ENOSPC).
-				err = fmt.Errorf("pebblestore: %s: %w: pebble failed: %w", op, store.ErrNotDurable, perr)
-			} else {
-				err = fmt.Errorf("pebblestore: %s: %w: pebble failed: %v", op, store.ErrNotDurable, r)
+			if _, ok := r.(fatalError); !ok {
+				s.horked.Store(true)
 			}
+			err = fmt.Errorf("pebblestore: %s: %w: pebble failed: %v", op, store.ErrNotDurable, r)
 			s.setFailure(err)
 		}
 	}()
@@ -585,8 +597,8 @@ func (s *Store) Append(ctx context.Context, msgs []store.Message) ([]store.Posit
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	if s.noSpace.Load() {
-		return nil, fmt.Errorf("pebblestore: append: %w: %w", store.ErrNotDurable, syscall.ENOSPC)
+	if err := s.spaceRefusal(); err != nil {
+		return nil, err
 	}
 	items := make([]item, len(msgs))
 	for i := range msgs {
@@ -927,6 +939,11 @@ func (s *Store) Close() error {
 		err = s.guard("close", func() error { return s.db.LogData(nil, pebble.Sync) })
 	}
 	cerr := func() (cerr error) {
+		if s.horked.Load() {
+			// Closing would wait forever for the commit lock Pebble left
+			// held (guard); its files close when the process ends.
+			return errors.New("pebble panicked in a commit: database left open until the process ends")
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				cerr = fmt.Errorf("pebble failed: %v", r)
