@@ -93,6 +93,16 @@ type Config struct {
 	// without that emulation's doubled increase. Congestion control stays
 	// on. Needs the patched quic-go in internal/quic.
 	CongestionBackoff float64 `koanf:"congestion_backoff"`
+	// Congestion is the congestion controller: "reno" (the default,
+	// quic-go's NewReno with CongestionBackoff) or "bbr" (Quiver's BBR,
+	// BBRv3 without ECN, in internal/quic/internal/congestion: it paces at
+	// its estimate of the bottleneck bandwidth and reads loss up to 2 %,
+	// or up to 15 % while the RTT shows no queue, as the link's rather than
+	// congestion). Each end chooses for the data it sends: a broker's
+	// listener for pull answers, a client's dialler for sends. Reno stays
+	// the default until the lossy-link lab has measured BBR. Needs the
+	// patched quic-go in internal/quic.
+	Congestion string `koanf:"congestion"`
 
 	// sessions caches TLS session tickets for the dialler (NewConfig
 	// makes it; a Config built otherwise does not resume sessions).
@@ -111,6 +121,7 @@ func NewConfig() *Config {
 		WriteTimeout:      30 * time.Second,
 		MaxAckDelay:       time.Millisecond,
 		CongestionBackoff: 0.85,
+		Congestion:        "reno",
 		sessions:          tls.NewLRUClientSessionCache(64),
 	}
 }
@@ -146,6 +157,11 @@ func (c *Config) Validate() error {
 	}
 	if c.CongestionBackoff != 0 && (c.CongestionBackoff < 0.5 || c.CongestionBackoff > 0.9) {
 		errs = append(errs, fmt.Errorf("congestion_backoff: must be 0 (quic-go's 0.7) or between 0.5 and 0.9, got %v", c.CongestionBackoff))
+	}
+	switch c.Congestion {
+	case "", "reno", "bbr":
+	default:
+		errs = append(errs, fmt.Errorf("congestion: must be reno or bbr, got %q", c.Congestion))
 	}
 	if c.MaxAckDelay > maxAckDelayLimit {
 		errs = append(errs, fmt.Errorf("max_ack_delay: must be at most %v, got %v", maxAckDelayLimit, c.MaxAckDelay))

@@ -128,6 +128,7 @@ func quicConfig(cfg *Config) *quic.Config {
 		Allow0RTT:             cfg.ZeroRTT,
 		MaxAckDelay:           cfg.MaxAckDelay,
 		CongestionBackoff:     cfg.CongestionBackoff,
+		Congestion:            cfg.Congestion,
 	}
 }
 

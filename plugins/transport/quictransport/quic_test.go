@@ -114,6 +114,9 @@ func TestConfigValidate(t *testing.T) {
 		{"backoff 0.85", func(c *Config) { c.CongestionBackoff = 0.85 }, ""},
 		{"backoff too low", func(c *Config) { c.CongestionBackoff = 0.3 }, "congestion_backoff"},
 		{"backoff too high", func(c *Config) { c.CongestionBackoff = 1 }, "congestion_backoff"},
+		{"bbr", func(c *Config) { c.Congestion = "bbr" }, ""},
+		{"quic-go's controller", func(c *Config) { c.Congestion = "" }, ""},
+		{"unknown controller", func(c *Config) { c.Congestion = "cubic" }, "congestion: must be reno or bbr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,8 @@ import (
 	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/internal/monotime"
 	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/internal/protocol"
 	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/internal/utils"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/qlog"
+	"github.com/quivermq/quiver/plugins/transport/quictransport/internal/quic/qlogwriter"
 )
 
 const (
@@ -152,6 +154,8 @@ type bbrSender struct {
 	connStats *utils.ConnectionStats
 	pacer     *pacer
 	rng       *rand.Rand
+	qlogger   qlogwriter.Recorder
+	logged    bbrMode // the state last recorded in qlog (255: none)
 
 	maxDatagramSize protocol.ByteCount
 	initialCwnd     protocol.ByteCount
@@ -247,7 +251,7 @@ var _ SendAlgorithmWithDebugInfos = (*bbrSender)(nil)
 
 // newBBRSender makes a BBR sender. seed makes its random choices (the
 // ProbeBW wait) reproducible in tests.
-func newBBRSender(clock Clock, rttStats *utils.RTTStats, connStats *utils.ConnectionStats, maxDatagramSize protocol.ByteCount, seed uint64) *bbrSender {
+func newBBRSender(clock Clock, rttStats *utils.RTTStats, connStats *utils.ConnectionStats, maxDatagramSize protocol.ByteCount, qlogger qlogwriter.Recorder, seed uint64) *bbrSender {
 	b := &bbrSender{
 		clock:           clock,
 		rttStats:        rttStats,
@@ -261,6 +265,8 @@ func newBBRSender(clock Clock, rttStats *utils.RTTStats, connStats *utils.Connec
 		inflightHi:      infBytes,
 		inflightLo:      infBytes,
 		probeUpCnt:      infBytes,
+		qlogger:         qlogger,
+		logged:          255,
 	}
 	b.pacer.SetMaxDatagramSize(maxDatagramSize)
 	b.initialCwnd = initialCongestionWindow * maxDatagramSize
@@ -269,7 +275,18 @@ func newBBRSender(clock Clock, rttStats *utils.RTTStats, connStats *utils.Connec
 	// window per millisecond; the first RTT sample re-initialises it.
 	b.pacingRate = b.nominalPacingRate(time.Millisecond)
 	b.enterStartup()
+	b.logState()
 	return b
+}
+
+// logState records the BBR state in qlog when it changed, as a
+// congestion_state_updated event named after the draft's states.
+func (b *bbrSender) logState() {
+	if b.qlogger == nil || b.mode == b.logged {
+		return
+	}
+	b.logged = b.mode
+	b.qlogger.RecordEvent(qlog.CongestionStateUpdated{State: qlog.CongestionState(b.mode.String())})
 }
 
 func (b *bbrSender) nominalPacingRate(rtt time.Duration) Bandwidth {
@@ -436,6 +453,7 @@ func (b *bbrSender) OnCongestionEvent(pn protocol.PacketNumber, lostBytes protoc
 	}
 	delete(b.packets, pn)
 	b.handleLostPacket(p)
+	b.logState()
 }
 
 // handleLostPacket is the draft's BBRHandleLostPacket: while probing, a loss
@@ -483,6 +501,7 @@ func (b *bbrSender) OnPacketAcked(pn protocol.PacketNumber, ackedBytes protocol.
 	}
 	b.updateModelAndState(rs, now)
 	b.updateControlParameters(rs)
+	b.logState()
 }
 
 // rateSample is draft-cheng's GenerateRateSample for one acked packet.

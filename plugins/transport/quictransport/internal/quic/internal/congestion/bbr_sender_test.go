@@ -61,7 +61,7 @@ func newSimLink(t *testing.T, rate float64, baseRTT time.Duration, queueLim prot
 		t:           t,
 		clock:       clock,
 		rtt:         rtt,
-		b:           newBBRSender(clock, rtt, &utils.ConnectionStats{}, protocol.InitialPacketSize, seed),
+		b:           newBBRSender(clock, rtt, &utils.ConnectionStats{}, protocol.InitialPacketSize, nil, seed),
 		rng:         rand.New(rand.NewPCG(seed, 1)),
 		rate:        rate,
 		baseRTT:     baseRTT,
@@ -340,7 +340,7 @@ func TestBBRProbeRTTAfterMinRTTWindow(t *testing.T) {
 // accident: zero RTTs, 10 s RTTs, acks out of order, acks of unknown packets.
 func TestBBRStateBoundedOnOddSamples(t *testing.T) {
 	clock := &simClock{now: monotime.Time(time.Hour)}
-	b := newBBRSender(clock, utils.NewRTTStats(), &utils.ConnectionStats{}, protocol.InitialPacketSize, 1)
+	b := newBBRSender(clock, utils.NewRTTStats(), &utils.ConnectionStats{}, protocol.InitialPacketSize, nil, 1)
 	rng := rand.New(rand.NewPCG(9, 9))
 	const size = protocol.InitialPacketSize
 	var pn protocol.PacketNumber

@@ -52,7 +52,7 @@ func New(
 	qlogger qlogwriter.Recorder,
 ) SendAlgorithmWithDebugInfos {
 	if c.Algorithm == AlgorithmBBR {
-		return newBBRSender(clock, rttStats, connStats, initialMaxDatagramSize, rand.Uint64())
+		return newBBRSender(clock, rttStats, connStats, initialMaxDatagramSize, qlogger, rand.Uint64())
 	}
 	return NewCubicSender(clock, rttStats, connStats, initialMaxDatagramSize, true, qlogger, c.RenoBeta)
 }
