@@ -18,8 +18,9 @@ package main
 //     logged-in session (401). An ACL login is checked against a broker
 //     and the console then signs that session's requests with the
 //     account's keys, so the account's permissions bound what it may do.
-//     A login rotates the session id; 20 failed logins a minute from one
-//     address are answered with 429.
+//     A login rotates the session id. Logins are throttled per address,
+//     per account and per console (console_throttle.go), and sessions
+//     are bounded per account and per console (consoleSessions).
 //   - Responses forbid framing and inline scripts (CSP), so the page
 //     cannot be clickjacked into confirming an action.
 
@@ -36,6 +37,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +50,10 @@ const (
 	consoleCookie     = "quiver_console"
 	consoleCSRFHeader = "X-Quiver-CSRF"
 	consoleSessionTTL = 12 * time.Hour
-	consoleMaxLogins  = 1024
+	// consoleMaxLogins bounds the logged-in sessions of the console,
+	// consoleMaxLoginsPerAccount those of one account.
+	consoleMaxLogins           = 1024
+	consoleMaxLoginsPerAccount = 16
 	// consoleLoginProbeGroup is the group an ACL login's probe names
 	// (GET_CONSUMER_LIST_BY_GROUP has no side effect).
 	consoleLoginProbeGroup = "QUIVER_CONSOLE_LOGIN_PROBE"
@@ -92,18 +97,32 @@ type consoleLogin struct {
 	expires time.Time
 }
 
-// consoleSessions holds the console key and the logged-in sessions.
+// consoleSessions holds the console key, the logged-in sessions and the
+// login throttle. Each account holds at most consoleMaxLoginsPerAccount
+// sessions (a login beyond that ends the account's oldest one) and the
+// console at most consoleMaxLogins; when the table is full of live
+// sessions a login takes the place of its own account's oldest session
+// or, when the account has none, is refused: one account never ends
+// another's session.
 type consoleSessions struct {
 	key []byte
+	// now is the clock (time.Now; tests step it).
+	now      func() time.Time
+	throttle *loginLimiter
 
 	mu     sync.Mutex
 	logins map[string]*consoleLogin
-	fails  map[string][]time.Time // failed logins of the last minute by client IP
+	byUser map[string][]string // session ids of each account, oldest first
 }
 
 func newConsoleSessions() *consoleSessions {
-	return &consoleSessions{key: []byte(randToken()), logins: map[string]*consoleLogin{}, fails: map[string][]time.Time{}}
+	return &consoleSessions{key: []byte(randToken()), now: time.Now, throttle: newLoginLimiter(),
+		logins: map[string]*consoleLogin{}, byUser: map[string][]string{}}
 }
+
+// errSessionsFull refuses a login when every session slot is taken by
+// other accounts' live sessions.
+var errSessionsFull = fmt.Errorf("every one of the %d sessions is in use by other accounts; try again when one logs out or expires", consoleMaxLogins)
 
 func randToken() string {
 	b := make([]byte, 32)
@@ -126,65 +145,71 @@ func (s *consoleSessions) login(id string) *consoleLogin {
 	if l == nil {
 		return nil
 	}
-	if time.Now().After(l.expires) {
-		delete(s.logins, id)
+	if s.now().After(l.expires) {
+		s.dropLocked(id)
 		return nil
 	}
 	return l
 }
 
-// add stores l under a new session id and returns the id; the oldest
-// login goes when there are too many.
-func (s *consoleSessions) add(l *consoleLogin) string {
+// add stores l under a new session id and returns the id (see
+// consoleSessions for the bounds).
+func (s *consoleSessions) add(l *consoleLogin) (string, error) {
 	id := randToken()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
+	for _, old := range s.byUser[l.user] {
+		if now.After(s.logins[old].expires) {
+			s.dropLocked(old)
+		}
+	}
+	if own := s.byUser[l.user]; len(own) >= consoleMaxLoginsPerAccount {
+		s.dropLocked(own[0])
+	}
 	if len(s.logins) >= consoleMaxLogins {
-		var oldest string
-		for k, v := range s.logins {
-			if oldest == "" || v.expires.Before(s.logins[oldest].expires) {
-				oldest = k
+		for old, ol := range s.logins {
+			if now.After(ol.expires) {
+				s.dropLocked(old)
 			}
 		}
-		delete(s.logins, oldest)
+	}
+	if len(s.logins) >= consoleMaxLogins {
+		own := s.byUser[l.user]
+		if len(own) == 0 {
+			return "", errSessionsFull
+		}
+		s.dropLocked(own[0])
 	}
 	s.logins[id] = l
-	return id
+	s.byUser[l.user] = append(s.byUser[l.user], id)
+	return id, nil
 }
 
 func (s *consoleSessions) drop(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.dropLocked(id)
+}
+
+func (s *consoleSessions) dropLocked(id string) {
+	l := s.logins[id]
+	if l == nil {
+		return
+	}
 	delete(s.logins, id)
-}
-
-// throttled reports whether too many logins from ip failed in the last
-// minute; failed records one failure.
-func (s *consoleSessions) throttled(ip string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cut := time.Now().Add(-time.Minute)
-	for k, ts := range s.fails {
-		i := 0
-		for i < len(ts) && ts[i].Before(cut) {
-			i++
-		}
-		if i == len(ts) {
-			delete(s.fails, k)
-		} else {
-			s.fails[k] = ts[i:]
+	ids := s.byUser[l.user]
+	for i, v := range ids {
+		if v == id {
+			ids = append(ids[:i:i], ids[i+1:]...)
+			break
 		}
 	}
-	return len(s.fails[ip]) >= 20
-}
-
-func (s *consoleSessions) failed(ip string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.fails) >= 10000 { // bounded memory: forget the oldest state
-		clear(s.fails)
+	if len(ids) == 0 {
+		delete(s.byUser, l.user)
+	} else {
+		s.byUser[l.user] = ids
 	}
-	s.fails[ip] = append(s.fails[ip], time.Now())
 }
 
 // clientIP is the host part of r's remote address.
@@ -346,39 +371,51 @@ func (c *consoleServer) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "console: no login configured (console.auth)")
 		return
 	}
-	if c.sessions.throttled(clientIP(r)) {
-		writeJSONError(w, http.StatusTooManyRequests, "console: too many failed logins, try again in a minute")
+	l := &consoleLogin{expires: c.sessions.now().Add(consoleSessionTTL)}
+	switch c.auth.mode {
+	case consoleAuthPassword:
+		l.user = "admin"
+	case consoleAuthACL:
+		l.ak, l.sk = strings.TrimSpace(r.FormValue("accessKey")), r.FormValue("secretKey")
+		l.user = l.ak
+	}
+	attempt, err := c.sessions.throttle.begin(clientIP(r), l.user, c.sessions.now())
+	if err != nil {
+		c.log.Warn("console: login throttled", "remote", r.RemoteAddr, "user", l.user, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(loginWindow.Seconds())))
+		writeJSONError(w, http.StatusTooManyRequests, "console: "+err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	l := &consoleLogin{expires: time.Now().Add(consoleSessionTTL)}
-	var err error
 	switch c.auth.mode {
 	case consoleAuthPassword:
-		l.user = "admin"
 		if bcrypt.CompareHashAndPassword(c.auth.hash, []byte(r.FormValue("password"))) != nil {
 			err = errBadLogin
 		}
 	case consoleAuthACL:
-		l.ak, l.sk = strings.TrimSpace(r.FormValue("accessKey")), r.FormValue("secretKey")
-		l.user = l.ak
 		err = c.checkACLLogin(ctx, l.ak, l.sk)
 	}
 	if err != nil {
 		c.log.Warn("console: login refused", "remote", r.RemoteAddr, "user", l.user, "err", err)
 		if errors.Is(err, errBadLogin) {
-			c.sessions.failed(clientIP(r))
 			writeJSONError(w, http.StatusUnauthorized, "console: login refused: "+err.Error())
 			return
 		}
+		c.sessions.throttle.forget(attempt) // not a guess: nothing was checked
 		writeJSONError(w, http.StatusBadGateway, "console: login not checked: "+err.Error())
 		return
 	}
+	c.sessions.throttle.forget(attempt)
 	if old := sessionID(r); old != "" {
 		c.sessions.drop(old)
 	}
-	id := c.sessions.add(l)
+	id, err := c.sessions.add(l)
+	if err != nil {
+		c.log.Warn("console: login refused", "remote", r.RemoteAddr, "user", l.user, "err", err)
+		writeJSONError(w, http.StatusServiceUnavailable, "console: login refused: "+err.Error())
+		return
+	}
 	setSessionCookie(w, r, id)
 	c.log.Info("console: login", "remote", r.RemoteAddr, "user", l.user)
 	w.Header().Set("Content-Type", "application/json")
