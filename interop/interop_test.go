@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -10,10 +11,12 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/internal/testserver"
 )
 
@@ -256,4 +259,54 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 	// And the restarted broker takes new sends.
 	sendSync(t, p, primitive.NewMessage(topic, []byte("after")))
 	col.waitFor(t, n+1, 40*time.Second)
+}
+
+// TestMaxBodyStored: a body of exactly the advertised limit (4 MiB, the
+// official producer's own maxMessageSize), sent uncompressed with a long
+// topic and properties, is stored and consumed intact; one byte more is
+// refused with MESSAGE_ILLEGAL (13), the client's error, not a retryable
+// system error. RocketMQ bounds the body by maxMessageSize and gives the
+// record 64 KiB more for the rest (store.RecordReserve).
+func TestMaxBodyStored(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{})
+	topic := uniq("MaxBody_" + strings.Repeat("t", 80))
+	p := newProducer(t, srv.Namesrv, producer.WithCompressMsgBodyOverHowmuch(64<<20))
+	body := make([]byte, 4<<20)
+	for i := range body {
+		body[i] = byte(i*7919>>3) ^ byte(i>>13)
+	}
+	m := primitive.NewMessage(topic, body)
+	m.WithTag("big")
+	m.WithKeys([]string{strings.Repeat("k", 1000)})
+	m.WithProperty("note", strings.Repeat("p", 8000))
+	res := sendSync(t, p, m)
+	require.Equal(t, primitive.SendOK, res.Status)
+
+	got := make(chan *primitive.MessageExt, 1)
+	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: uniq("CG")}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			select {
+			case got <- m:
+			default:
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	select {
+	case m := <-got:
+		assert.True(t, bytes.Equal(body, m.Body), "body of %d bytes differs", len(m.Body))
+		assert.Equal(t, strings.Repeat("p", 8000), m.GetProperty("note"))
+	case <-time.After(40 * time.Second):
+		t.Fatal("the 4 MiB message was not consumed")
+	}
+
+	// One byte over: the raw request (the official producer refuses it
+	// itself before sending).
+	raw := rawClient(t)
+	req := remoting.NewRequest(remoting.SendMessageV2, map[string]string{"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0", "i": "", "j": "0", "k": "false"}, make([]byte, 4<<20+1))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := raw.Invoke(ctx, srv.Broker, req)
+	require.NoError(t, err)
+	assert.Equal(t, remoting.MessageIllegal, resp.Code, resp.Remark)
 }

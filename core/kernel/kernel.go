@@ -200,7 +200,7 @@ func openStore(ctx context.Context, sc StorageSettings, log *slog.Logger) (store
 	deps := store.Deps{
 		Logger: log.With("component", "storage."+id),
 		Settings: store.Settings{Dir: sc.Dir, Flush: store.FlushMode(sc.Flush), FlushInterval: sc.FlushInterval,
-			Retention: sc.Retention, MaxMessageSize: int(sc.MaxMessageSize)},
+			Retention: sc.Retention, MaxMessageSize: int(sc.MaxMessageSize) + store.RecordReserve},
 	}
 	st, err := sc.Engine.Open(ctx, sc.EngineConfig, deps)
 	if err != nil {

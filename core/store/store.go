@@ -335,9 +335,18 @@ type Settings struct {
 	Flush         FlushMode
 	FlushInterval time.Duration
 	Retention     time.Duration
-	// MaxMessageSize bounds one stored record.
+	// MaxMessageSize bounds one stored record. The kernel sets it to
+	// storage.max_message_size, the largest body (Java's maxMessageSize),
+	// plus RecordReserve.
 	MaxMessageSize int
 }
+
+// RecordReserve is the room a record has beyond its body for the header,
+// topic and properties: RocketMQ's CommitLog encoder accepts records of up
+// to maxMessageSize + 64 KiB, so a body of exactly maxMessageSize is
+// stored whatever its topic and properties (properties are at most 32 KiB,
+// a topic 127 bytes).
+const RecordReserve = 64 << 10
 
 // Deps are what the kernel hands a storage engine.
 type Deps struct {
