@@ -33,12 +33,16 @@ func storeVerifyCmd(g *globalFlags) *cobra.Command {
 		Short: "Check every stored record and index entry of a stopped broker's store and report damage",
 		Long: `Open a stopped broker's store (which runs its recovery: damaged records
 are copied aside and skipped, consume queues that disagree with the commit
-log are rebuilt), then read every record and index entry, checking their
-checksums, and report what was found. The damage found now and listed
-earlier (the damage manifest, <dir>/damaged/MANIFEST.jsonl) is printed.
-Exits with status 1 when there is damage. Example:
+log are rebuilt; with pebble, a damaged WAL is copied aside and every
+write after the damage applied again), then read every record and index
+entry, checking their checksums, and report what was found (with pebble,
+the damaged sstable blocks by queue offsets). The damage found now and
+listed earlier (the damage manifest, <dir>/damaged/MANIFEST.jsonl, which
+both engines write) is printed. Exits with status 1 when there is damage.
+Examples:
 
-  mq store verify --engine commitlog --dir ./data`,
+  mq store verify --engine commitlog --dir ./data
+  mq store verify --engine pebble --dir ./data`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runStoreVerify(cmd, g, f) },
 	}
