@@ -8,7 +8,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Interop tests that also run with storage.engine=pebble in `make test`
 # (the test server passes QUIVER_STORAGE__ENGINE to mq dev): the SIGKILL
 # crash tests and the core send/consume/offset/restart paths.
-PEBBLE_INTEROP = TestCrash|TestSendModesAndConsume|TestTwoConsumersSplitQueues|TestTagSubscription|TestOffsetsSurviveConsumerRestart|TestBrokerRestartLosesNothing|TestTransactionCommit
+PEBBLE_INTEROP = TestCrash|TestMaxBodyStored|TestSendModesAndConsume|TestTwoConsumersSplitQueues|TestTagSubscription|TestOffsetsSurviveConsumerRestart|TestBrokerRestartLosesNothing|TestTransactionCommit
 
 ## test: vet and staticcheck, the whole test suite in short mode (-short shortens the crash
 ## test to 4 SIGKILL rounds and skips only load and soak runs), the race
