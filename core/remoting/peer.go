@@ -66,8 +66,11 @@ type PeerOptions struct {
 // calls). On transports that can write several frames at once (tcp) the
 // requests of Invoke and InvokeAsync are encoded into pooled buffers and
 // the connection's writer goroutine sends whatever is queued with one
-// flush. Both goroutines start on first use and end with the connection.
-// Send (responses, oneway requests) writes from the caller, as before.
+// flush. The answers of ReplyLater go through that goroutine on every
+// transport, built there in turn, so that a peer that does not read holds
+// up only its own connection. Both
+// goroutines start on first use and end with the connection. Send
+// (responses, oneway requests) writes from the caller, as before.
 type Peer struct {
 	conn    transport.Conn
 	handler Handler

@@ -5,6 +5,7 @@ package remoting
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,8 @@ func putParts(p *[][]byte) {
 	partsPool.Put(p)
 }
 
-// writeQueue holds encoded requests for the writer goroutine.
+// writeQueue holds encoded requests, and answers to build (ReplyLater),
+// for the writer goroutine.
 type writeQueue struct {
 	started atomic.Bool
 	wake    chan struct{}
@@ -56,6 +58,10 @@ type writeQueue struct {
 	spare   []outFrame
 	stopped bool
 	writing int // the writer goroutine and callers writing directly
+
+	// frames and parts are the writer goroutine's scratch lists.
+	frames [][][]byte
+	parts  [][]byte
 }
 
 type outFrame struct {
@@ -65,6 +71,9 @@ type outFrame struct {
 	parts [][]byte
 	// sent is the command's Sent, called once the batch is written.
 	sent func()
+	// late, when set, builds the frame's command on the writer goroutine
+	// (ReplyLater); the fields above are empty until then.
+	late LateReply
 }
 
 func (f *outFrame) nparts() int {
@@ -166,15 +175,14 @@ func (p *Peer) startWriter() bool {
 	return true
 }
 
-// writeLoop writes whatever requests are queued with one WriteFrames (one
-// flush) per batch, until the peer closes, and then runs the Sent of each
-// command of the batch. A failed write closes the peer, failing the
-// pending calls; frames still queued at close are dropped (no Sent).
+// writeLoop writes whatever is queued, with one WriteFrames (one flush)
+// per batch of up to about writeChunk bytes, until the peer closes, and
+// then runs the Sent of each command of the batch. A failed write closes
+// the peer, failing the pending calls; frames still queued at close are
+// dropped (no Sent, late answers not built).
 func (p *Peer) writeLoop() {
 	defer p.bg.Done()
 	w := &p.out
-	var frames [][][]byte
-	var parts [][]byte
 	defer func() {
 		w.mu.Lock()
 		w.stopped = true
@@ -182,7 +190,9 @@ func (p *Peer) writeLoop() {
 		w.q = nil
 		w.mu.Unlock()
 		for i := range q {
-			headerPool.Put(q[i].hdr)
+			if q[i].hdr != nil {
+				headerPool.Put(q[i].hdr)
+			}
 		}
 	}()
 	for {
@@ -201,32 +211,7 @@ func (p *Peer) writeLoop() {
 			w.q, w.spare = w.spare[:0], nil
 			w.writing++
 			w.mu.Unlock()
-			for i := range q {
-				f := &q[i]
-				parts = append(parts, *f.hdr)
-				if len(f.parts) > 0 {
-					parts = append(parts, f.parts...)
-				} else if len(f.body) > 0 {
-					parts = append(parts, f.body)
-				}
-			}
-			at := 0
-			for i := range q {
-				n := q[i].nparts()
-				frames = append(frames, parts[at:at+n:at+n])
-				at += n
-			}
-			err := p.batch.WriteFrames(context.Background(), frames)
-			for i := range q {
-				headerPool.Put(q[i].hdr)
-				if err == nil && q[i].sent != nil {
-					q[i].sent()
-				}
-				q[i] = outFrame{}
-			}
-			clear(parts)
-			clear(frames)
-			parts, frames = parts[:0], frames[:0]
+			err := p.writeBatch(q)
 			w.mu.Lock()
 			w.spare = q[:0]
 			w.writing--
@@ -237,4 +222,174 @@ func (p *Peer) writeLoop() {
 			}
 		}
 	}
+}
+
+// writeChunk is about the most bytes the writer builds before writing
+// them: late answers are built (their records read) only when their
+// chunk's turn comes, so a connection whose peer does not read holds
+// about this much encoded, not all it is owed.
+const writeChunk = 1 << 20
+
+// writeBatch builds the late answers of q and writes q in order, in
+// chunks of about writeChunk bytes, and clears q.
+func (p *Peer) writeBatch(q []outFrame) error {
+	start, size := 0, 0
+	var err error
+	for i := range q {
+		f := &q[i]
+		if f.late != nil {
+			p.buildLate(f)
+		}
+		if f.hdr != nil {
+			size += len(*f.hdr) + len(f.body)
+			for _, b := range f.parts {
+				size += len(b)
+			}
+		}
+		if size >= writeChunk || i == len(q)-1 {
+			err = p.writeOut(q[start : i+1])
+			start, size = i+1, 0
+			if err != nil {
+				break
+			}
+		}
+	}
+	for i := start; i < len(q); i++ { // not reached: a write failed
+		if q[i].hdr != nil {
+			headerPool.Put(q[i].hdr)
+		}
+		q[i] = outFrame{}
+	}
+	return err
+}
+
+// writeOut writes the built frames of q, runs their Sent once written,
+// and clears q. Without a FrameBatcher each frame is written alone; one
+// the transport refuses for its size is dropped, as Send leaves the
+// connection usable then.
+func (p *Peer) writeOut(q []outFrame) error {
+	w := &p.out
+	for i := range q {
+		f := &q[i]
+		if f.hdr == nil {
+			continue // a late answer that was none
+		}
+		at := len(w.parts)
+		w.parts = append(w.parts, *f.hdr)
+		if len(f.parts) > 0 {
+			w.parts = append(w.parts, f.parts...)
+		} else if len(f.body) > 0 {
+			w.parts = append(w.parts, f.body)
+		}
+		w.frames = append(w.frames, w.parts[at:len(w.parts):len(w.parts)])
+	}
+	var err error
+	var refused []bool
+	switch {
+	case len(w.frames) == 0:
+	case p.batch != nil:
+		err = p.batch.WriteFrames(context.Background(), w.frames)
+	default:
+		for j, fr := range w.frames {
+			err = p.conn.WriteFrame(context.Background(), fr...)
+			if errors.Is(err, transport.ErrFrameTooLarge) {
+				p.log.Warn("queued frame exceeds the frame limit: dropped", "err", err)
+				if refused == nil {
+					refused = make([]bool, len(w.frames))
+				}
+				refused[j], err = true, nil
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	j := 0
+	for i := range q {
+		if q[i].hdr != nil {
+			headerPool.Put(q[i].hdr)
+			if err == nil && q[i].sent != nil && (refused == nil || !refused[j]) {
+				q[i].sent()
+			}
+			j++
+		}
+		q[i] = outFrame{}
+	}
+	clear(w.parts)
+	clear(w.frames)
+	w.parts, w.frames = w.parts[:0], w.frames[:0]
+	return err
+}
+
+// LateReply is an answer built on the connection's writer goroutine
+// (Peer.ReplyLater).
+type LateReply interface {
+	// MakeReply returns the response, or nil for none. It runs on the
+	// writer goroutine just before the write, one at a time and in queue
+	// order: while it runs, later frames of this connection (only these)
+	// wait.
+	MakeReply() *Command
+}
+
+// ReplyLater queues r, the answer to a request whose handler returned
+// nil, for the connection's writer goroutine, which builds it
+// (r.MakeReply) when its turn comes and writes it. It never writes or
+// waits on the caller's goroutine: a peer that stops reading holds up
+// only its own connection's frames, until the transport's write timeout
+// closes it. Frames queued on one connection are written in order. On a
+// closed connection it returns ErrPeerClosed; r is not built then, nor
+// when the connection closes before r's turn.
+func (p *Peer) ReplyLater(r LateReply) error {
+	if !p.startWriter() {
+		return ErrPeerClosed
+	}
+	w := &p.out
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return ErrPeerClosed
+	}
+	first := len(w.q) == 0
+	w.q = append(w.q, outFrame{late: r})
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// buildLate runs f's MakeReply and encodes its answer into f; an answer
+// the frame limit cannot carry is replaced by a small error answer that
+// says why (as serve does), and a panic is logged and answers nothing.
+func (p *Peer) buildLate(f *outFrame) {
+	resp := p.makeLate(f.late)
+	f.late = nil
+	if resp == nil {
+		return
+	}
+	resp.Flag |= FlagResponse
+	hb := headerPool.Get().(*[]byte)
+	*hb = AppendHeader((*hb)[:0], resp)
+	if p.batch != nil {
+		if n, limit := len(*hb)+bodyLen(resp), p.batch.MaxFrameSize(); n > limit {
+			err := fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit)
+			p.log.Warn("response exceeds the frame limit: answered with an error", "err", err)
+			resp = NewResponse(resp, SystemError, fmt.Sprintf("the answer exceeds the frame limit (remoting.max_frame_size): %v", err))
+			*hb = AppendHeader((*hb)[:0], resp)
+		}
+	}
+	f.hdr, f.body, f.parts, f.sent = hb, resp.Body, resp.BodyParts, resp.Sent
+}
+
+func (p *Peer) makeLate(r LateReply) (resp *Command) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("late reply panicked", "panic", v)
+			resp = nil
+		}
+	}()
+	return r.MakeReply()
 }
