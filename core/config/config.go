@@ -1,6 +1,8 @@
 // Package config loads Quiver's layered configuration with koanf: struct
 // defaults, then a YAML file, then QUIVER_ environment variables (with __
-// between levels), then --set key=value flags, later layers winning.
+// between levels), then --set key=value flags, later layers winning. An
+// environment or --set value that starts with [ or { is a YAML flow list
+// or map, as it would be in the file.
 // Sections are decoded strictly: an unknown key is an error naming its path.
 package config
 
@@ -83,7 +85,11 @@ func Load(o Options) (*Config, error) {
 		if key == "" || (o.EnvKeep != nil && !o.EnvKeep(key)) {
 			continue
 		}
-		env[key] = val
+		v, err := textValue(val)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s (%s): %w", name, key, err)
+		}
+		env[key] = v
 		envNames[key] = name
 	}
 	if len(env) > 0 {
@@ -100,7 +106,11 @@ func Load(o Options) (*Config, error) {
 		if !ok || key == "" {
 			return nil, fmt.Errorf("config: --set %q: want key=value", s)
 		}
-		if err := k.Load(confmap.Provider(map[string]any{key: val}, "."), nil); err != nil {
+		v, err := textValue(val)
+		if err != nil {
+			return nil, fmt.Errorf("config: --set %s: %w", key, err)
+		}
+		if err := k.Load(confmap.Provider(map[string]any{key: v}, "."), nil); err != nil {
 			return nil, fmt.Errorf("config: --set %q: %w", s, err)
 		}
 		src[key] = "--set"
@@ -207,7 +217,8 @@ func (c *Config) TopLevel() []string {
 
 // Decode decodes the section at path into out (a pointer to a struct that
 // already holds defaults), strictly: unknown keys are errors that name the
-// full key path. An absent section leaves out unchanged.
+// full key path. An absent section leaves out unchanged. Fields tagged
+// addr:"dial" or addr:"listen" are then checked as addresses (AddrTag).
 func (c *Config) Decode(path string, out any) error {
 	if path != "" && !c.k.Exists(path) {
 		return nil
@@ -226,6 +237,11 @@ func (c *Config) Decode(path string, out any) error {
 	}
 	if err := c.k.UnmarshalWithConf(path, out, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
 		return prefixErr(path, err)
+	}
+	var errs Errors
+	checkAddrFields(path, reflect.ValueOf(out), &errs)
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %w", errs)
 	}
 	return nil
 }
