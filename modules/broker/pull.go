@@ -35,6 +35,8 @@ type pullRequest struct {
 	req            *remoting.Command
 	peer           *remoting.Peer
 	deadline       time.Time
+	// b answers a held pull (MakeReply).
+	b *Broker
 }
 
 func parsePull(req *remoting.Command) (*pullRequest, error) {
@@ -64,7 +66,7 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
-	pr.peer = p
+	pr.peer, pr.b = p, b
 	gc, err := b.groups.getOrCreate(pr.group)
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
@@ -251,25 +253,22 @@ func (b *Broker) commitAfterPull(pr *pullRequest) {
 // deadline passes.
 //
 // A stored message wakes the pulls parked on its queue, but they are not
-// answered inside the send that stored it: notify moves them to ready and
-// the table's goroutine (run) reads the store and writes each answer to
-// the consumer's connection. The producer's request costs a map lookup,
-// not a store read and a write to another connection (that was 21 % of
-// handleSend at 5,000 msg/s end to end, issue 24). Before run starts and
-// after it ends, notify answers at once, as before.
+// answered inside the send that stored it: notify queues each on its
+// consumer's connection (Peer.ReplyLater), whose writer goroutine reads
+// the store (MakeReply) and writes the answer when its turn comes. The
+// producer's request costs a map lookup and an append, not a store read
+// and a write to another connection (that was 21 % of handleSend at 5,000
+// msg/s end to end, issue 24); and a consumer whose socket does not drain
+// holds up only its own answers, not every held pull of the broker (issue
+// 37): each connection's writer absorbs its own slowness.
 type holdTable struct {
 	b  *Broker
 	mu sync.Mutex
 	q  map[holdKey][]*pullRequest
-	// ready holds woken pulls for run to answer while answering is set;
-	// wake (buffered 1) tells run there are some.
-	ready     []*pullRequest
-	answering bool
-	wake      chan struct{}
 }
 
 func newHoldTable(b *Broker) *holdTable {
-	return &holdTable{b: b, q: map[holdKey][]*pullRequest{}, wake: make(chan struct{}, 1)}
+	return &holdTable{b: b, q: map[holdKey][]*pullRequest{}}
 }
 
 // holdKey names a queue; a struct, so notify (once per stored batch)
@@ -290,73 +289,48 @@ func (h *holdTable) hold(pr *pullRequest) {
 	}
 }
 
-// notify wakes requests on (topic, queue) whose offset is below max.
+// notify wakes requests on (topic, queue) whose offset is below max. The
+// woken ones are queued on their connections under mu (an append each,
+// never a wait on a socket), so the list is filtered in place.
 func (h *holdTable) notify(topic string, queue int32, max int64) {
 	k := holdKey{topic, queue}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	list := h.q[k]
 	if len(list) == 0 {
-		h.mu.Unlock()
 		return
 	}
-	var wake, keep []*pullRequest
+	keep := list[:0]
 	for _, pr := range list {
 		if pr.offset < max {
-			wake = append(wake, pr)
+			h.answer(pr)
 		} else {
 			keep = append(keep, pr)
 		}
 	}
+	clear(list[len(keep):])
 	if len(keep) == 0 {
 		delete(h.q, k)
 	} else {
 		h.q[k] = keep
 	}
-	if h.answering {
-		first := len(h.ready) == 0
-		h.ready = append(h.ready, wake...)
-		h.mu.Unlock()
-		if first {
-			select {
-			case h.wake <- struct{}{}:
-			default:
-			}
-		}
-		return
-	}
-	h.mu.Unlock()
-	for _, pr := range wake {
-		h.answer(pr)
-	}
 }
 
-// answerReady answers the woken pulls queued by notify.
-func (h *holdTable) answerReady() {
-	for {
-		h.mu.Lock()
-		ready := h.ready
-		h.ready = nil
-		h.mu.Unlock()
-		if len(ready) == 0 {
-			return
-		}
-		for i, pr := range ready {
-			ready[i] = nil
-			h.answer(pr)
-		}
-	}
-}
-
+// answer queues pr's answer on its connection; the connection's writer
+// builds it with MakeReply. It does not wait on the socket.
 func (h *holdTable) answer(pr *pullRequest) {
-	ctx := h.b.ctx
-	resp := h.b.pull(ctx, pr, false)
-	if resp == nil {
-		return
-	}
-	if err := pr.peer.Reply(ctx, resp); err != nil {
+	if err := pr.peer.ReplyLater(pr); err != nil {
 		h.b.log.Debug("answer held pull", "remote", pr.peer.RemoteAddr(), "err", err)
 	}
 }
+
+// MakeReply reads the woken (or expired) held pull's answer, on its
+// connection's writer goroutine (remoting.LateReply).
+func (pr *pullRequest) MakeReply() *remoting.Command {
+	return pr.b.pull(pr.b.ctx, pr, false)
+}
+
+var _ remoting.LateReply = (*pullRequest)(nil)
 
 // expire answers requests whose deadline passed.
 func (h *holdTable) expire(now time.Time) {
@@ -371,6 +345,7 @@ func (h *holdTable) expire(now time.Time) {
 				keep = append(keep, pr)
 			}
 		}
+		clear(list[len(keep):])
 		if len(keep) == 0 {
 			delete(h.q, k)
 		} else {
@@ -392,6 +367,7 @@ func (h *holdTable) dropPeer(p *remoting.Peer) {
 				keep = append(keep, pr)
 			}
 		}
+		clear(list[len(keep):])
 		if len(keep) == 0 {
 			delete(h.q, k)
 		} else {
@@ -412,25 +388,14 @@ func (h *holdTable) held() int {
 	return n
 }
 
-// run expires held pulls and answers the woken ones until ctx ends.
+// run expires held pulls until ctx ends.
 func (h *holdTable) run(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
-	h.mu.Lock()
-	h.answering = true
-	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		h.answering = false
-		h.mu.Unlock()
-		h.answerReady()
-	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.wake:
-			h.answerReady()
 		case now := <-t.C:
 			h.expire(now)
 		}
