@@ -946,7 +946,7 @@ func (b *bbrSender) updateMinRTT(rs bbrRateSample, now monotime.Time) {
 		b.probeRTTMin = rs.rtt
 		b.probeRTTMinStamp = now
 		if first && !b.filledPipe {
-			b.pacingRate = max(b.nominalPacingRate(rs.rtt), b.gainBW(b.pacingGain, b.bw))
+			b.pacingRate = max(b.nominalPacingRate(rs.rtt), b.gainBW(b.pacingGain, b.bw), b.minPacingRate())
 		}
 	}
 	minRTTExpired := !b.minRTTStamp.IsZero() && now.After(b.minRTTStamp.Add(bbrMinRTTFilterLen))
@@ -1063,8 +1063,13 @@ func (b *bbrSender) setPacingRate(gain float64) {
 	if b.filledPipe || rate > b.pacingRate {
 		b.pacingRate = rate
 	}
-	// The pacer divides by the rate: never let it reach zero.
-	b.pacingRate = max(b.pacingRate, BandwidthFromDelta(b.minPipeCwnd(), time.Second))
+	b.pacingRate = max(b.pacingRate, b.minPacingRate())
+}
+
+// minPacingRate is the floor of the pacing rate (Quiver's): the minimum
+// window per second. The pacer divides by the rate; it must not reach zero.
+func (b *bbrSender) minPacingRate() Bandwidth {
+	return BandwidthFromDelta(b.minPipeCwnd(), time.Second)
 }
 
 func (b *bbrSender) sendQuantum() protocol.ByteCount {
