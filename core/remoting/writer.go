@@ -340,6 +340,11 @@ type LateReply interface {
 // closed connection it returns ErrPeerClosed; r is not built then, nor
 // when the connection closes before r's turn.
 func (p *Peer) ReplyLater(r LateReply) error {
+	select {
+	case <-p.done:
+		return ErrPeerClosed
+	default:
+	}
 	if !p.startWriter() {
 		return ErrPeerClosed
 	}
