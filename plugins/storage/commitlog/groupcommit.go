@@ -204,7 +204,10 @@ func (s *Store) runRound(r *syncRound) error {
 	t0 := time.Now()
 	for _, seg := range segs {
 		if err := fdatasync(seg.f); err != nil {
-			return fmt.Errorf("commitlog: sync segment %s: %w", seg.name(), err)
+			// The cause as text: a failed fsync is sticky (fsyncgate,
+			// diskfull.go), not a full disk that clears, even when the
+			// file system says ENOSPC.
+			return fmt.Errorf("commitlog: sync segment %s: %v", seg.name(), err)
 		}
 	}
 	r.took = time.Since(t0)
@@ -251,9 +254,10 @@ func (s *Store) endRoundLocked(r *syncRound, err error) {
 	}
 }
 
-// failLocked records a write or sync failure (sticky until reopen) and
-// wakes every writer waiting for a round not yet started. Called with
-// flushMu held.
+// failLocked records a write or sync failure (sticky until reopen: see
+// diskfull.go for why a failed fsync cannot be retried, and for the full
+// disk, which is not recorded here) and wakes every writer waiting for a
+// round not yet started. Called with flushMu held.
 func (s *Store) failLocked(err error) {
 	if s.flushErr == nil || errors.Is(s.flushErr, store.ErrClosed) {
 		s.flushErr = err

@@ -405,6 +405,9 @@ func (s *Store) checkpoint() error {
 	s.dirtyMu.Unlock()
 	for cq := range queues {
 		if err := s.flushTail(cq); err != nil && !errors.Is(err, os.ErrClosed) {
+			if isNoSpace(err) {
+				s.noteFull(cq, err)
+			}
 			s.dirtyMu.Lock()
 			for cq := range queues {
 				s.dirtyQ[cq] = struct{}{}
@@ -429,8 +432,14 @@ func (s *Store) checkpoint() error {
 	}
 	for f := range files {
 		if err := fdatasync(f.f); err != nil && !errors.Is(err, os.ErrClosed) {
+			// Sticky (fsyncgate, diskfull.go): the entries the kernel
+			// could not write may be gone from the page cache, and a
+			// later checkpoint would vouch for them; reopening rebuilds
+			// them from the commit log above the last checkpoint.
+			err = fmt.Errorf("commitlog: sync consume queue %s: %w: %v", f.path, store.ErrNotDurable, err)
+			s.setFailure(err)
 			requeue()
-			return fmt.Errorf("commitlog: sync consume queue %s: %w", f.path, err)
+			return err
 		}
 	}
 	for d := range dirs {

@@ -127,10 +127,16 @@ func (s *Store) appendReplicaLocked(recs [][]byte) (int64, error) {
 	s.writes.Add(1)
 	written, err := s.writeReplica(b)
 	if err != nil {
+		if isNoSpace(err) {
+			s.noteFull(nil, err)
+		}
 		s.undoQueueOffsets()
 		return 0, err
 	}
 	flushErr := s.dispatchEntries()
+	if flushErr == nil {
+		s.noteWritten()
+	}
 	for _, ch := range written {
 		ch.seg.lastTS.Store(b.lastTS)
 	}
@@ -170,7 +176,7 @@ func (s *Store) replicaWritable() error {
 	if ferr := s.failure(); ferr != nil {
 		return fmt.Errorf("commitlog: append replica after earlier failure: %w: %w", store.ErrNotDurable, ferr)
 	}
-	return nil
+	return s.fullRefusal() // a consume-queue tail waiting for space first
 }
 
 // startReplicaBatch starts a batch at the log's end, in the active

@@ -161,6 +161,10 @@ type Store struct {
 	// index (mq store verify).
 	fullScan bool
 	damage   damageLog
+
+	// full is the full-disk state (diskfull.go): a condition that clears
+	// when space returns, unlike flushErr.
+	full fullState
 	// floors holds deleted topics' floors (scan.go), guarded by mu.
 	floors map[string]int64
 
@@ -375,6 +379,9 @@ func (s *Store) writeGroup(group []*appendReq) {
 	default:
 		if ferr := s.failure(); ferr != nil {
 			err = fmt.Errorf("commitlog: append after earlier failure: %w: %w", store.ErrNotDurable, ferr)
+		} else {
+			// While a consume-queue tail waits for space, write it first.
+			err = s.fullRefusal()
 		}
 	}
 	if err == nil {
@@ -470,7 +477,11 @@ func (s *Store) appendLocked(group []*appendReq) {
 	}
 	if err != nil {
 		// Nothing of the group is published: cut what it wrote so that
-		// recovery cannot bring it back.
+		// recovery cannot bring it back. A full disk clears by itself:
+		// the next append tries again (diskfull.go).
+		if isNoSpace(err) {
+			s.noteFull(nil, err)
+		}
 		s.undoWrite(s.chunks, s.created)
 		err = fmt.Errorf("commitlog: append: %w: %w", store.ErrNotDurable, err)
 		for _, cq := range s.touched {
@@ -494,6 +505,9 @@ func (s *Store) appendLocked(group []*appendReq) {
 	// in-memory tail (written out every cqTailFlush bytes and at each
 	// checkpoint) and max is published after them.
 	flushErr := s.dispatchEntries()
+	if flushErr == nil {
+		s.noteWritten()
+	}
 	for i := range s.chunks {
 		s.chunks[i].seg.lastTS.Store(now)
 	}
@@ -523,8 +537,11 @@ func (s *Store) appendLocked(group []*appendReq) {
 
 // dispatchEntries moves the entries of s.disp to their consume queues'
 // in-memory tails (a full tail is written out) and marks the touched
-// queues for the next checkpoint. It returns the first tail write error.
-// appendLocked and appendReplicaLocked both dispatch through it.
+// queues for the next checkpoint. It returns the first tail write error;
+// a tail that cannot be written for lack of space is not an error of this
+// append (its entries stay in the tail, readable) but stops the next ones
+// until it is written (diskfull.go). appendLocked and appendReplicaLocked
+// both dispatch through it.
 func (s *Store) dispatchEntries() error {
 	for _, d := range s.disp {
 		var e [cqEntrySize]byte
@@ -542,7 +559,11 @@ func (s *Store) dispatchEntries() error {
 			continue
 		}
 		if cq.appendTail(cq.pend, cq.next) && flushErr == nil {
-			flushErr = s.flushTail(cq)
+			if err := s.flushTail(cq); isNoSpace(err) {
+				s.noteFull(cq, err)
+			} else {
+				flushErr = err
+			}
 		}
 	}
 	return flushErr
