@@ -207,8 +207,9 @@ type Config struct {
 	CongestionBackoff float64
 	// Congestion chooses the congestion controller (QUIVER patch): "" or
 	// "reno" is quic-go's NewReno (with CongestionBackoff), "bbr" is Quiver's
-	// BBR (internal/congestion/bbr_sender.go), which reads random loss below
-	// 2 % per round as no congestion. Kept across path migration.
+	// BBR (BBRv3 without ECN, internal/congestion/bbr_sender.go), which
+	// reads loss up to 2 %, or up to 15 % while the RTT shows no queue, as
+	// the link's rather than congestion. Kept across path migration.
 	Congestion string
 
 	Tracer func(ctx context.Context, isClient bool, connID ConnectionID) qlogwriter.Trace
