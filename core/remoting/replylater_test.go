@@ -2,6 +2,7 @@ package remoting_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -13,14 +14,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
-// lateAnswer answers req with body when the writer gets to it.
+// lateAnswer answers req with body when the writer gets to it, counting
+// the answers built and (through their Sent) written.
 type lateAnswer struct {
-	req   *remoting.Command
-	body  []byte
-	built *atomic.Int32
-	panic bool
+	req         *remoting.Command
+	body        []byte
+	built, sent *atomic.Int32
+	panic       bool
 }
 
 func (a *lateAnswer) MakeReply() *remoting.Command {
@@ -30,6 +34,7 @@ func (a *lateAnswer) MakeReply() *remoting.Command {
 	a.built.Add(1)
 	resp := remoting.NewResponse(a.req, remoting.Success, "")
 	resp.Body = a.body
+	resp.Sent = func() { a.sent.Add(1) }
 	return resp
 }
 
@@ -51,14 +56,48 @@ func readRawFrame(t *testing.T, r io.Reader) *remoting.Command {
 // nothing (32 MiB, far more than the socket buffers take) are all queued
 // without the caller waiting; only those the writer got to are built
 // (the rest wait unbuilt); once the client reads, they arrive in the
-// order they were queued. A MakeReply that panics answers nothing and
+// order they were queued, each Sent run once written. A MakeReply that panics answers nothing and
 // the connection goes on; on a closed connection ReplyLater fails and
 // builds nothing.
+// It runs over tcp and over tcp hidden behind a plain transport.Conn (no
+// FrameBatcher: quic and nats), where the writer writes frame by frame.
 func TestReplyLater(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		plain bool
+	}{{"batching", false}, {"plain", true}} {
+		t.Run(tt.name, func(t *testing.T) { testReplyLater(t, tt.plain) })
+	}
+}
+
+// plainListener hands out its connections as bare transport.Conns.
+type plainListener struct{ transport.Listener }
+
+func (l plainListener) Accept(ctx context.Context) (transport.Conn, error) {
+	c, err := l.Listener.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return plainConn{c}, nil
+}
+
+func testReplyLater(t *testing.T, plain bool) {
 	const n, size = 32, 1 << 20
 	r := newTestRouter(t)
-	_, addr := startServer(t, r, remoting.ServerOptions{})
-	conn, err := net.Dial("tcp", addr)
+	var ln transport.Listener
+	ln, err := tcp.Listen(context.Background(), "127.0.0.1:0", tcpConfig(), 0)
+	require.NoError(t, err)
+	if plain {
+		ln = plainListener{ln}
+	}
+	srv := remoting.NewServer(r, testLogger(t), remoting.ServerOptions{})
+	srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Close(ctx), "server close")
+	})
+	conn, err := net.Dial("tcp", ln.Addr())
 	require.NoError(t, err)
 	defer conn.Close()
 	var frames []byte
@@ -78,19 +117,20 @@ func TestReplyLater(t *testing.T) {
 		}
 	}
 	p := polls[0].p
-	var built atomic.Int32
+	var built, sent atomic.Int32
 	// Queued in reverse arrival order, with a panicking one in between.
 	var want []int32
 	for i := n; i >= 1; i-- {
-		a := &lateAnswer{req: polls[i].req, body: make([]byte, size), built: &built}
+		a := &lateAnswer{req: polls[i].req, body: make([]byte, size), built: &built, sent: &sent}
 		a.body[0] = byte(i)
 		require.NoError(t, p.ReplyLater(a), "answer %d", i)
 		want = append(want, polls[i].req.Opaque)
 		if i == n/2 {
-			require.NoError(t, p.ReplyLater(&lateAnswer{req: polls[0].req, panic: true, built: &built}))
+			require.NoError(t, p.ReplyLater(&lateAnswer{req: polls[0].req, panic: true, built: &built, sent: &sent}))
 		}
 	}
 	assert.Less(t, int(built.Load()), n, "answers built before the writer could write them")
+	assert.Less(t, int(sent.Load()), n, "answers counted as written before the client read them")
 
 	rd := bufio.NewReaderSize(conn, 1<<20)
 	for i, opaque := range want {
@@ -102,6 +142,7 @@ func TestReplyLater(t *testing.T) {
 		assert.Equal(t, byte(n-i), c.Body[0])
 	}
 	assert.Equal(t, int32(n), built.Load())
+	checkFor(t, 5*time.Second, func() bool { return sent.Load() == n }, "Sent not run for every answer written")
 
 	conn.Close()
 	select {
@@ -109,7 +150,7 @@ func TestReplyLater(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("server side of the connection not closed")
 	}
-	err = p.ReplyLater(&lateAnswer{req: polls[0].req, built: &built})
+	err = p.ReplyLater(&lateAnswer{req: polls[0].req, built: &built, sent: &sent})
 	assert.ErrorIs(t, err, remoting.ErrPeerClosed)
 	assert.Equal(t, int32(n), built.Load())
 }
