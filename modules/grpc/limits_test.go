@@ -283,3 +283,33 @@ func TestStalledConsumersBounded(t *testing.T) {
 	assert.NotEmpty(t, got)
 	assert.Zero(t, n.srv.HeldReceived(), "a consumer that reads leaves nothing held")
 }
+
+// TestStreamFloodSoak (skipped with -short): 2,000 long polls on one
+// connection reach the handlers 1,024 (grpc.max_concurrent_streams'
+// default) at a time; the rest wait in the client.
+func TestStreamFloodSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak: 2,000 streams")
+	}
+	n := startNode(t)
+	n.topic("FloodT", 1)
+	const calls = 2000
+	done := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := n.tryPull5x("FG", "FloodT", 0, 0, 1, "", 20*time.Second)
+			done <- err
+		}()
+	}
+	eventually(t, 30*time.Second, func() bool { return n.srv.WaitingPulls() == 1024 }, "1,024 pulls are waiting")
+	for range 10 {
+		require.LessOrEqual(t, n.srv.WaitingPulls(), 1024)
+		time.Sleep(50 * time.Millisecond) // sampling, not synchronisation
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, n.srv.Stop(ctx)) // answers the waiting pulls; the queued ones fail
+	for range calls {
+		<-done
+	}
+}
