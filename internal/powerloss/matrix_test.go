@@ -105,17 +105,17 @@ func (w *world) stop() {
 
 // abandon drops a world whose disk lost power: its errors are expected.
 // A crashed Pebble is not closed (see engine.closeCrashed), nor is the
-// broker on it (its stop writes documents into the store).
+// broker on it (its stop folds the journals into documents in the store).
 func (w *world) abandon() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = w.acl.Close()
 	_ = w.pop.Close()
+	_ = w.sch.Stop(ctx) // its goroutines must not outlive the test
+	_ = w.tx.Stop(ctx)
 	if !w.e.closeCrashed {
 		return
 	}
-	_ = w.sch.Stop(ctx)
-	_ = w.tx.Stop(ctx)
 	_ = w.b.Stop(ctx)
 	_ = w.st.Close()
 }
@@ -353,10 +353,13 @@ var moreStates = []durableState{
 			return got
 		}},
 	{name: "delay progress",
-		// Messages of delay level 1 (100 ms): once the service's saved
-		// progress is past them (the progress is acknowledged when its
-		// document is saved), each is delivered exactly once, and the
-		// progress never goes back.
+		// Messages of delay level 1 (100 ms), each run waiting until the
+		// service's saved progress is past them. Every one is delivered,
+		// and the progress settles at their count: it never goes back
+		// past a save. A save seen by the test may not be durable yet
+		// when the power goes (its directory fsync still to come), so a
+		// power loss may deliver the last messages again: delivered
+		// counts distinct messages, and duplicates are logged.
 		change: func(t *testing.T, w *world, run int, want map[string]string) {
 			w.ensureTopic(t, "MD-T")
 			for k := range 2 {
@@ -373,7 +376,7 @@ var moreStates = []durableState{
 				if doc.OffsetTable["1"] >= total {
 					break
 				}
-				require.True(t, time.Now().Before(deadline), "level 1 delivered %d of %d messages in 30 s", doc.OffsetTable["1"], total)
+				require.True(t, time.Now().Before(deadline), "level 1 saved progress %d of %d messages in 30 s", doc.OffsetTable["1"], total)
 				time.Sleep(20 * time.Millisecond)
 			}
 			want["level 1"] = strconv.FormatInt(total, 10)
@@ -381,12 +384,39 @@ var moreStates = []durableState{
 		},
 		read: func(t *testing.T, w *world, _ map[string]string) map[string]string {
 			got := map[string]string{}
+			// Settle: the service delivers what its progress is behind.
+			_, end, err := w.st.Offsets(store.Queue{Topic: protocol.ScheduleTopic, ID: 0})
+			require.NoError(t, err)
+			deadline := time.Now().Add(30 * time.Second)
+			for w.sch.Progress()[1] < end {
+				require.True(t, time.Now().Before(deadline), "level 1 progress %d of %d in 30 s", w.sch.Progress()[1], end)
+				time.Sleep(20 * time.Millisecond)
+			}
 			prog, _ := w.delayOffsets(t)
 			if prog["1"] != 0 {
 				got["level 1"] = strconv.FormatInt(prog["1"], 10)
 			}
-			if n := w.stored(t, "MD-T"); n != "0" {
-				got["delivered"] = n
+			bodies := map[string]int{}
+			var res store.ReadResult
+			for off := int64(0); ; off = res.NextOffset {
+				res.Reset()
+				require.NoError(t, w.st.Read(bgCtx, store.Queue{Topic: "MD-T"}, off, store.ReadOptions{MaxMessages: 64}, &res))
+				for _, rec := range res.Records {
+					m, _, err := message.DecodeStored(append([]byte(nil), rec...))
+					require.NoError(t, err)
+					bodies[string(m.Body)]++
+				}
+				if len(res.Records) == 0 || res.NextOffset <= off {
+					break
+				}
+			}
+			for b, n := range bodies {
+				if n > 1 {
+					t.Logf("delay progress: %s delivered %d times", b, n)
+				}
+			}
+			if len(bodies) > 0 {
+				got["delivered"] = strconv.Itoa(len(bodies))
 			}
 			return got
 		}},
