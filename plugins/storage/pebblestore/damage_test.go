@@ -176,17 +176,59 @@ func TestWALDamageCostsOnlyItsRecord(t *testing.T) {
 		{"last WAL", dmgN - 30},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { testWALDamage(t, tt.victim) })
+		t.Run(tt.name, func(t *testing.T) { testWALDamage(t, tt.victim, false) })
 	}
+	// The chunk header of the victim's record: its length is lost, the
+	// next chunk is found by its checksum.
+	t.Run("chunk header", func(t *testing.T) { testWALDamage(t, dmgN/2, true) })
 }
 
-func testWALDamage(t *testing.T, victim int) {
+// chunkStart is the start of the WAL chunk holding offset at of b (an
+// undamaged WAL).
+func chunkStart(t *testing.T, b []byte, at int) int {
+	t.Helper()
+	for blk := 0; blk < len(b); blk += walBlockSize {
+		end := min(blk+walBlockSize, len(b))
+		for off := blk; off+walSyncHdr <= end; {
+			n := int(b[off+4]) | int(b[off+5])<<8
+			hdr := map[bool]int{true: walSyncHdr, false: walRecycHdr}[b[off+6] >= 9]
+			if b[off+6] == 0 {
+				break
+			}
+			if at < off+hdr+n {
+				return off
+			}
+			off += hdr + n
+		}
+	}
+	t.Fatalf("offset %d is in no chunk", at)
+	return 0
+}
+
+func testWALDamage(t *testing.T, victim int, header bool) {
 	set := settings(t, store.FlushAsync)
 	writeDamageStore(t, NewConfig(), set, false)
 	wals, err := filepath.Glob(filepath.Join(set.Dir, "pebble", "*.log"))
 	require.NoError(t, err)
 	require.Greater(t, len(wals), 1, "the messages fill more than one WAL")
-	flipIn(t, wals, dmgBody(victim), 40, 64)
+	if header {
+		var path string
+		var b []byte
+		for _, p := range wals {
+			if b, err = os.ReadFile(p); err == nil && bytes.Contains(b, []byte(dmgBody(victim))) {
+				path = p
+				break
+			}
+		}
+		require.NotEmpty(t, path)
+		at := chunkStart(t, b, bytes.Index(b, []byte(dmgBody(victim))))
+		for i := 0; i < 16; i++ {
+			b[at+i] ^= 0xa5
+		}
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+	} else {
+		flipIn(t, wals, dmgBody(victim), 40, 64)
+	}
 
 	s := openStore(t, NewConfig(), set)
 	defer s.Close()

@@ -25,10 +25,13 @@ import (
 // middle of the WAL dropped every batch after them, the broker's metadata
 // documents saved at its stop included. Before Pebble opens, the store
 // reads each WAL itself (the record format of pebble/record: 32 KiB blocks
-// of checksummed chunks). A chunk whose checksum fails but whose header
-// still gives its length is skipped alone; a chunk whose header is damaged
-// costs the rest of its block (the next chunk boundary known is the next
-// block). When valid chunks of the same log follow a bad one, it is
+// of checksummed chunks). After a chunk that fails its checksum (its
+// length may be damaged too) the reading goes on at the next position of
+// the block where valid chunks of the log follow each other with
+// contiguous batch sequence numbers (walResync), so a damaged record costs
+// only itself; logs without log numbers in their chunk headers (written
+// before Pebble's recyclable format) go on at the next block. When valid
+// chunks of the same log follow a bad one, it is
 // damage, not a torn tail: the WAL is copied aside, the damage is logged,
 // listed and written to the damage manifest, and after Pebble opened,
 // every batch found after the damage (and every batch of the later WALs
@@ -130,42 +133,120 @@ type walScan struct {
 	lost int
 }
 
-// scanWAL walks a WAL's chunks. A chunk with a bad checksum and a header
-// that still fits its block is skipped alone; a chunk whose header makes
-// no sense ends the reading of its block.
+// walChunk reads the chunk header at off of the block ending at end: its
+// header size (0: no chunk type), payload length and type, whether it
+// fits the block and whether it is a valid chunk of this log (checksum
+// and log number).
+func walChunk(b []byte, off, end int, logNum uint32) (hdr, n int, enc byte, fits, ok bool) {
+	sum := binary.LittleEndian.Uint32(b[off:])
+	n = int(binary.LittleEndian.Uint16(b[off+4:]))
+	enc = b[off+6]
+	switch {
+	case enc >= 1 && enc <= 4:
+		hdr = walLegacyHdr
+	case enc >= 5 && enc <= 8:
+		hdr = walRecycHdr
+	case enc >= 9 && enc <= 12:
+		hdr = walSyncHdr
+	}
+	fits = hdr > 0 && off+hdr <= end && off+hdr+n <= end
+	ok = fits
+	if ok && hdr > walLegacyHdr && binary.LittleEndian.Uint32(b[off+7:]) != logNum {
+		ok = false // another log's chunk (recycled file) or the EOF trailer
+	}
+	if ok && walCRC(b[off+6:off+hdr+n]) != sum {
+		ok = false
+	}
+	return hdr, n, enc, fits, ok
+}
+
+// walPadding reports whether the block's end at off is the writer's
+// padding (no header fits there).
+func walPadding(b []byte, off, end int) bool {
+	return binary.LittleEndian.Uint32(b[off:]) == 0 && b[off+4] == 0 && b[off+5] == 0 && b[off+6] == 0 &&
+		(off+walRecycHdr > end || (off+walSyncHdr > end && allZero(b[off:end])))
+}
+
+// batchSeq reads the sequence number and count of the batch a full or
+// first chunk's payload starts.
+func batchSeq(payload []byte) (seq uint64, count uint32, ok bool) {
+	if len(payload) < 12 {
+		return 0, 0, false
+	}
+	return binary.LittleEndian.Uint64(payload), binary.LittleEndian.Uint32(payload[8:]), true
+}
+
+// walResync looks for where the chunks after a bad one start again in
+// its block, when the bad chunk's length cannot be trusted: the first
+// position from from on where valid chunks of this log (of the header
+// size the log uses; resync is for logs with log numbers in their chunk
+// headers) follow each other to the block's end, and where the batches
+// they start have sequence numbers at least next and contiguous. The
+// chunk that follows a damaged one is the first such position; one
+// inside the damaged chunk's payload would have to be a forged chunk
+// chain with the log's number and the store's exact sequence numbers.
+func walResync(b []byte, from, end int, logNum uint32, family int, next uint64) (int, bool) {
+	if family <= walLegacyHdr {
+		return 0, false
+	}
+	for p := from; p+family <= end; p++ {
+		if e := b[p+6]; (family == walRecycHdr && (e < 5 || e > 8)) || (family == walSyncHdr && (e < 9 || e > 12)) ||
+			binary.LittleEndian.Uint32(b[p+7:]) != logNum {
+			continue
+		}
+		if walChainOK(b, p, end, logNum, next) {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// walChainOK reports whether valid chunks follow each other from p to the
+// block's end (or the log's) with contiguous batch sequence numbers, from
+// next on.
+func walChainOK(b []byte, p, end int, logNum uint32, next uint64) bool {
+	chunks, started := 0, false
+	for p+walLegacyHdr <= end {
+		if chunks > 0 && walPadding(b, p, end) {
+			break
+		}
+		hdr, n, enc, _, ok := walChunk(b, p, end, logNum)
+		if !ok {
+			// The log's end: zeros, or a recycled file's older chunks.
+			return chunks > 0 && (enc == 0 || (hdr > walLegacyHdr && p+hdr <= end && binary.LittleEndian.Uint32(b[p+7:]) != logNum))
+		}
+		if t := (enc - 1) % 4; t == 0 || t == 1 { // full, first
+			seq, count, ok := batchSeq(b[p+hdr : p+hdr+n])
+			if !ok || seq < next || (started && seq != next) {
+				return false // before the damage, or not contiguous with the batch before it
+			}
+			next, started = seq+uint64(count), true
+		}
+		chunks++
+		p += hdr + n
+	}
+	return chunks > 0
+}
+
+// scanWAL walks a WAL's chunks. After a bad chunk the reading goes on at
+// the next valid chunk of its block (walResync), so a damaged record costs
+// only itself; where none is found, at the next block.
 func scanWAL(b []byte, logNum uint32) walScan {
 	sc := walScan{bad: -1, cut: -1}
 	var cur []byte
 	inRec := false
 	recStart := 0
-	pending := 0 // records lost since the last valid chunk
+	pending := 0    // bad chunks since the last valid chunk
+	family := 0     // header size of the log's chunks
+	var next uint64 // sequence number after the last batch read
 	for blk := 0; blk < len(b); blk += walBlockSize {
 		end := min(blk+walBlockSize, len(b))
 		off := blk
 		for off+walLegacyHdr <= end {
-			sum := binary.LittleEndian.Uint32(b[off:])
-			n := int(binary.LittleEndian.Uint16(b[off+4:]))
-			enc := b[off+6]
-			if sum == 0 && n == 0 && enc == 0 && (off+walRecycHdr > end || (off+walSyncHdr > end && allZero(b[off:end]))) {
+			if walPadding(b, off, end) {
 				break // the writer pads a block's end that no header fits in
 			}
-			hdr := 0
-			switch {
-			case enc >= 1 && enc <= 4:
-				hdr = walLegacyHdr
-			case enc >= 5 && enc <= 8:
-				hdr = walRecycHdr
-			case enc >= 9 && enc <= 12:
-				hdr = walSyncHdr
-			}
-			fits := hdr > 0 && off+hdr+n <= end
-			ok := fits
-			if ok && hdr > walLegacyHdr && binary.LittleEndian.Uint32(b[off+7:]) != logNum {
-				ok = false // another log's chunk (recycled file) or the EOF trailer
-			}
-			if ok && walCRC(b[off+6:off+hdr+n]) != sum {
-				ok = false
-			}
+			hdr, n, enc, fits, ok := walChunk(b, off, end, logNum)
 			if !ok {
 				if sc.bad < 0 {
 					sc.bad, sc.cut = int64(off), int64(off)
@@ -176,11 +257,18 @@ func scanWAL(b []byte, logNum uint32) walScan {
 				}
 				pending++
 				inRec, cur = false, cur[:0]
-				if !fits {
-					break // no chunk boundary known: look again at the next block
+				if p, found := walResync(b, off+1, end, logNum, family, next); found {
+					off = p
+					continue
 				}
-				off += hdr + n
-				continue
+				if fits && family <= walLegacyHdr {
+					off += hdr + n // no resync without log numbers: trust the length
+					continue
+				}
+				break // no chunk boundary known: look again at the next block
+			}
+			if family == 0 {
+				family = hdr
 			}
 			if sc.bad >= 0 {
 				sc.confirmed = true
@@ -203,6 +291,11 @@ func scanWAL(b []byte, logNum uint32) walScan {
 					sc.batches = append(sc.batches, append(slices.Clone(cur), payload...))
 				}
 				inRec = false
+			}
+			if t := (enc - 1) % 4; t == 0 || t == 1 {
+				if seq, count, ok := batchSeq(payload); ok {
+					next = seq + uint64(count)
+				}
 			}
 			off += hdr + n
 		}
