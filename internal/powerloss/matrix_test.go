@@ -432,6 +432,7 @@ var histories = []struct{ name, steps string }{
 	{"after a crash", "xx"},
 	{"after two crashes", "xxx"},
 	{"after a power loss", "cp"},
+	{"after two power losses", "pp"},
 	{"after a crash and a clean restart", "xcx"},
 }
 
@@ -481,6 +482,12 @@ func crashMatrix(t *testing.T, e engine, steps string) {
 			img, _ := fsys.Crash()
 			w.abandon()
 			fsys.Close()
+			if strings.ContainsRune(steps[run+1:], 'p') {
+				// Another power loss to come: the next runs live on a
+				// crashfs over what this one left.
+				fsys = crashfs.Mount(t, img)
+				img = fsys.Dir
+			}
 			dir = storeDir(img)
 		}
 		if t.Failed() {
