@@ -39,6 +39,9 @@ func dmgBody(i int) string {
 	return fmt.Sprintf("m-%04d-%s", i, b)
 }
 
+// dmgKey is message i's key: 40 messages a key.
+func dmgKey(i int) string { return fmt.Sprintf("k%02d", i%50) }
+
 // dmgPos is where message i is: its queue and offset.
 func dmgPos(i int) (store.Queue, int64) {
 	return store.Queue{Topic: dmgTopic, ID: int32(i % 2)}, int64(i / 2)
@@ -59,7 +62,7 @@ func writeDamageStore(t *testing.T, cfg *Config, set store.Settings, flush bool)
 	require.NoError(t, s.SaveMeta("topics", topicsV1))
 	for i := 0; i < dmgN; i++ {
 		q, _ := dmgPos(i)
-		_, err := s.Append(bg, []store.Message{storetest.Msg(q.Topic, q.ID, dmgBody(i), map[string]string{"TAGS": "t"})})
+		_, err := s.Append(bg, []store.Message{storetest.Msg(q.Topic, q.ID, dmgBody(i), map[string]string{"TAGS": "t", "KEYS": dmgKey(i)})})
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.SaveMeta("topics", topicsV2))
@@ -325,6 +328,30 @@ func TestSSTableDamageCostsOnlyItsBlock(t *testing.T) {
 	}
 	assert.True(t, found, "verify names the damaged offsets: %+v", rep.Damage)
 	assert.NotEmpty(t, readManifest(t, set.Dir), "the damage is in the manifest")
+
+	// Searches by time and by key skip the damaged entries too.
+	for i := victim - 30; i <= victim+30; i++ {
+		q, off := dmgPos(i)
+		if damaged[i] || q != vq {
+			continue
+		}
+		require.NoError(t, s.Read(bg, q, off, store.ReadOptions{MaxMessages: 1}, &r))
+		require.Len(t, r.Records, 1)
+		m, _, err := message.DecodeStored(r.Records[0])
+		require.NoError(t, err)
+		got, err := s.OffsetByTime(bg, q, m.StoreTimestamp)
+		require.NoError(t, err, "offset by time of message %d", i)
+		assert.LessOrEqual(t, got, off, "message %d", i)
+	}
+	recs, err := s.QueryByKey(bg, dmgTopic, dmgKey(victim), 0, 1<<62, 100)
+	require.NoError(t, err, "query by the damaged message's key")
+	want := 0
+	for i := victim % 50; i < dmgN; i += 50 {
+		if !damaged[i] {
+			want++
+		}
+	}
+	assert.Len(t, recs, want, "every intact message with the key")
 
 	_, err = s.Append(bg, []store.Message{msg(dmgTopic, 0, "after")})
 	require.NoError(t, err, "the store keeps serving")

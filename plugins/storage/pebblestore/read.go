@@ -310,24 +310,36 @@ func (s *Store) OffsetByTime(ctx context.Context, q store.Queue, ts int64) (int6
 		mid := lo + (hi-lo)/2
 		key = entryKey(key[:0], q, mid)
 		if !it.SeekGE(key) || entryOffset(it.Key()) != mid {
-			if err := it.Error(); err != nil {
+			if err := it.Error(); pebble.IsCorruptionError(err) {
+				// A damaged entry: its store time is taken from the next
+				// readable one (store times never decrease), the damaged
+				// ones are skipped by the reads that start there.
+				at := mid
+				if found, _ := s.skipDamaged(it, q, &at, hi); !found {
+					hi = mid
+					continue
+				}
+			} else if err != nil {
 				return 0, fmt.Errorf("pebblestore: offset by time %s: %w", q, err)
+			} else {
+				lo = mid + 1 // removed under us
+				continue
 			}
-			lo = mid + 1 // removed under us
-			continue
 		}
-		v := it.Value()
-		if len(v) < entryHeader+minRecordSize {
-			return 0, &store.CorruptionError{File: s.dir, Offset: mid, Reason: fmt.Sprintf("queue %s entry %d holds %d bytes", q, mid, len(v))}
+		v, err := it.ValueAndErr()
+		if err != nil || len(v) < entryHeader+minRecordSize {
+			lo = mid + 1 // damaged: not the answer
+			continue
 		}
 		h, err := message.PeekHeader(v[entryHeader:])
 		if err != nil {
-			return 0, &store.CorruptionError{File: s.dir, Offset: mid, Reason: err.Error()}
+			lo = mid + 1
+			continue
 		}
 		if h.StoreTimestamp >= ts {
 			hi = mid
 		} else {
-			lo = mid + 1
+			lo = max(mid, entryOffset(it.Key())) + 1
 		}
 	}
 	if mn, _ := qs.offsets(); lo < mn {
@@ -383,6 +395,10 @@ func (s *Store) QueryByKey(ctx context.Context, topic, key string, begin, end in
 			q := store.Queue{Topic: topic, ID: int32(be.Uint32(v[8:]))}
 			rec, err := s.entryRecord(q, int64(be.Uint64(v[12:])), phys)
 			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if off := int64(be.Uint64(v[12:])); pebble.IsCorruptionError(err) {
+				s.readDamage(q, off, off+1, err) // a damaged record costs only itself
 				continue
 			}
 			if err != nil {
