@@ -250,10 +250,4 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // isSystemGroup tells Java's and Quiver's built-in groups.
-func isSystemGroup(g string) bool {
-	switch g {
-	case "TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_ONSAPI_PULL", "CID_RMQ_SYS_TRANS":
-		return true
-	}
-	return strings.HasPrefix(g, "CID_RMQ_SYS_")
-}
+func isSystemGroup(g string) bool { return protocol.IsSystemGroup(g) }

@@ -35,6 +35,25 @@ const (
 	DefaultTopicQueueNum = 4
 )
 
+// BuiltinGroups are the subscription groups every Java broker has
+// (SubscriptionGroupManager.init: MixAll's TOOLS_CONSUMER_GROUP,
+// FILTERSRV_CONSUMER_GROUP, SELF_TEST_CONSUMER_GROUP, ONS_HTTP_PROXY_GROUP,
+// CID_ONSAPI_PULL_GROUP, CID_ONSAPI_PERMISSION_GROUP,
+// CID_ONSAPI_OWNER_GROUP, CID_SYS_RMQ_TRANS), in its order.
+var BuiltinGroups = [...]string{"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+	"CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRANS"}
+
+// IsSystemGroup reports a built-in group or one of RocketMQ's
+// CID_RMQ_SYS_ groups.
+func IsSystemGroup(g string) bool {
+	for _, b := range BuiltinGroups {
+		if g == b {
+			return true
+		}
+	}
+	return strings.HasPrefix(g, "CID_RMQ_SYS_")
+}
+
 // RetryTopic returns %RETRY%<group>.
 func RetryTopic(group string) string { return RetryGroupPrefix + group }
 

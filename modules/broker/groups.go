@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/quivermq/quiver/core/protocol"
 )
 
 // GroupConfig is a subscription group's configuration (Java
@@ -56,6 +58,12 @@ func newGroupTable(meta *metaStore, journalDir string, log *slog.Logger) (*group
 		log = slog.New(slog.DiscardHandler)
 	}
 	g := &groupTable{groups: map[string]*GroupConfig{}, meta: meta, log: log}
+	// As Java's SubscriptionGroupManager.init before its load: the built-in
+	// groups exist on every broker (GET_ALL_SUBSCRIPTIONGROUP_CONFIG lists
+	// them) and are written with the next document.
+	for _, name := range protocol.BuiltinGroups {
+		g.groups[name] = defaultGroupConfig(name)
+	}
 	var doc groupDoc
 	if _, err := meta.load("subscriptionGroup", &doc); err != nil {
 		return nil, err
@@ -236,6 +244,13 @@ func (g *groupTable) snapshot() map[string]*GroupConfig {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.docLocked().SubscriptionGroupTable
+}
+
+func (g *groupTable) has(name string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	_, ok := g.groups[name]
+	return ok
 }
 
 func (g *groupTable) names() []string {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 )
 
@@ -81,4 +82,11 @@ func TestCreateGroupKeepsJavaDefaults(t *testing.T) {
 	assert.NotContains(t, all.SubscriptionGroupTable["G3"], "groupRetryPolicy")
 	assert.NotContains(t, all.SubscriptionGroupTable["G3"], "consumeMessageOrderly")
 	assert.Contains(t, all.SubscriptionGroupTable["G1"], "groupRetryPolicy")
+	// Java's SubscriptionGroupManager.init: every broker lists its built-in
+	// groups, with the default configuration.
+	for _, g := range protocol.BuiltinGroups {
+		require.Contains(t, all.SubscriptionGroupTable, g)
+		assert.Equal(t, true, all.SubscriptionGroupTable[g]["consumeBroadcastEnable"], g)
+		assert.Equal(t, g, all.SubscriptionGroupTable[g]["groupName"])
+	}
 }

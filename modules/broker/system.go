@@ -79,6 +79,10 @@ func (b *Broker) GroupConfig(group string) (*GroupConfig, error) {
 	return &cp, nil
 }
 
+// HasGroup reports whether a subscription group exists, without creating
+// it (Java's containsSubscriptionGroup).
+func (b *Broker) HasGroup(group string) bool { return b.groups.has(group) }
+
 // PutGroupConfig creates or replaces a subscription group's config, as
 // UPDATE_AND_CREATE_SUBSCRIPTIONGROUP does.
 func (b *Broker) PutGroupConfig(gc *GroupConfig) error {

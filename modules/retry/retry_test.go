@@ -202,3 +202,54 @@ func TestEncodeOffsetTable(t *testing.T) {
 	assert.Len(t, regexp.MustCompile(`\{"brokerName":"[^"]*","queueId":\d+,"topic":"[^"]*"\}:\d+`).FindAllString(got, -1), 2)
 	assert.Equal(t, `{"offsetTable":{}}`, string(EncodeOffsetTable(nil)))
 }
+
+// TestResetOffsetJavaAnswers: INVOKE_BROKER_TO_RESET_OFFSET answers as
+// RocketMQ 5's resetOffsetInner: an unknown topic TOPIC_NOT_EXIST, a group
+// that never existed SUBSCRIPTION_GROUP_NOT_EXIST (not SUCCESS with no
+// offsets), one queue to an offset with queueId/offset, and an offset
+// outside the queue SYSTEM_ERROR with Java's remark.
+func TestResetOffsetJavaAnswers(t *testing.T) {
+	s, b, _ := newService(t, NewConfig())
+	_, err := b.EnsureTopic(&protocol.TopicConfig{TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6})
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		put(t, b, &message.Ext{Message: message.Message{Topic: "T", Body: []byte("m")}, QueueID: int32(i % 2)})
+	}
+	_, err = b.GroupConfig("G")
+	require.NoError(t, err)
+	reset := func(ext map[string]string) *remoting.Command {
+		return s.handleResetOffset(context.Background(), nil, remoting.NewRequest(remoting.InvokeBrokerToResetOffset, ext, nil))
+	}
+	tests := []struct {
+		name       string
+		give       map[string]string
+		wantCode   int32
+		wantRemark string
+		wantBody   string
+	}{
+		{"unknown topic", map[string]string{"topic": "Nope", "group": "G", "timestamp": "0", "isForce": "true"},
+			remoting.TopicNotExist, "Topic Nope does not exist", ""},
+		{"unknown group", map[string]string{"topic": "T", "group": "Typo", "timestamp": "0", "isForce": "true"},
+			remoting.SubscriptionGroupNotExist, "Group Typo does not exist", ""},
+		{"one queue to an offset", map[string]string{"topic": "T", "group": "G", "timestamp": "0", "isForce": "true", "queueId": "1", "offset": "1"},
+			remoting.Success, "", `{"offsetTable":{{"brokerName":"` + b.Config().Name + `","queueId":1,"topic":"T"}:1}}`},
+		{"offset beyond the queue", map[string]string{"topic": "T", "group": "G", "timestamp": "0", "isForce": "true", "queueId": "0", "offset": "9"},
+			remoting.SystemError, "Target offset 9 not in consume queue range [0-2]", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := reset(tt.give)
+			assert.Equal(t, tt.wantCode, resp.Code, resp.Remark)
+			assert.Equal(t, tt.wantRemark, resp.Remark)
+			if tt.wantBody != "" {
+				assert.Equal(t, tt.wantBody, string(resp.Body))
+			}
+		})
+	}
+	off, ok := b.QueryOffset("G", "T", 1)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), off)
+	_, ok = b.QueryOffset("G", "T", 0)
+	assert.False(t, ok, "a one-queue reset leaves the other queue")
+	assert.False(t, b.HasGroup("Typo"), "refusing does not create the group")
+}

@@ -40,19 +40,47 @@ func EncodeOffsetTable(qs []QueueOffset) []byte {
 // online consumers. It returns the offsets set and how many consumers were
 // told.
 func (s *Service) ResetOffsets(ctx context.Context, topic, group string, ts int64, force bool) ([]QueueOffset, int, error) {
+	return s.resetOffsets(ctx, topic, group, ts, force, -1, -1)
+}
+
+// offsetRangeError is a queue-level reset to an offset outside the queue.
+type offsetRangeError struct{ offset, min, max int64 }
+
+func (e *offsetRangeError) Error() string {
+	return fmt.Sprintf("Target offset %d not in consume queue range [%d-%d]", e.offset, e.min, e.max)
+}
+
+// resetOffsets is ResetOffsets of every queue (queue < 0) or of one queue,
+// to offset when it is not -1 (checked against the queue's range as Java's
+// resetOffsetInner does) and else to the first message at or after ts.
+func (s *Service) resetOffsets(ctx context.Context, topic, group string, ts int64, force bool, queue int32, offset int64) ([]QueueOffset, int, error) {
 	tc, ok := s.b.TopicConfig(topic)
 	if !ok {
 		return nil, 0, fmt.Errorf("retry: topic[%s] not exist", topic)
 	}
+	first, last := int32(0), tc.ReadQueueNums
+	if queue >= 0 {
+		first, last = queue, queue+1
+	}
 	name := s.b.Config().Name
-	out := make([]QueueOffset, 0, tc.ReadQueueNums)
-	for id := int32(0); id < tc.ReadQueueNums; id++ {
+	out := make([]QueueOffset, 0, last-first)
+	for id := first; id < last; id++ {
 		q := store.Queue{Topic: topic, ID: id}
 		var off int64
 		var err error
-		if ts < 0 {
+		switch {
+		case queue >= 0 && offset != -1:
+			lo, hi, oerr := s.b.Store().Offsets(q)
+			if oerr != nil {
+				return nil, 0, fmt.Errorf("retry: offsets of %s: %w", q, oerr)
+			}
+			if lo >= 0 && offset < lo || offset > hi+1 {
+				return nil, 0, &offsetRangeError{offset: offset, min: lo, max: hi}
+			}
+			off = offset
+		case ts < 0:
 			_, off, err = s.b.Store().Offsets(q)
-		} else {
+		default:
 			off, err = s.b.Store().OffsetByTime(ctx, q, ts)
 		}
 		if err != nil {
@@ -89,16 +117,35 @@ func (s *Service) ResetOffsets(ctx context.Context, topic, group string, ts int6
 }
 
 // handleResetOffset serves INVOKE_BROKER_TO_RESET_OFFSET (222): ext topic,
-// group, timestamp (ms, -1 for the end), isForce. The answer's body is the
+// group, timestamp (ms, -1 for the end), isForce, and RocketMQ 5's optional
+// queueId and offset (one queue, to that offset). The answer's body is the
 // offset table; ext consumersNotified counts the online consumers told.
+// Refusals are RocketMQ 5's (AdminBrokerProcessor.resetOffsetInner, its
+// default): a slave SYSTEM_ERROR, an unknown topic TOPIC_NOT_EXIST, an
+// unknown group SUBSCRIPTION_GROUP_NOT_EXIST — a mistyped group is not
+// reset to nothing with SUCCESS.
 func (s *Service) handleResetOffset(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	e := remoting.ReadExt(req)
 	topic, group, ts := e.String("topic"), e.String("group"), e.Int64("timestamp")
 	force := req.ExtFields["isForce"] == "" || e.Bool("isForce")
+	queue := e.OptInt32("queueId", -1)
+	offset := int64(-1)
+	if v := req.ExtFields["offset"]; v != "null" {
+		offset = e.OptInt64("offset", -1)
+	}
 	if e.Err != nil {
 		return remoting.Errorf(req, remoting.SystemError, e.Err.Error())
 	}
-	qs, told, err := s.ResetOffsets(ctx, topic, group, ts, force)
+	if s.b.IsSlave() {
+		return remoting.Errorf(req, remoting.SystemError, "Can not reset offset in slave broker")
+	}
+	if _, ok := s.b.TopicConfig(topic); !ok {
+		return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("Topic %s does not exist", topic))
+	}
+	if !s.b.HasGroup(group) {
+		return remoting.Errorf(req, remoting.SubscriptionGroupNotExist, fmt.Sprintf("Group %s does not exist", group))
+	}
+	qs, told, err := s.resetOffsets(ctx, topic, group, ts, force, queue, offset)
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
