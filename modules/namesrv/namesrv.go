@@ -263,6 +263,12 @@ func (s *Server) registerBroker(_ context.Context, p *remoting.Peer, req *remoti
 		}
 	}
 	res := s.routes.RegisterBroker(r)
+	if res.Replaced != "" {
+		// Java replaces it silently; two processes started with the same
+		// broker.name then take turns in the routes. Say so.
+		s.log.Warn("broker registration replaced a live broker of the same name and id from another address: two brokers share broker.name (give each its own)",
+			"cluster", r.ClusterName, "broker", r.BrokerName, "id", r.BrokerID, "addr", r.BrokerAddr, "replaced", res.Replaced, "remote", p.RemoteAddr())
+	}
 	if res.New {
 		s.log.Info("broker registered", "cluster", r.ClusterName, "broker", r.BrokerName, "id", r.BrokerID,
 			"addr", r.BrokerAddr, "topics", len(r.Topics.TopicConfigTable))

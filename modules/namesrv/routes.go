@@ -33,6 +33,10 @@ type RegisterResult struct {
 	MasterAddr   string
 	// New is true when the address was not live before.
 	New bool
+	// Replaced is the address of a live broker with the same name and id
+	// that this registration replaced (another process started with the
+	// same broker.name); empty otherwise.
+	Replaced string
 }
 
 // LiveBroker is what the table knows about a registered broker address.
@@ -115,8 +119,11 @@ func (t *RouteTable) RegisterBroker(r BrokerRegistration) RegisterResult {
 			delete(bd.BrokerAddrs, id)
 		}
 	}
-	if _, had := bd.BrokerAddrs[r.BrokerID]; !had {
+	replaced := ""
+	if old, had := bd.BrokerAddrs[r.BrokerID]; !had {
 		first = true
+	} else if _, live := t.live[old]; live && old != r.BrokerAddr {
+		replaced = old
 	}
 	bd.BrokerAddrs[r.BrokerID] = r.BrokerAddr
 
@@ -155,7 +162,7 @@ func (t *RouteTable) RegisterBroker(r BrokerRegistration) RegisterResult {
 		t.filterServers[r.BrokerAddr] = slices.Clone(r.FilterServers)
 	}
 
-	res := RegisterResult{New: !wasLive}
+	res := RegisterResult{New: !wasLive, Replaced: replaced}
 	if r.BrokerID != protocol.MasterID {
 		if master, ok := bd.BrokerAddrs[protocol.MasterID]; ok {
 			if ml, ok := t.live[master]; ok {

@@ -194,3 +194,27 @@ func TestRouteTableConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRouteTableReplacedLiveBroker: a second process registering the same
+// broker name and id from another address replaces the live one (as Java
+// does) and the result names the replaced address, so the name server can
+// warn; the same address switching ids, or re-registering, replaces
+// nothing.
+func TestRouteTableReplacedLiveBroker(t *testing.T) {
+	rt := NewRouteTable(nil)
+	assert.Empty(t, rt.RegisterBroker(brokerA.registration()).Replaced)
+	assert.Empty(t, rt.RegisterBroker(brokerA.registration()).Replaced, "re-registration")
+
+	second := brokerA
+	second.addr = "127.0.0.1:20911"
+	res := rt.RegisterBroker(second.registration())
+	assert.Equal(t, brokerA.addr, res.Replaced)
+	rd, ok := rt.TopicRoute("TopicA")
+	require.True(t, ok)
+	assert.Equal(t, map[int64]string{0: second.addr}, rd.BrokerDatas[0].BrokerAddrs)
+	assert.Equal(t, second.addr, rt.RegisterBroker(brokerA.registration()).Replaced, "they take turns")
+
+	other := brokerA
+	other.name, other.addr = "broker-other", "127.0.0.1:30911"
+	assert.Empty(t, rt.RegisterBroker(other.registration()).Replaced, "another name")
+}
