@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
@@ -114,7 +116,9 @@ func readExample(t *testing.T) string {
 func TestConfigExampleStartsDev(t *testing.T) {
 	dir := t.TempDir()
 	g := &globalFlags{configFile: "../../config.example.yaml", sets: []string{
-		"namesrv.listen=127.0.0.1:0", "broker.listen=127.0.0.1:0", "broker.advertise=127.0.0.1:10911",
+		// A real port: mq dev registers its broker at namesrv.listen,
+		// and broker.namesrv refuses port 0.
+		fmt.Sprintf("namesrv.listen=127.0.0.1:%d", testserver.FreePort(t)), "broker.listen=127.0.0.1:0", "broker.advertise=127.0.0.1:10911",
 		"storage.dir=" + dir, "storage.commitlog.segment_size=4MiB", "log.level=error",
 	}}
 	cfg, err := loadConfig(g, roleDev)

@@ -51,7 +51,7 @@ const consoleDevListen = "127.0.0.1:8080"
 type consoleConfig struct {
 	// Listen is host:port of the console; empty serves none (mq dev:
 	// consoleDevListen).
-	Listen string `koanf:"listen"`
+	Listen string `koanf:"listen" addr:"listen"`
 	// Admin allows the console's actions (DLQ resend, offset reset).
 	Admin bool `koanf:"admin"`
 	// Auth is the login: empty (none), "acl" (an ACL account's access

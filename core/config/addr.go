@@ -23,6 +23,14 @@ const (
 	AddrListen = "listen"
 )
 
+// AddrErrors is what Decode returns when every key decoded but some
+// addresses are bad: out is filled, so a section's NewConfigFrom may still
+// validate the rest and report every problem at once.
+type AddrErrors struct{ Errors }
+
+// Unwrap returns the problems.
+func (e *AddrErrors) Unwrap() []error { return e.Errors }
+
 // CheckAddr checks one address of kind AddrDial or AddrListen.
 func CheckAddr(s, kind string) error {
 	hp := s
@@ -31,7 +39,7 @@ func CheckAddr(s, kind string) error {
 	}
 	host, port, err := net.SplitHostPort(hp)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port: %w", s, unwrapAddrErr(err))
+		return fmt.Errorf("%q is not host:port", s)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil {
@@ -48,14 +56,6 @@ func CheckAddr(s, kind string) error {
 		return fmt.Errorf("%q has no host", s)
 	}
 	return nil
-}
-
-// unwrapAddrErr drops net.AddrError's repetition of the address.
-func unwrapAddrErr(err error) error {
-	if ae, ok := err.(*net.AddrError); ok { //nolint:errorlint // SplitHostPort returns it bare
-		return fmt.Errorf("%s", ae.Err)
-	}
-	return err
 }
 
 // checkAddrFields checks every field of v (a struct, or a pointer to

@@ -218,7 +218,8 @@ func (c *Config) TopLevel() []string {
 // Decode decodes the section at path into out (a pointer to a struct that
 // already holds defaults), strictly: unknown keys are errors that name the
 // full key path. An absent section leaves out unchanged. Fields tagged
-// addr:"dial" or addr:"listen" are then checked as addresses (AddrTag).
+// addr:"dial" or addr:"listen" are then checked as addresses (AddrTag);
+// their problems come back as *AddrErrors with out filled.
 func (c *Config) Decode(path string, out any) error {
 	if path != "" && !c.k.Exists(path) {
 		return nil
@@ -241,7 +242,7 @@ func (c *Config) Decode(path string, out any) error {
 	var errs Errors
 	checkAddrFields(path, reflect.ValueOf(out), &errs)
 	if len(errs) > 0 {
-		return fmt.Errorf("config: %w", errs)
+		return fmt.Errorf("config: %w", &AddrErrors{errs})
 	}
 	return nil
 }

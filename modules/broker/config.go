@@ -12,7 +12,7 @@ import (
 // Config is the broker section.
 type Config struct {
 	// Listen is the address served on every enabled transport.
-	Listen string `koanf:"listen"`
+	Listen string `koanf:"listen" addr:"listen"`
 	// Advertise is the address registered with name servers and used as the
 	// store host in message ids; it must be an IP literal with a port.
 	// Default: Listen.
@@ -24,7 +24,7 @@ type Config struct {
 	// broker with id ≥ 1 must be SLAVE (modules/ha replicates).
 	Role string `koanf:"role"`
 	// Namesrv lists the name servers to register with.
-	Namesrv []string `koanf:"namesrv"`
+	Namesrv []string `koanf:"namesrv" addr:"dial"`
 	// Standalone says the broker runs without name servers on purpose
 	// (tests, a single-node setup whose clients know its address): mq
 	// broker refuses an empty Namesrv otherwise.
@@ -91,9 +91,9 @@ func (c *Config) Validate() error {
 	var errs config.Errors
 	if c.Listen == "" {
 		errs.Add("broker.listen", "must be set")
-	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs.Add("broker.listen", "%q is not host:port", c.Listen)
 	}
+	// broker.listen's and broker.namesrv's form: their addr tags
+	// (config.Decode).
 	adv := c.AdvertiseAddr()
 	if _, _, err := net.SplitHostPort(c.Listen); c.Advertise == "" && err != nil {
 		// broker.listen is at fault, and said so above.

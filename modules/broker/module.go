@@ -22,10 +22,13 @@ import (
 // NewConfigFrom decodes the broker section strictly.
 func NewConfigFrom(cfg *config.Config) (*Config, error) {
 	c := NewConfig()
-	if err := cfg.Decode("broker", c); err != nil {
+	var bad *config.AddrErrors
+	err := cfg.Decode("broker", c)
+	if err != nil && !errors.As(err, &bad) {
 		return nil, err
 	}
-	return c, c.Validate()
+	// Bad addresses leave the rest decoded: report them with the rest.
+	return c, errors.Join(err, c.Validate())
 }
 
 // ErrPropertyFilterOff is what subscribing with an expression type other

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"errors"
 	"time"
 
 	"github.com/quivermq/quiver/core/config"
@@ -11,7 +12,7 @@ type Config struct {
 	// MasterAddr is the master's address for a slave (its HA requests go
 	// to the master's broker port). Default: looked up in the name
 	// servers (GET_BROKER_CLUSTER_INFO: brokerAddrs[0] of broker.name).
-	MasterAddr string `koanf:"master_addr"`
+	MasterAddr string `koanf:"master_addr" addr:"dial"`
 	// SyncTimeout is how long a SYNC_MASTER send waits for a slave to
 	// confirm its bytes before answering FLUSH_SLAVE_TIMEOUT (RocketMQ
 	// syncFlushTimeout).
@@ -94,8 +95,11 @@ func (c *Config) Validate() error {
 // NewConfigFrom decodes the ha section strictly.
 func NewConfigFrom(cfg *config.Config) (*Config, error) {
 	c := NewConfig()
-	if err := cfg.Decode("ha", c); err != nil {
+	var bad *config.AddrErrors
+	err := cfg.Decode("ha", c)
+	if err != nil && !errors.As(err, &bad) {
 		return nil, err
 	}
-	return c, c.Validate()
+	// A bad ha.master_addr leaves the rest decoded: report it with the rest.
+	return c, errors.Join(err, c.Validate())
 }

@@ -14,7 +14,7 @@ const DevListen = "127.0.0.1:9090"
 type Config struct {
 	// Listen is the host:port serving /metrics, /healthz and /readyz.
 	// Empty (the default) serves nothing; `mq dev` uses DevListen.
-	Listen string `koanf:"listen"`
+	Listen string `koanf:"listen" addr:"listen"`
 }
 
 // NewConfig returns the defaults: metrics off.

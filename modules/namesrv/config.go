@@ -1,11 +1,10 @@
 package namesrv
 
 import (
-	"net"
+	"errors"
 	"time"
 
 	"github.com/quivermq/quiver/core/config"
-	"github.com/quivermq/quiver/core/transport"
 )
 
 // Section is the configuration section this module owns.
@@ -15,7 +14,7 @@ const Section = "namesrv"
 type Config struct {
 	// Listen is the address bound on every enabled transport. Default
 	// "127.0.0.1:9876" (RocketMQ's name server port).
-	Listen string `koanf:"listen"`
+	Listen string `koanf:"listen" addr:"listen"`
 	// ScanInterval is how often brokers are checked for expiry. Default 10s.
 	ScanInterval time.Duration `koanf:"scan_interval"`
 	// BrokerTimeout drops a broker that has not registered for this long.
@@ -45,9 +44,8 @@ func (c *Config) Validate() error {
 	var errs config.Errors
 	if c.Listen == "" {
 		errs.Add(Section+".listen", "must not be empty")
-	} else if _, _, err := net.SplitHostPort(hostPort(c.Listen)); err != nil {
-		errs.Add(Section+".listen", "%q is not host:port: %v", c.Listen, err)
 	}
+	// namesrv.listen's form: its addr tag (config.Decode).
 	if c.ScanInterval <= 0 {
 		errs.Add(Section+".scan_interval", "must be positive, got %s", c.ScanInterval)
 	}
@@ -60,19 +58,17 @@ func (c *Config) Validate() error {
 	return errs.Err()
 }
 
-func hostPort(addr string) string {
-	_, hp := transport.SplitScheme(addr)
-	return hp
-}
-
 // NewConfigFrom decodes the namesrv section of cfg strictly over the
 // defaults and validates it.
 func NewConfigFrom(cfg *config.Config) (*Config, error) {
 	c := NewConfig()
-	if err := cfg.Decode(Section, c); err != nil {
+	var bad *config.AddrErrors
+	err := cfg.Decode(Section, c)
+	if err != nil && !errors.As(err, &bad) {
 		return nil, err
 	}
-	if err := c.Validate(); err != nil {
+	// Bad addresses leave the rest decoded: report them with the rest.
+	if err := errors.Join(err, c.Validate()); err != nil {
 		return nil, err
 	}
 	return c, nil
