@@ -101,7 +101,7 @@ func TestAddrTag(t *testing.T) {
 		wantKey string
 		want    string
 	}{
-		{name: "no port", give: []string{"broker.namesrv=10.0.0.1"}, wantKey: "broker.namesrv", want: "missing port in address"},
+		{name: "no port", give: []string{"broker.namesrv=10.0.0.1"}, wantKey: "broker.namesrv", want: `"10.0.0.1" is not host:port`},
 		{name: "no port in a list", give: []string{"broker.namesrv=[10.0.0.1:9876, 10.0.0.2]"}, wantKey: "broker.namesrv", want: `"10.0.0.2" is not host:port`},
 		{name: "brackets kept by the old --set", give: []string{"broker.namesrv=['[10.0.0.1:9876]']"}, wantKey: "broker.namesrv", want: "is not host:port"},
 		{name: "port too large", give: []string{"broker.namesrv=10.0.0.1:98760"}, wantKey: "broker.namesrv", want: "port 98760 is outside 1-65535"},
