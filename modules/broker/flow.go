@@ -44,9 +44,12 @@ type sendGate struct {
 	busyQueue, busyStore, busyQuota atomic.Int64
 	quotas                          *quotas
 
-	// diskFull counts sends refused because the disk was full; storeErrLog
-	// rate-limits store-error log lines (send.go).
+	// diskFull counts sends refused because the disk was full, storeFailed
+	// those refused because the store disabled writes until reopen (a
+	// failed fsync); storeErrLog rate-limits store-error log lines
+	// (send.go).
 	diskFull    atomic.Int64
+	storeFailed atomic.Int64
 	storeErrLog logLimiter
 }
 
@@ -125,8 +128,11 @@ type FlowStats struct {
 	BusyQueue, BusyStore, BusyQuota int64
 	// DiskFull counts sends answered SERVICE_NOT_AVAILABLE for a full disk.
 	DiskFull int64
-	InFlight int64
-	Capacity int
+	// StoreFailed counts sends answered SYSTEM_ERROR because the store had
+	// disabled writes until reopen (a failed fsync or I/O error).
+	StoreFailed int64
+	InFlight    int64
+	Capacity    int
 }
 
 // FlowStats reports how often sends were shed and why.
@@ -136,7 +142,7 @@ func (b *Broker) FlowStats() FlowStats {
 		return FlowStats{}
 	}
 	return FlowStats{BusyQueue: g.busyQueue.Load(), BusyStore: g.busyStore.Load(), BusyQuota: g.busyQuota.Load(),
-		DiskFull: g.diskFull.Load(), InFlight: g.inflight.Load(), Capacity: cap(g.slots)}
+		DiskFull: g.diskFull.Load(), StoreFailed: g.storeFailed.Load(), InFlight: g.inflight.Load(), Capacity: cap(g.slots)}
 }
 
 // QuotaLimit is one rate quota: messages and bytes per second (0 = no

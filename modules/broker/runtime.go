@@ -55,6 +55,7 @@ func (b *Broker) flowFigures() map[string]string {
 	return map[string]string{
 		"quiverFlowBusyQueue": i(fs.BusyQueue), "quiverFlowBusyStore": i(fs.BusyStore), "quiverFlowBusyQuota": i(fs.BusyQuota),
 		"quiverFlowInFlight": i(fs.InFlight), "quiverFlowCapacity": strconv.Itoa(fs.Capacity), "quiverStoreDiskFull": i(fs.DiskFull),
+		"quiverStoreWriteFailed": i(fs.StoreFailed),
 	}
 }
 

@@ -391,6 +391,9 @@ func (b *Broker) storeErrorResponse(req *remoting.Command, err error) *remoting.
 		}
 		return remoting.Errorf(req, remoting.ServiceNotAvailable, DiskFullRemark)
 	}
+	if b.gate != nil && store.WriteRefusal(err) == store.RefusedStoreFailed {
+		b.gate.storeFailed.Add(1)
+	}
 	if n, ok := b.gate.logAllowed(); ok {
 		b.log.Warn("store append", "err", err, "suppressed", n)
 	}

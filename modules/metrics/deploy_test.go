@@ -231,7 +231,7 @@ func TestDeployQueries(t *testing.T) {
 	}
 	for _, n := range []string{
 		"quiver_consumer_lag_messages", "quiver_disk_free_bytes", "quiver_broker_busy_total",
-		"quiver_replica_lag_bytes", "quiver_store_corruption_findings",
+		"quiver_replica_lag_bytes", "quiver_store_corruption_findings", "quiver_store_writes_refused",
 	} {
 		assert.True(t, used["deploy/prometheus/alerts.yml"][n], "no alert rule on %s", n)
 	}

@@ -193,7 +193,8 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// ready answers 200 once the broker and name server it watches are bound.
+// ready answers 200 once the broker and name server it watches are bound,
+// the broker's registrations are accepted and its store accepts writes.
 func (s *Service) ready(w http.ResponseWriter, _ *http.Request) {
 	if b := s.deps.Broker; b != nil && len(b.Addrs()) == 0 {
 		http.Error(w, "broker not listening", http.StatusServiceUnavailable)
@@ -213,6 +214,18 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) {
 			}
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
+		}
+	}
+	if b := s.deps.Broker; b != nil {
+		// A store refusing writes (disk full, or failed until reopen):
+		// not ready, with the reason; /healthz stays 200.
+		if ws, ok := b.Store().(store.WriteStater); ok {
+			if err := ws.WriteState(); err != nil {
+				if reason := store.WriteRefusal(err); reason != "" {
+					http.Error(w, "store refuses writes: "+reason+"\n"+err.Error(), http.StatusServiceUnavailable)
+					return
+				}
+			}
 		}
 	}
 	if n := s.deps.Namesrv; n != nil && len(n.Addrs()) == 0 {
@@ -249,6 +262,8 @@ var (
 	descConns      = prometheus.NewDesc("quiver_connections", "Open client connections to the broker, by transport.", []string{"transport"}, nil)
 	descHeld       = prometheus.NewDesc("quiver_held_pulls", "Pull requests parked on empty queues (long polling).", nil, nil)
 	descBusy       = prometheus.NewDesc("quiver_broker_busy_total", "Sends answered busy by flow control, by reason.", []string{"reason"}, nil)
+	descRefused    = prometheus.NewDesc("quiver_broker_write_refused_total", "Sends the store refused, by reason: disk_full (answered SERVICE_NOT_AVAILABLE; clears when space returns), store_failed (answered SYSTEM_ERROR; writes disabled until reopen after a failed fsync).", []string{"reason"}, nil)
+	descNoWrites   = prometheus.NewDesc("quiver_store_writes_refused", "1 while the store refuses writes for the reason (disk_full clears by itself, store_failed needs a restart), else 0; /readyz answers 503 meanwhile.", []string{"reason"}, nil)
 	descQueueMax   = prometheus.NewDesc("quiver_queue_max_offset", "Next offset to write, per queue.", []string{"topic", "queue"}, nil)
 	descTopicMax   = prometheus.NewDesc("quiver_topic_max_offset", "Next offsets to write summed over the topic's queues on this broker (the producer offset).", []string{"topic"}, nil)
 	descCommitted  = prometheus.NewDesc("quiver_consumer_offset", "Offset the group committed, per queue.", []string{"group", "topic", "queue"}, nil)
@@ -269,7 +284,7 @@ var (
 )
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descCommitted, descDelay, descUnmeasured, descBacklog, descFsync, descFsyncMax, descCorruptSkips, descCorruptFound, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descQueueMax, descTopicMax} {
+	for _, d := range []*prometheus.Desc{descLag, descCommitted, descDelay, descUnmeasured, descBacklog, descFsync, descFsyncMax, descCorruptSkips, descCorruptFound, descStoreSize, descDiskFree, descDiskTotal, descConns, descHeld, descBusy, descRefused, descNoWrites, descQueueMax, descTopicMax} {
 		ch <- d
 	}
 }
@@ -296,6 +311,27 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	fs := b.FlowStats()
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(fs.DiskFull), store.RefusedDiskFull)
+	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(fs.StoreFailed), store.RefusedStoreFailed)
+	now := writeRefusal(st)
+	for _, reason := range []string{store.RefusedDiskFull, store.RefusedStoreFailed} {
+		v := 0.0
+		if reason == now {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descNoWrites, prometheus.GaugeValue, v, reason)
+	}
+}
+
+// writeRefusal is why st refuses writes now (store.WriteRefusal of its
+// WriteState), "" when it accepts them or cannot say. A closed store is
+// not a refusal: it is shutting down.
+func writeRefusal(st store.Store) string {
+	if ws, ok := st.(store.WriteStater); ok {
+		return store.WriteRefusal(ws.WriteState())
+	}
+	return ""
 }
 
 // groupOffsets is the broker's committed offsets: group -> topic -> queue.
