@@ -176,9 +176,8 @@ func TestGroupJournal(t *testing.T) {
 // creates an entry (acknowledged when it returns nil), crash drops the
 // table as a process death does, close stops it cleanly.
 type journaled struct {
-	name  string
-	open  func(t *testing.T, dir string) (put func(string) error, names func() []string, crash, close func())
-	entry func(i int) string
+	name string
+	open func(t *testing.T, dir string) (put func(string) error, names func() []string, crash, close func())
 }
 
 var journaledTables = []journaled{
