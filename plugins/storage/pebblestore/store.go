@@ -1,6 +1,7 @@
 // Package pebblestore is a storage engine on Pebble (an LSM key-value
 // store): no pre-allocated files, a footprint bounded by a few settings,
-// and the broker's metadata in the same database. It has the semantics of
+// and the broker's metadata documents as files beside it (meta.go: damage
+// to the database cannot take them). It has the semantics of
 // the CommitLog engine: dense per-queue offsets, a global physical offset
 // that grows by each record's size (so offsetMsgIds and Lookup work as
 // with the commit log), records kept in the RocketMQ stored layout.
@@ -12,7 +13,7 @@
 //	'm' be64(phys)                          -> be64(storeTS) be32(size) be32(qid) be64(offset) topic
 //	'k' be32(bucket) topic 0x00 key 0x00 be64(phys) -> be64(storeTS) be32(qid) be64(offset)
 //	'Q' topic 0x00 be32(qid)                -> be64(start): the queue's min offset
-//	'M' name                                -> metadata document (store.Metadata)
+//	'M' name                                -> copy of a metadata document (meta.go)
 //	'S' "version" / "min_phys"              -> format version / first stored phys
 //
 // A queue's entries are contiguous and hold the whole record, so a pull is
