@@ -210,3 +210,20 @@ func TestDiskFullAnswer(t *testing.T) {
 	rs.mu.Unlock()
 	assert.Equal(t, remoting.Success, h.send("Full", 0, "x", nil).Code)
 }
+
+// TestStoreFailedAnswer: a store that disabled writes after a failed fsync
+// is answered SYSTEM_ERROR (not the full-disk answer: it does not clear by
+// itself) and counted apart from the full disk.
+func TestStoreFailedAnswer(t *testing.T) {
+	h, rs := startRecordingBroker(t)
+	rs.mu.Lock()
+	rs.failAppend = fmt.Errorf("commitlog: append after earlier failure: %w: commitlog: sync segment 0: fdatasync: input/output error", store.ErrNotDurable)
+	rs.mu.Unlock()
+	for range 2 {
+		assert.Equal(t, remoting.SystemError, h.send("Failed", 0, "x", nil).Code)
+	}
+	fs := h.b.FlowStats()
+	assert.Equal(t, int64(2), fs.StoreFailed)
+	assert.Equal(t, int64(0), fs.DiskFull)
+	assert.Equal(t, "2", h.b.flowFigures()["quiverStoreWriteFailed"])
+}
