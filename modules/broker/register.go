@@ -170,7 +170,11 @@ func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw
 	case err != nil:
 		res = regFailed
 		if ctx.Err() == nil {
-			b.log.Warn("register with name server", "namesrv", ns, "err", err)
+			// Once per back-off (regstate.go), not every round.
+			if n, log := b.regs.unanswered(ns, err, time.Now()); log {
+				b.log.Error("cannot register with name server: no client finds this broker through it; check that broker.namesrv lists host:port of running name servers and that they are reachable from here",
+					"namesrv", ns, "failures", n, "err", err)
+			}
 		}
 	case resp.Code == remoting.NoPermission:
 		res = regRefused
@@ -183,7 +187,9 @@ func (b *Broker) registerOne(ctx context.Context, ns string, role RoleState, raw
 		b.log.Debug("registered with name server", "namesrv", ns)
 	}
 	if err == nil {
-		b.regs.record(ns, resp) // regstate.go: /readyz
+		if n := b.regs.record(ns, resp); n > 0 { // regstate.go: /readyz
+			b.log.Info("name server answers again", "namesrv", ns, "unanswered", n)
+		}
 	}
 	return res
 }
