@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 
@@ -48,6 +49,16 @@ type fullState struct {
 	err    error                      // the last write that failed for space; nil when none
 	queues map[*consumeQueue]struct{} // tails whose write failed for space
 	log    bool                       // the full disk was logged
+}
+
+// syncData fdatasyncs a segment or consume-queue file (syncFault aside).
+func (s *Store) syncData(f *os.File) error {
+	if s.syncFault != nil {
+		if err := s.syncFault(f.Name()); err != nil {
+			return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+		}
+	}
+	return fdatasync(f)
 }
 
 // isNoSpace reports an error caused by a full disk.
@@ -131,7 +142,8 @@ func (s *Store) WriteState() error {
 		return fmt.Errorf("commitlog: %w", store.ErrClosed)
 	}
 	if err := s.failure(); err != nil {
-		return err
+		// The cause as text: a sticky failure, even one that said ENOSPC.
+		return fmt.Errorf("commitlog: writes disabled until reopen: %w: %v", store.ErrNotDurable, err)
 	}
 	if err := s.fullRefusal(); err != nil {
 		return err

@@ -203,7 +203,7 @@ func (s *Store) runRound(r *syncRound) error {
 	s.segMu.RUnlock()
 	t0 := time.Now()
 	for _, seg := range segs {
-		if err := fdatasync(seg.f); err != nil {
+		if err := s.syncData(seg.f); err != nil {
 			// The cause as text: a failed fsync is sticky (fsyncgate,
 			// diskfull.go), not a full disk that clears, even when the
 			// file system says ENOSPC.

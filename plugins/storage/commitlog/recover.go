@@ -431,7 +431,7 @@ func (s *Store) checkpoint() error {
 		s.dirtyMu.Unlock()
 	}
 	for f := range files {
-		if err := fdatasync(f.f); err != nil && !errors.Is(err, os.ErrClosed) {
+		if err := s.syncData(f.f); err != nil && !errors.Is(err, os.ErrClosed) {
 			// Sticky (fsyncgate, diskfull.go): the entries the kernel
 			// could not write may be gone from the page cache, and a
 			// later checkpoint would vouch for them; reopening rebuilds

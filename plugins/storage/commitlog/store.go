@@ -162,6 +162,10 @@ type Store struct {
 	fullScan bool
 	damage   damageLog
 
+	// syncFault, when set (tests), fails the fdatasyncs of segments and
+	// consume queues with the error it returns for their path.
+	syncFault func(path string) error
+
 	// full is the full-disk state (diskfull.go): a condition that clears
 	// when space returns, unlike flushErr.
 	full fullState

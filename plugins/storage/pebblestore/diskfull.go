@@ -176,7 +176,7 @@ func (s *Store) sleepForSpace(name string) bool {
 	defer t.Stop()
 	select {
 	case <-s.stop:
-		s.setFailure(fmt.Errorf("pebblestore: write %s: %w: the store closed while the write waited for space: %w", filepath.Base(name), store.ErrNotDurable, syscall.ENOSPC))
+		s.setFailure(fmt.Errorf("pebblestore: write %s: %w: the store closed while the write waited for space (%v)", filepath.Base(name), store.ErrNotDurable, syscall.ENOSPC))
 		return false
 	case <-t.C:
 		return true
@@ -238,7 +238,8 @@ func (s *Store) WriteState() error {
 		return fmt.Errorf("pebblestore: %w", store.ErrClosed)
 	}
 	if err := s.failure(); err != nil {
-		return err
+		// The cause as text: a sticky failure, even one that said ENOSPC.
+		return fmt.Errorf("pebblestore: writes disabled until reopen: %w: %v", store.ErrNotDurable, err)
 	}
 	return s.spaceRefusal()
 }
