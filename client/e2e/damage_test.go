@@ -30,7 +30,9 @@ func TestPebbleDamage(t *testing.T) {
 	e.createTopic(t, topic, 2)
 	p := e.producer(t)
 	const n = 2000
-	body := func(i int) string { return fmt.Sprintf("damage-%05d-%s", i, strings.Repeat(string(rune('a'+i%26)), 300)) }
+	body := func(i int) string {
+		return fmt.Sprintf("damage-%05d-%s", i, strings.Repeat(string(rune('a'+i%26)), 300))
+	}
 	for i := 0; i < n; i++ {
 		m := msg(topic, body(i))
 		sendSync(t, p, m)
