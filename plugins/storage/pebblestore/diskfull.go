@@ -29,16 +29,17 @@ import (
 //     OPTIONS) that fails with ENOSPC does not fail: it waits for space
 //     and is tried again every spaceRetry, until it goes through or the
 //     store closes. Pebble never sees the error; the log stays whole. The
-//     writes in flight when the disk filled (a handful: one batch at a time
-//     commits) finish when space returns; new appends are refused at once
-//     meanwhile (waiting > 0).
+//     writes in flight when the disk filled (the batch being committed,
+//     the syncs waiting for the log) finish when space returns; new
+//     appends are refused at once meanwhile (waiting > 0).
 //   - Any ENOSPC (tables included, and Pebble's flush and background
 //     errors, see pebbleOptions) sets noSpace: appends are refused with an
 //     error wrapping ENOSPC. It clears when a flush succeeds, or when a
 //     probe (at most every spaceRetry, on an append or WriteState) finds
 //     resumeFree bytes free: a compaction that failed for space leaves no
-//     flush behind it to clear the flag, which is how the issue-37 store
-//     kept refusing with 22 MB free.
+//     flush behind it to clear the flag. (The issue-37 store kept refusing
+//     for both reasons: the latched WAL error, reproduced by
+//     TestDiskFullResumes, and a flag only a flush could clear.)
 //   - A failed fsync of any file is sticky (Store.failed) until reopen:
 //     after a failed fsync the kernel may have dropped the pages it could
 //     not write and marked them clean, so a later fsync that succeeds
