@@ -24,6 +24,8 @@ func TestEdgeGuideCommandLine(t *testing.T) {
 	require.NotEmpty(t, line, "the edge guide's command line")
 	args := strings.Fields(line)[1:]
 	for i, a := range args {
+		a = strings.Trim(a, "'") // the shell's quotes
+		args[i] = a
 		if a == "config.edge.yaml" {
 			args[i] = "../../config.edge.yaml"
 		}

@@ -144,7 +144,16 @@ func renderConfigReference(header []string, sections []*configSection) string {
 	b.WriteString("\nEvery key can also be set by an environment variable: `QUIVER_`, then the\n")
 	b.WriteString("key in capitals with `__` between levels (`broker.listen` is\n")
 	b.WriteString("`QUIVER_BROKER__LISTEN`), or by `--set key=value`. Sizes take `KiB`, `MiB`,\n")
-	b.WriteString("`GiB`; durations `ms`, `s`, `m`, `h`.\n\n")
+	b.WriteString("`GiB`; durations `ms`, `s`, `m`, `h`. A value that starts with `[` or `{` is a\n")
+	b.WriteString("YAML flow list or map, as in the file (`--set 'broker.namesrv=[10.0.0.1:9876,\n")
+	b.WriteString("10.0.0.2:9876]'`, `QUIVER_BROKER__QUOTA__TOPICS='{orders: {messages_per_sec:\n")
+	b.WriteString("100}}'`; quote them for the shell), and one that does not parse is refused\n")
+	b.WriteString("naming the key; a list key also takes a comma- or semicolon-separated\n")
+	b.WriteString("string (`10.0.0.1:9876,10.0.0.2:9876`).\n")
+	b.WriteString("Quote a bracketed IPv6 address inside a list (`['[::1]:9876']`); alone,\n")
+	b.WriteString("`[::1]:9876` stays a string. Addresses (`broker.namesrv`, `ha.master_addr`,\n")
+	b.WriteString("and `broker`, `namesrv`, `metrics`, `console` `.listen`) must be host:port\n")
+	b.WriteString("with the port in range, checked by `--check-config` and at start.\n\n")
 	b.WriteString("Sections:")
 	for i, s := range sections {
 		if i > 0 {
