@@ -136,9 +136,10 @@ func TestAddrTag(t *testing.T) {
 		require.NoError(t, err)
 		var s addrSection
 		err = cfg.Decode("broker", &s)
-		var errs config.Errors
-		require.True(t, errors.As(err, &errs))
-		assert.Len(t, errs, 3)
+		var bad *config.AddrErrors
+		require.True(t, errors.As(err, &bad), "%v", err)
+		assert.Len(t, bad.Errors, 3)
+		assert.Equal(t, "x", s.Listen, "the section is decoded all the same")
 	})
 }
 
