@@ -35,8 +35,17 @@ package grpc
 // this endpoint: UNAUTHORIZED (40100) when the credential does not
 // authenticate, FORBIDDEN (40300) when a permission is missing, with the
 // plugin's reason (it names the access key and resource, never a secret).
-// A refused Telemetry stream ends with gRPC UNAUTHENTICATED or
-// PERMISSION_DENIED.
+// A refused Telemetry command is answered inside the stream, as RocketMQ's
+// proxy answers a refusal of its request pipeline
+// (GrpcMessagingApplication.telemetry → writeResponse): one
+// TelemetryCommand carrying only the status, after which the stream ends
+// with gRPC OK. The 5.x clients fail startup() on that answer (a gRPC
+// error instead makes them renew the stream forever, and startup() never
+// returns). The proxy's ACL 2.0 answers 40100 for both kinds of refusal;
+// this endpoint keeps 40300 for a missing permission, as for its other
+// calls. A settings command naming no topic or group is not a refusal
+// but a bad request: the stream ends with gRPC INVALID_ARGUMENT, as the
+// proxy's ClientActivity.processTelemetryException ends it.
 
 import (
 	"context"
@@ -127,6 +136,29 @@ func (r *refusal) grpcError() error {
 	}
 	return grpcstatus.Error(c, r.msg)
 }
+
+// refusalError is a refusal returned by a guarded stream's RecvMsg; the
+// Telemetry handler answers it inside the stream (service.go).
+type refusalError struct{ r *refusal }
+
+func (e *refusalError) Error() string { return e.r.msg }
+
+// GRPCStatus makes the refusal the stream's gRPC status where it is not
+// answered inside the stream.
+func (e *refusalError) GRPCStatus() *grpcstatus.Status {
+	st, _ := grpcstatus.FromError(e.r.grpcError())
+	return st
+}
+
+// inStream reports whether a Telemetry stream answers r inside the
+// stream (authentication and permission refusals) rather than ending
+// with a gRPC error (a bad request).
+func (r *refusal) inStream() bool {
+	return r.code == grpcapi.Code_UNAUTHORIZED || r.code == grpcapi.Code_FORBIDDEN
+}
+
+// telemetryMethod is the full name of the Telemetry stream.
+const telemetryMethod = "/apache.rocketmq.v2.MessagingService/Telemetry"
 
 func unauthorized(format string, args ...any) *refusal {
 	return &refusal{code: grpcapi.Code_UNAUTHORIZED, msg: fmt.Sprintf(format, args...)}
@@ -450,12 +482,22 @@ func (g *guard) unaryInterceptor(log func(method string, r *refusal)) grpclib.Un
 // streamInterceptor authenticates a stream when it opens and authorizes
 // every message the client sends on it. A server-streaming call
 // (ReceiveMessage, PullMessage) is refused, once its request arrived, with one response carrying the
-// status, as its other errors are; a refused Telemetry stream ends with a
-// gRPC error (its handler may be sending: nothing else is written).
+// status, as its other errors are. A Telemetry stream that does not
+// authenticate is answered here, once its first command arrived, with a
+// TelemetryCommand carrying the status, and ends; a command refused later
+// is answered the same way by the handler, the stream's only sender.
 func (g *guard) streamInterceptor(log func(method string, r *refusal)) grpclib.StreamServerInterceptor {
 	return func(srv any, ss grpclib.ServerStream, info *grpclib.StreamServerInfo, handler grpclib.StreamHandler) error {
 		ctx := ss.Context()
 		ps, r := g.authenticate(ctx)
+		if r != nil && info.FullMethod == telemetryMethod {
+			log(info.FullMethod, r)
+			if err := ss.RecvMsg(new(grpcapi.TelemetryCommand)); err != nil {
+				return nil // the client went away before asking anything
+			}
+			_ = ss.SendMsg(&grpcapi.TelemetryCommand{Status: r.status()}) //nolint:errcheck // a client gone has no one to tell
+			return nil
+		}
 		if r != nil && info.IsClientStream {
 			log(info.FullMethod, r)
 			return r.grpcError()
@@ -467,7 +509,7 @@ func (g *guard) streamInterceptor(log func(method string, r *refusal)) grpclib.S
 		err := handler(srv, w)
 		if r := w.refused.Load(); r != nil {
 			log(info.FullMethod, r)
-			if w.sent.Load() {
+			if w.sent.Load() || (info.FullMethod == telemetryMethod && r.inStream() && err == nil) {
 				return nil // the refusal went out as the call's answer
 			}
 			return r.grpcError()
@@ -513,5 +555,5 @@ func (w *guardedStream) RecvMsg(m any) error {
 		}
 	}
 	w.refused.Store(r)
-	return r.grpcError()
+	return &refusalError{r: r}
 }

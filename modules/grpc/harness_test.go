@@ -51,9 +51,18 @@ type nodeOpt func(*grpcmod.Config, *grpcmod.Deps)
 // consumption RPCs.
 func startNodeWith(t testing.TB, withPop bool, opts ...nodeOpt) *node {
 	t.Helper()
+	// The store's record limit as the kernel opens it: the broker's max
+	// message size plus room for the properties.
+	return startNodeStore(t, 4<<20+store.RecordReserve, withPop, opts...)
+}
+
+// startNodeStore starts a node whose store refuses records over
+// storeMax bytes.
+func startNodeStore(t testing.TB, storeMax int, withPop bool, opts ...nodeOpt) *node {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := commitlog.Open(commitlog.NewConfig(), store.Deps{Settings: store.Settings{
-		Dir: dir, Flush: store.FlushAsync, FlushInterval: 100 * time.Millisecond, MaxMessageSize: 4 << 20,
+		Dir: dir, Flush: store.FlushAsync, FlushInterval: 100 * time.Millisecond, MaxMessageSize: storeMax,
 	}})
 	require.NoError(t, err)
 	bc := broker.NewConfig()

@@ -313,3 +313,29 @@ func TestStreamFloodSoak(t *testing.T) {
 		<-done
 	}
 }
+
+// TestSendOverStoreRecordLimit: a message within the broker's max message
+// size is stored (the store keeps store.RecordReserve for the
+// properties, as the kernel opens it); one whose record the store refuses
+// as too large is the client's error MESSAGE_BODY_TOO_LARGE, not a
+// retryable INTERNAL_SERVER_ERROR.
+func TestSendOverStoreRecordLimit(t *testing.T) {
+	limit := int(broker.NewConfig().MaxMessageSize)
+	full := func(id string) *grpcapi.Message {
+		m := msg("BigT", id, strings.Repeat("b", limit), nil)
+		m.UserProperties = map[string]string{"p": strings.Repeat("v", 1000)}
+		return m
+	}
+	n := startNode(t)
+	n.topic("BigT", 1)
+	resp, err := n.cli.SendMessage(n.ctx(), &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{full("01AABBCCDDEEFF00112233445577")}})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_OK, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+
+	tight := startNodeStore(t, limit, false) // no room for properties
+	tight.topic("BigT", 1)
+	resp, err = tight.cli.SendMessage(tight.ctx(), &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{full("01AABBCCDDEEFF00112233445578")}})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_MESSAGE_BODY_TOO_LARGE, resp.GetStatus().GetCode(), resp.GetStatus().GetMessage())
+	assert.Contains(t, resp.GetStatus().GetMessage(), "message too large")
+}

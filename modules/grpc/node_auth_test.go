@@ -69,3 +69,61 @@ func TestNodeClientWithCredentials(t *testing.T) {
 	assert.NotEqual(t, "timeout", res.Bad, "the refusal is an answer, not a hang")
 	assert.Equal(t, []string{res.Sent}, res.Received)
 }
+
+// nodeForbiddenScript starts, with the official Node.js client, a
+// producer with the subscriber's keys, a SimpleConsumer with the
+// publisher's keys and one in a group the subscriber may not use; each
+// startup() must fail with the endpoint's FORBIDDEN reason (a refusal
+// answered by ending the stream with a gRPC error made it retry forever).
+const nodeForbiddenScript = `
+const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const withTimeout = (p, ms) => Promise.race([p, new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), ms))]);
+(async () => {
+  const [endpoints, topic, pubAK, pubSK, subAK, subSK] = process.argv.slice(2);
+  const out = {};
+  const tryStart = async (name, client) => {
+    const began = Date.now();
+    try {
+      await withTimeout(client.startup(), 15000);
+      out[name] = { err: 'started' };
+    } catch (e) { out[name] = { err: String(e && e.message || e) }; }
+    out[name].ms = Date.now() - began;
+    try { await withTimeout(client.shutdown(), 5000); } catch (e) {}
+  };
+  await tryStart('producer', new Producer({ endpoints, namespace: '', topics: [topic], sessionCredentials: { accessKey: subAK, accessSecret: subSK } }));
+  await tryStart('consumer', new SimpleConsumer({ endpoints, namespace: '', consumerGroup: 'AuthG', subscriptions: new Map([[topic, '*']]), awaitDuration: 2000,
+    sessionCredentials: { accessKey: pubAK, accessSecret: pubSK } }));
+  await tryStart('group', new SimpleConsumer({ endpoints, namespace: '', consumerGroup: 'OtherG', subscriptions: new Map([[topic, '*']]), awaitDuration: 2000,
+    sessionCredentials: { accessKey: subAK, accessSecret: subSK } }));
+  console.log(JSON.stringify(out));
+  process.exit(0);
+})().catch(e => { console.error(e); process.exit(1); });
+`
+
+func TestNodeClientForbiddenStartup(t *testing.T) {
+	dir := nodeClientDir(t)
+	n := startNodeWith(t, true, withACL(t, aclYAML))
+	n.topic("AuthT", 1)
+	script := filepath.Join(t.TempDir(), "forbidden.js")
+	require.NoError(t, os.WriteFile(script, []byte(nodeForbiddenScript), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, n.srv.Addr().String(), "AuthT", "pubuser", skPub, "subuser", skSub)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node: %s", stderr.String())
+	var res map[string]struct {
+		Err string
+		Ms  int
+	}
+	require.NoError(t, json.Unmarshal(out, &res), "node output: %s", out)
+	for name, want := range map[string]string{"producer": "PUB on topic AuthT", "consumer": "AuthG", "group": "OtherG"} {
+		got := res[name]
+		t.Logf("%s: startup failed after %d ms: %s", name, got.Ms, got.Err)
+		assert.Contains(t, got.Err, "ForbiddenException", name)
+		assert.Contains(t, got.Err, "response-code=40300", name)
+		assert.Contains(t, got.Err, want, name)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/modules/broker"
 )
 
@@ -275,8 +276,10 @@ func tooLarge(total, limit int64) *grpcapi.SendMessageResponse {
 }
 
 // putError maps a refused put to a status: a broker module's rejection
-// (a delivery time past schedule.max_delay, a system topic) is the
-// client's error; anything else is the server's, and logged.
+// (a delivery time past schedule.max_delay, a system topic) and a record
+// the store refuses as too large (MESSAGE_BODY_TOO_LARGE: not worth a
+// retry, as the 4.x send answers MESSAGE_ILLEGAL) are the client's error;
+// anything else is the server's, and logged.
 func (s *Server) putError(m *grpcapi.Message, ext *message.Ext, err error) *sendError {
 	var rej *broker.RejectError
 	if errors.As(err, &rej) {
@@ -284,6 +287,9 @@ func (s *Server) putError(m *grpcapi.Message, ext *message.Ext, err error) *send
 			return refuse(grpcapi.Code_ILLEGAL_DELIVERY_TIME, "%s", rej.Reason)
 		}
 		return refuse(grpcapi.Code_BAD_REQUEST, "%s", rej.Reason)
+	}
+	if errors.Is(err, store.ErrTooLarge) {
+		return refuse(grpcapi.Code_MESSAGE_BODY_TOO_LARGE, "the message is over the limit: %v", err)
 	}
 	s.log.Warn("grpc: send", "topic", ext.Topic, "err", err)
 	return refuse(grpcapi.Code_INTERNAL_SERVER_ERROR, "%v", err)

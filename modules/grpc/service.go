@@ -208,12 +208,23 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 // Telemetry is the settings stream: each Settings the client sends is
 // answered with the server's settings, and check-backs of transactions go
 // to the client on it (transaction_check.go). The stream stays open until
-// the client closes it or the endpoint stops.
+// the client closes it or the endpoint stops. A refused command (a
+// missing permission, a client id of another account) is answered with a
+// TelemetryCommand carrying only the status, and the stream ends (auth.go
+// says why); settings naming neither publishing nor subscription, or a
+// bad topic or group name, end it with gRPC INVALID_ARGUMENT, as RocketMQ's
+// proxy ends it.
 func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) error {
 	ctx := stream.Context()
 	ts, err := s.openStream(ctx)
 	if err != nil {
-		return grpcstatus.Error(codes.PermissionDenied, err.Error())
+		// As the proxy answers a refusal of its pipeline: once the client
+		// asked something.
+		if _, rerr := stream.Recv(); rerr != nil {
+			return refusedInStream(stream, rerr)
+		}
+		_ = stream.Send(&grpcapi.TelemetryCommand{Status: status(grpcapi.Code_FORBIDDEN, err.Error())}) //nolint:errcheck // a client gone has no one to tell
+		return nil
 	}
 	defer s.closeStream(ts)
 	cmds := make(chan *grpcapi.TelemetryCommand)
@@ -238,8 +249,8 @@ func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) erro
 			return nil
 		case <-ctx.Done():
 			return nil
-		case <-errc: //nolint:errcheck // the stream has ended; there is no one to tell
-			return nil // the client closed the stream or went away
+		case err := <-errc:
+			return refusedInStream(stream, err) // else the client closed the stream or went away
 		case c := <-ts.outbox():
 			if err := stream.Send(c); err != nil {
 				return nil // the client went away
@@ -254,10 +265,65 @@ func (s *Server) Telemetry(stream grpcapi.MessagingService_TelemetryServer) erro
 			if n := proto.Size(settings); n > int(s.cfg.MaxSettingsSize) {
 				return grpcstatus.Errorf(codes.ResourceExhausted, "telemetry settings of %d bytes are over grpc.max_settings_size %d", n, s.cfg.MaxSettingsSize)
 			}
+			if err := checkSettings(settings); err != nil {
+				return err
+			}
 			s.streamSettings(ts, settings)
 			if err := stream.Send(&grpcapi.TelemetryCommand{Status: ok(), Command: &grpcapi.TelemetryCommand_Settings{Settings: s.serverSettings(settings)}}); err != nil {
 				return nil // the client went away
 			}
 		}
 	}
+}
+
+// refusedInStream answers, inside the stream, a refusal that ended its
+// receiving (auth.go's refusalError) and ends the stream; any other
+// receive error means the client closed the stream or went away. A
+// bad-request refusal ends the stream with its gRPC error.
+func refusedInStream(stream grpcapi.MessagingService_TelemetryServer, err error) error {
+	var re *refusalError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	if !re.r.inStream() {
+		return re
+	}
+	_ = stream.Send(&grpcapi.TelemetryCommand{Status: re.r.status()}) //nolint:errcheck // a client gone has no one to tell
+	return nil
+}
+
+// checkSettings refuses settings as RocketMQ's proxy does
+// (ClientActivity.processAndWriteClientSettings): neither publishing nor
+// subscription, or a bad topic or group name end the stream with gRPC
+// INVALID_ARGUMENT; a subscription of a client that is no consumer ends
+// it with INTERNAL (the proxy's IllegalArgumentException).
+func checkSettings(st *grpcapi.Settings) error {
+	bad := func(format string, args ...any) error {
+		return grpcstatus.Errorf(codes.InvalidArgument, "process client telemetryCommand failed. "+format, args...)
+	}
+	switch {
+	case st.GetPublishing() != nil:
+		for _, t := range st.GetPublishing().GetTopics() {
+			if t.GetName() == "" {
+				return bad("topic name is empty")
+			}
+			if err := protocol.ValidateTopic(t.GetName()); err != nil {
+				return bad("%v", err)
+			}
+		}
+	case st.GetSubscription() != nil:
+		g := st.GetSubscription().GetGroup().GetName()
+		if g == "" {
+			return bad("consumer group is empty")
+		}
+		if err := protocol.ValidateGroup(g); err != nil {
+			return bad("%v", err)
+		}
+		if ct := st.GetClientType(); ct != grpcapi.ClientType_PUSH_CONSUMER && ct != grpcapi.ClientType_SIMPLE_CONSUMER {
+			return grpcstatus.Errorf(codes.Internal, "process client telemetryCommand failed. Client type is not consumer, type: %v", ct)
+		}
+	default:
+		return grpcstatus.Error(codes.InvalidArgument, "there is no publishing or subscription data in settings")
+	}
+	return nil
 }
