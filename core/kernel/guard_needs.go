@@ -27,6 +27,8 @@ var declaredNeeds = map[int32][]need{
 	remoting.SendMessage:             {{key: "topic", altKey: "b", act: auth.Pub}},
 	remoting.SendMessageV2:           {{key: "topic", altKey: "b", act: auth.Pub}},
 	remoting.SendBatchMessage:        {{key: "topic", altKey: "b", act: auth.Pub}},
+	remoting.SendReplyMessage:        {{key: "topic", altKey: "b", act: auth.Pub}},
+	remoting.SendReplyMessageV2:      {{key: "topic", altKey: "b", act: auth.Pub}},
 	remoting.RecallMessage:           {{key: "topic", act: auth.Pub}},
 	remoting.PullMessage:             {{key: "topic", act: auth.Sub}, {key: "consumerGroup", isGroup: true, act: auth.Sub}},
 	remoting.QueryConsumerOffset:     {{key: "topic", act: auth.Sub}, {key: "consumerGroup", isGroup: true, act: auth.Sub}},

@@ -153,6 +153,7 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		b.router.Use(ic)
 	}
 	b.registerProcessors()
+	b.registerReply() // reply.go
 	// The send handlers read their headers without the map when no
 	// interceptor needs it (send_header.go).
 	b.router.DeferExt(remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
@@ -184,6 +185,8 @@ func (b *Broker) initSystemTopics() error {
 		{TopicName: b.cfg.Cluster, ReadQueueNums: 16, WriteQueueNums: 16, Perm: protocol.PermInherit | protocol.PermRead | protocol.PermWrite},
 		{TopicName: b.cfg.Name, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermInherit | protocol.PermRead | protocol.PermWrite},
 		{TopicName: protocol.OffsetMovedEvent, ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite},
+		// Request-reply's topic, as Java's TopicConfigManager (reply.go).
+		{TopicName: ReplyTopic(b.cfg.Cluster), ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite},
 	}
 	if b.cfg.AutoCreateTopic {
 		n := int32(b.cfg.DefaultTopicQueues)

@@ -11,7 +11,7 @@ import (
 )
 
 // sendHeader is SEND_MESSAGE's custom header, read from the long (10) or
-// short (310, 320) key names.
+// short (310, 320, 325) key names.
 type sendHeader struct {
 	producerGroup         string
 	topic                 string
@@ -116,7 +116,7 @@ func parseSendHeaderMap(req *remoting.Command, h *sendHeader) error {
 }
 
 func shortSendKeys(code int32) bool {
-	return code == remoting.SendMessageV2 || code == remoting.SendBatchMessage
+	return code == remoting.SendMessageV2 || code == remoting.SendBatchMessage || code == remoting.SendReplyMessageV2
 }
 
 // sendKeyIndex is the field k names, or -1.
