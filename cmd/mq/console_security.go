@@ -381,7 +381,9 @@ func (c *consoleServer) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	attempt, err := c.sessions.throttle.begin(clientIP(r), l.user, c.sessions.now())
 	if err != nil {
-		c.log.Warn("console: login throttled", "remote", r.RemoteAddr, "user", l.user, "err", err)
+		// Debug: throttled attempts come in floods (each checked guess is
+		// logged at WARN below, at most loginGlobal a minute).
+		c.log.Debug("console: login throttled", "remote", r.RemoteAddr, "user", l.user, "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(int(loginWindow.Seconds())))
 		writeJSONError(w, http.StatusTooManyRequests, "console: "+err.Error())
 		return
