@@ -29,6 +29,11 @@ type TopicConfig struct {
 	WriteQueueNums int // default 8
 	Perm           int // default 6 (read|write)
 	Order          bool
+	// Attributes modifies RocketMQ 5's topic attributes, in mqadmin's
+	// -a syntax: "+key=value" adds or changes, "-key" deletes, several
+	// comma-separated (e.g. "+message.type=FIFO"; protocol.TopicConfig
+	// has the resulting attributes). Empty leaves them as they are.
+	Attributes string
 	// Brokers are broker addresses to create it on; empty means every
 	// master of the cluster (from the name server's cluster info).
 	Brokers []string
@@ -122,6 +127,8 @@ func (a *Admin) CreateTopic(ctx context.Context, tc TopicConfig) error {
 			"readQueueNums": strconv.Itoa(tc.ReadQueueNums), "writeQueueNums": strconv.Itoa(tc.WriteQueueNums),
 			"perm": strconv.Itoa(tc.Perm), "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0",
 			"order": strconv.FormatBool(tc.Order),
+			// As Java's admin: always, "" for no modification.
+			"attributes": tc.Attributes,
 		}, nil)
 		if _, err := a.invokeOK(ctx, addr, req); err != nil {
 			return fmt.Errorf("admin: create topic %s: %w", tc.Topic, err)

@@ -128,6 +128,11 @@ type TopicConfig struct {
 	TopicFilterType string `json:"topicFilterType"`
 	TopicSysFlag    int32  `json:"topicSysFlag"`
 	Order           bool   `json:"order"`
+	// Attributes are RocketMQ 5's topic attributes (topicattr.go), such
+	// as message.type; Java writes "attributes":{} for none, left out
+	// here (Java reads an absent field as empty). Never changed in place:
+	// a change replaces the map.
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 // QueueData is a topic's queue layout on one broker, in a route.

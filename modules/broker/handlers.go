@@ -284,6 +284,9 @@ func (b *Broker) handleQueryMessage(ctx context.Context, p *remoting.Peer, req *
 	return resp
 }
 
+// invalidParameter is Java's ResponseCode.INVALID_PARAMETER.
+const invalidParameter int32 = 29
+
 func (b *Broker) handleCreateTopic(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	e := remoting.ReadExt(req)
 	tc := &protocol.TopicConfig{
@@ -310,7 +313,21 @@ func (b *Broker) handleCreateTopic(ctx context.Context, p *remoting.Peer, req *r
 	if tc.TopicFilterType == "" {
 		tc.TopicFilterType = "SINGLE_TAG"
 	}
-	changed, err := b.topics.put(tc)
+	// RocketMQ 5's attribute modifications (protocol.ParseAttributeMods),
+	// refused as Java's AdminBrokerProcessor and TopicConfigManager do.
+	mods, err := protocol.ParseAttributeMods(e.OptString("attributes"))
+	if err != nil {
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
+	}
+	if mods["+"+protocol.AttrMessageType] == protocol.MessageTypeMixed {
+		// Java's enableMixedMessageType, false by default.
+		return remoting.Errorf(req, invalidParameter, "MIXED message type is not supported.")
+	}
+	if _, ok := mods["+"+protocol.AttrReserveTime]; ok {
+		// Java refuses it without its tiered store.
+		return remoting.Errorf(req, remoting.SystemError, "Update topic reserveTime not supported")
+	}
+	tc, changed, err := b.topics.putAltered(tc, mods)
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}

@@ -151,12 +151,13 @@ func (t *topicTable) get(name string) (*protocol.TopicConfig, bool) {
 	return &cp, true
 }
 
-// put stores c and persists; it reports whether anything changed.
+// put stores c (its attributes too) and persists; it reports whether
+// anything changed.
 func (t *topicTable) put(c *protocol.TopicConfig) (bool, error) {
 	cp := *c
 	changed := false
 	err := t.update(func() []string {
-		if old, ok := t.topics[c.TopicName]; ok && *old == cp {
+		if old, ok := t.topics[c.TopicName]; ok && old.Equal(&cp) {
 			return nil
 		}
 		t.topics[c.TopicName] = &cp
@@ -164,6 +165,38 @@ func (t *topicTable) put(c *protocol.TopicConfig) (bool, error) {
 		return []string{c.TopicName}
 	})
 	return changed, err
+}
+
+// putAltered stores c with its attributes altered by mods
+// (protocol.AlterTopicAttributes: a new topic takes only additions, an
+// existing one keeps the attributes mods leave alone), as Java's
+// TopicConfigManager.updateTopicConfig. It returns the config stored and
+// whether anything changed; a refused modification changes nothing.
+func (t *topicTable) putAltered(c *protocol.TopicConfig, mods map[string]string) (*protocol.TopicConfig, bool, error) {
+	cp := *c
+	changed := false
+	var alterErr error
+	err := t.update(func() []string {
+		old, exists := t.topics[c.TopicName]
+		var current map[string]string
+		if exists {
+			current = old.Attributes
+		}
+		cp.Attributes, alterErr = protocol.AlterTopicAttributes(!exists, current, mods)
+		if alterErr != nil {
+			return nil
+		}
+		if exists && old.Equal(&cp) {
+			return nil
+		}
+		t.topics[c.TopicName] = &cp
+		changed = true
+		return []string{c.TopicName}
+	})
+	if alterErr != nil {
+		return nil, false, alterErr
+	}
+	return &cp, changed, err
 }
 
 // putIfAbsent creates c unless a topic of that name exists; it returns the

@@ -152,6 +152,7 @@ func (s *Server) QueryRoute(ctx context.Context, req *grpcapi.QueryRouteRequest)
 	if st != nil {
 		return &grpcapi.QueryRouteResponse{Status: st}, nil
 	}
+	types := topicAcceptTypes(s.b.TopicConfig(req.GetTopic().GetName())) // msgtype.go
 	var qs []*grpcapi.MessageQueue
 	for _, rb := range brokers {
 		br := rb.broker()
@@ -159,7 +160,7 @@ func (s *Server) QueryRoute(ctx context.Context, req *grpcapi.QueryRouteRequest)
 			qs = append(qs, &grpcapi.MessageQueue{
 				Topic: &grpcapi.Resource{Name: req.GetTopic().GetName(), ResourceNamespace: req.GetTopic().GetResourceNamespace()},
 				Id:    i, Permission: routePermission(rb.perm, i < rb.read, i < rb.write),
-				Broker: br, AcceptMessageTypes: acceptTypes,
+				Broker: br, AcceptMessageTypes: types,
 			})
 		}
 	}
@@ -177,6 +178,7 @@ func (s *Server) QueryAssignment(ctx context.Context, req *grpcapi.QueryAssignme
 	if req.GetGroup().GetName() == "" {
 		return &grpcapi.QueryAssignmentResponse{Status: status(grpcapi.Code_ILLEGAL_CONSUMER_GROUP, "consumer group is empty")}, nil
 	}
+	types := topicAcceptTypes(s.b.TopicConfig(req.GetTopic().GetName()))
 	var as []*grpcapi.Assignment
 	for _, rb := range brokers {
 		perm := routePermission(rb.perm, rb.read > 0, rb.write > 0)
@@ -185,7 +187,7 @@ func (s *Server) QueryAssignment(ctx context.Context, req *grpcapi.QueryAssignme
 		}
 		as = append(as, &grpcapi.Assignment{MessageQueue: &grpcapi.MessageQueue{
 			Topic: &grpcapi.Resource{Name: req.GetTopic().GetName(), ResourceNamespace: req.GetTopic().GetResourceNamespace()},
-			Id:    -1, Permission: perm, Broker: rb.broker(), AcceptMessageTypes: acceptTypes,
+			Id:    -1, Permission: perm, Broker: rb.broker(), AcceptMessageTypes: types,
 		}})
 	}
 	return &grpcapi.QueryAssignmentResponse{Status: ok(), Assignments: as}, nil

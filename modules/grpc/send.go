@@ -146,6 +146,9 @@ func (s *Server) build(m *grpcapi.Message, born netip.AddrPort) (*message.Ext, *
 	if queues <= 0 {
 		return nil, refuse(grpcapi.Code_FORBIDDEN, "topic %s has no write queues", tc.TopicName)
 	}
+	if se := checkMessageType(tc, sp); se != nil { // msgtype.go
+		return nil, se
+	}
 	var queue int32
 	switch sp.GetMessageType() {
 	case grpcapi.MessageType_FIFO:
