@@ -35,13 +35,13 @@ var edgeSets = map[string][]string{
 		"broker.send_queue_capacity=512",
 		"broker.pull_bytes_max=128KiB",
 	},
+	// config.edge.yaml's commented Pebble alternative (not on MIPS).
 	"pebble": {
 		"storage.engine=pebble",
 		"storage.pebble.memtable_size=2MiB",
 		"storage.pebble.block_cache_size=2MiB",
 		"storage.pebble.max_open_files=256",
 	},
-	// config.edge.yaml's commented CommitLog alternative.
 	"commitlog": {
 		"storage.engine=commitlog",
 		"storage.commitlog.segment_size=16MiB",
@@ -51,12 +51,12 @@ var edgeSets = map[string][]string{
 }
 
 // TestEdgeConfigFile checks that config.edge.yaml loads strictly and sets
-// exactly the common and Pebble keys TestEdgeFootprint uses.
+// exactly the common and commit-log keys TestEdgeFootprint uses.
 func TestEdgeConfigFile(t *testing.T) {
 	cfg, err := config.Load(config.Options{File: "../../config.edge.yaml"})
 	require.NoError(t, err)
 	var want []string
-	for _, kv := range append(append([]string(nil), edgeSets["common"]...), edgeSets["pebble"]...) {
+	for _, kv := range append(append([]string(nil), edgeSets["common"]...), edgeSets["commitlog"]...) {
 		k, v, _ := strings.Cut(kv, "=")
 		want = append(want, k)
 		assert.Equal(t, v, fmt.Sprint(cfg.Get(k)), k)
@@ -66,7 +66,7 @@ func TestEdgeConfigFile(t *testing.T) {
 }
 
 // TestEdgeFootprint runs `mq dev` with the edge profile of engine
-// QUIVER_EDGE_ENGINE (pebble or commitlog; QUIVER_EDGE_SETS adds
+// QUIVER_EDGE_ENGINE (commitlog, the default, or pebble; QUIVER_EDGE_SETS adds
 // comma-separated key=value overrides) under QUIVER_EDGE_RATE (default
 // 5,000) async sends a second of 1 KiB for QUIVER_EDGE_SECONDS, with a
 // consumer tailing the topic, and prints one EDGE line: the broker's peak
@@ -82,7 +82,7 @@ func TestEdgeFootprint(t *testing.T) {
 	if secs <= 0 {
 		t.Skip("set QUIVER_EDGE_SECONDS (and QUIVER_EDGE_ENGINE=pebble|commitlog)")
 	}
-	engine := envOr("QUIVER_EDGE_ENGINE", "pebble")
+	engine := envOr("QUIVER_EDGE_ENGINE", "commitlog")
 	rate, _ := strconv.Atoi(envOr("QUIVER_EDGE_RATE", "5000"))
 	sets := append(append([]string{"log.level=warn"}, edgeSets["common"]...), edgeSets[engine]...)
 	if s := os.Getenv("QUIVER_EDGE_SETS"); s != "" {

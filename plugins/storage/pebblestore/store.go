@@ -185,6 +185,9 @@ func (qs *queueState) offsets() (int64, int64) {
 // Open opens (creating if needed) the store in deps.Settings.Dir/pebble.
 // It can be used without fx.
 func Open(cfg *Config, deps store.Deps) (*Store, error) {
+	if err := checkArch(hostArch); err != nil {
+		return nil, err // arch.go
+	}
 	if cfg == nil {
 		cfg = NewConfig()
 	}
