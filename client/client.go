@@ -73,6 +73,8 @@ type Client struct {
 
 	// migr holds the connections Migrate moves (migrate.go).
 	migr migrators
+	// replies holds requests waiting for their reply (reply.go).
+	replies replyTable
 }
 
 var instanceSeq atomic.Int64
@@ -437,6 +439,8 @@ func (c *Client) handle(ctx context.Context, p *remoting.Peer, req *remoting.Com
 		}
 		resp.Body = EncodeOffsetTable("messageQueueTable", h.Offsets(req.Ext("topic")))
 		return resp
+	case remoting.PushReplyMessageToClient:
+		return c.handlePushReply(req) // reply.go
 	case remoting.GetConsumerRunningInfo:
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Language, resp.Version = Language, Version

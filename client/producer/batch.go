@@ -118,6 +118,10 @@ func (p *Producer) batchable(m *client.Message) bool {
 			if strings.EqualFold(v, "true") {
 				return false
 			}
+		case client.PropertyMessageType:
+			if v == client.ReplyMessageFlag {
+				return false // a reply goes alone, as SEND_REPLY_MESSAGE_V2
+			}
 		}
 	}
 	return true

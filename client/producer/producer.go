@@ -338,8 +338,11 @@ func encodeProps(props message.Properties, addUniq bool, uniq string) string {
 // encoded before the next one is built.
 func (pr *prepared) request(q client.MessageQueue) *remoting.Command {
 	code := remoting.SendMessageV2
-	if pr.batch {
+	switch {
+	case pr.batch:
 		code = remoting.SendBatchMessage
+	case client.IsReply(pr.first):
+		code = remoting.SendReplyMessageV2 // request.go
 	}
 	pr.ext["e"] = strconv.Itoa(q.QueueID)
 	pr.ext["n"] = q.BrokerName
