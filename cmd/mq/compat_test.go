@@ -82,8 +82,6 @@ var javaServedBy = map[int32]javaRole{
 var notServedReason = map[int32]string{
 	remoting.ControllerHeartbeat:  "served only with namesrv.controller.enabled: true",
 	remoting.RegisterFilterServer: "filter servers (class filters) are not supported; use SQL92 or TAG subscriptions",
-	remoting.SendReplyMessage:     "request-reply (RocketMQ 4.6's RequestProducer) is not implemented",
-	remoting.SendReplyMessageV2:   "request-reply (RocketMQ 4.6's RequestProducer) is not implemented",
 }
 
 // answeredEmpty lists, per process, registered codes whose handler
