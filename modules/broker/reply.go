@@ -86,7 +86,7 @@ func (b *Broker) handleSendReply(ctx context.Context, p *remoting.Peer, req *rem
 		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message properties length %d is over the limit %d", len(h.properties), message.MaxPropertiesLength))
 	}
 	props := message.ParseProperties(h.properties)
-	w := &replyWait{b: b, peer: p, opaque: req.Opaque, serialize: req.SerializeType, queueID: h.queueID}
+	w := &replyWait{b: b, peer: p, opaque: req.Opaque, serialize: req.SerializeType, queueID: h.queueID, oneway: req.IsOneway()}
 	w.left.Store(2)
 
 	target := b.clients.findProducer(props[propReplyToClient])
@@ -203,6 +203,7 @@ type replyWait struct {
 	opaque    int32
 	serialize uint8
 	queueID   int32
+	oneway    bool // the replier wants no answer
 	left      atomic.Int32
 
 	// Written by the push's callback before its done.
@@ -214,7 +215,7 @@ type replyWait struct {
 }
 
 func (w *replyWait) done() {
-	if w.left.Add(-1) != 0 {
+	if w.left.Add(-1) != 0 || w.oneway {
 		return
 	}
 	if err := w.peer.ReplyLater(w); err != nil {

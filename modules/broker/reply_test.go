@@ -147,6 +147,25 @@ func TestReplyPushedStoredAnswered(t *testing.T) {
 	}
 }
 
+// A reply sent one-way is pushed all the same (and not answered).
+func TestReplyOneway(t *testing.T) {
+	h := startBroker(t, t.TempDir(), nil)
+	req := startRequester(t, h, "req1", remoting.Success)
+	r := remoting.NewRequest(remoting.SendReplyMessage, sendExt(ReplyTopic(protocol.DefaultCluster), 0, replyProps("req1")), []byte("one-way"))
+	r.Flag |= remoting.FlagOneway
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, h.client.InvokeOneway(ctx, h.addr, r))
+	for len(req.got()) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no push within 10s")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	assert.Equal(t, "one-way", string(req.got()[0].Body))
+}
+
 // Java's answers when the push fails: SYSTEM_ERROR and its remark; the
 // reply is stored anyway.
 func TestReplyPushFailures(t *testing.T) {
