@@ -189,8 +189,13 @@ func codeErr(err error) error {
 	return err
 }
 
+// isInternalTopic tells the topics topic list hides without --system:
+// RocketMQ's system topics, retry and dead-letter topics, TBW102, the
+// trace topic and a cluster's request-reply topic (<cluster>_REPLY_TOPIC,
+// which every broker creates at start).
 func isInternalTopic(t string) bool {
-	return protocol.IsSystemTopic(t) || protocol.IsRetryTopic(t) || strings.HasPrefix(t, protocol.DLQGroupPrefix) || t == protocol.AutoCreateTopic || strings.HasPrefix(t, "rmq_sys_")
+	return protocol.IsSystemTopic(t) || protocol.IsRetryTopic(t) || strings.HasPrefix(t, protocol.DLQGroupPrefix) || t == protocol.AutoCreateTopic ||
+		strings.HasPrefix(t, protocol.SystemTopicPrefix) || t == protocol.TraceTopic || strings.HasSuffix(t, "_REPLY_TOPIC")
 }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
