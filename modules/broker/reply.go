@@ -30,10 +30,11 @@ const (
 	// propPushReplyTime is when the broker pushed the reply, in Unix
 	// milliseconds (PROPERTY_PUSH_REPLY_TIME).
 	propPushReplyTime = "PUSH_REPLY_TIME"
-	// replyPushTimeout bounds the wait for the requester's answer to a
-	// push: Java's Broker2Client.callClient waits 10 s.
-	replyPushTimeout = 10 * time.Second
 )
+
+// replyPushTimeout bounds the wait for the requester's answer to a push:
+// Java's Broker2Client.callClient waits 10 s. A variable for tests.
+var replyPushTimeout = 10 * time.Second
 
 // ReplyTopic is the reply topic of a cluster, which every broker of the
 // cluster creates at start (MixAll.getReplyTopic).

@@ -29,6 +29,9 @@ func (f *fakeRequester) got() []*remoting.Command {
 	return append([]*remoting.Command(nil), f.pushed...)
 }
 
+// startRequester's code silent: the requester never answers a push.
+const silent int32 = -1
+
 func startRequester(t *testing.T, h *harness, id string, code int32) *fakeRequester {
 	t.Helper()
 	f := &fakeRequester{}
@@ -37,6 +40,9 @@ func startRequester(t *testing.T, h *harness, id string, code int32) *fakeReques
 		f.mu.Lock()
 		f.pushed = append(f.pushed, req)
 		f.mu.Unlock()
+		if code == silent {
+			return nil
+		}
 		return remoting.NewResponse(req, code, "")
 	})
 	c := remoting.NewClient(transports().Dial, r, nil, remoting.PeerOptions{})
@@ -188,6 +194,20 @@ func TestReplyPushFailures(t *testing.T) {
 			assert.NoError(t, err, "stored all the same (storeReplyMessageEnable)")
 		})
 	}
+}
+
+// A requester that takes no push answers within replyPushTimeout: the
+// replier gets SYSTEM_ERROR as from Java's timed-out callClient.
+func TestReplyPushTimeout(t *testing.T) {
+	old := replyPushTimeout
+	replyPushTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { replyPushTimeout = old })
+	h := startBroker(t, t.TempDir(), nil)
+	req := startRequester(t, h, "mute", silent)
+	resp := h.invoke(remoting.SendReplyMessage, sendExt(ReplyTopic(protocol.DefaultCluster), 0, replyProps("mute")), []byte("x"))
+	assert.Equal(t, remoting.SystemError, resp.Code)
+	assert.Equal(t, "push reply message to mutefail.", resp.Remark)
+	assert.Len(t, req.got(), 1, "pushed once")
 }
 
 // Crafted frames: 324 and 325 with bad headers are refused like sends.
