@@ -63,7 +63,7 @@ func TestGuardDeclaredInterfaces(t *testing.T) {
 	ok := func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
-	for _, code := range []int32{remoting.SendMessage, remoting.SendMessageV2, remoting.PullMessage, remoting.HeartBeat, remoting.RegisterBroker, remoting.UpdateAndCreateTopic} {
+	for _, code := range []int32{remoting.SendMessage, remoting.SendMessageV2, remoting.SendReplyMessage, remoting.SendReplyMessageV2, remoting.PullMessage, remoting.HeartBeat, remoting.RegisterBroker, remoting.UpdateAndCreateTopic} {
 		r.RegisterFunc(code, ok)
 	}
 	g.Apply(r)
@@ -77,6 +77,9 @@ func TestGuardDeclaredInterfaces(t *testing.T) {
 		{"send to a permitted topic", remoting.SendMessage, map[string]string{"AccessKey": "alice", "topic": "T"}, remoting.Success},
 		{"send v2 names the topic b", remoting.SendMessageV2, map[string]string{"AccessKey": "alice", "b": "T"}, remoting.Success},
 		{"send to another topic", remoting.SendMessage, map[string]string{"AccessKey": "alice", "topic": "U"}, remoting.NoPermission},
+		{"reply to a permitted topic", remoting.SendReplyMessage, map[string]string{"AccessKey": "alice", "topic": "T"}, remoting.Success},
+		{"reply v2 names the topic b", remoting.SendReplyMessageV2, map[string]string{"AccessKey": "alice", "b": "T"}, remoting.Success},
+		{"reply to another topic", remoting.SendReplyMessageV2, map[string]string{"AccessKey": "alice", "b": "U"}, remoting.NoPermission},
 		{"send naming no topic", remoting.SendMessage, map[string]string{"AccessKey": "alice"}, remoting.NoPermission},
 		{"unknown account", remoting.SendMessage, map[string]string{"AccessKey": "mallory", "topic": "T"}, remoting.NoPermission},
 		{"pull with a permitted group", remoting.PullMessage, map[string]string{"AccessKey": "alice", "topic": "T", "consumerGroup": "G"}, remoting.Success},
