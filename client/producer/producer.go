@@ -109,6 +109,9 @@ type Producer struct {
 	// defaultSelector: o.selector is the built-in round robin.
 	batcher         *batcher
 	defaultSelector bool
+	// heartbeated: a heartbeat with this group reached the brokers
+	// (request.go: replies are pushed to producers the broker knows).
+	heartbeated atomic.Bool
 
 	mu     sync.Mutex
 	closed bool

@@ -103,7 +103,9 @@ func (p *Producer) RequestAsync(ctx context.Context, msg *client.Message, cb fun
 // prepareRequest sets msg's request properties and, for a topic this
 // client has no route of yet, fetches it and heartbeats to its brokers
 // (the broker pushes the reply to the producer connections it knows from
-// heartbeats), as Java's prepareSendRequest does.
+// heartbeats), as Java's prepareSendRequest does; so does the first
+// request of a producer, whose group may not have reached the brokers
+// yet.
 func (p *Producer) prepareRequest(ctx context.Context, msg *client.Message) (time.Time, string, error) {
 	if msg == nil {
 		return time.Time{}, "", errors.New("producer: request: no message")
@@ -123,12 +125,14 @@ func (p *Producer) prepareRequest(ctx context.Context, msg *client.Message) (tim
 	msg.SetProperty(client.PropertyCorrelationID, id)
 	msg.SetProperty(client.PropertyReplyToClient, p.c.ID())
 	msg.SetProperty(client.PropertyMessageTTL, strconv.FormatInt(ttl, 10))
-	if p.c.CachedPublishRoute(msg.Topic) == nil {
+	if p.c.CachedPublishRoute(msg.Topic) == nil || !p.heartbeated.Load() {
 		if _, err := p.publishRoute(ctx, msg.Topic, deadline); err != nil {
 			return time.Time{}, "", fmt.Errorf("producer: request to %s: %w", msg.Topic, err)
 		}
 		if err := p.c.SendHeartbeat(ctx); err != nil {
 			p.log.Debug("heartbeat before a request", "topic", msg.Topic, "err", err)
+		} else {
+			p.heartbeated.Store(true)
 		}
 	}
 	return deadline, id, nil
