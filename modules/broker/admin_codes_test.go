@@ -304,7 +304,7 @@ func TestSystemTopicList(t *testing.T) {
 		TopicList []string `json:"topicList"`
 	}
 	require.NoError(t, json.Unmarshal(resp.Body, &tl))
-	for _, want := range []string{protocol.AutoCreateTopic, protocol.ScheduleTopic, protocol.TransHalfTopic, "broker-a", protocol.DefaultCluster, protocol.SelfTestTopic, protocol.OffsetMovedEvent} {
+	for _, want := range []string{protocol.AutoCreateTopic, protocol.ScheduleTopic, protocol.TransHalfTopic, "broker-a", protocol.DefaultCluster, protocol.SelfTestTopic, protocol.OffsetMovedEvent, "DefaultCluster_REPLY_TOPIC"} {
 		assert.Contains(t, tl.TopicList, want)
 	}
 }

@@ -133,7 +133,7 @@ func (b *Broker) handleQueryConsumeQueue(ctx context.Context, p *remoting.Peer, 
 }
 
 // systemTopics is Java's TopicValidator.getSystemTopicSet() for this
-// broker (the fixed set, its cluster and broker-name topics) plus
+// broker (the fixed set, its cluster, broker-name and reply topics) plus
 // Quiver's timer topic.
 func (b *Broker) systemTopics() []string {
 	set := map[string]bool{
@@ -141,6 +141,7 @@ func (b *Broker) systemTopics() []string {
 		protocol.TransHalfTopic: true, protocol.TraceTopic: true, protocol.TransOpHalfTopic: true,
 		protocol.TransCheckMaxTopic: true, protocol.SelfTestTopic: true, protocol.OffsetMovedEvent: true,
 		b.cfg.Cluster: true, b.cfg.Name: true, TimerTopic: true,
+		ReplyTopic(b.cfg.Cluster): true, // TopicConfigManager adds it (reply.go)
 	}
 	return sortedKeys(set)
 }
