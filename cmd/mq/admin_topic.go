@@ -18,6 +18,8 @@ type topicFlags struct {
 	topic, broker, cluster string
 	readQ, writeQ, perm    int
 	order                  bool
+	// attributes modifies RocketMQ 5's topic attributes (mqadmin -a).
+	attributes string
 }
 
 func (f *topicFlags) bind(c *cobra.Command, short bool) {
@@ -30,6 +32,7 @@ func (f *topicFlags) bind(c *cobra.Command, short bool) {
 		fs.IntVarP(&f.writeQ, "write-queues", "w", 8, "write queue count")
 		fs.IntVarP(&f.perm, "perm", "p", protocol.PermRead|protocol.PermWrite, "permission: 2 write, 4 read, 6 both")
 		fs.BoolVarP(&f.order, "order", "o", false, "ordered topic")
+		fs.StringVarP(&f.attributes, "attributes", "a", "", attributesUsage)
 	} else {
 		fs.StringVar(&f.topic, "topic", "", "topic (required)")
 		fs.StringVar(&f.broker, "broker", "", "only this broker address (default: every master)")
@@ -38,9 +41,14 @@ func (f *topicFlags) bind(c *cobra.Command, short bool) {
 		fs.IntVar(&f.writeQ, "write-queues", 8, "write queue count")
 		fs.IntVar(&f.perm, "perm", protocol.PermRead|protocol.PermWrite, "permission: 2 write, 4 read, 6 both")
 		fs.BoolVar(&f.order, "order", false, "ordered topic")
+		fs.StringVar(&f.attributes, "attributes", "", attributesUsage)
 	}
 	_ = c.MarkFlagRequired("topic")
 }
+
+// attributesUsage describes --attributes (mqadmin updateTopic -a).
+const attributesUsage = "RocketMQ 5 topic attributes: +key=value adds or changes, -key deletes, comma-separated " +
+	"(e.g. +message.type=FIFO; types NORMAL, FIFO, DELAY, TRANSACTION)"
 
 // topicMode is what topic create/update do with an existing topic.
 type topicMode int
@@ -60,7 +68,10 @@ type topicRow struct {
 	WriteQueueNums int    `json:"writeQueueNums"`
 	Perm           int    `json:"perm"`
 	Order          bool   `json:"order"`
-	Created        bool   `json:"created"`
+	// Attributes are the topic's attributes on the broker after the
+	// change (message.type, ...).
+	Attributes map[string]string `json:"attributes,omitempty"`
+	Created    bool              `json:"created"`
 }
 
 // topicConfigs reads every master's config of topic (GET_ALL_TOPIC_CONFIG):
@@ -116,6 +127,9 @@ func (a *adm) upsertTopic(ctx context.Context, c *cobra.Command, f *topicFlags, 
 	if f.perm&^(protocol.PermRead|protocol.PermWrite|protocol.PermInherit) != 0 {
 		return usagef("--perm %d: want 2 (write), 4 (read) or 6 (both)", f.perm)
 	}
+	if _, err := protocol.ParseAttributeMods(f.attributes); err != nil {
+		return usagef("--attributes %q: %v", f.attributes, err)
+	}
 	ms, err := a.targetMasters(ctx, f.broker, f.cluster)
 	if err != nil {
 		return err
@@ -136,7 +150,6 @@ func (a *adm) upsertTopic(ctx context.Context, c *cobra.Command, f *topicFlags, 
 	}
 	changed := func(name string) bool { return c.Flags().Changed(name) }
 	out := []topicRow{}
-	var rows [][]string
 	for _, m := range ms {
 		r := topicRow{Topic: f.topic, Broker: m.Name, Addr: m.Addr, ReadQueueNums: f.readQ, WriteQueueNums: f.writeQ, Perm: f.perm, Order: f.order, Created: true}
 		if tc := cur[m.Addr]; tc != nil {
@@ -160,14 +173,80 @@ func (a *adm) upsertTopic(ctx context.Context, c *cobra.Command, f *topicFlags, 
 			return usagef("queue counts must be positive (read %d, write %d)", r.ReadQueueNums, r.WriteQueueNums)
 		}
 		err := lib.CreateTopic(ctx, clientadmin.TopicConfig{Topic: f.topic, ReadQueueNums: r.ReadQueueNums, WriteQueueNums: r.WriteQueueNums,
-			Perm: r.Perm, Order: r.Order, Brokers: []string{m.Addr}})
+			Perm: r.Perm, Order: r.Order, Attributes: f.attributes, Brokers: []string{m.Addr}})
 		if err != nil {
 			return err
 		}
 		out = append(out, r)
-		rows = append(rows, []string{r.Topic, r.Broker, strconv.Itoa(r.ReadQueueNums), strconv.Itoa(r.WriteQueueNums), strconv.Itoa(r.Perm), strconv.FormatBool(r.Order), createdWord(r.Created)})
 	}
-	return a.print(out, "TOPIC\tBROKER\tREAD QUEUES\tWRITE QUEUES\tPERM\tORDER\tACTION", rows)
+	if err := putOrderConf(ctx, lib, f.topic, out); err != nil {
+		return err
+	}
+	// The attributes as each broker applied the modification.
+	after, err := a.topicConfigs(ctx, ms, f.topic)
+	if err != nil {
+		return err
+	}
+	var rows [][]string
+	for i := range out {
+		r := &out[i]
+		if tc := after[r.Addr]; tc != nil {
+			r.Attributes = tc.Attributes
+		}
+		rows = append(rows, []string{r.Topic, r.Broker, strconv.Itoa(r.ReadQueueNums), strconv.Itoa(r.WriteQueueNums), strconv.Itoa(r.Perm), strconv.FormatBool(r.Order),
+			r.Attributes[protocol.AttrMessageType], createdWord(r.Created)})
+	}
+	return a.print(out, "TOPIC\tBROKER\tREAD QUEUES\tWRITE QUEUES\tPERM\tORDER\tMESSAGE TYPE\tACTION", rows)
+}
+
+// putOrderConf does what mqadmin updateTopic -o true does beside the
+// topic config: the name server's ORDER_TOPIC_CONFIG entry for the topic,
+// "brokerName:writeQueueNums" per broker joined by ';', which routes carry
+// as orderTopicConf and clients follow for ordered topics. Brokers of the
+// entry that this change did not touch keep their part (Java's
+// createOrUpdateOrderConf merging for one broker).
+func putOrderConf(ctx context.Context, lib *clientadmin.Admin, topic string, rows []topicRow) error {
+	parts := map[string]string{}
+	ordered := false
+	for _, r := range rows {
+		if r.Order {
+			ordered = true
+		}
+	}
+	if !ordered {
+		return nil
+	}
+	old, found, err := lib.KVConfig(ctx, clientadmin.OrderTopicConfigNamespace, topic)
+	if err != nil {
+		return fmt.Errorf("order conf of %s: %w", topic, err)
+	}
+	if found {
+		for _, p := range strings.Split(old, ";") {
+			if name, n, ok := strings.Cut(p, ":"); ok && name != "" {
+				parts[name] = n
+			}
+		}
+	}
+	for _, r := range rows {
+		if r.Order {
+			parts[r.Broker] = strconv.Itoa(r.WriteQueueNums)
+		} else {
+			delete(parts, r.Broker)
+		}
+	}
+	names := make([]string, 0, len(parts))
+	for name := range parts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	conf := make([]string, len(names))
+	for i, name := range names {
+		conf[i] = name + ":" + parts[name]
+	}
+	if err := lib.PutKVConfig(ctx, clientadmin.OrderTopicConfigNamespace, topic, strings.Join(conf, ";")); err != nil {
+		return fmt.Errorf("order conf of %s: %w", topic, err)
+	}
+	return nil
 }
 
 func createdWord(created bool) string {
@@ -310,6 +389,14 @@ func (a *adm) mustRoute(ctx context.Context, topic string) (*protocol.TopicRoute
 	return rd, nil
 }
 
+// routeView is topic route's JSON: the name server's route and, by broker
+// name, the topic's attributes on each master that has any (read from
+// the brokers: routes carry none).
+type routeView struct {
+	*protocol.TopicRouteData
+	TopicAttributes map[string]map[string]string `json:"topicAttributes,omitempty"`
+}
+
 func (a *adm) topicRoute(ctx context.Context, topic string) error {
 	rd, err := a.mustRoute(ctx, topic)
 	if err != nil {
@@ -319,12 +406,32 @@ func (a *adm) topicRoute(ctx context.Context, topic string) error {
 	for _, bd := range rd.BrokerDatas {
 		addrs[bd.BrokerName] = bd.BrokerAddrs[protocol.MasterID]
 	}
+	view := routeView{TopicRouteData: rd}
+	var ms []brokerInfo
+	for name, addr := range addrs {
+		if addr != "" {
+			ms = append(ms, brokerInfo{Name: name, Addr: addr})
+		}
+	}
+	// Best effort: a broker that does not answer leaves its attributes
+	// out rather than the route.
+	if cfgs, err := a.topicConfigs(ctx, ms, topic); err == nil {
+		for _, m := range ms {
+			if tc := cfgs[m.Addr]; tc != nil && len(tc.Attributes) > 0 {
+				if view.TopicAttributes == nil {
+					view.TopicAttributes = map[string]map[string]string{}
+				}
+				view.TopicAttributes[m.Name] = tc.Attributes
+			}
+		}
+	}
 	var rows [][]string
 	for _, q := range rd.QueueDatas {
-		rows = append(rows, []string{q.BrokerName, addrs[q.BrokerName], strconv.Itoa(int(q.ReadQueueNums)), strconv.Itoa(int(q.WriteQueueNums)), strconv.Itoa(int(q.Perm))})
+		rows = append(rows, []string{q.BrokerName, addrs[q.BrokerName], strconv.Itoa(int(q.ReadQueueNums)), strconv.Itoa(int(q.WriteQueueNums)), strconv.Itoa(int(q.Perm)),
+			view.TopicAttributes[q.BrokerName][protocol.AttrMessageType]})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
-	return a.print(rd, "BROKER\tADDR\tREAD QUEUES\tWRITE QUEUES\tPERM", rows)
+	return a.print(view, "BROKER\tADDR\tREAD QUEUES\tWRITE QUEUES\tPERM\tMESSAGE TYPE", rows)
 }
 
 func (a *adm) printTopicStatus(ctx context.Context, topic string) error {
