@@ -3,6 +3,7 @@ package broker
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
@@ -25,6 +26,8 @@ type observer struct {
 	// maxPhys is the highest commit-log end seen since start.
 	maxPhys atomic.Int64
 	bootMs  int64
+	// rt keeps the sampled runtime figures (runtime.go).
+	rt runtimeStats
 
 	mu          sync.RWMutex
 	pulled      []PulledHook
@@ -53,6 +56,10 @@ func (b *Broker) observePulled(topic, group string, recs [][]byte) {
 	for _, r := range recs {
 		n += len(r)
 	}
+	now := time.Now()
+	b.obs.rt.rollDay(now, b.obs.putMsgs.Load(), b.obs.getMsgs.Load())
+	b.obs.rt.getFound.add(now.Unix(), 1)
+	b.obs.rt.transferred.add(now.Unix(), int64(len(recs)))
 	b.obs.getMsgs.Add(int64(len(recs)))
 	b.obs.getBytes.Add(int64(n))
 	b.obs.mu.RLock()
@@ -76,6 +83,9 @@ func (o *observer) observeStored(msgs []*message.Ext, pos []store.Position) {
 		for cur := o.maxPhys.Load(); end > cur && !o.maxPhys.CompareAndSwap(cur, end); cur = o.maxPhys.Load() {
 		}
 	}
+	now := time.Now()
+	o.rt.rollDay(now, o.putMsgs.Load(), o.getMsgs.Load())
+	o.rt.put.add(now.Unix(), int64(len(msgs)))
 	o.putMsgs.Add(int64(len(msgs)))
 	o.putBytes.Add(bytes)
 }

@@ -21,6 +21,7 @@ import (
 // each connection's client language and version.
 func (b *Broker) registerStats() {
 	b.obs.bootMs = nowMs()
+	b.registerRuntime()
 	b.AddStoredListener(b.obs.observeStored)
 	b.router.UseLazy(rememberClient) // reads no extFields
 	r := b.router
