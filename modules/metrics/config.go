@@ -15,10 +15,16 @@ type Config struct {
 	// Listen is the host:port serving /metrics, /healthz and /readyz.
 	// Empty (the default) serves nothing; `mq dev` uses DevListen.
 	Listen string `koanf:"listen" addr:"listen"`
+	// RocketMQExporterCompat also serves, on a broker, the rocketmq_*
+	// series Apache rocketmq-exporter exposes (same names, labels and
+	// units), so its Grafana dashboard and alert rules work against the
+	// broker directly (rocketmq_compat.go). On by default.
+	RocketMQExporterCompat bool `koanf:"rocketmq_exporter_compat"`
 }
 
-// NewConfig returns the defaults: metrics off.
-func NewConfig() *Config { return &Config{} }
+// NewConfig returns the defaults: metrics off; the rocketmq-exporter
+// compatible series on once they are served.
+func NewConfig() *Config { return &Config{RocketMQExporterCompat: true} }
 
 // Validate checks Listen is host:port.
 func (c *Config) Validate() error {

@@ -44,6 +44,8 @@ type live struct {
 	url string
 	b   *broker.Broker
 	s   *Service
+	// invoke sends a request to the broker over the fixture's client.
+	invoke func(code int32, ext map[string]string, body []byte) *remoting.Command
 }
 
 func transports() *transport.Set {
@@ -51,6 +53,13 @@ func transports() *transport.Set {
 }
 
 func startLive(t *testing.T) *live {
+	t.Helper()
+	return startLiveWith(t, Config{Listen: "127.0.0.1:0"}, nil)
+}
+
+// startLiveWith is startLive with the metrics configuration cfg and h
+// answering the broker's requests to the fixture's client.
+func startLiveWith(t *testing.T, cfg Config, h remoting.Handler) *live {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -80,7 +89,7 @@ func startLive(t *testing.T) *live {
 	b, err := broker.New(bc, broker.Deps{Store: st, Transports: transports(), DataDir: dir + "/store", Filters: map[string]filter.Compiler{filter.TypeTag: tagc}})
 	require.NoError(t, err)
 
-	s, err := New(&Config{Listen: "127.0.0.1:0"}, Deps{Broker: b, Namesrv: ns, StorageDir: dir + "/store"})
+	s, err := New(&cfg, Deps{Broker: b, Namesrv: ns, StorageDir: dir + "/store"})
 	require.NoError(t, err)
 	require.NoError(t, b.Start(ctx))
 	t.Cleanup(func() { assert.NoError(t, b.Stop(context.Background())) })
@@ -90,7 +99,7 @@ func startLive(t *testing.T) *live {
 		http.DefaultClient.CloseIdleConnections()
 	})
 
-	client := remoting.NewClient(transports().Dial, nil, nil, remoting.PeerOptions{})
+	client := remoting.NewClient(transports().Dial, h, nil, remoting.PeerOptions{})
 	t.Cleanup(func() { client.Close() })
 	addr := b.Addrs()[0]
 	invoke := func(code int32, ext map[string]string, body []byte) *remoting.Command {
@@ -131,7 +140,7 @@ func startLive(t *testing.T) *live {
 	}
 	commit(liveGroup, liveCommit)
 	commit(caughtGroup, liveSends)
-	l := &live{t: t, url: "http://" + s.Addr() + "/metrics", b: b, s: s}
+	l := &live{t: t, url: "http://" + s.Addr() + "/metrics", b: b, s: s, invoke: invoke}
 	// The broker registers with the name server in the background.
 	require.Eventually(t, func() bool {
 		v, ok := l.value(l.scrape(), "quiver_namesrv_brokers", nil)

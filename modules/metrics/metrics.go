@@ -111,6 +111,10 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 		if deps.Replica != nil {
 			breg.MustRegister(&replicaCollector{b: b, r: deps.Replica})
 		}
+		if cfg.RocketMQExporterCompat {
+			// Unwrapped: these carry rocketmq-exporter's own label sets.
+			s.reg.MustRegister(&compatCollector{s: s})
+		}
 		b.AddStoredListener(s.stored)
 		b.OnGroupPulled(func(topic, group string, msgs, bytes int) {
 			s.msgsOut.WithLabelValues(topic).Add(float64(msgs))
