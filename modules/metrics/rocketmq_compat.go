@@ -216,27 +216,37 @@ func (c *compatCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	c.collectGroups(ch, st, offsets, cluster, name)
+	online := onlineGroups(b)
+	c.collectGroups(ch, st, offsets, online, cluster, name)
 	c.collectProducers(ch, cluster, name)
-	c.collectClients(ch)
+	c.collectClients(ch, online)
 	c.collectRuntime(ch, b.RuntimeInfo(), cluster, ip)
+}
+
+// onlineGroups snapshots the connections of every online consumer group.
+func onlineGroups(b *broker.Broker) map[string]broker.ConsumerConnection {
+	out := map[string]broker.ConsumerConnection{}
+	for _, group := range b.ConsumerGroups() {
+		if cc, ok := b.ConsumerConnections(group); ok {
+			out[group] = cc
+		}
+	}
+	return out
 }
 
 // groupPairs are the (group, topic) pairs the broker knows of: committed
 // offsets and online subscriptions (the exporter asks
 // queryTopicConsumeByWho, which answers both), dead-letter topics aside.
-func groupPairs(b *broker.Broker, offsets groupOffsets) map[[2]string]bool {
+func groupPairs(offsets groupOffsets, online map[string]broker.ConsumerConnection) map[[2]string]bool {
 	pairs := map[[2]string]bool{}
 	for group, topics := range offsets {
 		for topic := range topics {
 			pairs[[2]string{group, topic}] = true
 		}
 	}
-	for _, group := range b.ConsumerGroups() {
-		if cc, ok := b.ConsumerConnections(group); ok {
-			for topic := range cc.SubscriptionTable {
-				pairs[[2]string{group, topic}] = true
-			}
+	for group, cc := range online {
+		for topic := range cc.SubscriptionTable {
+			pairs[[2]string{group, topic}] = true
 		}
 	}
 	for p := range pairs {
@@ -249,24 +259,22 @@ func groupPairs(b *broker.Broker, offsets groupOffsets) map[[2]string]bool {
 
 // collectGroups serves the consumer-group families: diffs and counts per
 // group, offsets, rates and latency per (group, topic).
-func (c *compatCollector) collectGroups(ch chan<- prometheus.Metric, st store.Store, offsets groupOffsets, cluster, name string) {
+func (c *compatCollector) collectGroups(ch chan<- prometheus.Metric, st store.Store, offsets groupOffsets, conns map[string]broker.ConsumerConnection, cluster, name string) {
 	b := c.s.deps.Broker
-	for _, group := range b.ConsumerGroups() {
-		if cc, ok := b.ConsumerConnections(group); ok {
-			addrs := make([]string, 0, len(cc.ConnectionSet))
-			ids := make([]string, 0, len(cc.ConnectionSet))
-			for _, conn := range cc.ConnectionSet {
-				addrs, ids = append(addrs, conn.ClientAddr), append(ids, conn.ClientID)
-			}
-			compatGauge(ch, cdGroupCount, float64(len(cc.ConnectionSet)), strings.Join(addrs, ","), strings.Join(ids, ","), group)
+	for group, cc := range conns {
+		addrs := make([]string, 0, len(cc.ConnectionSet))
+		ids := make([]string, 0, len(cc.ConnectionSet))
+		for _, conn := range cc.ConnectionSet {
+			addrs, ids = append(addrs, conn.ClientAddr), append(ids, conn.ClientID)
 		}
+		compatGauge(ch, cdGroupCount, float64(len(cc.ConnectionSet)), strings.Join(addrs, ","), strings.Join(ids, ","), group)
 	}
 	dm := c.s.delay.begin(st)
 	defer dm.end()
-	for p := range groupPairs(b, offsets) {
+	for p := range groupPairs(offsets, conns) {
 		group, topic := p[0], p[1]
 		online, broadcasting := 0, false
-		if cc, ok := b.ConsumerConnections(group); ok {
+		if cc, ok := conns[group]; ok {
 			online, broadcasting = len(cc.ConnectionSet), cc.MessageModel == "BROADCASTING"
 		}
 		var diff, consumed int64
@@ -345,16 +353,18 @@ type clientStatus struct {
 
 // collectClients asks every online consumer (up to compatClientCalls)
 // for its running info, in parallel, and serves its statusTable.
-func (c *compatCollector) collectClients(ch chan<- prometheus.Metric) {
-	b := c.s.deps.Broker
+func (c *compatCollector) collectClients(ch chan<- prometheus.Metric, conns map[string]broker.ConsumerConnection) {
 	type target struct{ group, addr, id string }
 	var targets []target
-	for _, group := range b.ConsumerGroups() {
-		if cc, ok := b.ConsumerConnections(group); ok {
-			for _, conn := range cc.ConnectionSet {
-				if len(targets) < compatClientCalls {
-					targets = append(targets, target{group, conn.ClientAddr, conn.ClientID})
-				}
+	groups := make([]string, 0, len(conns))
+	for g := range conns {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups) // the same clients are asked at every scrape
+	for _, group := range groups {
+		for _, conn := range conns[group].ConnectionSet {
+			if len(targets) < compatClientCalls {
+				targets = append(targets, target{group, conn.ClientAddr, conn.ClientID})
 			}
 		}
 	}
