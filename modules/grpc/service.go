@@ -173,7 +173,10 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 			ps.Publishing = &grpcapi.Publishing{}
 		}
 		ps.Publishing.MaxBodySize = int32(s.b.Config().MaxMessageSize)
-		ps.Publishing.ValidateMessageType = false
+		// As the proxy (enableTopicMessageTypeCheck): the clients check a
+		// message's type against its route's accept_message_types, all
+		// four for an untyped topic (msgtype.go).
+		ps.Publishing.ValidateMessageType = true
 		if out.BackoffPolicy == nil {
 			// The clients sync their send retries from this and refuse
 			// settings without one: the 5.x Java client's producer default.

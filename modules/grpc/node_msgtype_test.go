@@ -1,0 +1,67 @@
+package grpc_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/core/protocol"
+)
+
+// nodeMsgTypeScript sends to a FIFO-typed topic with the official Node.js
+// client: a FIFO message is stored, a normal one refused (the client
+// checks the route's accept types, which the settings ask it to, as the
+// proxy's do); to an untyped topic both go.
+const nodeMsgTypeScript = `
+const { Producer } = require('rocketmq-client-nodejs');
+(async () => {
+  const [endpoints, typed, untyped] = process.argv.slice(2);
+  const out = {};
+  const p = new Producer({ endpoints, namespace: '', topics: [typed, untyped] });
+  await p.startup();
+  out.fifo = (await p.send({ topic: typed, messageGroup: 'g1', body: Buffer.from('f') })).messageId;
+  try {
+    await p.send({ topic: typed, body: Buffer.from('n') });
+    out.normal = 'accepted';
+  } catch (e) { out.normal = String(e && e.message || e); }
+  out.untypedNormal = (await p.send({ topic: untyped, body: Buffer.from('n') })).messageId;
+  out.untypedFifo = (await p.send({ topic: untyped, messageGroup: 'g1', body: Buffer.from('f') })).messageId;
+  console.log(JSON.stringify(out));
+  await p.shutdown();
+  process.exit(0);
+})().catch(e => { console.error(e); process.exit(1); });
+`
+
+func TestNodeClientTopicMessageType(t *testing.T) {
+	dir := nodeClientDir(t)
+	n := startNodeWith(t, true)
+	_, err := n.b.EnsureTopic(&protocol.TopicConfig{TopicName: "FifoOnly", ReadQueueNums: 2, WriteQueueNums: 2, Perm: protocol.PermRead | protocol.PermWrite,
+		Attributes: map[string]string{protocol.AttrMessageType: protocol.MessageTypeFIFO}})
+	require.NoError(t, err)
+	n.topic("AnyType", 2)
+	script := filepath.Join(t.TempDir(), "msgtype.js")
+	require.NoError(t, os.WriteFile(script, []byte(nodeMsgTypeScript), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, n.srv.Addr().String(), "FifoOnly", "AnyType")
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node: %s", stderr.String())
+	var res struct{ Fifo, Normal, UntypedNormal, UntypedFifo string }
+	require.NoError(t, json.Unmarshal(out, &res), "node output: %s", out)
+	t.Logf("normal message to the FIFO topic: %s", res.Normal)
+	assert.NotEmpty(t, res.Fifo)
+	assert.NotEqual(t, "accepted", res.Normal)
+	assert.Contains(t, res.Normal, "message type")
+	assert.NotEmpty(t, res.UntypedNormal)
+	assert.NotEmpty(t, res.UntypedFifo)
+}
