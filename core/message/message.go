@@ -39,10 +39,10 @@ const (
 	// The timer wheel's own (RocketMQ 5's TimerMessageStore): the due
 	// time of a held message, and when it entered and left the wheel,
 	// all kept on the delivered message.
-	PropertyTimerOut     = "TIMER_OUT_MS"
-	PropertyTimerEnqueue = "TIMER_ENQUEUE_MS"
-	PropertyTimerDequeue = "TIMER_DEQUEUE_MS"
-	PropertyReconsumeTime           = "RECONSUME_TIME"
+	PropertyTimerOut      = "TIMER_OUT_MS"
+	PropertyTimerEnqueue  = "TIMER_ENQUEUE_MS"
+	PropertyTimerDequeue  = "TIMER_DEQUEUE_MS"
+	PropertyReconsumeTime = "RECONSUME_TIME"
 )
 
 // System flag bits (Java MessageSysFlag).

@@ -308,7 +308,7 @@ func (p *Peer) writeOut(q []outFrame) error {
 	for i := range q {
 		if q[i].hdr != nil {
 			headerPool.Put(q[i].hdr)
-			if err == nil && q[i].sent != nil && (refused == nil || !refused[j]) {
+			if err == nil && q[i].sent != nil && (j >= len(refused) || !refused[j]) {
 				q[i].sent()
 			}
 			j++

@@ -493,7 +493,7 @@ func (g *guard) streamInterceptor(log func(method string, r *refusal)) grpclib.S
 		if r != nil && info.FullMethod == telemetryMethod {
 			log(info.FullMethod, r)
 			if err := ss.RecvMsg(new(grpcapi.TelemetryCommand)); err != nil {
-				return nil // the client went away before asking anything
+				return nil //nolint:nilerr // the client went away before asking anything: nothing to answer
 			}
 			_ = ss.SendMsg(&grpcapi.TelemetryCommand{Status: r.status()}) //nolint:errcheck // a client gone has no one to tell
 			return nil

@@ -27,7 +27,6 @@ import (
 	"github.com/quivermq/quiver/modules/broker"
 )
 
-
 // progressDoc is the per-level delivery progress (RocketMQ delayOffset.json):
 // level → next queue offset to deliver.
 const progressDoc = "delayOffset"
