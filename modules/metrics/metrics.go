@@ -76,6 +76,7 @@ type Service struct {
 	groupMsgs, groupBytes              *prometheus.CounterVec
 	sendLat, pullLat                   prometheus.Histogram
 	delay                              delayCache
+	compat                             *compatCollector // nil when metrics.rocketmq_exporter_compat is off
 
 	mu  sync.Mutex
 	srv *http.Server
@@ -113,7 +114,8 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 		}
 		if cfg.RocketMQExporterCompat {
 			// Unwrapped: these carry rocketmq-exporter's own label sets.
-			s.reg.MustRegister(&compatCollector{s: s})
+			s.compat = &compatCollector{s: s, timeout: compatClientTimeout, mute: map[string]time.Time{}}
+			s.reg.MustRegister(s.compat)
 		}
 		b.AddStoredListener(s.stored)
 		b.OnGroupPulled(func(topic, group string, msgs, bytes int) {

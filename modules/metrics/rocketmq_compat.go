@@ -36,7 +36,8 @@ package metrics
 // each online consumer is asked GET_CONSUMER_RUNNING_INFO and its
 // statusTable reported. The calls run in parallel within the scrape,
 // bounded in number (compatClientCalls) and time (compatClientTimeout); a
-// client that does not answer in time has no series at that scrape.
+// client that does not answer in time has no series at that scrape and
+// is not asked again for a minute (compatClientMute).
 // Clients whose statusTable is empty (Quiver's Go client keeps none) have
 // no client series.
 //
@@ -76,10 +77,12 @@ var (
 	compatClientLabels   = []string{"clientAddr", "clientId", "group", "topic"}
 )
 
-// Bounds on the GET_CONSUMER_RUNNING_INFO calls of one scrape.
+// Bounds on the GET_CONSUMER_RUNNING_INFO calls of one scrape, and how
+// long a client whose call failed is left out of them.
 const (
 	compatClientCalls   = 64
 	compatClientTimeout = 3 * time.Second
+	compatClientMute    = time.Minute
 )
 
 func compatDesc(name, help string, labels []string) *prometheus.Desc {
@@ -159,7 +162,17 @@ var runtimeDescs = func() []*prometheus.Desc {
 }()
 
 // compatCollector serves the rocketmq-exporter compatible series.
-type compatCollector struct{ s *Service }
+type compatCollector struct {
+	s *Service
+	// timeout bounds one scrape's client calls (compatClientTimeout).
+	timeout time.Duration
+
+	// mute holds, by group and client id, until when a client whose
+	// running-info call failed (no answer in time, or an error) is not
+	// asked again: one wedged consumer must not slow every scrape.
+	muteMu sync.Mutex
+	mute   map[string]time.Time
+}
 
 func (c *compatCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range compatStaticDescs {
@@ -361,28 +374,44 @@ func (c *compatCollector) collectClients(ch chan<- prometheus.Metric, conns map[
 		groups = append(groups, g)
 	}
 	sort.Strings(groups) // the same clients are asked at every scrape
+	now := time.Now()
+	c.muteMu.Lock()
+	for k, until := range c.mute {
+		if now.After(until) {
+			delete(c.mute, k)
+		}
+	}
 	for _, group := range groups {
 		for _, conn := range conns[group].ConnectionSet {
-			if len(targets) < compatClientCalls {
+			if _, muted := c.mute[group+"\x00"+conn.ClientID]; !muted && len(targets) < compatClientCalls {
 				targets = append(targets, target{group, conn.ClientAddr, conn.ClientID})
 			}
 		}
 	}
+	c.muteMu.Unlock()
 	if len(targets) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), compatClientTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	results := make([]map[string]clientStatus, len(targets))
+	failed := make([]bool, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = c.s.clientStatus(ctx, t.group, t.id)
+			results[i], failed[i] = c.s.clientStatus(ctx, t.group, t.id)
 		}()
 	}
 	wg.Wait()
+	c.muteMu.Lock()
+	for i, t := range targets {
+		if failed[i] {
+			c.mute[t.group+"\x00"+t.id] = time.Now().Add(compatClientMute)
+		}
+	}
+	c.muteMu.Unlock()
 	for i, t := range targets {
 		for topic, st := range results[i] {
 			l := []string{t.addr, t.id, t.group, topic}
@@ -398,8 +427,9 @@ func (c *compatCollector) collectClients(ch chan<- prometheus.Metric, conns map[
 
 // clientStatus asks one consumer for its ConsumerRunningInfo through the
 // broker (GET_CONSUMER_RUNNING_INFO, in process) and returns its
-// statusTable; nil when it does not answer or has none.
-func (s *Service) clientStatus(ctx context.Context, group, clientID string) map[string]clientStatus {
+// statusTable (nil when it has none); failed is true when the call did
+// not succeed.
+func (s *Service) clientStatus(ctx context.Context, group, clientID string) (_ map[string]clientStatus, failed bool) {
 	req := remoting.NewRequest(remoting.GetConsumerRunningInfo, map[string]string{
 		"consumerGroup": group, "clientId": clientID, "jstackEnable": "false"}, nil)
 	if s.deps.Sign != nil {
@@ -407,18 +437,18 @@ func (s *Service) clientStatus(ctx context.Context, group, clientID string) map[
 	}
 	resp := s.deps.Broker.Router().Handle(ctx, nil, req)
 	if resp == nil || resp.Code != remoting.Success {
-		return nil
+		return nil, true
 	}
 	// fastjson writes mqTable with object keys; only statusTable is read.
 	var doc map[string]json.RawMessage
 	if protocol.UnmarshalFastjson(resp.Body, &doc) != nil {
-		return nil
+		return nil, false
 	}
 	var out map[string]clientStatus
-	if json.Unmarshal(doc["statusTable"], &out) != nil {
-		return nil
+	if raw, ok := doc["statusTable"]; !ok || json.Unmarshal(raw, &out) != nil {
+		return nil, false
 	}
-	return out
+	return out, false
 }
 
 // collectRuntime serves rocketmq_brokeruntime_* from the runtime table.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -224,4 +225,24 @@ func TestRocketMQExporterQueries(t *testing.T) {
 	produced := l.must(fams, "rocketmq_producer_offset", map[string]string{"topic": liveTopic})
 	consumed := l.must(fams, "rocketmq_consumer_offset", map[string]string{"topic": liveTopic, "group": liveGroup})
 	assert.Equal(t, float64(liveSends-liveCommit), produced-consumed)
+}
+
+// A client whose running-info call fails is not asked again at the next
+// scrapes (for compatClientMute): one wedged consumer must not slow every
+// scrape by the call timeout.
+func TestRocketMQExporterClientMuted(t *testing.T) {
+	var calls atomic.Int32
+	h := remoting.HandlerFunc(func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		if req.Code == remoting.GetConsumerRunningInfo {
+			calls.Add(1)
+		}
+		return remoting.Errorf(req, remoting.SystemError, "no running info")
+	})
+	l := startLiveWith(t, Config{Listen: "127.0.0.1:0", RocketMQExporterCompat: true}, h)
+	for range 3 {
+		fams := l.scrape()
+		assert.NotContains(t, fams, "rocketmq_client_consume_rt")
+		assert.Contains(t, fams, "rocketmq_group_diff")
+	}
+	assert.EqualValues(t, 1, calls.Load(), "asked once, then muted")
 }
