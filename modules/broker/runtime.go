@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
@@ -88,9 +89,9 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		// page-cache put lock to time.
 		"dispatchBehindBytes":    "0",
 		"pageCacheLockTimeMills": "0",
-		// The store keeps no earliest-message time; Java answers -1 for
-		// "none", so 0 is left for "not tracked".
-		"earliestMessageTimeStamp": "0",
+		// Store time of the first retained record (logFigures); -1, Java's
+		// answer, when none can be read.
+		"earliestMessageTimeStamp": "-1",
 		// brokerConfig.startAcceptSendRequestTimeStamp: Java's default.
 		"startAcceptSendRequestTimeStamp": "0",
 
@@ -140,6 +141,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		min, max := pr.PhysOffsets()
 		t["commitLogMinOffset"], t["commitLogMaxOffset"] = i(min), i(max)
 	}
+	b.logFigures(t)
 	b.diskFigures(t)
 	b.scheduleFigures(t)
 	if b.server != nil {
@@ -149,6 +151,31 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		t[k] = v
 	}
 	return t
+}
+
+// logFigures adds, for a store with one commit log (store.LogReader),
+// its retained range (commitLogMinOffset, commitLogMaxOffset) and the
+// store time of its first record (earliestMessageTimeStamp, as Java's
+// getEarliestMessageTime reads it).
+func (b *Broker) logFigures(t map[string]string) {
+	lr, ok := b.store.(store.LogReader)
+	if !ok {
+		return
+	}
+	min, max := lr.LogOffsets()
+	t["commitLogMinOffset"], t["commitLogMaxOffset"] = strconv.FormatInt(min, 10), strconv.FormatInt(max, 10)
+	if max <= min {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	recs, _, err := lr.ReadLog(ctx, min, 1)
+	if err != nil || len(recs) == 0 {
+		return
+	}
+	if h, err := message.PeekHeader(recs[0]); err == nil {
+		t["earliestMessageTimeStamp"] = strconv.FormatInt(h.StoreTimestamp, 10)
+	}
 }
 
 // diskFigures adds DefaultMessageStore's disk keys for the data

@@ -174,6 +174,10 @@ func TestRuntimeInfoJavaKeys(t *testing.T) {
 	assert.Contains(t, st, "pmdt10s~")
 	assert.Equal(t, float64(remoting.ServerVersion), st["brokerVersion"])
 	assert.Equal(t, "true", rt.Table["brokerActive"])
+	// The commit log's range and its first record's store time.
+	assert.Zero(t, st["commitLogMinOffset"])
+	assert.Positive(t, st["commitLogMaxOffset"])
+	assert.InDelta(t, float64(time.Now().UnixMilli()), st["earliestMessageTimeStamp"], float64(time.Minute.Milliseconds()))
 	assert.Regexp(t, `^\[ 0 days, 0 hours, \d+ minutes, \d+ seconds \]$`, rt.Table["runtime"])
 }
 
