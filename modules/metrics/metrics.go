@@ -310,14 +310,16 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectStore(ch, st)
 	collectConnections(ch, b)
 	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(b.HeldPulls()))
-	for k, v := range b.RuntimeInfo() {
-		if reason, ok := strings.CutPrefix(k, "quiverFlowBusy"); ok {
-			if n, err := strconv.ParseFloat(v, 64); err == nil {
-				ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, n, strings.ToLower(reason))
-			}
-		}
-	}
+	// The flow-control counters, as GET_BROKER_RUNTIME_INFO's
+	// quiverFlowBusy* keys (read directly: the full runtime table reads
+	// the disk and the commit log).
 	fs := b.FlowStats()
+	for _, r := range []struct {
+		reason string
+		n      int64
+	}{{"queue", fs.BusyQueue}, {"store", fs.BusyStore}, {"quota", fs.BusyQuota}} {
+		ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(r.n), r.reason)
+	}
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(fs.DiskFull), store.RefusedDiskFull)
 	ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(fs.StoreFailed), store.RefusedStoreFailed)
 	now := writeRefusal(st)
