@@ -365,6 +365,7 @@ type runtimeStats struct {
 
 	// Day roll (BrokerStats' morning totals), local time.
 	day                        atomic.Int64 // yyyymmdd of the last roll
+	nextRollMs                 atomic.Int64 // the local midnight after it (the hot path's check)
 	dayMu                      sync.Mutex
 	putMorning, getMorning     atomic.Int64
 	putYesterday, getYesterday atomic.Int64
@@ -379,12 +380,14 @@ func dayKey(t time.Time) int64 {
 // since the last roll; put and get are the totals before now's events.
 // The first call only notes the day (the broker saw no midnight yet).
 func (r *runtimeStats) rollDay(now time.Time, put, get int64) {
-	today := dayKey(now)
-	if r.day.Load() == today {
+	if now.UnixMilli() < r.nextRollMs.Load() {
 		return
 	}
+	today := dayKey(now)
 	r.dayMu.Lock()
 	defer r.dayMu.Unlock()
+	y, m, d := now.Date()
+	r.nextRollMs.Store(time.Date(y, m, d+1, 0, 0, 0, 0, now.Location()).UnixMilli())
 	last := r.day.Load()
 	switch {
 	case last == today:
