@@ -174,6 +174,7 @@ type compatCollector struct {
 	mute   map[string]time.Time
 }
 
+// Describe sends every family's description (all are fixed).
 func (c *compatCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range compatStaticDescs {
 		ch <- d
@@ -191,6 +192,10 @@ func compatGauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, lab
 // fixed2 is the exporter's Utils.getFixedDouble: two decimals.
 func fixed2(v float64) float64 { return math.Round(v*100) / 100 }
 
+// Collect computes, at scrape time: the broker's rates and, on a slave,
+// its replication lag; each topic's max offsets and put rates; the
+// consumer-group families; producer counts; the online consumers'
+// running info; and the runtime table.
 func (c *compatCollector) Collect(ch chan<- prometheus.Metric) {
 	b := c.s.deps.Broker
 	cfg := b.Config()
