@@ -252,4 +252,10 @@ func TestResetOffsetJavaAnswers(t *testing.T) {
 	_, ok = b.QueryOffset("G", "T", 0)
 	assert.False(t, ok, "a one-queue reset leaves the other queue")
 	assert.False(t, b.HasGroup("Typo"), "refusing does not create the group")
+
+	// A group known only by its committed offsets (4.9 takes offsets from
+	// a group without a config) is reset.
+	b.CommitOffset("OffsetsOnly", "T", 0, 2)
+	resp := reset(map[string]string{"topic": "T", "group": "OffsetsOnly", "timestamp": "0", "isForce": "true"})
+	assert.Equal(t, remoting.Success, resp.Code, resp.Remark)
 }

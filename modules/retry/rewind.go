@@ -123,7 +123,9 @@ func (s *Service) resetOffsets(ctx context.Context, topic, group string, ts int6
 // Refusals are RocketMQ 5's (AdminBrokerProcessor.resetOffsetInner, its
 // default): a slave SYSTEM_ERROR, an unknown topic TOPIC_NOT_EXIST, an
 // unknown group SUBSCRIPTION_GROUP_NOT_EXIST — a mistyped group is not
-// reset to nothing with SUCCESS.
+// reset to nothing with SUCCESS. A group known only by offsets committed
+// on the topic counts as existing: Quiver takes UPDATE_CONSUMER_OFFSET
+// from a group without a config, as 4.9 does.
 func (s *Service) handleResetOffset(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	e := remoting.ReadExt(req)
 	topic, group, ts := e.String("topic"), e.String("group"), e.Int64("timestamp")
@@ -139,10 +141,11 @@ func (s *Service) handleResetOffset(ctx context.Context, p *remoting.Peer, req *
 	if s.b.IsSlave() {
 		return remoting.Errorf(req, remoting.SystemError, "Can not reset offset in slave broker")
 	}
-	if _, ok := s.b.TopicConfig(topic); !ok {
+	tc, ok := s.b.TopicConfig(topic)
+	if !ok {
 		return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("Topic %s does not exist", topic))
 	}
-	if !s.b.HasGroup(group) {
+	if !s.b.HasGroup(group) && !s.hasOffsets(group, topic, tc.ReadQueueNums) {
 		return remoting.Errorf(req, remoting.SubscriptionGroupNotExist, fmt.Sprintf("Group %s does not exist", group))
 	}
 	qs, told, err := s.resetOffsets(ctx, topic, group, ts, force, queue, offset)
@@ -153,4 +156,14 @@ func (s *Service) handleResetOffset(ctx context.Context, p *remoting.Peer, req *
 	resp.Body = EncodeOffsetTable(qs)
 	resp.SetExtInt("consumersNotified", int64(told))
 	return resp
+}
+
+// hasOffsets reports whether group committed an offset on a queue of topic.
+func (s *Service) hasOffsets(group, topic string, queues int32) bool {
+	for id := range queues {
+		if _, ok := s.b.QueryOffset(group, topic, id); ok {
+			return true
+		}
+	}
+	return false
 }
