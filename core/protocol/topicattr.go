@@ -130,10 +130,12 @@ func AlterTopicAttributes(create bool, current, mods map[string]string) (map[str
 	for _, key := range slices.Sorted(maps.Keys(mods)) {
 		value := mods[key]
 		if key == "" {
+			//lint:ignore ST1005 the remark is Java's text (AttributeParser), which tools match
 			return nil, errors.New("kv string format wrong.")
 		}
 		real := key[1:]
 		if real == "" || strings.ContainsAny(real, "+-") {
+			//lint:ignore ST1005 the remark is Java's text (AttributeParser), which tools match
 			return nil, errors.New("kv string format wrong.")
 		}
 		if seen[real] {
