@@ -469,15 +469,21 @@ func TestGRPCFloodSoak(t *testing.T) {
 	}
 }
 
-// floodStreams holds perConn*conns ReceiveMessage long polls open on an
+// floodStreams holds perConn*nconns ReceiveMessage long polls open on an
 // empty topic, each renewed when it ends, until ctx ends.
-func floodStreams(t *testing.T, ctx context.Context, addr string, conns, perConn int) string {
+func floodStreams(t *testing.T, ctx context.Context, addr string, nconns, perConn int) string {
+	var conns []*grpclib.ClientConn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
 	var ok, failed atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
-	for ci := 0; ci < conns; ci++ {
+	for ci := 0; ci < nconns; ci++ {
 		conn := floodDial(t, addr)
-		defer conn.Close()
+		conns = append(conns, conn)
 		cli := grpcapi.NewMessagingServiceClient(conn)
 		for si := 0; si < perConn; si++ {
 			wg.Add(1)
@@ -519,12 +525,18 @@ func floodStreams(t *testing.T, ctx context.Context, addr string, conns, perConn
 // floodConns opens n connections, each holding one long poll, until ctx
 // ends; connections over the per-IP cap are expected to be refused.
 func floodConns(t *testing.T, ctx context.Context, addr string, n int) string {
+	var conns []*grpclib.ClientConn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
 	var served, refused atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		conn := floodDial(t, addr)
-		defer conn.Close()
+		conns = append(conns, conn)
 		cli := grpcapi.NewMessagingServiceClient(conn)
 		wg.Add(1)
 		go func() {
@@ -573,6 +585,12 @@ func floodConns(t *testing.T, ctx context.Context, addr string, n int) string {
 // first answer of one ReceiveMessage and then nothing, while a producer
 // sends 64 KiB messages to their topic.
 func floodStalled(t *testing.T, ctx context.Context, addr string, n int) string {
+	var conns []*grpclib.ClientConn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
 	var sent, sendErr atomic.Int64
 	var wg sync.WaitGroup
 	pconn := floodDial(t, addr)
@@ -602,7 +620,7 @@ func floodStalled(t *testing.T, ctx context.Context, addr string, n int) string 
 	var stalled atomic.Int64
 	for i := 0; i < n; i++ {
 		conn := floodDial(t, addr, grpclib.WithInitialWindowSize(64<<10), grpclib.WithInitialConnWindowSize(64<<10))
-		defer conn.Close()
+		conns = append(conns, conn)
 		cli := grpcapi.NewMessagingServiceClient(conn)
 		wg.Add(1)
 		go func() {
