@@ -57,6 +57,12 @@ type Config struct {
 	// 256MiB and 16MiB.
 	ReceiveBuffer       config.ByteSize `koanf:"receive_buffer"`
 	ReceiveStreamBuffer config.ByteSize `koanf:"receive_stream_buffer"`
+	// MaxReceiveWaits bounds the ReceiveMessage calls waiting for
+	// messages at once (each holds a goroutine and its stream, about
+	// 20KiB); beyond it a receive that finds nothing answers
+	// TOO_MANY_REQUESTS at once, as RocketMQ's POLLING_FULL. Default 1024,
+	// as max_concurrent_streams.
+	MaxReceiveWaits int `koanf:"max_receive_waits"`
 	// MaxSettingsSize bounds one Telemetry settings command; a larger one
 	// ends the stream. Default 256KiB.
 	MaxSettingsSize config.ByteSize `koanf:"max_settings_size"`
@@ -80,7 +86,7 @@ func NewConfig() *Config {
 		Listen: DevListen, MaxClockSkew: DefaultMaxClockSkew,
 		MaxConcurrentStreams: 1024, MaxConnections: 10000, MaxConnectionsPerIP: 1000,
 		IdleTimeout: 120 * time.Second, MaxSendBytes: 16 << 20,
-		ReceiveBuffer: 256 << 20, ReceiveStreamBuffer: 16 << 20, MaxSettingsSize: 256 << 10,
+		ReceiveBuffer: 256 << 20, ReceiveStreamBuffer: 16 << 20, MaxReceiveWaits: 1024, MaxSettingsSize: 256 << 10,
 	}
 }
 
@@ -105,6 +111,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0 {
 		return fmt.Errorf("config: grpc.max_connections and grpc.max_connections_per_ip must not be negative (0: no bound)")
+	}
+	if c.MaxReceiveWaits < 1 {
+		return fmt.Errorf("config: grpc.max_receive_waits: %d must be positive", c.MaxReceiveWaits)
 	}
 	if c.IdleTimeout <= 0 {
 		return fmt.Errorf("config: grpc.idle_timeout: %v must be positive", c.IdleTimeout)

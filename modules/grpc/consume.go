@@ -198,16 +198,32 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
 	}
 	start := time.Now()
+	// At most grpc.max_receive_waits receives wait at once (each waiting
+	// one holds a goroutine and its stream); beyond them a receive only
+	// looks and, finding nothing, answers TOO_MANY_REQUESTS at once, as
+	// RocketMQ's broker answers POLLING_FULL when its long-polling queue
+	// is full. The clients back off and receive again.
+	polling := wait > 0 && s.recvWaits.take()
+	full := wait > 0 && !polling
+	if full {
+		wait = 0
+	}
 	var got []pop.Received
 	if s.fifoGroup(ctx, group) {
 		got, err = s.receiveFIFO(ctx, group, tc.TopicName, matcher, batch, invisible, wait)
 	} else {
 		got, err = s.pop.ReceiveWait(ctx, group, tc.TopicName, matcher, batch, invisible, wait)
 	}
+	if polling {
+		s.recvWaits.give()
+	}
 	if err != nil {
 		return send(popStatus(err))
 	}
 	if len(got) == 0 {
+		if full {
+			return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("polling full: grpc.max_receive_waits (%d) receives are waiting for messages; try again later", s.recvWaits.limit)))
+		}
 		return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
 	}
 	hb := s.hold(got) // held.go

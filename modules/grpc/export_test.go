@@ -1,6 +1,9 @@
 package grpc
 
-import "google.golang.org/protobuf/proto"
+import (
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/protobuf/proto"
+)
 
 // WaitingPulls counts the pulls long-polling for a message (tests).
 func (s *Server) WaitingPulls() int { return int(s.waiters.n.Load()) }
@@ -25,3 +28,16 @@ func (s *Server) HeldSettings() int {
 
 // HeldReceived is the body bytes ReceiveMessage calls hold (tests).
 func (s *Server) HeldReceived() int64 { return s.recvHeld.used.Load() }
+
+// ReceiveWaits counts the ReceiveMessage calls waiting for messages
+// (tests).
+func (s *Server) ReceiveWaits() int { return int(s.recvWaits.n.Load()) }
+
+// Connection buffers (tests).
+const (
+	ConnReadBuffer  = connReadBuffer
+	ConnWriteBuffer = connWriteBuffer
+)
+
+// SendCodec is the server's codec (tests).
+func SendCodec() encoding.CodecV2 { return newSendCodec() }

@@ -42,6 +42,28 @@ func (b *recvBudget) take(n int64) bool {
 
 func (b *recvBudget) give(n int64) { b.used.Add(-n) }
 
+// waitSlots bounds the ReceiveMessage calls waiting for messages at once
+// (grpc.max_receive_waits).
+type waitSlots struct {
+	limit int64
+	n     atomic.Int64
+}
+
+// take counts a waiting receive if one more may wait.
+func (w *waitSlots) take() bool {
+	for {
+		cur := w.n.Load()
+		if cur >= w.limit {
+			return false
+		}
+		if w.n.CompareAndSwap(cur, cur+1) {
+			return true
+		}
+	}
+}
+
+func (w *waitSlots) give() { w.n.Add(-1) }
+
 // heldBatch is the messages one ReceiveMessage call holds for its client.
 type heldBatch struct {
 	b     *recvBudget

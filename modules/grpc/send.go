@@ -211,6 +211,10 @@ func peerAddr(ctx context.Context) netip.AddrPort {
 // timers for delivery timestamps) and answers one entry per message.
 func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageRequest) (*grpcapi.SendMessageResponse, error) {
 	msgs := req.GetMessages()
+	if n := refusedCount(req); n > broker.MaxBatchMessages { // codec.go: counted, not decoded
+		return &grpcapi.SendMessageResponse{Status: status(grpcapi.Code_PAYLOAD_TOO_LARGE,
+			fmt.Sprintf("%d messages in one SendMessage are over the limit %d (as SEND_BATCH_MESSAGE); nothing was stored", n, broker.MaxBatchMessages))}, nil
+	}
 	if len(msgs) == 0 {
 		return &grpcapi.SendMessageResponse{Status: status(grpcapi.Code_BAD_REQUEST, "no messages")}, nil
 	}

@@ -74,7 +74,8 @@ type Server struct {
 	claims  atomic.Pointer[claimIndex]    // groups.go
 	streams map[*telemetryStream]struct{} // open Telemetry streams (transaction_check.go)
 
-	recvHeld recvBudget // message bytes held by ReceiveMessage calls (held.go)
+	recvHeld  recvBudget // message bytes held by ReceiveMessage calls (held.go)
+	recvWaits waitSlots  // ReceiveMessage calls waiting for messages (held.go)
 
 	sched *schedule.Service // recall.go
 	tx    *transaction.Service
@@ -106,6 +107,7 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 		sched: deps.Schedule,
 	}
 	s.recvHeld.limit = int64(cfg.ReceiveBuffer)
+	s.recvWaits.limit = int64(cfg.MaxReceiveWaits)
 	if s.tx != nil {
 		if s.txKey, err = loadTxKey(s); err != nil {
 			return nil, err
@@ -113,6 +115,13 @@ func New(cfg *Config, deps Deps) (*Server, error) {
 	}
 	return s, nil
 }
+
+// The transport buffers of one connection: grpc-go's defaults are 32KiB
+// each, held for the connection's life.
+const (
+	connReadBuffer  = 8 << 10
+	connWriteBuffer = 32 << 10 // pooled: held only while writing
+)
 
 // minPingInterval is the shortest interval between a client's keepalive
 // pings the endpoint accepts; a client pinging faster is sent a GOAWAY.
@@ -128,6 +137,13 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		opts = append(opts, grpclib.Creds(credentials.NewTLS(tc)))
 	}
+	opts = append(opts, grpclib.ForceServerCodecV2(newSendCodec()), // codec.go
+		// Per-connection buffers (docs/SECURITY.md): grpc-go keeps a 32KiB
+		// read and a 32KiB write buffer on every connection, idle or not;
+		// the write buffer is pooled between writes and the read buffer
+		// smaller (frames larger than it are read past it).
+		grpclib.ReadBufferSize(connReadBuffer), grpclib.WriteBufferSize(connWriteBuffer),
+		grpclib.SharedWriteBuffer(true))
 	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20),
 		// Bounded like a remoting connection (docs/SECURITY.md): calls at
 		// once per connection, idle connections closed. Clients may ping
