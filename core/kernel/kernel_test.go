@@ -155,7 +155,7 @@ func TestOpenStore(t *testing.T) {
 	require.Same(t, eng.opened, st)
 	assert.Equal(t, config.ByteSize(64<<20), eng.opened.cfg.SegmentSize)
 	assert.Equal(t, store.Settings{Dir: dir, Flush: store.FlushSync, FlushInterval: 250 * time.Millisecond,
-		Retention: time.Hour, MaxMessageSize: 1 << 20}, eng.opened.deps.Settings)
+		Retention: time.Hour, MaxMessageSize: 1<<20 + store.RecordReserve}, eng.opened.deps.Settings)
 }
 
 func TestOpenStoreDefaults(t *testing.T) {
@@ -167,7 +167,7 @@ func TestOpenStoreDefaults(t *testing.T) {
 	abs, err := filepath.Abs(def.Dir)
 	require.NoError(t, err)
 	assert.Equal(t, store.Settings{Dir: abs, Flush: store.FlushAsync, FlushInterval: def.FlushInterval,
-		Retention: def.Retention, MaxMessageSize: int(def.MaxMessageSize)}, eng.opened.deps.Settings)
+		Retention: def.Retention, MaxMessageSize: int(def.MaxMessageSize) + store.RecordReserve}, eng.opened.deps.Settings)
 	assert.Equal(t, config.ByteSize(1<<30), eng.opened.cfg.SegmentSize, "engine defaults from NewConfig")
 }
 
