@@ -478,7 +478,7 @@ func floodStreams(t *testing.T, ctx context.Context, addr string, nconns, perCon
 			_ = c.Close()
 		}
 	}()
-	var ok, failed atomic.Int64
+	var ok, refused, failed atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for ci := 0; ci < nconns; ci++ {
@@ -493,11 +493,14 @@ func floodStreams(t *testing.T, ctx context.Context, addr string, nconns, perCon
 					rs, err := cli.ReceiveMessage(floodCtx(ctx, "flood-streams@"+strconv.Itoa(ci)), &grpcapi.ReceiveMessageRequest{
 						Group: &grpcapi.Resource{Name: "FloodG"}, MessageQueue: &grpcapi.MessageQueue{Topic: &grpcapi.Resource{Name: "FloodT"}, Id: -1},
 						BatchSize: 1, InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(10 * time.Second)})
+					busy := false
 					if err == nil {
 						for {
-							if _, err = rs.Recv(); err != nil {
+							var r *grpcapi.ReceiveMessageResponse
+							if r, err = rs.Recv(); err != nil {
 								break
 							}
+							busy = busy || r.GetStatus().GetCode() == grpcapi.Code_TOO_MANY_REQUESTS
 						}
 						if errors.Is(err, io.EOF) {
 							err = nil
@@ -512,6 +515,13 @@ func floodStreams(t *testing.T, ctx context.Context, addr string, nconns, perCon
 						time.Sleep(100 * time.Millisecond)
 						continue
 					}
+					if busy {
+						// As the Java client after TOO_MANY_REQUESTS
+						// (its receiving flow-control back-off).
+						refused.Add(1)
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
 					ok.Add(1)
 				}
 			}()
@@ -519,7 +529,7 @@ func floodStreams(t *testing.T, ctx context.Context, addr string, nconns, perCon
 	}
 	wg.Wait()
 	first, _ := firstErr.Load().(string)
-	return fmt.Sprintf("%d polls ended normally, %d failed %s", ok.Load(), failed.Load(), first)
+	return fmt.Sprintf("%d polls ended normally, %d answered TOO_MANY_REQUESTS (20 ms back-off), %d failed %s", ok.Load(), refused.Load(), failed.Load(), first)
 }
 
 // floodConns opens n connections, each holding one long poll, until ctx

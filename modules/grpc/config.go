@@ -54,7 +54,9 @@ type Config struct {
 	// ReceiveStreamBuffer bounds them per call (at least one message is
 	// always taken). What does not fit is left to come back after its
 	// invisible time, as any message a consumer did not ack. Defaults
-	// 256MiB and 16MiB.
+	// 16MiB and 4MiB (storage.max_message_size's default): bytes are held
+	// only until written to a client, so readers that keep up need little,
+	// and consumers that stop reading pin at most 16MiB (issue 37).
 	ReceiveBuffer       config.ByteSize `koanf:"receive_buffer"`
 	ReceiveStreamBuffer config.ByteSize `koanf:"receive_stream_buffer"`
 	// MaxReceiveWaits bounds the ReceiveMessage calls waiting for
@@ -86,7 +88,7 @@ func NewConfig() *Config {
 		Listen: DevListen, MaxClockSkew: DefaultMaxClockSkew,
 		MaxConcurrentStreams: 1024, MaxConnections: 10000, MaxConnectionsPerIP: 1000,
 		IdleTimeout: 120 * time.Second, MaxSendBytes: 16 << 20,
-		ReceiveBuffer: 256 << 20, ReceiveStreamBuffer: 16 << 20, MaxReceiveWaits: 1024, MaxSettingsSize: 256 << 10,
+		ReceiveBuffer: 16 << 20, ReceiveStreamBuffer: 4 << 20, MaxReceiveWaits: 1024, MaxSettingsSize: 256 << 10,
 	}
 }
 
