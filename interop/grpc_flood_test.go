@@ -242,6 +242,11 @@ func floodBroker(t *testing.T) (srv *testserver.Proc, gaddr, pprofAddr string) {
 	t.Helper()
 	gaddr = fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	opts := testserver.Options{Sets: []string{"grpc.listen=" + gaddr, "log.level=info"}}
+	// QUIVER_FLOOD_SETS: more config keys for the broker, comma-separated
+	// (comparisons: "grpc.max_receive_waits=100000").
+	if sets := os.Getenv("QUIVER_FLOOD_SETS"); sets != "" {
+		opts.Sets = append(opts.Sets, strings.Split(sets, ",")...)
+	}
 	if os.Getenv("QUIVER_FLOOD_PPROF") != "" {
 		pprofAddr = fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 		wrapper := filepath.Join(t.TempDir(), "mq-pprof")
@@ -367,6 +372,10 @@ func TestGRPCFloodProbeChild(t *testing.T) {
 // probe runs in its child process and the RSS is sampled.
 func runFlood(t *testing.T, name string, flood func(ctx context.Context, srv *testserver.Proc, gaddr string) string) floodResult {
 	t.Helper()
+	// QUIVER_FLOOD_ONLY: run only the floods whose name contains it.
+	if only := os.Getenv("QUIVER_FLOOD_ONLY"); only != "" && !strings.Contains(name, only) {
+		return floodResult{name: name, what: "skipped (QUIVER_FLOOD_ONLY)", probe: probeStats{lat: []time.Duration{0}}, idle: floodRSS{vm: 1}}
+	}
 	srv, gaddr, pprofAddr := floodBroker(t)
 	defer srv.Stop()
 	ictx, icancel := context.WithTimeout(context.Background(), floodIdle+60*time.Second)
