@@ -18,6 +18,9 @@ func TestConfigLimits(t *testing.T) {
 	assert.Equal(t, 10000, c.MaxConnections)
 	assert.Equal(t, 1000, c.MaxConnectionsPerIP)
 	assert.EqualValues(t, 16<<20, c.MaxSendBytes)
+	assert.Equal(t, 1024, c.MaxReceiveWaits)
+	assert.EqualValues(t, 16<<20, c.ReceiveBuffer)
+	assert.EqualValues(t, 4<<20, c.ReceiveStreamBuffer)
 
 	tests := []struct {
 		give func(*grpcmod.Config)
@@ -30,6 +33,7 @@ func TestConfigLimits(t *testing.T) {
 		{func(c *grpcmod.Config) { c.ReceiveBuffer = 0 }, "grpc.receive_buffer"},
 		{func(c *grpcmod.Config) { c.ReceiveStreamBuffer = -1 }, "grpc.receive_stream_buffer"},
 		{func(c *grpcmod.Config) { c.MaxSettingsSize = 0 }, "grpc.max_settings_size"},
+		{func(c *grpcmod.Config) { c.MaxReceiveWaits = 0 }, "grpc.max_receive_waits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
