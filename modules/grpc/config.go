@@ -62,8 +62,11 @@ type Config struct {
 	// MaxReceiveWaits bounds the ReceiveMessage calls waiting for
 	// messages at once (each holds a goroutine and its stream, about
 	// 20KiB); beyond it a receive that finds nothing answers
-	// TOO_MANY_REQUESTS at once, as RocketMQ's POLLING_FULL. Default 1024,
-	// as max_concurrent_streams.
+	// TOO_MANY_REQUESTS at once, as RocketMQ's POLLING_FULL. Default
+	// 10000 (about 200 MiB when all wait; RocketMQ's broker holds up to
+	// 100,000): a low bound turns a crowd of long polls into a storm of
+	// refused ones retried every 20 ms, which cost the other clients more
+	// than the waits did (docs/BENCHMARKS.md, issue 37).
 	MaxReceiveWaits int `koanf:"max_receive_waits"`
 	// MaxSettingsSize bounds one Telemetry settings command; a larger one
 	// ends the stream. Default 256KiB.
@@ -88,7 +91,7 @@ func NewConfig() *Config {
 		Listen: DevListen, MaxClockSkew: DefaultMaxClockSkew,
 		MaxConcurrentStreams: 1024, MaxConnections: 10000, MaxConnectionsPerIP: 1000,
 		IdleTimeout: 120 * time.Second, MaxSendBytes: 16 << 20,
-		ReceiveBuffer: 16 << 20, ReceiveStreamBuffer: 4 << 20, MaxReceiveWaits: 1024, MaxSettingsSize: 256 << 10,
+		ReceiveBuffer: 16 << 20, ReceiveStreamBuffer: 4 << 20, MaxReceiveWaits: 10000, MaxSettingsSize: 256 << 10,
 	}
 }
 

@@ -18,7 +18,7 @@ func TestConfigLimits(t *testing.T) {
 	assert.Equal(t, 10000, c.MaxConnections)
 	assert.Equal(t, 1000, c.MaxConnectionsPerIP)
 	assert.EqualValues(t, 16<<20, c.MaxSendBytes)
-	assert.Equal(t, 1024, c.MaxReceiveWaits)
+	assert.Equal(t, 10000, c.MaxReceiveWaits)
 	assert.EqualValues(t, 16<<20, c.ReceiveBuffer)
 	assert.EqualValues(t, 4<<20, c.ReceiveStreamBuffer)
 

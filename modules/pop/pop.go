@@ -147,7 +147,10 @@ type Service struct {
 	closed bool
 
 	sigMu sync.Mutex
-	sig   chan struct{} // closed and replaced when a message is stored
+	// sigs holds, for each topic a ReceiveWait is waiting on, a channel
+	// closed (and dropped) when a message of that topic is stored: a store
+	// wakes only the receives of its own topic, not every waiting one.
+	sigs map[string]chan struct{}
 }
 
 // New opens the pop state under b's data directory.
@@ -165,7 +168,7 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 // (tests inject failures).
 func open(cfg *Config, b *broker.Broker, dir string, wrap func(syncFile) syncFile) (*Service, error) {
 	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "pop"), now: time.Now,
-		queues: map[qkey]*queueState{}, sig: make(chan struct{})}
+		queues: map[qkey]*queueState{}, sigs: map[string]chan struct{}{}}
 	if err := durable.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pop: %w", err)
 	}
@@ -196,15 +199,28 @@ func (s *Service) Close() error {
 
 func (s *Service) stored(msgs []*message.Ext, _ []store.Position) {
 	s.sigMu.Lock()
-	close(s.sig)
-	s.sig = make(chan struct{})
-	s.sigMu.Unlock()
+	defer s.sigMu.Unlock()
+	if len(s.sigs) == 0 {
+		return
+	}
+	for _, m := range msgs {
+		if c, ok := s.sigs[m.Topic]; ok {
+			close(c)
+			delete(s.sigs, m.Topic)
+		}
+	}
 }
 
-func (s *Service) signal() <-chan struct{} {
+// signal returns the channel closed when a message of topic is stored.
+func (s *Service) signal(topic string) <-chan struct{} {
 	s.sigMu.Lock()
 	defer s.sigMu.Unlock()
-	return s.sig
+	c, ok := s.sigs[topic]
+	if !ok {
+		c = make(chan struct{})
+		s.sigs[topic] = c
+	}
+	return c
 }
 
 func (s *Service) load(snap *snapshot) {
@@ -574,7 +590,7 @@ func (s *Service) ReceiveWait(ctx context.Context, group, topic string, m filter
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		sig := s.signal()
+		sig := s.signal(topic)
 		out, err := s.Receive(ctx, group, topic, m, maxMsgs, invisible)
 		if err != nil || len(out) > 0 {
 			return out, err

@@ -335,6 +335,35 @@ func TestReceiveWait(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
+// TestStoreWakesOnlyItsTopic: a stored message wakes the receives
+// waiting on its topic and no other (with 10,000 receives waiting on other
+// topics, waking all of them on every send queued their scans ahead of the
+// one that had a message; issue 37's gRPC flood).
+func TestStoreWakesOnlyItsTopic(t *testing.T) {
+	n := newNode(t, engines[0])
+	n.topic("A", 1)
+	n.topic("B", 1)
+	a, b := n.s.signal("A"), n.s.signal("B")
+	assert.Equal(t, a, n.s.signal("A"), "receives of one topic share its channel")
+	n.put("B", 0, "", "b")
+	select {
+	case <-b:
+	default:
+		t.Fatal("a message of B did not wake B's receives")
+	}
+	select {
+	case <-a:
+		t.Fatal("a message of B woke A's receives")
+	default:
+	}
+	n.put("A", 0, "", "a")
+	select {
+	case <-a:
+	default:
+		t.Fatal("a message of A did not wake A's receives")
+	}
+}
+
 func TestConcurrentReceiveAck(t *testing.T) {
 	forEngines(t, func(t *testing.T, e engine) {
 		n := newNode(t, e)
