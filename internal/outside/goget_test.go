@@ -42,7 +42,11 @@ func TestGoGetFromProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := modzip.CreateFromVCS(zf, mv, root, rev, ""); err != nil {
+	// The committed tree, as git archive gives it (CreateFromVCS wants a
+	// .git directory, which a git worktree does not have).
+	src := t.TempDir()
+	run(t, root, nil, "sh", "-c", "git archive --format=tar "+rev+" | tar -x -C "+src)
+	if err := modzip.CreateFromDir(zf, mv, src); err != nil {
 		t.Fatalf("module zip of %s: %v", rev, err)
 	}
 	if err := zf.Close(); err != nil {
