@@ -13,7 +13,6 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/protocol"
@@ -92,15 +91,7 @@ func TestCrashWithMetadata(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for pi := 0; pi < 3; pi++ {
-			p, err := rocketmq.NewProducer(
-				producer.WithNameServer([]string{srv.Namesrv}),
-				producer.WithGroupName(uniq("CrashMetaPG")),
-				producer.WithInstanceName(uniq("crashmeta")),
-				producer.WithRetry(0),
-				producer.WithSendMsgTimeout(2*time.Second),
-			)
-			require.NoError(t, err)
-			require.NoError(t, p.Start())
+			p := crashProducer(t, srv.Namesrv, "CrashMeta")
 			wg.Add(1)
 			go func(pi int, p rocketmq.Producer) {
 				defer wg.Done()

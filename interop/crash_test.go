@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,15 +112,7 @@ func runCrashRounds(t *testing.T, rounds int, sets []string, allowLoss func(acke
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for pi := 0; pi < 3; pi++ {
-			p, err := rocketmq.NewProducer(
-				producer.WithNameServer([]string{srv.Namesrv}),
-				producer.WithGroupName(uniq("CrashPG")),
-				producer.WithInstanceName(uniq("crash")),
-				producer.WithRetry(0),
-				producer.WithSendMsgTimeout(2*time.Second),
-			)
-			require.NoError(t, err)
-			require.NoError(t, p.Start())
+			p := crashProducer(t, srv.Namesrv, "Crash")
 			wg.Add(1)
 			go func(pi int, p rocketmq.Producer) {
 				defer wg.Done()
@@ -211,4 +204,21 @@ func TestCrashAsyncFlushBoundedLoss(t *testing.T) {
 	const interval = 500 * time.Millisecond
 	runCrashRounds(t, crashRounds()/2, engineSets("storage.flush=async", "storage.flush_interval="+interval.String()),
 		func(ackedAt, killedAt time.Time) bool { return killedAt.Sub(ackedAt) <= interval+100*time.Millisecond })
+}
+
+// crashProducer starts an official producer for the crash tests: no
+// retries (a send the crash cut is simply not acknowledged) and a short
+// send timeout. The caller shuts it down.
+func crashProducer(t *testing.T, ns, prefix string) rocketmq.Producer {
+	t.Helper()
+	p, err := rocketmq.NewProducer(
+		producer.WithNameServer([]string{ns}),
+		producer.WithGroupName(uniq(prefix+"PG")),
+		producer.WithInstanceName(uniq(strings.ToLower(prefix))),
+		producer.WithRetry(0),
+		producer.WithSendMsgTimeout(2*time.Second),
+	)
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	return p
 }
