@@ -1,11 +1,6 @@
 package grpc_test
 
 import (
-	"context"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -49,21 +44,11 @@ func TestNodeClientWithCredentials(t *testing.T) {
 	dir := nodeClientDir(t)
 	n := startNodeWith(t, true, withACL(t, aclYAML))
 	n.topic("AuthT", 1)
-	script := filepath.Join(t.TempDir(), "auth.js")
-	require.NoError(t, os.WriteFile(script, []byte(nodeAuthScript), 0o600))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script, n.srv.Addr().String(), "AuthT", "pubuser", skPub, "subuser", skSub)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "node: %s", stderr.String())
 	var res struct {
 		Sent, Bad string
 		Received  []string
 	}
-	require.NoError(t, json.Unmarshal(out, &res), "node output: %s", out)
+	runInlineNodeScript(t, dir, nodeAuthScript, 2*time.Minute, &res, n.srv.Addr().String(), "AuthT", "pubuser", skPub, "subuser", skSub)
 	require.NotEmpty(t, res.Sent)
 	assert.NotEqual(t, "accepted", res.Bad, "a wrong secret is refused")
 	assert.NotEqual(t, "timeout", res.Bad, "the refusal is an answer, not a hang")
@@ -104,21 +89,11 @@ func TestNodeClientForbiddenStartup(t *testing.T) {
 	dir := nodeClientDir(t)
 	n := startNodeWith(t, true, withACL(t, aclYAML))
 	n.topic("AuthT", 1)
-	script := filepath.Join(t.TempDir(), "forbidden.js")
-	require.NoError(t, os.WriteFile(script, []byte(nodeForbiddenScript), 0o600))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", script, n.srv.Addr().String(), "AuthT", "pubuser", skPub, "subuser", skSub)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"), "HOME="+t.TempDir())
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "node: %s", stderr.String())
 	var res map[string]struct {
 		Err string
 		Ms  int
 	}
-	require.NoError(t, json.Unmarshal(out, &res), "node output: %s", out)
+	runInlineNodeScript(t, dir, nodeForbiddenScript, 2*time.Minute, &res, n.srv.Addr().String(), "AuthT", "pubuser", skPub, "subuser", skSub)
 	for name, want := range map[string]string{"producer": "PUB on topic AuthT", "consumer": "AuthG", "group": "OtherG"} {
 		got := res[name]
 		t.Logf("%s: startup failed after %d ms: %s", name, got.Ms, got.Err)

@@ -66,6 +66,22 @@ func runNodeScript(t *testing.T, dir, script string, timeout time.Duration, out 
 	t.Helper()
 	path, err := filepath.Abs(filepath.Join("testdata", script))
 	require.NoError(t, err)
+	runNodeFile(t, dir, path, timeout, out, args...)
+}
+
+// runInlineNodeScript is runNodeScript for a script held in the test.
+func runInlineNodeScript(t *testing.T, dir, src string, timeout time.Duration, out any, args ...string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "script.js")
+	require.NoError(t, os.WriteFile(path, []byte(src), 0o600))
+	runNodeFile(t, dir, path, timeout, out, args...)
+}
+
+// runNodeFile runs the node script at path with the client in dir and
+// decodes its standard output, JSON, into out.
+func runNodeFile(t *testing.T, dir, path string, timeout time.Duration, out any, args ...string) {
+	t.Helper()
+	script := filepath.Base(path)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", append([]string{path}, args...)...)
