@@ -8,6 +8,7 @@ go 1.26.0
 require (
 	github.com/quivermq/quiver v0.0.0
 	go.uber.org/fx v1.24.0
+	golang.org/x/mod v0.41.0
 )
 
 require (
@@ -49,7 +50,6 @@ require (
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
