@@ -58,9 +58,22 @@ func adminCmd() *cobra.Command {
 		cmd.AddCommand(c)
 		outputShorthand(c, &o.output)
 	}
+	for _, more := range adminCommands {
+		for _, c := range more(run) {
+			c.GroupID = "quiver"
+			cmd.AddCommand(c)
+			outputShorthand(c, &o.output)
+		}
+	}
 	for _, c := range mqadminAliases(run) {
 		c.GroupID = "mqadmin"
 		cmd.AddCommand(c)
+	}
+	for _, more := range mqadminCommands {
+		for _, c := range more(run) {
+			c.GroupID = "mqadmin"
+			cmd.AddCommand(c)
+		}
 	}
 	cmd.SetHelpCommandGroupID("quiver")
 	cmd.SetCompletionCommandGroupID("quiver")
@@ -83,6 +96,11 @@ type adminOpts struct {
 	output               string
 	accessKey, secretKey string
 }
+
+// adminCommands and mqadminCommands let a file of its own add a family of
+// commands (Quiver-named and mqadmin-named) from an init function, so that
+// each family lives in one file and this list is not edited for each.
+var adminCommands, mqadminCommands []func(run runner) []*cobra.Command
 
 type runner func(func(ctx context.Context, a *adm) error) func(*cobra.Command, []string) error
 
