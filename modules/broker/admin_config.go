@@ -165,6 +165,14 @@ func configKeys() []configKey {
 		durKey("busy_timeout", "waitTimeMillsInSendQueue", func(c *Config) *time.Duration { return &c.BusyTimeout }, true),
 		durKey("store_busy_timeout", "osPageCacheBusyTimeOutMills", func(c *Config) *time.Duration { return &c.StoreBusyTimeout }, true),
 		fixed("send_queue_capacity", "sendThreadPoolQueueCapacity", func(c *Config) string { return strconv.Itoa(c.SendQueueCapacity) }),
+		fixed("trace_topic_enable", "traceTopicEnable", func(c *Config) string { return b2s(c.TraceTopicEnable) }),
+		fixed("trace_topic_name", "msgTraceTopicName", func(c *Config) string { return c.TraceTopicName }),
+		{name: "validate_system_topic_when_update_topic", java: "validateSystemTopicWhenUpdateTopic",
+			get: func(c *Config) string { return b2s(c.ValidateSystemTopicWhenUpdateTopic) },
+			set: func(c *Config, s string) (err error) {
+				c.ValidateSystemTopicWhenUpdateTopic, err = parseBool(s)
+				return err
+			}},
 	}
 }
 

@@ -142,6 +142,10 @@ func (b *Broker) systemTopics() []string {
 		protocol.TransCheckMaxTopic: true, protocol.SelfTestTopic: true, protocol.OffsetMovedEvent: true,
 		b.cfg.Cluster: true, b.cfg.Name: true, TimerTopic: true,
 		ReplyTopic(b.cfg.Cluster): true, // TopicConfigManager adds it (reply.go)
+		checkpointTopic:           true,
+	}
+	if b.cfg.TraceTopicEnable {
+		set[b.cfg.TraceTopicName] = true // TopicConfigManager adds it (trace.go)
 	}
 	return sortedKeys(set)
 }

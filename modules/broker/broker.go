@@ -188,6 +188,9 @@ func (b *Broker) initSystemTopics() error {
 		// Request-reply's topic, as Java's TopicConfigManager (reply.go).
 		{TopicName: ReplyTopic(b.cfg.Cluster), ReadQueueNums: 1, WriteQueueNums: 1, Perm: protocol.PermRead | protocol.PermWrite},
 	}
+	if tc := b.traceTopicConfig(); tc != nil {
+		sys = append(sys, tc)
+	}
 	if b.cfg.AutoCreateTopic {
 		n := int32(b.cfg.DefaultTopicQueues)
 		sys = append(sys, &protocol.TopicConfig{TopicName: protocol.AutoCreateTopic, ReadQueueNums: n, WriteQueueNums: n, Perm: protocol.PermInherit | protocol.PermRead | protocol.PermWrite})

@@ -388,7 +388,7 @@ func TestUnknownCodeAndAdminTopic(t *testing.T) {
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	_, ok = h.b.topics.get("Admin1")
 	assert.False(t, ok)
-	assert.Equal(t, remoting.SystemError, h.invoke(remoting.UpdateAndCreateTopic, map[string]string{"topic": protocol.AutoCreateTopic}, nil).Code)
+	assert.Equal(t, invalidParameter, h.invoke(remoting.UpdateAndCreateTopic, map[string]string{"topic": protocol.AutoCreateTopic}, nil).Code)
 }
 
 // TestConcurrentPullsKeepTheirRecords: pull answers reuse read buffers once

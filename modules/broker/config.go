@@ -71,6 +71,14 @@ type Config struct {
 	SendQueueCapacity int `koanf:"send_queue_capacity"`
 	// Quota holds optional per-topic and per-producer-group rate limits.
 	Quota QuotaConfig `koanf:"quota"`
+	// TraceTopicEnable creates the message-trace topic at start (Java
+	// traceTopicEnable, default false); TraceTopicName names it (Java
+	// msgTraceTopicName, default RMQ_SYS_TRACE_TOPIC). trace.go.
+	TraceTopicEnable bool   `koanf:"trace_topic_enable"`
+	TraceTopicName   string `koanf:"trace_topic_name"`
+	// ValidateSystemTopicWhenUpdateTopic refuses system topics in
+	// UPDATE_AND_CREATE_TOPIC (Java's key of the same name, default true).
+	ValidateSystemTopicWhenUpdateTopic bool `koanf:"validate_system_topic_when_update_topic"`
 }
 
 // NewConfig returns the defaults.
@@ -83,6 +91,7 @@ func NewConfig() *Config {
 		OffsetFlushInterval: 5 * time.Second, MaxMessageSize: 4 << 20,
 		PullBatchMax: 1024, PullBytesMax: 256 << 10, RebalanceLockMaxLiveTime: 60 * time.Second,
 		BusyTimeout: 200 * time.Millisecond, StoreBusyTimeout: time.Second, SendQueueCapacity: 10000,
+		TraceTopicName: protocol.TraceTopic, ValidateSystemTopicWhenUpdateTopic: true,
 	}
 }
 
@@ -146,6 +155,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SendQueueCapacity < 1 {
 		errs.Add("broker.send_queue_capacity", "must be at least 1")
+	}
+	if err := protocol.ValidateTopic(c.TraceTopicName); c.TraceTopicEnable && err != nil {
+		errs.Add("broker.trace_topic_name", "%v", err)
 	}
 	for name, l := range c.Quota.Topics {
 		if l.MessagesPerSec < 0 || l.BytesPerSec < 0 {

@@ -304,8 +304,8 @@ func (b *Broker) handleCreateTopic(ctx context.Context, p *remoting.Peer, req *r
 	if err := protocol.ValidateTopic(tc.TopicName); err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
-	if tc.TopicName == b.cfg.Cluster || protocol.IsSystemTopic(tc.TopicName) || tc.TopicName == protocol.AutoCreateTopic {
-		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("the topic[%s] is conflict with system reserved words", tc.TopicName))
+	if resp := b.refuseSystemTopic(req, tc.TopicName); resp != nil {
+		return resp
 	}
 	if tc.ReadQueueNums < 1 || tc.WriteQueueNums < 1 || tc.ReadQueueNums > 1024 || tc.WriteQueueNums > 1024 {
 		return remoting.Errorf(req, remoting.SystemError, "queue numbers must be within 1..1024")
