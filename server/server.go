@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,7 +56,41 @@ const (
 // stock modules own. Plugins configure themselves under them
 // (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
 func Sections() []string {
-	return []string{"auth", "broker", "filter", "grpc", "ha", "log", "metrics", "namesrv", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
+	keys := kernel.Sections()
+	for _, sec := range ModuleSections() {
+		keys = append(keys, sec.Key)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// part is one stock module of a role and the configuration section it
+// owns (nil when it owns none).
+type part struct {
+	section *kernel.Section
+	module  fx.Option
+}
+
+// parts is the composition of role r, in start order: the one place that
+// says which stock modules a role runs and which section each one reads.
+// Sections, ModuleSections, Plan and Options all derive from it.
+func parts(r Role) []part {
+	names := []part{{&namesrv.ConfigSection, namesrv.Module}, {nil, controller.Module}}
+	brokers := func(metricsModule, grpcModule fx.Option) []part {
+		return []part{{nil, kernel.StorageModule}, {nil, ha.StorageDecorator}, {&broker.ConfigSection, broker.Module},
+			{&ha.ConfigSection, ha.Module}, {&schedule.ConfigSection, schedule.Module}, {&retry.ConfigSection, retry.Module},
+			{&transaction.ConfigSection, transaction.Module}, {&metrics.ConfigSection, metricsModule}, {nil, pop.Module},
+			{&grpc.ConfigSection, grpcModule}}
+	}
+	switch r {
+	case Namesrv:
+		return append(names, part{&metrics.ConfigSection, metrics.Module})
+	case Broker:
+		return brokers(metrics.Module, grpc.Module)
+	case Dev:
+		return append(names, brokers(metrics.DevModule, grpc.DevModule)...)
+	}
+	return nil
 }
 
 // EnvKeep says whether an environment key (QUIVER_BROKER__LISTEN read as
@@ -117,10 +152,22 @@ func Load(o config.Options, r Role) (*config.Config, error) {
 }
 
 // ModuleSections are the configuration sections of every stock module,
-// whichever role runs them (one file may serve every process).
+// whichever role runs them (one file may serve every process): every
+// process decodes and checks all of them, before fx (Plan) and inside it
+// (Options), so --check-config refuses what a start would.
 func ModuleSections() []kernel.Section {
-	return []kernel.Section{broker.ConfigSection, ha.ConfigSection, metrics.ConfigSection, namesrv.ConfigSection,
-		retry.ConfigSection, schedule.ConfigSection, transaction.ConfigSection}
+	var out []kernel.Section
+	seen := map[string]bool{}
+	for _, r := range []Role{Namesrv, Broker, Dev} {
+		for _, p := range parts(r) {
+			if p.section != nil && !seen[p.section.Key] {
+				seen[p.section.Key] = true
+				out = append(out, *p.section)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b kernel.Section) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 // Plan decodes and validates the whole configuration of role r before
@@ -176,13 +223,11 @@ func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
 		fx.StartTimeout(30 * time.Second),
 		fx.StopTimeout(30 * time.Second),
 	}
-	switch r {
-	case Namesrv:
-		opts = append(opts, namesrv.Module, controller.Module, metrics.Module)
-	case Broker:
-		opts = append(opts, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.Module, pop.Module, grpc.Module)
-	case Dev:
-		opts = append(opts, namesrv.Module, controller.Module, kernel.StorageModule, ha.StorageDecorator, broker.Module, ha.Module, schedule.Module, retry.Module, transaction.Module, metrics.DevModule, pop.Module, grpc.DevModule)
+	for _, sec := range ModuleSections() {
+		opts = append(opts, kernel.AsSection(sec))
+	}
+	for _, p := range parts(r) {
+		opts = append(opts, p.module)
 	}
 	return fx.Options(append(opts, extra...)...)
 }

@@ -121,6 +121,9 @@ const AuthSection = "auth"
 // kernelSections are the top-level keys the kernel owns.
 var kernelSections = []string{"log", "remoting", "storage", "transport", "transports", "filter", AuthSection}
 
+// Sections returns the top-level keys the kernel owns.
+func Sections() []string { return slices.Clone(kernelSections) }
+
 // Setting returns the decoded section key of a module.
 func Setting[T any](p *Plan, key string) (T, error) {
 	var zero T

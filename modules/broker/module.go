@@ -150,7 +150,6 @@ func newFromFx(p params) (*Broker, error) {
 // and at least one transport.
 var Module = fx.Module("broker",
 	fx.Provide(configFromPlan, newFromFx),
-	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(lc fx.Lifecycle, b *Broker) {
 		lc.Append(fx.Hook{
 			OnStart: b.Start,

@@ -84,7 +84,6 @@ func newFromFx(p params, dev bool) error {
 // Module serves the RocketMQ 5 gRPC endpoint when grpc.enabled is set.
 var Module = fx.Module("grpc",
 	fx.Provide(configFromPlan),
-	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(p params) error { return newFromFx(p, false) }),
 )
 
@@ -92,6 +91,5 @@ var Module = fx.Module("grpc",
 // is set to false, and a busy address only logs (another mq dev).
 var DevModule = fx.Module("grpc",
 	fx.Provide(configFromPlan),
-	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(p params) error { return newFromFx(p, true) }),
 )

@@ -61,7 +61,6 @@ func newFromFx(p params) (*Service, error) {
 // StorageDecorator too, so that a truncation failover records is applied.
 var Module = fx.Module("ha",
 	fx.Provide(configFromPlan, newFromFx),
-	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) {
 		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
 	}),

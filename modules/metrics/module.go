@@ -59,7 +59,6 @@ func newFromFx(p params, soft bool) (*Service, error) {
 // name server of the app.
 var Module = fx.Module("metrics",
 	fx.Provide(configFromPlan),
-	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(p params) error { _, err := newFromFx(p, false); return err }),
 )
 
@@ -67,6 +66,5 @@ var Module = fx.Module("metrics",
 // DevListen, and only logs if that address is busy (another mq dev).
 var DevModule = fx.Module("metrics",
 	fx.Provide(configFromPlan),
-	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(p params) error { _, err := newFromFx(p, true); return err }),
 )

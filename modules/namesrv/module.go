@@ -18,7 +18,6 @@ func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Co
 // Server from the kernel's transports and logger, starts it with the app
 // and stops it on shutdown.
 var Module = fx.Module("namesrv",
-	kernel.AsSection(ConfigSection),
 	fx.Provide(configFromPlan, New),
 	fx.Invoke(registerLifecycle),
 )

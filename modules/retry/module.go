@@ -18,7 +18,6 @@ func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Co
 // send-back answers REQUEST_CODE_NOT_SUPPORTED and clients send failed
 // messages to %RETRY%<group> themselves.
 var Module = fx.Module("retry",
-	kernel.AsSection(ConfigSection),
 	fx.Provide(configFromPlan),
 	fx.Invoke(func(cfg *Config, b *broker.Broker) error {
 		_, err := New(cfg, b)

@@ -18,7 +18,6 @@ func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Co
 // timers through it). With schedule.enabled=false the *Service is nil,
 // delayed messages are delivered at once and RECALL_MESSAGE is refused.
 var Module = fx.Module("schedule",
-	kernel.AsSection(ConfigSection),
 	fx.Provide(configFromPlan),
 	fx.Provide(func(lc fx.Lifecycle, cfg *Config, b *broker.Broker) (*Service, error) {
 		if !cfg.Enabled {

@@ -40,6 +40,5 @@ func newFromFx(p params) (*Service, error) {
 // broker.Module.
 var Module = fx.Module("transaction",
 	fx.Provide(configFromPlan, newFromFx),
-	kernel.AsSection(ConfigSection),
 	fx.Invoke(func(*Service) {}),
 )
