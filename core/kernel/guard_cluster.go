@@ -140,8 +140,14 @@ func (g *Guard) checkerInterceptor(c auth.Checker) remoting.Interceptor {
 		if p != nil {
 			remote = p.RemoteAddr()
 		}
-		_, err := c.Check(ctx, auth.Request{Code: req.Code, RemoteAddr: remote, ExtFields: req.ExtFields, Body: req.Body, Lookup: g.lookup.get()})
+		areq := auth.Request{Code: req.Code, RemoteAddr: remote, ExtFields: req.ExtFields, Body: req.Body, Lookup: g.lookup.get()}
+		pr, err := c.Check(ctx, areq)
 		if err == nil {
+			if n, ok := c.(auth.RequestNarrower); ok {
+				if body, ok := n.NarrowRequest(ctx, pr, areq); ok {
+					req.Body = body
+				}
+			}
 			return nil
 		}
 		return remoting.NewResponse(req, remoting.NoPermission, err.Error())

@@ -382,8 +382,12 @@ func (a *ACL) Interceptor() remoting.Interceptor {
 		if peer != nil {
 			remote = peer.RemoteAddr()
 		}
-		_, err := a.Check(ctx, auth.Request{Code: req.Code, RemoteAddr: remote, ExtFields: req.ExtFields, Body: req.Body})
+		areq := auth.Request{Code: req.Code, RemoteAddr: remote, ExtFields: req.ExtFields, Body: req.Body}
+		p, err := a.Check(ctx, areq)
 		if err == nil {
+			if body, ok := a.NarrowRequest(ctx, p, areq); ok {
+				req.Body = body // a new slice; the borrowed one is not written
+			}
 			return nil
 		}
 		a.log.Debug("acl: refused", "code", req.Code, "remote", remote, "err", err)

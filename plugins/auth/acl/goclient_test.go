@@ -36,8 +36,10 @@ type fakeBroker struct {
 	passed  map[int32]int
 	refused map[int32]int
 	remarks []string
-	// heartbeats holds the bodies of heartbeats that passed.
+	// heartbeats holds the bodies of heartbeats that passed; handled the
+	// bodies the heartbeat processor got (narrowed by the ACL).
 	heartbeats []string
+	handled    []string
 	// lists counts GET_CONSUMER_LIST_BY_GROUP requests by group, passed
 	// or not.
 	lists map[string]int
@@ -59,6 +61,17 @@ func (b *fakeBroker) passedHeartbeats() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]string(nil), b.heartbeats...)
+}
+
+func (b *fakeBroker) handledHeartbeats() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.handled...)
+}
+
+func (b *fakeBroker) remarksNow() []string {
+	_, _, r := b.counts()
+	return r
 }
 
 func (b *fakeBroker) counts() (passed, refused map[int32]int, remarks []string) {
@@ -108,6 +121,9 @@ func startFakeBroker(t *testing.T, a *ACL) *fakeBroker {
 		return resp
 	})
 	router.RegisterFunc(remoting.HeartBeat, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		b.mu.Lock()
+		b.handled = append(b.handled, string(req.Body))
+		b.mu.Unlock()
 		return remoting.NewResponse(req, remoting.Success, "")
 	})
 	router.RegisterFunc(remoting.SendMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {

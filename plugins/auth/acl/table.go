@@ -72,9 +72,9 @@ var table = func() map[int32]Rule {
 		res(remoting.PullMessage, "", hTopic("topic", auth.Sub), hGroup("consumerGroup", auth.Sub)),
 		res(remoting.QueryMessage, "", hTopic("topic", auth.Sub)),
 		res(remoting.ViewMessageByID, "the message's own topic, read from the store", stored("offset", auth.Sub)),
-		res(remoting.HeartBeat, "a producer group's members get its transaction check-backs (half messages), so joining one needs a permission on it",
-			bGroup("consumerDataSet[].groupName"), bTopic("consumerDataSet[].subscriptionDataSet[].topic"),
-			Source{From: Body, Path: "producerDataSet[].groupName", Group: true, Perm: auth.Any, Skip: "CLIENT_INNER_PRODUCER"}),
+		res(remoting.HeartBeat, "as RocketMQ 4.9, producer groups are not checked; one the account holds neither PUB nor SUB on is left out "+
+			"of the heartbeat the broker processes (its members get the group's transaction check-backs, half messages included)",
+			bGroup("consumerDataSet[].groupName"), bTopic("consumerDataSet[].subscriptionDataSet[].topic")),
 		res(remoting.UnregisterClient, "", optional(hGroup("consumerGroup", auth.Sub))),
 		res(remoting.ConsumerSendMsgBack, "the message sent back is read from the store, so nobody copies another topic's message into its retry topic",
 			hGroup("group", auth.Sub), stored("offset", auth.Sub)),
