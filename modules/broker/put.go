@@ -54,6 +54,9 @@ func (b *Broker) put(ctx context.Context, msgs []*message.Ext, scratch []store.M
 	if err := b.slavePut(); err != nil {
 		return nil, err // a slave's log holds only the master's records (replica.go)
 	}
+	if pos, done, err := b.mirrorPut(ctx, msgs, scratch); done { // mirror.go
+		return pos, err
+	}
 	b.hooksMu.RLock()
 	hooks, listeners := b.putHooks, b.storedListeners
 	b.hooksMu.RUnlock()

@@ -1,0 +1,280 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/client/consumer"
+	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/modules/broker"
+)
+
+// pollWait is how long one pull may be held by the source broker when
+// the queue has nothing new (long polling).
+const pollWait = 5 * time.Second
+
+// work mirrors one source queue until ctx ends: pull a batch at the
+// queue's position, write it to the target queue (retrying until it is
+// stored: nothing is skipped), then advance. One batch is in flight, so
+// the target queue gets the source queue's order.
+func (l *link) work(ctx context.Context, q *queueState) {
+	bo := l.backoff()
+	for ctx.Err() == nil {
+		if err := l.step(ctx, q); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			l.failed("mirror "+q.src.String(), err)
+			if !bo.wait(ctx) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+	}
+}
+
+// start sets the position of a queue the checkpoint does not know.
+func (l *link) start(ctx context.Context, q *queueState) error {
+	var off int64
+	var err error
+	if l.cfg.StartFrom == "latest" {
+		off, err = l.puller.MaxOffset(ctx, q.src)
+	} else {
+		off, err = l.puller.MinOffset(ctx, q.src)
+	}
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if !q.known {
+		q.next, q.known = off, true
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// step is one pull and its writes.
+func (l *link) step(ctx context.Context, q *queueState) error {
+	q.mu.Lock()
+	known, next, dst := q.known, q.next, q.dst
+	q.mu.Unlock()
+	if !known {
+		if err := l.start(ctx, q); err != nil {
+			return fmt.Errorf("start position: %w", err)
+		}
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, pollWait)
+	res, err := l.puller.Pull(pctx, q.src, l.sel, next, l.cfg.BatchSize)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && pctx.Err() != nil {
+			return nil // an idle long poll ran out
+		}
+		return fmt.Errorf("pull: %w", err)
+	}
+	l.ok()
+	q.mu.Lock()
+	q.maxOff = res.MaxOffset
+	q.mu.Unlock()
+	switch res.Status {
+	case consumer.NoNewMsg, consumer.NoMatchedMsg:
+		q.mu.Lock()
+		if res.NextBeginOffset > q.next {
+			q.next = res.NextBeginOffset
+		}
+		if q.next >= q.maxOff {
+			q.lagTS = 0
+		}
+		q.mu.Unlock()
+		return nil
+	case consumer.OffsetIllegal:
+		l.log.Warn("mirror: the source no longer holds the position (retention deleted what the link had not mirrored yet)",
+			"queue", q.src.String(), "position", next, "next", res.NextBeginOffset)
+		q.mu.Lock()
+		q.next = res.NextBeginOffset
+		q.mu.Unlock()
+		return nil
+	}
+	if len(res.Messages) > 0 {
+		q.mu.Lock()
+		q.lagTS = res.Messages[0].StoreTimestamp.UnixMilli()
+		q.mu.Unlock()
+	}
+	items, firstOff := l.convert(res.Messages)
+	for start := 0; start < len(items); {
+		end, bytes := start, 0
+		for end < len(items) && (end == start || bytes+len(items[end].Body) <= l.cfg.BatchBytes) {
+			bytes += len(items[end].Body)
+			end++
+		}
+		if l.limiter != nil && !l.limiter.take(ctx, end-start) {
+			return ctx.Err()
+		}
+		off, err := l.write(ctx, dst, items[start:end])
+		if err != nil {
+			return err
+		}
+		q.mu.Lock()
+		if q.dst == dst {
+			q.addPair(pair{Src: firstOff[start], Dst: off})
+		}
+		// Everything before this batch's last message is stored.
+		if n := firstOff[end-1] + 1; n > q.next {
+			q.next = n
+		}
+		q.mu.Unlock()
+		c := l.counters(q.src.Topic)
+		c.msgs.Add(int64(end - start))
+		c.bytes.Add(int64(bytes))
+		l.mirrored.Add(int64(end - start))
+		start = end
+	}
+	q.mu.Lock()
+	if res.NextBeginOffset > q.next {
+		q.next = res.NextBeginOffset
+	}
+	if q.next >= q.maxOff {
+		q.lagTS = 0
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// convert turns pulled messages into batch items for the target, in
+// order, leaving out those whose origin is the target cluster. offs holds
+// each item's source queue offset.
+func (l *link) convert(msgs []*client.MessageExt) (items []message.BatchItem, offs []int64) {
+	target, source := "", ""
+	if p := l.targetCluster.Load(); p != nil {
+		target = *p
+	}
+	if p := l.sourceCluster.Load(); p != nil {
+		source = *p
+	}
+	for _, m := range msgs {
+		it, ok := mirrored(m, source, target, l.cfg.Name)
+		if !ok {
+			l.loopSkipped.Add(1)
+			continue
+		}
+		items = append(items, it)
+		offs = append(offs, m.QueueOffset)
+	}
+	return items, offs
+}
+
+// mirrored is m as the target stores it; ok is false when m came from
+// the target cluster (active-active: never send a message home).
+func mirrored(m *client.MessageExt, sourceCluster, targetCluster, linkName string) (message.BatchItem, bool) {
+	p := make(message.Properties, len(m.Properties)+6)
+	for k, v := range m.Properties {
+		p[k] = v
+	}
+	origin := p[broker.PropertyMirrorOrigin]
+	if origin == "" {
+		origin = p[message.PropertyCluster]
+	}
+	if origin == "" {
+		origin = sourceCluster
+	}
+	if origin != "" && origin == targetCluster {
+		return message.BatchItem{}, false
+	}
+	// Set by the pulling client or the brokers, not the producer.
+	for _, k := range [...]string{message.PropertyMinOffset, message.PropertyMaxOffset, message.PropertyCluster,
+		message.PropertyTransactionPrepared, message.PropertyWaitStoreMsgOK} {
+		delete(p, k)
+	}
+	if origin != "" {
+		p[broker.PropertyMirrorOrigin] = origin
+	}
+	if p[message.PropertyUniqKey] == "" {
+		// A message sent without an id is known by its offset id, which
+		// its consumers saw as its id: keep that.
+		p[message.PropertyUniqKey] = m.OffsetMsgID
+	}
+	p[broker.PropertyMirrorDedup] = linkName
+	if m.BornHost != "" {
+		p[broker.PropertyMirrorBornHost] = m.BornHost
+	}
+	p[broker.PropertyMirrorBornTS] = strconv.FormatInt(m.BornTimestamp.UnixMilli(), 10)
+	keepDueTime(p, m.StoreTimestamp.UnixMilli())
+	return message.BatchItem{Flag: m.Flag, Body: m.Body, Properties: p}, true
+}
+
+// keepDueTime makes a delayed message keep its due time in the target:
+// it reached its topic when due (its store time, or TIMER_OUT_MS), and
+// the target delivers it then rather than delaying it again. A DELAY
+// level is parked through the batch send (which refuses DELAY) and
+// restored by the target broker, with TIMER_DELIVER_MS, read first, set
+// to the due time.
+func keepDueTime(p message.Properties, storeMs int64) {
+	lvl := p[message.PropertyDelayTimeLevel]
+	delayed := lvl != "" && lvl != "0"
+	for _, k := range [...]string{message.PropertyStartDeliverTime, message.PropertyTimerDeliverMS, message.PropertyTimerDelayMS} {
+		if p[k] != "" {
+			delayed = true
+		}
+	}
+	if !delayed {
+		return
+	}
+	due := storeMs
+	if v, err := strconv.ParseInt(p[message.PropertyTimerOut], 10, 64); err == nil && v > 0 {
+		due = v
+	}
+	if p[message.PropertyStartDeliverTime] == "" && p[message.PropertyTimerDeliverMS] == "" {
+		p[message.PropertyTimerDeliverMS] = strconv.FormatInt(due, 10)
+	}
+	if lvl != "" {
+		delete(p, message.PropertyDelayTimeLevel)
+		if lvl != "0" {
+			p[broker.PropertyMirrorDelay] = lvl
+		}
+	}
+}
+
+// write sends items to target queue dst in one SEND_BATCH_MESSAGE and
+// returns the queue offset of the first (of its first copy, if the
+// target had it already). Errors are the caller's to retry.
+func (l *link) write(ctx context.Context, dst client.MessageQueue, items []message.BatchItem) (int64, error) {
+	addr, ok := l.dst.BrokerAddr(dst.BrokerName)
+	if !ok {
+		if _, err := l.dst.FetchRoute(ctx, dst.Topic); err != nil {
+			return 0, fmt.Errorf("route %s in the target: %w", dst.Topic, err)
+		}
+		if addr, ok = l.dst.BrokerAddr(dst.BrokerName); !ok {
+			return 0, fmt.Errorf("target broker %s: %w", dst.BrokerName, client.ErrBrokerNotFound)
+		}
+	}
+	var body []byte
+	for _, it := range items {
+		body = message.AppendBatchItem(body, it)
+	}
+	req := client.NewRequest(remoting.SendBatchMessage, map[string]string{
+		"a": Group(l.cfg.Name), "b": dst.Topic, "c": "TBW102", "d": "4", "e": strconv.Itoa(dst.QueueID),
+		"f": "0", "g": strconv.FormatInt(time.Now().UnixMilli(), 10), "h": "0", "i": "", "j": "0", "k": "false",
+		"l": "0", "m": "true", "n": dst.BrokerName,
+	}, body)
+	resp, err := l.dst.Invoke(ctx, addr, req)
+	if err != nil {
+		return 0, fmt.Errorf("write %d messages to %s: %w", len(items), dst, err)
+	}
+	switch resp.Code {
+	case remoting.Success, remoting.FlushDiskTimeout, remoting.FlushSlaveTimeout, remoting.SlaveNotAvailable:
+		// Stored on the master: a replica's lag is not the link's to retry.
+	default:
+		return 0, fmt.Errorf("write %d messages to %s: %w", len(items), dst, client.NewBrokerError(addr, resp))
+	}
+	off, err := strconv.ParseInt(resp.Ext("queueOffset"), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("write to %s: bad queueOffset %q", dst, resp.Ext("queueOffset"))
+	}
+	return off, nil
+}
