@@ -43,6 +43,10 @@ const (
 	PropertyTimerEnqueue  = "TIMER_ENQUEUE_MS"
 	PropertyTimerDequeue  = "TIMER_DEQUEUE_MS"
 	PropertyReconsumeTime = "RECONSUME_TIME"
+	// PropertyPriority is a priority message's level (RocketMQ 5.4,
+	// RIP-80: MessageConst.PROPERTY_PRIORITY), a decimal integer >= 0,
+	// higher first; see Priority.
+	PropertyPriority = "_SYS_MSG_PRIORITY_"
 )
 
 // System flag bits (Java MessageSysFlag).

@@ -33,6 +33,10 @@ const (
 	MessageTypeDelay       = "DELAY"
 	MessageTypeTransaction = "TRANSACTION"
 	MessageTypeMixed       = "MIXED"
+	// MessageTypePriority is RocketMQ 5.4's priority topic (RIP-80): a
+	// message's priority picks its queue, and consumers are served from
+	// the highest queue with messages first (see PriorityQueue).
+	MessageTypePriority = "PRIORITY"
 )
 
 // topicAttr is one attribute Java's TopicAttributes.ALL knows.
@@ -54,7 +58,7 @@ var topicAttrs = map[string]topicAttr{
 	AttrQueueType:     enumAttr(false, "BatchCQ", "SimpleCQ"),
 	AttrCleanupPolicy: enumAttr(false, "DELETE", "COMPACTION"),
 	AttrMessageType: enumAttr(true, MessageTypeUnspecified, MessageTypeNormal, MessageTypeFIFO, MessageTypeDelay,
-		MessageTypeTransaction, MessageTypeMixed),
+		MessageTypeTransaction, MessageTypeMixed, MessageTypePriority),
 	AttrReserveTime: {changeable: true, verify: func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

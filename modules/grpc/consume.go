@@ -39,6 +39,7 @@ var systemProps = map[string]bool{
 	message.PropertyWaitStoreMsgOK: true, message.PropertyConsumeStartTime: true,
 	message.PropertyMinOffset: true, message.PropertyMaxOffset: true,
 	store.PropertyRecordCRC: true,
+	message.PropertyPriority: true,
 	// transactions (transaction.go)
 	message.PropertyProducerGroup: true, message.PropertyTransactionPrepared: true,
 	message.PropertyCheckImmunityTime: true, message.PropertyTransactionCheckTimes: true,
@@ -129,6 +130,10 @@ func (s *Server) toProto(r pop.Received, invisible time.Duration) *grpcapi.Messa
 	}
 	if tc := props[propTraceCtx]; tc != "" {
 		sp.TraceContext = &tc
+	}
+	if p, ok := props.Priority(); ok && sp.MessageType == grpcapi.MessageType_NORMAL {
+		sp.Priority = &p
+		sp.MessageType = grpcapi.MessageType_PRIORITY
 	}
 	return &grpcapi.Message{
 		Topic:            &grpcapi.Resource{Name: m.Topic},

@@ -1,6 +1,7 @@
 package grpc
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/quivermq/quiver/core/grpcapi"
@@ -23,7 +24,10 @@ import (
 // messageTypeOf is the Java TopicMessageType of a message as the proxy
 // derives it from the properties it builds (TopicMessageType.
 // parseFromMessageProperty): transactional, else delayed, else with a
-// message group FIFO, else NORMAL.
+// message group FIFO, else with a priority PRIORITY, else NORMAL. A
+// priority makes a PRIORITY message whatever type the client declared:
+// the official clients send priority 0 as a NORMAL message that carries
+// priority 0 (the Node.js client tests the value for truth).
 func messageTypeOf(sp *grpcapi.SystemProperties) string {
 	switch {
 	case sp.GetMessageType() == grpcapi.MessageType_TRANSACTION:
@@ -32,6 +36,8 @@ func messageTypeOf(sp *grpcapi.SystemProperties) string {
 		return protocol.MessageTypeDelay
 	case sp.GetMessageGroup() != "":
 		return protocol.MessageTypeFIFO
+	case sp.Priority != nil || sp.GetMessageType() == grpcapi.MessageType_PRIORITY:
+		return protocol.MessageTypePriority
 	}
 	return protocol.MessageTypeNormal
 }
@@ -50,16 +56,20 @@ func checkMessageType(tc *protocol.TopicConfig, sp *grpcapi.SystemProperties) *s
 	return nil
 }
 
+// untypedAcceptTypes are the types of a topic that takes every type: the
+// four of RocketMQ 5.0 and PRIORITY (5.4).
+var untypedAcceptTypes = append(slices.Clone(acceptTypes), grpcapi.MessageType_PRIORITY)
+
 // topicAcceptTypes are the message types a route answers for the topic
 // (the proxy's RouteActivity.parseTopicMessageType): its message.type, all
-// four for MIXED or a topic without the attribute.
+// five for MIXED or a topic without the attribute.
 func topicAcceptTypes(tc *protocol.TopicConfig, found bool) []grpcapi.MessageType {
 	if !found {
-		return acceptTypes
+		return untypedAcceptTypes
 	}
 	want, typed := tc.Attributes[protocol.AttrMessageType]
 	if !typed {
-		return acceptTypes
+		return untypedAcceptTypes
 	}
 	switch want {
 	case protocol.MessageTypeNormal:
@@ -70,8 +80,10 @@ func topicAcceptTypes(tc *protocol.TopicConfig, found bool) []grpcapi.MessageTyp
 		return []grpcapi.MessageType{grpcapi.MessageType_DELAY}
 	case protocol.MessageTypeTransaction:
 		return []grpcapi.MessageType{grpcapi.MessageType_TRANSACTION}
+	case protocol.MessageTypePriority:
+		return []grpcapi.MessageType{grpcapi.MessageType_PRIORITY}
 	case protocol.MessageTypeMixed:
-		return acceptTypes
+		return untypedAcceptTypes
 	}
 	return []grpcapi.MessageType{grpcapi.MessageType_MESSAGE_TYPE_UNSPECIFIED}
 }

@@ -73,8 +73,8 @@ func TestTopicMessageType(t *testing.T) {
 	for topic, want := range map[string][]grpcapi.MessageType{
 		"FifoT":    {grpcapi.MessageType_FIFO},
 		"TxT":      {grpcapi.MessageType_TRANSACTION},
-		"MixedT":   {grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY, grpcapi.MessageType_TRANSACTION},
-		"UntypedT": {grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY, grpcapi.MessageType_TRANSACTION},
+		"MixedT":   {grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY, grpcapi.MessageType_TRANSACTION, grpcapi.MessageType_PRIORITY},
+		"UntypedT": {grpcapi.MessageType_NORMAL, grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY, grpcapi.MessageType_TRANSACTION, grpcapi.MessageType_PRIORITY},
 	} {
 		route, err := n.cli.QueryRoute(n.ctx(), &grpcapi.QueryRouteRequest{Topic: res(topic)})
 		require.NoError(t, err)

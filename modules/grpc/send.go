@@ -43,6 +43,7 @@ var reserved = map[string]bool{
 	message.PropertyTranPreparedQueueOffset: true, message.PropertyOriginMessageID: true,
 	message.PropertyWaitStoreMsgOK: true, message.PropertyCheckImmunityTime: true,
 	message.PropertyProducerGroup: true, propBornHost: true, propTraceCtx: true,
+	message.PropertyPriority: true,
 }
 
 // sendError is a per-message refusal.
@@ -149,8 +150,26 @@ func (s *Server) build(m *grpcapi.Message, born netip.AddrPort) (*message.Ext, *
 	if se := checkMessageType(tc, sp); se != nil { // msgtype.go
 		return nil, se
 	}
+	if sp.Priority != nil {
+		switch sp.GetMessageType() {
+		case grpcapi.MessageType_FIFO, grpcapi.MessageType_DELAY, grpcapi.MessageType_TRANSACTION, grpcapi.MessageType_LITE:
+			return nil, refuse(grpcapi.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a %v message has no priority", sp.GetMessageType())
+		}
+	}
 	var queue int32
 	switch sp.GetMessageType() {
+	case grpcapi.MessageType_PRIORITY:
+		if sp.Priority == nil {
+			return nil, refuse(grpcapi.Code_BAD_REQUEST, "a priority message needs a priority")
+		}
+		if sp.MessageGroup != nil || sp.DeliveryTimestamp != nil {
+			return nil, refuse(grpcapi.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a priority message has no message group or delivery timestamp")
+		}
+		q, se := priorityQueue(s, tc, sp.GetPriority(), props)
+		if se != nil {
+			return nil, se
+		}
+		queue = q
 	case grpcapi.MessageType_FIFO:
 		g := sp.GetMessageGroup()
 		if g == "" {
@@ -172,6 +191,13 @@ func (s *Server) build(m *grpcapi.Message, born netip.AddrPort) (*message.Ext, *
 			return nil, refuse(grpcapi.Code_MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a normal message has no message group or delivery timestamp")
 		}
 		queue = s.nextQueue(queues)
+		if sp.Priority != nil { // priority 0 from the official clients: msgtype.go
+			q, se := priorityQueue(s, tc, sp.GetPriority(), props)
+			if se != nil {
+				return nil, se
+			}
+			queue = q
+		}
 	case grpcapi.MessageType_TRANSACTION:
 		if se := s.txSend(sp, tc.TopicName, props); se != nil { // transaction.go
 			return nil, se
@@ -300,4 +326,20 @@ func (s *Server) putError(m *grpcapi.Message, ext *message.Ext, err error) *send
 	}
 	s.log.Warn("grpc: send", "topic", ext.Topic, "err", err)
 	return refuse(grpcapi.Code_INTERNAL_SERVER_ERROR, "%v", err)
+}
+
+// priorityQueue stores a 5.x message's priority as RocketMQ's proxy does
+// (the _SYS_MSG_PRIORITY_ property, which 4.x clients read and set too)
+// and picks its queue: on a priority topic the queue of its level
+// (protocol.PriorityQueue), elsewhere the next queue, as for a normal
+// message, since only priority topics are consumed by priority.
+func priorityQueue(s *Server, tc *protocol.TopicConfig, p int32, props message.Properties) (int32, *sendError) {
+	if p < 0 {
+		return 0, refuse(grpcapi.Code_BAD_REQUEST, "priority %d is negative", p)
+	}
+	props[message.PropertyPriority] = strconv.FormatInt(int64(p), 10)
+	if tc.IsPriority() {
+		return protocol.PriorityQueue(p, tc.WriteQueueNums), nil
+	}
+	return s.nextQueue(tc.WriteQueueNums), nil
 }

@@ -366,12 +366,16 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 	if invisible <= 0 || invisible > MaxInvisible {
 		return nil, fmt.Errorf("%w: invisible duration %v (want (0, %v])", ErrBadArgument, invisible, MaxInvisible)
 	}
-	n := s.b.QueueCount(topic)
-	if n <= 0 {
+	tc, found := s.b.TopicConfig(topic)
+	if !found || tc.ReadQueueNums <= 0 {
 		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
 	}
+	n := tc.ReadQueueNums
+	// A priority topic is served highest queue first; a FIFO group keeps
+	// its queue order instead.
+	prio := tc.IsPriority() && !fifo
 	s.mu.Lock()
-	out, b, err := s.receiveLocked(ctx, group, topic, m, n, maxMsgs, invisible, fifo)
+	out, b, err := s.receiveLocked(ctx, group, topic, m, n, maxMsgs, invisible, fifo, prio)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -384,7 +388,7 @@ func (s *Service) receive(ctx context.Context, group, topic string, m filter.Mat
 
 // receiveLocked collects a receive round and commits its records; the
 // caller waits for the batch it returns. Called with s.mu held.
-func (s *Service) receiveLocked(ctx context.Context, group, topic string, m filter.Matcher, n int32, maxMsgs int, invisible time.Duration, fifo bool) ([]Received, *batch, error) {
+func (s *Service) receiveLocked(ctx context.Context, group, topic string, m filter.Matcher, n int32, maxMsgs int, invisible time.Duration, fifo, prio bool) ([]Received, *batch, error) {
 	if s.closed {
 		return nil, nil, ErrClosed
 	}
@@ -392,15 +396,36 @@ func (s *Service) receiveLocked(ctx context.Context, group, topic string, m filt
 	rd := &popRound{
 		group: group, topic: topic, n: n, start: s.rr, fifo: fifo, max: maxMsgs,
 		now: now.UnixMilli(), until: now.Add(invisible).UnixMilli(),
-		redelivered: map[int32]bool{},
+		redelivered: map[int32]bool{}, maxAttempts: s.maxAttempts(group),
 	}
 	s.rr++
-	// Redeliveries first, across queues; then new messages.
-	if err := s.redeliverLocked(ctx, rd); err != nil {
-		return nil, nil, err
-	}
-	if err := s.receiveNewLocked(ctx, rd, m); err != nil {
-		return nil, nil, err
+	var res store.ReadResult
+	opts := broker.FilterReadOptions(m)
+	if prio {
+		// A priority topic: one queue per level, the highest first, and
+		// in each its redeliveries before its new messages, so a retried
+		// message keeps its level (it is redelivered from its own queue,
+		// not from a shared retry queue behind every lower level).
+		for q := n - 1; q >= 0 && !rd.full(); q-- {
+			if err := s.redeliverQueueLocked(ctx, rd, q); err != nil {
+				return nil, nil, err
+			}
+			if err := s.receiveQueueLocked(ctx, rd, q, &res, opts); err != nil {
+				return nil, nil, err
+			}
+		}
+	} else {
+		// Redeliveries first, across queues; then new messages.
+		for i := int32(0); i < rd.n && !rd.full(); i++ {
+			if err := s.redeliverQueueLocked(ctx, rd, rd.queue(i)); err != nil {
+				return nil, nil, err
+			}
+		}
+		for i := int32(0); i < rd.n && !rd.full(); i++ {
+			if err := s.receiveQueueLocked(ctx, rd, rd.queue(i), &res, opts); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	b, err := s.commitLocked(rd.recs)
 	if err != nil {
@@ -422,6 +447,7 @@ type popRound struct {
 	recs         []record
 	out          []Received
 	redelivered  map[int32]bool // queues with a redelivery in this round
+	maxAttempts  int32          // the group's delivery attempts
 }
 
 // queue is the i-th queue the round visits.
@@ -429,112 +455,108 @@ func (rd *popRound) queue(i int32) int32 { return int32((uint32(i) + rd.start) %
 
 func (rd *popRound) full() bool { return len(rd.out) >= rd.max }
 
-// redeliverLocked collects the in-flight messages whose invisible time
-// has passed (in FIFO mode only a queue's whole batch, in queue order);
-// those out of attempts go to the dead-letter queue instead, and those
-// deleted by retention are acked. Called with s.mu held.
-func (s *Service) redeliverLocked(ctx context.Context, rd *popRound) error {
-	maxAttempts := s.maxAttempts(rd.group)
-	for i := int32(0); i < rd.n && !rd.full(); i++ {
-		q := rd.queue(i)
-		k := qkey{rd.group, rd.topic, q}
-		qs := s.queueLocked(k)
-		offs := make([]int64, 0, len(qs.inflight))
-		for off, e := range qs.inflight {
-			if e.until <= rd.now {
-				offs = append(offs, off)
-			}
+// redeliverQueueLocked collects queue q's in-flight messages whose
+// invisible time has passed (in FIFO mode only the queue's whole batch,
+// in queue order); those out of attempts go to the dead-letter queue
+// instead, and those deleted by retention are acked. Called with s.mu
+// held.
+func (s *Service) redeliverQueueLocked(ctx context.Context, rd *popRound, q int32) error {
+	k := qkey{rd.group, rd.topic, q}
+	qs := s.queueLocked(k)
+	offs := make([]int64, 0, len(qs.inflight))
+	for off, e := range qs.inflight {
+		if e.until <= rd.now {
+			offs = append(offs, off)
 		}
-		if rd.fifo && len(offs) < len(qs.inflight) {
-			continue // part of the queue's batch is still invisible
+	}
+	if rd.fifo && len(offs) < len(qs.inflight) {
+		return nil // part of the queue's batch is still invisible
+	}
+	slices.Sort(offs)
+	for _, off := range offs {
+		if rd.full() {
+			break
 		}
-		slices.Sort(offs)
-		for _, off := range offs {
-			if rd.full() {
-				break
-			}
-			msg, err := s.readOne(ctx, store.Queue{Topic: rd.topic, ID: q}, off)
+		msg, err := s.readOne(ctx, store.Queue{Topic: rd.topic, ID: q}, off)
+		if err != nil {
+			return err
+		}
+		if msg == nil { // deleted by retention: nothing to redeliver
+			rd.recs = append(rd.recs, record{Kind: kindAck, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off})
+			continue
+		}
+		e := qs.inflight[off]
+		if e.attempt >= rd.maxAttempts {
+			// Its attempts are used up: the dead-letter queue, not a
+			// delivery, as RocketMQ 5 does past retryMaxTimes.
+			ack, err := s.deadLetterLocked(ctx, k, off, e.attempt, msg)
 			if err != nil {
 				return err
 			}
-			if msg == nil { // deleted by retention: nothing to redeliver
-				rd.recs = append(rd.recs, record{Kind: kindAck, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off})
-				continue
-			}
-			e := qs.inflight[off]
-			if e.attempt >= maxAttempts {
-				// Its attempts are used up: the dead-letter queue, not a
-				// delivery, as RocketMQ 5 does past retryMaxTimes.
-				ack, err := s.deadLetterLocked(ctx, k, off, e.attempt, msg)
-				if err != nil {
-					return err
-				}
-				rd.recs = append(rd.recs, ack)
-				continue
-			}
-			rd.redelivered[q] = true
-			r := record{Kind: kindPop, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off, Attempt: e.attempt + 1, Until: rd.until, Nonce: nonce()}
-			rd.recs = append(rd.recs, r)
-			rd.out = append(rd.out, s.received(msg, r))
+			rd.recs = append(rd.recs, ack)
+			continue
 		}
+		rd.redelivered[q] = true
+		r := record{Kind: kindPop, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off, Attempt: e.attempt + 1, Until: rd.until, Nonce: nonce()}
+		rd.recs = append(rd.recs, r)
+		rd.out = append(rd.out, s.received(msg, r))
 	}
 	return nil
 }
 
-// receiveNewLocked collects messages past each queue's position that m
-// matches (in FIFO mode only from queues with nothing in flight), and
-// records how far each queue's position moves. Called with s.mu held.
-func (s *Service) receiveNewLocked(ctx context.Context, rd *popRound, m filter.Matcher) error {
-	var res store.ReadResult
-	opts := broker.FilterReadOptions(m)
-	for i := int32(0); i < rd.n && !rd.full(); i++ {
-		q := rd.queue(i)
-		qs := s.queueLocked(qkey{rd.group, rd.topic, q})
-		if rd.fifo && (len(qs.inflight) > 0 || rd.redelivered[q]) {
-			continue
-		}
-		sq := store.Queue{Topic: rd.topic, ID: q}
-		lo, hi, err := s.b.Store().Offsets(sq)
+// receiveQueueLocked collects messages past queue q's position that the
+// filter in opts matches (in FIFO mode only when the queue has nothing in
+// flight), and records how far the queue's position moves. res is the
+// round's reusable read result. Called with s.mu held.
+func (s *Service) receiveQueueLocked(ctx context.Context, rd *popRound, q int32, res *store.ReadResult, opts store.ReadOptions) error {
+	if rd.full() {
+		return nil
+	}
+	qs := s.queueLocked(qkey{rd.group, rd.topic, q})
+	if rd.fifo && (len(qs.inflight) > 0 || rd.redelivered[q]) {
+		return nil
+	}
+	sq := store.Queue{Topic: rd.topic, ID: q}
+	lo, hi, err := s.b.Store().Offsets(sq)
+	if err != nil {
+		return fmt.Errorf("pop: offsets of %s: %w", sq, err)
+	}
+	if qs.next > hi {
+		// The queue is shorter than the position (topic deleted and
+		// made again, or a replica's log truncated): start over at
+		// its end, as Java's pop corrects an overflowing offset.
+		rd.recs = append(rd.recs, record{Kind: kindRst, Group: rd.group, Topic: rd.topic, Queue: q, Next: hi})
+		return nil
+	}
+	from := max(qs.next, lo)
+	if from >= hi {
+		return nil
+	}
+	res.Reset()
+	opts.MaxMessages = rd.max - len(rd.out)
+	if err := s.b.Store().Read(ctx, sq, from, opts, res); err != nil {
+		return fmt.Errorf("pop: read %s at %d: %w", sq, from, err)
+	}
+	reached := qs.next
+	for ri, raw := range res.Records {
+		msg, _, err := message.DecodeStored(slices.Clone(raw)) // raw is reused by the next Read
 		if err != nil {
-			return fmt.Errorf("pop: offsets of %s: %w", sq, err)
-		}
-		if qs.next > hi {
-			// The queue is shorter than the position (topic deleted and
-			// made again, or a replica's log truncated): start over at
-			// its end, as Java's pop corrects an overflowing offset.
-			rd.recs = append(rd.recs, record{Kind: kindRst, Group: rd.group, Topic: rd.topic, Queue: q, Next: hi})
+			s.log.Warn("skip malformed record", "queue", sq, "err", err)
 			continue
 		}
-		from := max(qs.next, lo)
-		if from >= hi {
-			continue
+		off := msg.QueueOffset
+		if ri < len(res.QueueOffsets) {
+			off = res.QueueOffsets[ri]
 		}
-		res.Reset()
-		opts.MaxMessages = rd.max - len(rd.out)
-		if err := s.b.Store().Read(ctx, sq, from, opts, &res); err != nil {
-			return fmt.Errorf("pop: read %s at %d: %w", sq, from, err)
-		}
-		reached := qs.next
-		for ri, raw := range res.Records {
-			msg, _, err := message.DecodeStored(slices.Clone(raw)) // raw is reused by the next Read
-			if err != nil {
-				s.log.Warn("skip malformed record", "queue", sq, "err", err)
-				continue
-			}
-			off := msg.QueueOffset
-			if ri < len(res.QueueOffsets) {
-				off = res.QueueOffsets[ri]
-			}
-			// Each record raises next only past its own offset, so any
-			// prefix of the batch (a torn journal tail) is consistent.
-			r := record{Kind: kindPop, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off, Attempt: 1, Until: rd.until, Nonce: nonce(), Next: off + 1}
-			rd.recs = append(rd.recs, r)
-			rd.out = append(rd.out, s.received(msg, r))
-			reached = max(reached, off+1)
-		}
-		if res.NextOffset > reached {
-			rd.recs = append(rd.recs, record{Kind: kindAdv, Group: rd.group, Topic: rd.topic, Queue: q, Next: res.NextOffset})
-		}
+		// Each record raises next only past its own offset, so any
+		// prefix of the batch (a torn journal tail) is consistent.
+		r := record{Kind: kindPop, Group: rd.group, Topic: rd.topic, Queue: q, Offset: off, Attempt: 1, Until: rd.until, Nonce: nonce(), Next: off + 1}
+		rd.recs = append(rd.recs, r)
+		rd.out = append(rd.out, s.received(msg, r))
+		reached = max(reached, off+1)
+	}
+	if res.NextOffset > reached {
+		rd.recs = append(rd.recs, record{Kind: kindAdv, Group: rd.group, Topic: rd.topic, Queue: q, Next: res.NextOffset})
 	}
 	return nil
 }
