@@ -38,7 +38,7 @@ var systemProps = map[string]bool{
 	message.PropertyMsgRegion: true, message.PropertyTraceSwitch: true,
 	message.PropertyWaitStoreMsgOK: true, message.PropertyConsumeStartTime: true,
 	message.PropertyMinOffset: true, message.PropertyMaxOffset: true,
-	store.PropertyRecordCRC: true,
+	store.PropertyRecordCRC:  true,
 	message.PropertyPriority: true,
 	// transactions (transaction.go)
 	message.PropertyProducerGroup: true, message.PropertyTransactionPrepared: true,
