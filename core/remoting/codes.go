@@ -122,6 +122,19 @@ const (
 	// producer recalls a timer message by the recall handle its send was
 	// answered with (modules/schedule). Listed with Quiver's codes.
 	RecallMessage int32 = 370
+
+	// RocketMQ 5.3's ACL 2.0 administration (not in 4.9): users and their
+	// policies (plugins/auth/acl2). Listed with Quiver's codes.
+	AuthCreateUser int32 = 3001
+	AuthUpdateUser int32 = 3002
+	AuthDeleteUser int32 = 3003
+	AuthGetUser    int32 = 3004
+	AuthListUser   int32 = 3005
+	AuthCreateACL  int32 = 3006
+	AuthUpdateACL  int32 = 3007
+	AuthDeleteACL  int32 = 3008
+	AuthGetACL     int32 = 3009
+	AuthListACL    int32 = 3010
 )
 
 // CodeName is a request code and its Java (or Quiver) name.
@@ -237,6 +250,16 @@ var QuiverRequestCodes = []CodeName{
 	{ControllerHeartbeat, "QUIVER_CONTROLLER_HEARTBEAT"},
 	{RegisterTopicInNamesrv, "REGISTER_TOPIC_IN_NAMESRV"},
 	{RecallMessage, "RECALL_MESSAGE"},
+	{AuthCreateUser, "AUTH_CREATE_USER"},
+	{AuthUpdateUser, "AUTH_UPDATE_USER"},
+	{AuthDeleteUser, "AUTH_DELETE_USER"},
+	{AuthGetUser, "AUTH_GET_USER"},
+	{AuthListUser, "AUTH_LIST_USER"},
+	{AuthCreateACL, "AUTH_CREATE_ACL"},
+	{AuthUpdateACL, "AUTH_UPDATE_ACL"},
+	{AuthDeleteACL, "AUTH_DELETE_ACL"},
+	{AuthGetACL, "AUTH_GET_ACL"},
+	{AuthListACL, "AUTH_LIST_ACL"},
 }
 
 // RequestCodeName returns the Java (or Quiver) name of a request code, or
