@@ -98,6 +98,9 @@ type Principal struct {
 	// register brokers with a name server, replicate (HA_PULL) and talk to
 	// controllers. An ordinary account, admin included, is not one.
 	Cluster bool
+	// Remote is the client's address ("ip:port"), set by plugins whose
+	// Authorize decides by it (ACL 2.0's source-IP conditions).
+	Remote string
 }
 
 // Action is what a request does to a resource.

@@ -28,6 +28,7 @@ const (
 	clientSide  = "a code clients serve (the broker sends it to them)"
 	adminRead   = "cluster-wide data, read by admin tools"
 	slaveCopies = "a slave copies it from its master; admin tools read it"
+	acl2Admin   = "ACL 2.0 administration (auth.acl2, which also checks it: Cluster Update, or Get for reads); with ACL 1.0 on beside it during a migration, an ACL 1.0 admin account"
 )
 
 // table is THE permission table: every request code a Quiver broker or
@@ -143,6 +144,16 @@ var table = func() map[int32]Rule {
 		kind(remoting.UpdateAndCreateACLConfig, AdminOnly, ""),
 		kind(remoting.DeleteACLConfig, AdminOnly, ""),
 		kind(remoting.UpdateGlobalWhiteAddrsConfig, AdminOnly, ""),
+		kind(remoting.AuthCreateUser, AdminOnly, acl2Admin),
+		kind(remoting.AuthUpdateUser, AdminOnly, acl2Admin),
+		kind(remoting.AuthDeleteUser, AdminOnly, acl2Admin),
+		kind(remoting.AuthGetUser, AdminOnly, acl2Admin),
+		kind(remoting.AuthListUser, AdminOnly, acl2Admin),
+		kind(remoting.AuthCreateACL, AdminOnly, acl2Admin),
+		kind(remoting.AuthUpdateACL, AdminOnly, acl2Admin),
+		kind(remoting.AuthDeleteACL, AdminOnly, acl2Admin),
+		kind(remoting.AuthGetACL, AdminOnly, acl2Admin),
+		kind(remoting.AuthListACL, AdminOnly, acl2Admin),
 
 		// Administration: reads of cluster-wide data.
 		kind(remoting.GetBrokerConfig, AdminOnly, adminRead),
