@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"time"
+
+	"github.com/quivermq/quiver/client/trace"
 )
 
 // Model is the message model.
@@ -74,6 +76,7 @@ type options struct {
 	offsetDir          string
 	postSubscription   bool
 	localRetryInterval time.Duration
+	trace              *trace.Dispatcher // trace.go
 }
 
 func defaults() options {

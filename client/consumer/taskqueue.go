@@ -92,11 +92,14 @@ func (q *taskQueue) close() {
 // call runs the handler on msgs, stamping their consume start time; a
 // panicking handler counts as ConsumeRetryLater.
 func (pc *PushConsumer) call(msgs []*client.MessageExt) (r Result) {
+	tr := pc.traceBefore(msgs) // trace.go
 	defer func() {
-		if p := recover(); p != nil {
+		p := recover()
+		if p != nil {
 			pc.log.Error("consume handler panicked", "panic", p)
 			r = ConsumeRetryLater
 		}
+		pc.traceAfter(tr, r, p != nil)
 	}()
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	for _, m := range msgs {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/client/trace"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
@@ -39,6 +40,7 @@ type options struct {
 	checker           TransactionListener
 	autoBatch         bool
 	batch             BatchOptions
+	trace             *trace.Dispatcher // trace.go
 }
 
 func defaults() options {
@@ -464,7 +466,12 @@ func (p *Producer) SendWithSelector(ctx context.Context, sel QueueSelector, msgs
 	if err != nil {
 		return nil, err
 	}
-	return p.send(ctx, pr, p.o.retries, sel)
+	start := time.Now()
+	res, err := p.send(ctx, pr, p.o.retries, sel)
+	if len(msgs) == 1 {
+		p.tracePub(msgs[0], res, start)
+	}
+	return res, err
 }
 
 // SendAsync sends in the background and calls cb once with the outcome.
@@ -487,6 +494,7 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *clie
 		p.wg.Done()
 		return err
 	}
+	cb = p.traced(msgs, cb)
 	if len(msgs) == 1 && p.batchable(msgs[0]) {
 		p.sendBatched(ctx, cb, msgs[0])
 		return nil
