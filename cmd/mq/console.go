@@ -24,10 +24,8 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,10 +71,12 @@ type consoleServer struct {
 	sessions *consoleSessions
 	loopback bool
 
-	hist *history
-	// seen is when the console was last used (unix ms): the sampler only
-	// runs within an hour of it, so an unwatched console makes no calls.
-	seen atomic.Int64
+	// hist is the last hour of counters, sampled from the start
+	// (console_history.go); samp is the sampler's own state and interval
+	// its period.
+	hist     *history
+	samp     sampler
+	interval time.Duration
 
 	mu     sync.Mutex
 	srv    *http.Server
@@ -92,11 +92,15 @@ func newConsole(namesrv string, allow bool, opts *adminOpts, log *slog.Logger) *
 	if opts == nil {
 		opts = &adminOpts{output: "json"}
 	}
-	return &consoleServer{namesrv: namesrv, timeout: 10 * time.Second, opts: opts, allow: allow, log: log.With("component", "console"), hist: &history{}, sessions: newConsoleSessions()}
+	return &consoleServer{namesrv: namesrv, timeout: 10 * time.Second, opts: opts, allow: allow, log: log.With("component", "console"), hist: newHistory(consoleSampleInterval), interval: consoleSampleInterval, sessions: newConsoleSessions()}
 }
 
-// Start binds addr synchronously, then serves and samples throughput and
-// lag every interval.
+// consoleSampleInterval is how often the console samples the cluster.
+const consoleSampleInterval = 10 * time.Second
+
+// Start binds addr synchronously, then serves and, from now on whether or
+// not the page is open, samples the cluster's counters every interval
+// (console_history.go).
 func (c *consoleServer) Start(ctx context.Context, addr string, interval time.Duration) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
@@ -109,6 +113,8 @@ func (c *consoleServer) Start(ctx context.Context, addr string, interval time.Du
 		_ = ln.Close()
 		return fmt.Errorf("console: admin rights on %s, which is not a loopback address, need a login (console.auth / --auth)", ln.Addr())
 	}
+	c.interval = interval
+	c.hist.reset(interval)
 	sctx, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}
 	c.mu.Lock()
@@ -126,9 +132,7 @@ func (c *consoleServer) Start(ctx context.Context, addr string, interval time.Du
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if time.Since(time.UnixMilli(c.seen.Load())) < time.Hour {
-				c.sample(sctx)
-			}
+			c.sample(sctx)
 			select {
 			case <-sctx.Done():
 				return
@@ -191,7 +195,6 @@ func (c *consoleServer) admFor(r *http.Request) *adm {
 // {"error": …} with 502 (or 403 for refused actions).
 func (c *consoleServer) api(f func(ctx context.Context, a *adm, r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c.seen.Store(time.Now().UnixMilli())
 		a := c.admFor(r)
 		defer a.Close()
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
@@ -369,8 +372,15 @@ func (c *consoleServer) handler() http.Handler {
 		return out, nil
 	}))
 	mux.HandleFunc("GET /api/history", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
-		return c.hist.snapshot(), nil
+		return c.historyView(r)
 	}))
+	mux.HandleFunc("GET /api/overview", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		return c.overview(), nil
+	}))
+	mux.HandleFunc("GET /api/topics/{topic}/groups", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		return c.topicGroups(ctx, a, r.PathValue("topic"))
+	}))
+	c.groupRoutes(mux) // console_groups.go
 	return c.guard(mux)
 }
 
@@ -391,6 +401,10 @@ type topicSummary struct {
 	Topic    string       `json:"topic"`
 	Messages int64        `json:"messages"`
 	Queues   []queueStats `json:"queues"`
+	// InTps and OutTps are messages written and consumed per second over
+	// the last minute (null: not known yet, or the topic is not sampled).
+	InTps  *float64 `json:"inTps"`
+	OutTps *float64 `json:"outTps"`
 }
 
 func (c *consoleServer) topics(ctx context.Context, a *adm) ([]topicSummary, error) {
@@ -420,6 +434,7 @@ func (c *consoleServer) topics(ctx context.Context, a *adm) ([]topicSummary, err
 			continue // deleted meanwhile
 		}
 		s := topicSummary{Topic: t, Queues: qs}
+		s.InTps, s.OutTps = c.hist.tps(kindTopic, t)
 		for _, q := range qs {
 			s.Messages += q.MaxOffset - q.MinOffset
 		}
@@ -432,6 +447,9 @@ type groupSummary struct {
 	Group   string `json:"group"`
 	Lag     int64  `json:"lag"`
 	Clients int    `json:"clients"`
+	// ConsumeTps is the messages committed per second over the last
+	// minute (null: not known yet, or the group is not sampled).
+	ConsumeTps *float64 `json:"consumeTps"`
 }
 
 func (c *consoleServer) groups(ctx context.Context, a *adm) ([]groupSummary, error) {
@@ -461,7 +479,8 @@ func (c *consoleServer) groups(ctx context.Context, a *adm) ([]groupSummary, err
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, groupSummary{Group: g, Lag: st.Lag, Clients: len(st.Clients)})
+		rate, _ := c.hist.tps(kindGroup, g)
+		out = append(out, groupSummary{Group: g, Lag: st.Lag, Clients: len(st.Clients), ConsumeTps: rate})
 	}
 	return out, nil
 }
@@ -500,63 +519,6 @@ func (a *adm) resendDLQData(ctx context.Context, group, msgID string, again bool
 	return out, nil
 }
 
-// history keeps an hour of samples of throughput and lag.
-type history struct {
-	mu      sync.Mutex
-	samples []sample
-}
-
-type sample struct {
-	Time int64 `json:"time"` // epoch ms
-	// In and Out are the cluster's stored and delivered message totals.
-	In  int64            `json:"in"`
-	Out int64            `json:"out"`
-	Lag map[string]int64 `json:"lag"`
-}
-
-func (h *history) add(s sample) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.samples = append(h.samples, s)
-	cut := s.Time - time.Hour.Milliseconds()
-	i := sort.Search(len(h.samples), func(i int) bool { return h.samples[i].Time >= cut })
-	h.samples = h.samples[i:]
-}
-
-func (h *history) snapshot() []sample {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]sample{}, h.samples...)
-}
-
-func (c *consoleServer) sample(ctx context.Context) {
-	a := c.adm(io.Discard)
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	bs, err := a.masters(ctx)
-	if err != nil {
-		return
-	}
-	s := sample{Time: time.Now().UnixMilli(), Lag: map[string]int64{}}
-	for _, b := range bs {
-		rt, err := a.runtimeInfo(ctx, b.Addr)
-		if err != nil {
-			continue
-		}
-		in, _ := strconv.ParseInt(rt["msgPutTotalTodayNow"], 10, 64)
-		out, _ := strconv.ParseInt(rt["msgGetTotalTodayNow"], 10, 64)
-		s.In += in
-		s.Out += out
-	}
-	if gs, err := c.groups(ctx, a); err == nil {
-		for _, g := range gs {
-			s.Lag[g.Group] = g.Lag
-		}
-	}
-	c.hist.add(s)
-}
-
 // consoleCmd is `mq console`.
 func consoleCmd() *cobra.Command {
 	var ns, listen, auth string
@@ -571,7 +533,7 @@ func consoleCmd() *cobra.Command {
 			}
 			c := newConsole(ns, allow, o, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 			c.auth = ca
-			if err := c.Start(cmd.Context(), listen, 10*time.Second); err != nil {
+			if err := c.Start(cmd.Context(), listen, consoleSampleInterval); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "console on http://%s (name server %s)\n", c.Addr(), ns)
@@ -622,7 +584,7 @@ func consoleOption(cfg *config.Config) fx.Option {
 		c.auth = ca
 		lc.Append(fx.Hook{
 			OnStart: func(ctx context.Context) error {
-				err := c.Start(ctx, cc.Listen, 10*time.Second)
+				err := c.Start(ctx, cc.Listen, consoleSampleInterval)
 				if err != nil && soft {
 					log.Warn("console not served: default address busy (set console.listen)", "addr", cc.Listen, "err", err)
 					return nil

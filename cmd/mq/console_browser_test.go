@@ -320,7 +320,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 	t.Run("cluster", func(t *testing.T) {
 		b := b.sub(t)
-		b.open("/")
+		b.open("/cluster")
 		b.waitFor(`document.querySelector("#cluster-table td") && document.body.innerText.includes("broker-a")`, "cluster page")
 		b.waitFor(`document.getElementById("mode").textContent.startsWith("admin")`, "admin mode")
 		b.waitFor(`document.querySelectorAll("#chart-tput text.xtick").length >= 5 && /^\d\d:\d0$/.test(document.querySelector("#chart-tput text.xtick").textContent)`, "time axis")

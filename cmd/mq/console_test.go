@@ -94,7 +94,14 @@ func TestConsoleAPI(t *testing.T) {
 
 	var gs []groupSummary
 	httpJSON(t, "GET", base+"/api/groups", nil, &gs)
-	assert.Contains(t, gs, groupSummary{Group: group, Lag: 2, Clients: 1})
+	var found bool
+	for _, g := range gs {
+		if g.Group == group {
+			found = true
+			assert.Equal(t, groupSummary{Group: group, Lag: 2, Clients: 1}, groupSummary{Group: g.Group, Lag: g.Lag, Clients: g.Clients})
+		}
+	}
+	assert.True(t, found, "group listed: %+v", gs)
 	var st groupStatus
 	httpJSON(t, "GET", base+"/api/group?group="+group, nil, &st)
 	assert.EqualValues(t, 2, st.Lag)
@@ -151,8 +158,7 @@ func TestConsoleAPI(t *testing.T) {
 	require.Len(t, reset, 1)
 	assert.EqualValues(t, 0, reset[0].Offset)
 
-	// A read-only console refuses actions and says so in /api/info;
-	// samples build the last hour's history once it is used.
+	// A read-only console refuses actions and says so in /api/info.
 	ro := newConsole(ns, false, nil, nil)
 	require.NoError(t, ro.Start(context.Background(), "127.0.0.1:0", 20*time.Millisecond))
 	defer ro.Stop(context.Background())
@@ -163,11 +169,62 @@ func TestConsoleAPI(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, rh.do("POST", "/api/dlq/resend", url.Values{"group": {group}}, nil, &e))
 	assert.Contains(t, e["error"], "read-only")
 	assert.Equal(t, http.StatusForbidden, rh.do("POST", "/api/offset/reset", url.Values{"group": {group}, "topic": {topic}, "timestamp": {"-1h"}}, nil, nil))
+	var hv histView
 	require.Eventually(t, func() bool {
-		var h []sample
-		httpJSON(t, "GET", rbase+"/api/history", nil, &h)
-		return len(h) >= 2 && h[len(h)-1].In >= 3 && h[len(h)-1].Lag[group] == 3
-	}, 10*time.Second, 20*time.Millisecond, "history samples")
+		httpJSON(t, "GET", rbase+"/api/history?kind=lag", nil, &hv)
+		for _, l := range hv.Lines {
+			if l.Name == group && len(l.Values) >= 2 && l.Values[len(l.Values)-1] != nil && *l.Values[len(l.Values)-1] == 3 {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "lag history")
+}
+
+// TestConsoleHistoryBeforeFirstPage: the console samples from its start,
+// with nobody using it: the first request ever made to it finds samples
+// older than itself, and with more topics than the cap it tracks only the
+// cap, the written topic among them.
+func TestConsoleHistoryBeforeFirstPage(t *testing.T) {
+	dev := testserver.StartDev(t, testserver.Options{})
+	ns := dev.Namesrv
+	for i := range 6 {
+		mqOK(t, ns, "topic", "create", "--topic", fmt.Sprintf("HistTopic%d", i), "--read-queues", "1", "--write-queues", "1")
+	}
+	c := newConsole(ns, false, nil, nil)
+	c.hist.caps[kindTopic] = 3
+	require.NoError(t, c.Start(context.Background(), "127.0.0.1:0", 20*time.Millisecond))
+	defer c.Stop(context.Background())
+	require.Eventually(t, func() bool { return len(c.hist.tracked(kindTopic)) == 3 && c.hist.samples() >= 3 },
+		10*time.Second, 10*time.Millisecond, "sampled with no request made")
+	// Written now: more recently active than any tracked idle topic, it
+	// takes a slot (the probe reaches it within a tick at this size).
+	mqOK(t, ns, "message", "send", "--topic", "HistTopic5", "--body", "x")
+	require.Eventually(t, func() bool { return containsStr(c.hist.tracked(kindTopic), "HistTopic5") },
+		10*time.Second, 10*time.Millisecond, "the written topic is tracked")
+	require.Len(t, c.hist.tracked(kindTopic), 3, "never more than the cap")
+
+	first := time.Now().UnixMilli()
+	var hv histView
+	require.Equal(t, http.StatusOK, httpJSON(t, "GET", "http://"+c.Addr()+"/api/history?kind=topic&name=HistTopic5", nil, &hv))
+	require.NotEmpty(t, hv.Times)
+	assert.Less(t, hv.Times[0], first, "history older than the first request")
+	require.Len(t, hv.Lines, 2)
+	assert.Equal(t, "HistTopic5 in", hv.Lines[0].Name)
+	httpJSON(t, "GET", "http://"+c.Addr()+"/api/history?kind=broker", nil, &hv)
+	require.Len(t, hv.Lines, 2)
+	assert.Equal(t, "broker-a in", hv.Lines[0].Name)
+	var e map[string]string
+	assert.Equal(t, http.StatusBadRequest, httpJSON(t, "GET", "http://"+c.Addr()+"/api/history?kind=nonsense", nil, &e))
+}
+
+func containsStr(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // aclDev starts mq dev with ACL on (appKey01: a plain account that may

@@ -1,7 +1,8 @@
 "use strict";
-// The Quiver console page. Routes: /cluster, /topics, /topics/<name>,
-// /groups, /groups/<group>, /producers[/<group>], /messages[/<id>],
-// /dlq[/<group>], /offsets, /config, /acl. Actions send the session's
+// The Quiver console page. Routes: /overview (the start page), /cluster,
+// /topics, /topics/<name>, /groups, /groups/<group>,
+// /producers[/<group>] (or ?group=), /messages[/<id>], /dlq[/<group>],
+// /offsets, /config, /acl. Actions send the session's
 // CSRF token and ask for confirmation where they destroy or move data.
 let info = {admin: false, auth: "", user: ""};
 let csrf = "";
@@ -58,13 +59,18 @@ function pager(el, p, go) {
   el.querySelectorAll("button").forEach(b => b.onclick = () => go(+b.dataset.n));
 }
 
-// chart draws series of [epoch ms, value] over the last hour with a time
-// axis (ticks every 10 minutes) and a value axis.
+// palette colours the lines of a chart, in order.
+const palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+const tps = v => v === null || v === undefined ? "-" : (v >= 100 ? v.toFixed(0) : v.toFixed(1));
+
+// chart draws series of [epoch ms, value|null] over the last hour with a
+// time axis (ticks every 10 minutes), a value axis and, under the chart,
+// a legend with each line's colour; a null breaks a line.
 function chart(svg, series) {
   const w = +svg.getAttribute("width"), h = +svg.getAttribute("height");
-  const L = 50, R = 10, T = 10, B = 34, pw = w - L - R, ph = h - T - B;
+  const L = 50, R = 10, T = 10, B = 24, pw = w - L - R, ph = h - T - B;
   const now = Date.now(), t0 = now - 3600e3;
-  const max = Math.max(1, ...series.flatMap(s => s.points.map(p => p[1])));
+  const max = Math.max(1, ...series.flatMap(s => s.points.filter(p => p[1] !== null && p[0] >= t0).map(p => p[1])));
   const x = t => L + (t - t0) / 3600e3 * pw, y = v => T + ph - v / max * ph;
   let out = "";
   for (let i = 0; i <= 4; i++) {
@@ -78,12 +84,25 @@ function chart(svg, series) {
   }
   out += `<line class="axis" x1="${L}" x2="${L + pw}" y1="${T + ph}" y2="${T + ph}"/><line class="axis" x1="${L}" x2="${L}" y1="${T}" y2="${T + ph}"/>`;
   out += series.map((s, i) => {
-    const color = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"][i % 5];
-    const pts = s.points.filter(p => p[0] >= t0).map(([t, v]) => x(t).toFixed(1) + "," + y(v).toFixed(1)).join(" ");
-    return `<polyline fill="none" stroke="${color}" stroke-width="1.5" points="${pts}"/><text x="${L + 6 + i * 140}" y="${h - 2}" fill="${color}">${esc(s.name)}</text>`;
+    const color = palette[i % palette.length];
+    const segs = [[]];
+    for (const [t, v] of s.points) {
+      if (t < t0) continue;
+      if (v === null) { if (segs[segs.length - 1].length) segs.push([]); continue; }
+      segs[segs.length - 1].push(x(t).toFixed(1) + "," + y(v).toFixed(1));
+    }
+    return segs.filter(g => g.length).map(g => g.length === 1
+      ? `<circle class="line" data-i="${i}" r="1.5" fill="${color}" cx="${g[0].split(",")[0]}" cy="${g[0].split(",")[1]}"/>`
+      : `<polyline class="line" data-i="${i}" fill="none" stroke="${color}" stroke-width="1.5" points="${g.join(" ")}"/>`).join("");
   }).join("");
   svg.innerHTML = out;
+  let lg = svg.nextElementSibling;
+  if (!lg || !lg.classList.contains("legend")) { lg = document.createElement("div"); lg.className = "legend"; svg.after(lg); }
+  lg.innerHTML = series.length ? series.map((s, i) => `<span class="key" data-i="${i}"><svg class="swatch" width="18" height="8"><line x1="0" x2="18" y1="4" y2="4" stroke="${palette[i % palette.length]}" stroke-width="3"/></svg>${esc(s.name)}</span>`).join("")
+    : `<span class="hint">no data yet</span>`;
 }
+// lines turns a history answer into chart series.
+const lines = hv => hv.lines.map(l => ({name: l.name, points: hv.times.map((t, i) => [t, l.values[i]])}));
 
 async function brokerOptions(sel) {
   if (sel.options.length) return;
@@ -92,24 +111,33 @@ async function brokerOptions(sel) {
 }
 
 const pages = {
+  async overview() {
+    const ov = await api("/api/overview");
+    $("overview-since").textContent = ov.samples ? `Sampled since ${fmt(ov.since)} (${ov.samples} samples); TPS over the last minute. ` +
+      `Tracking ${ov.tracked.topic} of at most ${ov.caps.topic} topics and ${ov.tracked.group} of at most ${ov.caps.group} groups.` : "No sample yet.";
+    table($("overview-brokers"), ["Broker", "In TPS", "Out TPS"], ov.brokers.map(b => [b.broker, tps(b.inTps), tps(b.outTps)]));
+    const trow = t => [link("/topics/" + enc(t.topic), t.topic), tps(t.inTps), tps(t.outTps)];
+    table($("overview-topics-in"), ["Topic", "In TPS", "Out TPS"], ov.topicsIn.map(trow));
+    table($("overview-topics-out"), ["Topic", "In TPS", "Out TPS"], ov.topicsOut.map(trow));
+    table($("overview-groups"), ["Group", "Lag", "Consume TPS"], ov.groupsLag.map(g => [link("/groups/" + enc(g.group), g.group), g.lag, tps(g.consumeTps)]));
+    chart($("chart-brokers"), lines(ov.brokerTrend));
+    chart($("chart-topics"), lines(ov.topicTrend));
+  },
   async cluster() {
     const bs = await api("/api/cluster");
     table($("cluster-table"), ["Cluster", "Broker", "Id", "Address", "Version", "In", "Out", "Connections", "Held pulls", "Busy (store)"],
       bs.map(b => [b.cluster, b.brokerName, b.brokerId, b.addr, b.runtime?.brokerVersionDesc, b.runtime?.msgPutTotalTodayNow,
         b.runtime?.msgGetTotalTodayNow, b.runtime?.quiverConnections, b.runtime?.quiverHeldPulls, b.runtime?.quiverFlowBusyStore]));
-    const hist = await api("/api/history");
-    const rate = k => hist.slice(1).map((s, i) => [s.time, Math.max(0, (s[k] - hist[i][k]) / ((s.time - hist[i].time) / 1000))]);
-    chart($("chart-tput"), [{name: "in", points: rate("in")}, {name: "out", points: rate("out")}]);
-    const groups = [...new Set(hist.flatMap(s => Object.keys(s.lag || {})))];
-    chart($("chart-lag"), groups.map(g => ({name: g, points: hist.map(s => [s.time, (s.lag || {})[g] || 0])})));
+    chart($("chart-tput"), lines(await api("/api/history?kind=broker")));
+    chart($("chart-lag"), lines(await api("/api/history?kind=lag")));
   },
   async topics(_, q) {
     const f = $("topic-search");
     f.q.value = q.get("q") || "";
     const size = q.get("size") || "20";
     const p = await api("/api/topics?" + new URLSearchParams({q: f.q.value, page: q.get("page") || "1", size}));
-    table($("topics-table"), ["Topic", "Queues", "Messages", "Last update"], p.items.map(t => [
-      link("/topics/" + enc(t.topic), t.topic), t.queues.length, t.messages,
+    table($("topics-table"), ["Topic", "Queues", "Messages", "In TPS", "Out TPS", "Last update"], p.items.map(t => [
+      link("/topics/" + enc(t.topic), t.topic), t.queues.length, t.messages, tps(t.inTps), tps(t.outTps),
       fmt(Math.max(0, ...t.queues.map(q => q.lastUpdateTimestamp)))]));
     pager($("topics-pager"), p, n => nav("/topics?" + new URLSearchParams({q: f.q.value, page: n, size})));
   },
@@ -122,10 +150,14 @@ const pages = {
     table($("topic-configs"), ["Broker", "Read queues", "Write queues", "Perm", "Order"], cs.map(([a, c]) => [a, c.readQueueNums, c.writeQueueNums, c.perm, c.order]));
     if (cs.length) { const f = $("topic-update"), c = cs[0][1]; f.readQueues.value = c.readQueueNums; f.writeQueues.value = c.writeQueueNums; f.perm.value = c.perm; f.order.checked = !!c.order; }
     $("send-result").textContent = "";
+    const gs = await api("/api/topics/" + enc(name) + "/groups");
+    table($("topic-groups"), ["Group", "Lag on this topic", "Last consumed", "Online clients", "Model", "Consume TPS (group)"], gs.map(g =>
+      [link("/groups/" + enc(g.group), g.group), g.lag, fmt(g.lastConsumed), g.clients, g.messageModel, tps(g.consumeTps)]));
+    chart($("chart-topic"), lines(await api("/api/history?" + new URLSearchParams({kind: "topic", name}))));
   },
   async groups() {
     const gs = await api("/api/groups");
-    table($("groups-table"), ["Group", "Lag", "Online clients"], gs.map(g => [link("/groups/" + enc(g.group), g.group), g.lag, g.clients]));
+    table($("groups-table"), ["Group", "Lag", "Online clients", "Consume TPS"], gs.map(g => [link("/groups/" + enc(g.group), g.group), g.lag, g.clients, tps(g.consumeTps)]));
   },
   async group(g) {
     $("group-dlq").href = "/dlq/" + enc(g);
@@ -139,9 +171,18 @@ const pages = {
     $("group-clients").querySelectorAll("button[data-client]").forEach(b => b.onclick = () =>
       api("/api/consumers/running?" + new URLSearchParams({group: g, clientId: b.dataset.client}))
         .then(r => { $("running-info").textContent = r.runningInfo; }).catch(show));
+    const cfg = await api("/api/groups/" + enc(g) + "/config");
+    const cs = Object.entries(cfg.configs || {});
+    table($("group-configs"), ["Broker", "Consume enabled", "Broadcast", "Orderly", "From min", "Retry queues", "Retry max", "Retry policy", "Broker id", "Slow broker id"], cs.map(([b, c]) =>
+      [b, c.consumeEnable, c.consumeBroadcastEnable, c.consumeMessageOrderly, c.consumeFromMinEnable, c.retryQueueNums, c.retryMaxTimes,
+        c.groupRetryPolicy ? JSON.stringify(c.groupRetryPolicy) : "-", c.brokerId, c.whichBrokerWhenConsumeSlowly]));
+    $("group-manage").hidden = !cs.length;
+    if (cs.length) fillGroupForm($("group-update"), cs[0][1]);
+    chart($("chart-group"), lines(await api("/api/history?" + new URLSearchParams({kind: "group", name: g}))));
   },
-  async producers(g) {
-    $("producer-form").group.value = g || "";
+  async producers(g, q) {
+    g = g || q.get("group") || "";
+    $("producer-form").group.value = g;
     if (!g) { $("producers-table").innerHTML = ""; return; }
     const cs = await api("/api/producers?group=" + enc(g));
     table($("producers-table"), ["Client id", "Address", "Language", "Version", "Broker"], cs.map(c => [c.clientId, c.clientAddr, c.language, c.version, c.broker]));
@@ -244,6 +285,35 @@ $("send-form").onsubmit = async e => {
   const d = formData(e.target); d.topic = current().arg;
   try { const r = await post("/api/messages/send", d); $("send-result").textContent = "sent " + JSON.stringify(r, null, 2); } catch (err) { show(err); }
 };
+// Group forms: checkboxes are sent as true/false, so an update sets them.
+const groupBools = ["consumeEnable", "consumeBroadcastEnable", "consumeMessageOrderly", "consumeFromMinEnable"];
+function groupData(f) {
+  const d = formData(f);
+  for (const k of groupBools) d[k] = f[k].checked ? "true" : "false";
+  return d;
+}
+function fillGroupForm(f, c) {
+  for (const k of groupBools) f[k].checked = !!c[k];
+  for (const k of ["retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly"]) f[k].value = c[k] ?? "";
+  f.groupRetryPolicy.value = c.groupRetryPolicy ? JSON.stringify(c.groupRetryPolicy) : "";
+}
+$("group-create").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = groupData(e.target); d.mode = "create";
+  if (!await ask(`Create consumer group ${d.group} on every master broker?`)) return;
+  try { await post("/api/groups", d); nav("/groups/" + enc(d.group), `created group ${d.group}`); } catch (err) { show(err); }
+};
+$("group-update").onsubmit = async e => {
+  e.preventDefault(); show();
+  const g = current().arg, d = groupData(e.target); d.mode = "update"; d.group = g;
+  if (!await ask(`Update consumer group ${g} on the brokers holding it? Its consumers see the change at once.`)) return;
+  try { await post("/api/groups", d); notice(`updated group ${g}`); await pages.group(g); } catch (err) { show(err); }
+};
+$("group-delete").onclick = async () => {
+  const g = current().arg;
+  if (!await ask(`Delete consumer group ${g}'s subscription config on every broker? Its committed offsets stay; online consumers are not stopped.`, g)) return;
+  try { await post("/api/groups/" + enc(g) + "/delete", {confirm: g}); nav("/groups", `deleted group ${g}`); } catch (err) { show(err); }
+};
 $("producer-form").onsubmit = e => { e.preventDefault(); nav("/producers/" + enc(e.target.group.value)); };
 $("search").onsubmit = e => {
   e.preventDefault();
@@ -290,7 +360,7 @@ $("logout").onclick = async () => { try { setInfo(await post("/api/logout", {}))
 // Routing.
 function current() {
   const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
-  const p = parts[0] || "cluster", arg = parts.slice(1).join("/");
+  const p = parts[0] || "overview", arg = parts.slice(1).join("/");
   const detail = {topics: "topic", groups: "group"};
   return {nav: p, page: arg && detail[p] ? detail[p] : p, arg};
 }
@@ -325,4 +395,4 @@ document.addEventListener("click", e => {
 });
 window.onpopstate = route;
 api("/api/session").then(i => { setInfo(i); route(); }).catch(show);
-setInterval(() => { const c = current(); if (document.querySelector("section.on") && ["cluster", "groups"].includes(c.page)) pages[c.page](c.arg, new URLSearchParams(location.search)).catch(show); }, 10000);
+setInterval(() => { const c = current(); if (document.querySelector("section.on") && ["overview", "cluster", "groups"].includes(c.page)) pages[c.page](c.arg, new URLSearchParams(location.search)).catch(show); }, 10000);
