@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type pullRequest struct {
 	deadline       time.Time
 	// b answers a held pull (MakeReply).
 	b *Broker
+	// prioQueues is the queue count of a priority topic, 0 for any
+	// other topic (priority.go).
+	prioQueues int32
 }
 
 func parsePull(req *remoting.Command) (*pullRequest, error) {
@@ -87,6 +91,9 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 	if pr.queueID < 0 || pr.queueID >= tc.ReadQueueNums {
 		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d]", pr.queueID, pr.topic, tc.ReadQueueNums))
 	}
+	if tc.IsPriority() {
+		pr.prioQueues = tc.ReadQueueNums
+	}
 	if pr.sysFlag&pullSubscription != 0 {
 		m, err := b.filters.compile(pr.expressionType, pr.subscription)
 		if err != nil {
@@ -127,6 +134,9 @@ func putReadResult(res *store.ReadResult) {
 
 // pull runs one read; with allowSuspend an empty answer parks the request.
 func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *remoting.Command {
+	if pr.prioQueues > 0 && b.holds.prio.pulled(b, pr, time.Now()) {
+		return b.priorityHeld(pr, allowSuspend) // priority.go
+	}
 	res := readResults.Get().(*store.ReadResult)
 	opts := store.ReadOptions{MaxMessages: pr.maxMsgs, MaxBytes: int(b.current().PullBytesMax)}
 	var m filter.Matcher
@@ -152,6 +162,10 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 	if err := b.store.Read(ctx, q, pr.offset, opts, res); err != nil {
 		putReadResult(res)
 		return remoting.Errorf(pr.req, remoting.SystemError, fmt.Sprintf("read %s: %v", q, err))
+	}
+	if pr.prioQueues > 0 && res.Status == store.Found &&
+		b.holds.prio.handed(pr, res.NextOffset, res.MaxOffset) && pr.queueID > 0 {
+		b.holds.notify(pr.topic, prioBlockedQueue, math.MaxInt64) // lower queues may go on
 	}
 	code := remoting.Success
 	switch res.Status {
@@ -265,6 +279,8 @@ type holdTable struct {
 	b  *Broker
 	mu sync.Mutex
 	q  map[holdKey][]*pullRequest
+	// prio holds back pulls of priority topics' lower queues (priority.go).
+	prio prioTable
 }
 
 func newHoldTable(b *Broker) *holdTable {

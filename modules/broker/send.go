@@ -129,6 +129,9 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 			delete(props, message.PropertyDelayTimeLevel)
 		}
 	}
+	if _, ok := props[message.PropertyPriority]; ok && topic == h.topic {
+		queueID = b.placePriority(topic, queueID, h.sysFlag, props) // priority.go
+	}
 	delete(props, message.PropertyWaitStoreMsgOK)
 	props[message.PropertyCluster] = b.cfg.Cluster
 	sa := &sendAlloc{m: message.Ext{
