@@ -356,3 +356,39 @@ func Deflate(b []byte, level int) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// PropertiesOffset returns where the 2-byte properties length of the
+// stored record rec sits (the properties follow it and end the record),
+// reading only the lengths before it.
+func PropertiesOffset(rec []byte) (int, error) {
+	if len(rec) < offBornHost+8 {
+		return 0, fmt.Errorf("%w: %d bytes is shorter than a header", ErrMalformed, len(rec))
+	}
+	be := binary.BigEndian
+	sys := int32(be.Uint32(rec[offSysFlag:]))
+	p := offBornHost + 8 // born host, 4-byte address
+	if sys&FlagBornHostV6 != 0 {
+		p += 12
+	}
+	p += 8 + 8 // store timestamp, store host
+	if sys&FlagStoreHostV6 != 0 {
+		p += 12
+	}
+	p += 4 + 8 // reconsume times, prepared transaction offset
+	if len(rec) < p+4 {
+		return 0, fmt.Errorf("%w: %d bytes end before the body length", ErrMalformed, len(rec))
+	}
+	bodyLen := int(int32(be.Uint32(rec[p:])))
+	if bodyLen < 0 || bodyLen > len(rec) {
+		return 0, fmt.Errorf("%w: body length %d", ErrMalformed, bodyLen)
+	}
+	p += 4 + bodyLen
+	if len(rec) < p+1 {
+		return 0, fmt.Errorf("%w: %d bytes end before the topic", ErrMalformed, len(rec))
+	}
+	p += 1 + int(rec[p])
+	if len(rec) < p+2 || p+2+int(be.Uint16(rec[p:])) != len(rec) {
+		return 0, fmt.Errorf("%w: the properties do not end the record", ErrMalformed)
+	}
+	return p, nil
+}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -168,7 +169,7 @@ func (b *Broker) handleConsumeMessageDirectly(ctx context.Context, p *remoting.P
 	body := req.Body
 	if _, off, err := message.ParseOffsetMsgID(msgID); err == nil {
 		if rec, err := b.store.Lookup(ctx, off); err == nil {
-			body = rec
+			body = b.forClient(slices.Clone(rec))
 		}
 	}
 	return b.callConsumer(ctx, req, remoting.ConsumeMessageDirectly, group, clientID, body)

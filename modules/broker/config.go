@@ -79,6 +79,11 @@ type Config struct {
 	// ValidateSystemTopicWhenUpdateTopic refuses system topics in
 	// UPDATE_AND_CREATE_TOPIC (Java's key of the same name, default true).
 	ValidateSystemTopicWhenUpdateTopic bool `koanf:"validate_system_topic_when_update_topic"`
+	// DeliverRecordCRC delivers stored records with the checksum property
+	// the engine ends them with (store.PropertyRecordCRC, __CRC32#), as
+	// Java does with enabledAppendPropCRC; by default (Java's) clients
+	// never see it. recordcrc.go.
+	DeliverRecordCRC bool `koanf:"deliver_record_crc"`
 }
 
 // NewConfig returns the defaults.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/message"
@@ -251,7 +252,7 @@ func (b *Broker) handleViewMessage(ctx context.Context, p *remoting.Peer, req *r
 		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("can not find message by the offset, %d: %v", off, err))
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.Body = rec
+	resp.Body = b.forClient(slices.Clone(rec))
 	return resp
 }
 
@@ -276,6 +277,9 @@ func (b *Broker) handleQueryMessage(ctx context.Context, p *remoting.Peer, req *
 	}
 	if len(recs) == 0 {
 		return remoting.Errorf(req, remoting.QueryNotFound, "can not find message, maybe time range not correct")
+	}
+	for i, rec := range recs {
+		recs[i] = b.forClient(slices.Clone(rec))
 	}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.BodyParts = recs

@@ -207,7 +207,7 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 		// Written as a vector, contiguous records as one part: they are
 		// not copied again. The buffer is reused once the answer is out.
 		resp.BodyParts = res.Records
-		if len(res.Runs) > 0 {
+		if !b.recordsForClient(res.Records) && len(res.Runs) > 0 {
 			resp.BodyParts = res.Runs
 		}
 		b.observePulled(pr.topic, pr.group, res.Records)

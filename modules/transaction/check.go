@@ -225,6 +225,9 @@ func (s *Service) checkMessage(half *message.Ext, times int32) *message.Ext {
 	m := *half
 	m.Properties = half.Properties.Clone()
 	m.Properties[message.PropertyTransactionCheckTimes] = strconv.Itoa(int(times))
+	if !s.b.Config().DeliverRecordCRC {
+		delete(m.Properties, store.PropertyRecordCRC) // as any record a client is sent (broker/recordcrc.go)
+	}
 	m.Topic = half.Properties[message.PropertyRealTopic]
 	if qid, err := strconv.Atoi(half.Properties[message.PropertyRealQueueID]); err == nil {
 		m.QueueID = int32(qid)
