@@ -65,7 +65,7 @@ type Link struct {
 	BatchSize int `koanf:"batch_size"`
 	// BatchBytes bounds the bytes of one write; the link's memory is at
 	// most one batch per source queue.
-	BatchBytes int `koanf:"batch_bytes"`
+	BatchBytes config.ByteSize `koanf:"batch_bytes"`
 	// RateLimit caps the messages per second the link writes (0: none),
 	// so a catch-up after a long cut does not starve the target's live
 	// traffic.

@@ -109,7 +109,7 @@ func (l *link) step(ctx context.Context, q *queueState) error {
 	items, firstOff := l.convert(res.Messages)
 	for start := 0; start < len(items); {
 		end, bytes := start, 0
-		for end < len(items) && (end == start || bytes+len(items[end].Body) <= l.cfg.BatchBytes) {
+		for end < len(items) && (end == start || bytes+len(items[end].Body) <= int(l.cfg.BatchBytes)) {
 			bytes += len(items[end].Body)
 			end++
 		}
