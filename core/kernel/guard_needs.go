@@ -38,6 +38,7 @@ var declaredNeeds = map[int32][]need{
 	remoting.GetMaxOffset:            {{key: "topic", act: auth.Sub}},
 	remoting.GetMinOffset:            {{key: "topic", act: auth.Sub}},
 	remoting.GetEarliestMsgStoreTime: {{key: "topic", act: auth.Sub}},
+	remoting.GetTopicConfig:          {{key: "topic", act: auth.Any}},
 	remoting.GetConsumerListByGroup:  {{key: "consumerGroup", isGroup: true, act: auth.Sub}},
 	remoting.ConsumerSendMsgBack:     {{key: "group", isGroup: true, act: auth.Sub}},
 	remoting.HeartBeat:               {},

@@ -118,6 +118,11 @@ const (
 	// its whole topic table. Listed with Quiver's codes.
 	RegisterTopicInNamesrv int32 = 217
 
+	// GetTopicConfig is RocketMQ 5's GET_TOPIC_CONFIG (not in 4.9): one
+	// topic's config on a broker (modules/broker/admin_topicconfig.go).
+	// Listed with Quiver's codes.
+	GetTopicConfig int32 = 351
+
 	// RecallMessage is RocketMQ 5.3's RECALL_MESSAGE (not in 4.9): a
 	// producer recalls a timer message by the recall handle its send was
 	// answered with (modules/schedule). Listed with Quiver's codes.
@@ -249,6 +254,7 @@ var QuiverRequestCodes = []CodeName{
 	{HAPull, "QUIVER_HA_PULL"},
 	{ControllerHeartbeat, "QUIVER_CONTROLLER_HEARTBEAT"},
 	{RegisterTopicInNamesrv, "REGISTER_TOPIC_IN_NAMESRV"},
+	{GetTopicConfig, "GET_TOPIC_CONFIG"},
 	{RecallMessage, "RECALL_MESSAGE"},
 	{AuthCreateUser, "AUTH_CREATE_USER"},
 	{AuthUpdateUser, "AUTH_UPDATE_USER"},

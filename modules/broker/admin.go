@@ -11,6 +11,7 @@ func (b *Broker) registerAdmin() {
 	b.OnPulled(b.observePulledStats)
 	r := b.router
 	r.RegisterFunc(remoting.GetBrokerConfig, b.handleGetBrokerConfig)
+	r.RegisterFunc(remoting.GetTopicConfig, b.handleGetTopicConfig) // admin_topicconfig.go
 	r.RegisterFunc(remoting.UpdateBrokerConfig, b.handleUpdateBrokerConfig)
 	r.RegisterFunc(remoting.GetProducerConnectionList, b.handleProducerConnections)
 	r.RegisterFunc(remoting.GetConsumerRunningInfo, b.handleConsumerRunningInfo)

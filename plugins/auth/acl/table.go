@@ -93,6 +93,8 @@ var table = func() map[int32]Rule {
 
 		// Consumer and topic information.
 		res(remoting.GetTopicStatsInfo, "", hTopic("topic", auth.Sub)),
+		res(remoting.GetTopicConfig, "RocketMQ 5's code 351 (ACL 2.0: Get on the topic); the proxy and admin tools read a topic's queues and attributes (its message type) with it",
+			hTopic("topic", auth.Any)),
 		res(remoting.GetConsumerConnectionList, "", hGroup("consumerGroup", auth.Sub)),
 		res(remoting.GetConsumeStats, "", hGroup("consumerGroup", auth.Sub), optional(hTopic("topic", auth.Sub))),
 		res(remoting.GetConsumerRunningInfo, "", hGroup("consumerGroup", auth.Sub)),
