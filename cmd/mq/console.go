@@ -381,6 +381,7 @@ func (c *consoleServer) handler() http.Handler {
 		return c.topicGroups(ctx, a, r.PathValue("topic"))
 	}))
 	c.groupRoutes(mux) // console_groups.go
+	c.traceRoutes(mux) // console_trace.go
 	return c.guard(mux)
 }
 

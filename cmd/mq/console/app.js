@@ -2,7 +2,7 @@
 // The Quiver console page. Routes: /overview (the start page), /cluster,
 // /topics, /topics/<name>, /groups, /groups/<group>,
 // /producers[/<group>] (or ?group=), /messages[/<id>], /dlq[/<group>],
-// /offsets, /config, /acl. Actions send the session's
+// /trace[/<msgId>], /offsets, /config, /acl. Actions send the session's
 // CSRF token and ask for confirmation where they destroy or move data.
 let info = {admin: false, auth: "", user: ""};
 let csrf = "";
@@ -191,7 +191,8 @@ const pages = {
     const f = $("search");
     for (const k of ["topic", "key", "begin", "end"]) if (q.has(k)) f[k].value = q.get(k);
     f.id.value = id || "";
-    if (id) return messageRows(await api("/api/messages?id=" + enc(id)));
+    $("message-tracks").innerHTML = "";
+    if (id) { messageRows(await api("/api/messages?id=" + enc(id))); return showTracks(id); }
     if (!q.get("topic")) { $("messages-table").innerHTML = ""; $("messages-pager").innerHTML = ""; $("message-detail").textContent = ""; return; }
     const params = new URLSearchParams(q);
     if (!q.get("key")) { params.set("page", q.get("page") || "1"); params.set("size", q.get("size") || "50"); }
@@ -205,6 +206,22 @@ const pages = {
     $("dlq-resend-all").hidden = !g || !info.admin;
     if (!g) { $("dlq-table").innerHTML = ""; return; }
     await listDLQ(g);
+  },
+  async trace(id, q) {
+    const f = $("trace-form");
+    f.msgId.value = id || "";
+    f.topic.value = q.get("topic") || "";
+    for (const t of ["trace-pub", "trace-groups", "trace-records"]) $(t).innerHTML = "";
+    $("trace-note").textContent = "";
+    if (!id) return;
+    const tr = await api("/api/trace?" + new URLSearchParams({msgId: id, topic: f.topic.value}));
+    $("trace-note").textContent = tr.note || `${tr.records.length} trace record(s) in ${tr.traceTopic}`;
+    table($("trace-pub"), ["Event", "Producer group", "Topic", "Tags", "Keys", "Client", "Store host", "At", "Cost (ms)", "Status"], tr.pub.map(r =>
+      [r.type, r.group, r.topic, r.tags, r.keys, r.clientHost, r.storeHost, fmt(r.timestamp), r.costTime, r.status]));
+    table($("trace-groups"), ["Consumer group", "Deliveries", "Failed", "Last status", "Last at", "Last cost (ms)", "Retry times"], tr.groups.map(g =>
+      [link("/groups/" + enc(g.group), g.group), g.deliveries, g.failed, g.status, fmt(g.lastAt), g.costTime, g.retryTimes]));
+    table($("trace-records"), ["Event", "Group", "Client", "At", "Cost (ms)", "Status", "Retry", "Request id"], tr.records.map(r =>
+      [r.type, r.group, r.clientHost, fmt(r.timestamp), r.costTime, r.status, r.retryTimes || 0, r.requestId]));
   },
   async offsets() {},
   async config() {
@@ -234,12 +251,19 @@ const pages = {
   async login() {},
 };
 
+// showTracks shows which groups have consumed message id.
+async function showTracks(id) {
+  const t = await api("/api/messages/track?id=" + enc(id));
+  table($("message-tracks"), ["Consumer group", "Status", ""], t.tracks.map(k => [link("/groups/" + enc(k.consumerGroup), k.consumerGroup), k.trackType, k.detail]));
+}
 function messageRows(ms) {
-  table($("messages-table"), ["Topic", "Queue", "Offset", "Msg id", "Offset msg id", "Tags", "Keys", "Stored", "Body"],
-    ms.map((m, i) => [m.topic, m.queueId, m.queueOffset, m.msgId, {html: `<a href="/messages/${enc(m.offsetMsgId)}" data-i="${i}">${esc(m.offsetMsgId)}</a>`}, m.tags, m.keys, fmt(m.storeTimestamp), m.body]));
+  table($("messages-table"), ["Topic", "Queue", "Offset", "Msg id", "Offset msg id", "Tags", "Keys", "Stored", "Body", ""],
+    ms.map((m, i) => [m.topic, m.queueId, m.queueOffset, m.msgId, {html: `<a href="/messages/${enc(m.offsetMsgId)}" data-i="${i}">${esc(m.offsetMsgId)}</a>`}, m.tags, m.keys, fmt(m.storeTimestamp), m.body,
+      link("/trace/" + enc(m.msgId), "Trace")]));
   $("messages-table").querySelectorAll("a[data-i]").forEach(a => a.onclick = e => {
     e.preventDefault(); e.stopPropagation(); history.pushState(null, "", a.getAttribute("href"));
     $("message-detail").textContent = JSON.stringify(ms[+a.dataset.i], null, 2);
+    showTracks(ms[+a.dataset.i].offsetMsgId).catch(show);
   });
   $("message-detail").textContent = ms.length === 1 ? JSON.stringify(ms[0], null, 2) : "";
 }
@@ -321,6 +345,11 @@ $("search").onsubmit = e => {
   if (d.id.trim()) { nav("/messages/" + enc(d.id.trim())); return; }
   delete d.id; if (!d.key) delete d.key;
   nav("/messages?" + new URLSearchParams(d));
+};
+$("trace-form").onsubmit = e => {
+  e.preventDefault();
+  const d = formData(e.target), p = d.topic.trim() ? "?" + new URLSearchParams({topic: d.topic.trim()}) : "";
+  nav("/trace/" + enc(d.msgId.trim()) + p);
 };
 $("dlq-form").onsubmit = e => { e.preventDefault(); nav("/dlq/" + enc(e.target.group.value)); };
 $("dlq-resend-all").onclick = async () => {
