@@ -97,3 +97,20 @@ func (a *Admin) DeleteSubscriptionGroup(ctx context.Context, addr, group string)
 	}
 	return nil
 }
+
+// TopicConsumers lists the consumer groups the broker at addr knows as
+// consuming topic (QUERY_TOPIC_CONSUME_BY_WHO): online subscribers and
+// groups with committed offsets.
+func (a *Admin) TopicConsumers(ctx context.Context, addr, topic string) ([]string, error) {
+	resp, err := a.invokeOK(ctx, addr, client.NewRequest(remoting.QueryTopicConsumeByWho, map[string]string{"topic": topic}, nil))
+	if err != nil {
+		return nil, fmt.Errorf("admin: consumers of topic %s on %s: %w", topic, addr, err)
+	}
+	var doc struct {
+		GroupList []string `json:"groupList"`
+	}
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
+		return nil, fmt.Errorf("admin: decode consumers of topic %s on %s: %w", topic, addr, err)
+	}
+	return doc.GroupList, nil
+}

@@ -44,6 +44,13 @@ func ignored(c *cobra.Command, short, name, why string) {
 	c.Flags().StringVarP(&s, name, short, "", "ignored: "+why)
 }
 
+// ignoredSwitch is ignored for an mqadmin option that takes no value
+// (commons-cli hasArg false: topicRoute -l, resetOffsetByTime -c).
+func ignoredSwitch(c *cobra.Command, short, name, why string) {
+	var b bool
+	c.Flags().BoolVarP(&b, name, short, false, "ignored: "+why)
+}
+
 // alias builds one mqadmin-named command.
 func alias(use, short string, f func(c *cobra.Command) func(ctx context.Context, a *adm) error, run runner) *cobra.Command {
 	c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
@@ -54,7 +61,7 @@ func alias(use, short string, f func(c *cobra.Command) func(ctx context.Context,
 
 func mqadminAliases(run runner) []*cobra.Command {
 	var out []*cobra.Command
-	add := func(c *cobra.Command) { out = append(out, c) }
+	add := func(cs ...*cobra.Command) { out = append(out, cs...) }
 
 	// Topics.
 	add(alias("updateTopic", "Create a topic or change the options given (topic create/update)", func(c *cobra.Command) func(context.Context, *adm) error {
@@ -66,20 +73,21 @@ func mqadminAliases(run runner) []*cobra.Command {
 		ignored(c, "s", "hasUnitSub", "unit mode is not supported")
 		return func(ctx context.Context, a *adm) error { return a.upsertTopic(ctx, c, f, topicUpsert) }
 	}, run))
-	add(alias("deleteTopic", "Delete a topic (topic delete; --yes in scripts)", func(c *cobra.Command) func(context.Context, *adm) error {
+	add(alias("deleteTopic", "Delete a topic (topic delete); never asks, as mqadmin", func(c *cobra.Command) func(context.Context, *adm) error {
 		var topic, cluster string
 		var yes bool
 		c.Flags().StringVarP(&topic, "topic", "t", "", "topic (required)")
 		c.Flags().StringVarP(&cluster, "cluster", "c", "", "cluster")
-		c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+		c.Flags().BoolVar(&yes, "yes", false, "accepted; mqadmin's names never ask (--confirm asks)")
 		_ = c.MarkFlagRequired("topic")
 		return func(ctx context.Context, a *adm) error { return a.deleteTopic(ctx, c, topic, cluster, yes) }
 	}, run))
-	add(alias("topicList", "List topics (topic list)", func(c *cobra.Command) func(context.Context, *adm) error {
+	add(alias("topicList", "Every topic, one a line as mqadmin prints them; -c: cluster, topic and consuming groups", func(c *cobra.Command) func(context.Context, *adm) error {
 		var withCluster bool
-		c.Flags().BoolVarP(&withCluster, "cluster", "c", false, "accepted; the table lists topic names")
-		return func(ctx context.Context, a *adm) error { return a.topicList(ctx, false, "") }
+		c.Flags().BoolVarP(&withCluster, "clusterModel", "c", false, "print #Cluster Name, #Topic, #Consumer Group (a row per consuming group)")
+		return func(ctx context.Context, a *adm) error { return a.mqadminTopicList(ctx, withCluster) }
 	}, run))
+	add(updateTopicPermCmd(run))
 	for _, t := range []struct {
 		use, short string
 		f          func(a *adm, ctx context.Context, topic string) error
@@ -91,6 +99,12 @@ func mqadminAliases(run runner) []*cobra.Command {
 		add(alias(t.use, t.short, func(c *cobra.Command) func(context.Context, *adm) error {
 			var topic string
 			c.Flags().StringVarP(&topic, "topic", "t", "", "topic (required)")
+			switch t.use {
+			case "topicRoute":
+				ignoredSwitch(c, "l", "list", "the route is always printed as a table")
+			case "topicStatus":
+				ignored(c, "c", "cluster", "LMQ parent topics are not supported")
+			}
 			_ = c.MarkFlagRequired("topic")
 			return func(ctx context.Context, a *adm) error { return t.f(a, ctx, topic) }
 		}, run))
@@ -141,13 +155,13 @@ func mqadminAliases(run runner) []*cobra.Command {
 		ignored(c, "a", "notifyConsumerIdsChanged", "always true")
 		return func(ctx context.Context, a *adm) error { return a.upsertGroup(ctx, c, f, topicUpsert) }
 	}, run))
-	add(alias("deleteSubGroup", "Delete a subscription group (group delete; --yes in scripts)", func(c *cobra.Command) func(context.Context, *adm) error {
+	add(alias("deleteSubGroup", "Delete a subscription group (group delete); never asks, as mqadmin", func(c *cobra.Command) func(context.Context, *adm) error {
 		var group, cluster, broker string
 		var yes bool
 		c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group (required)")
 		c.Flags().StringVarP(&cluster, "cluster", "c", "", "cluster")
 		c.Flags().StringVarP(&broker, "broker", "b", "", "accepted; the group is deleted where it exists")
-		c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+		c.Flags().BoolVar(&yes, "yes", false, "accepted; mqadmin's names never ask (--confirm asks)")
 		ignored(c, "r", "removeOffset", "offsets go with the group")
 		_ = c.MarkFlagRequired("groupName")
 		return func(ctx context.Context, a *adm) error { return a.deleteGroup(ctx, c, group, cluster, yes) }
@@ -157,6 +171,8 @@ func mqadminAliases(run runner) []*cobra.Command {
 		var showIP bool
 		c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group")
 		c.Flags().VarP(boolArg{&showIP}, "showClientIP", "s", "accepted; clients are listed below the queues")
+		ignored(c, "t", "topicName", "every topic of the group is listed")
+		ignored(c, "c", "cluster", "LMQ parent topics are not supported")
 		return func(ctx context.Context, a *adm) error {
 			if group != "" {
 				return a.groupStatus(ctx, group)
@@ -169,13 +185,15 @@ func mqadminAliases(run runner) []*cobra.Command {
 		var jstack bool
 		c.Flags().StringVarP(&group, "consumerGroup", "g", "", "consumer group (required)")
 		c.Flags().StringVarP(&client, "clientId", "i", "", "only this client")
-		c.Flags().VarP(boolArg{&jstack}, "jstackEnable", "s", "ask Java clients for thread stacks")
+		c.Flags().VarP(boolArg{&jstack}, "jstack", "s", "ask Java clients for thread stacks")
+		ignored(c, "b", "brokerAddr", "the group's brokers are asked")
 		_ = c.MarkFlagRequired("consumerGroup")
 		return func(ctx context.Context, a *adm) error { return a.consumerStatus(ctx, group, client, jstack) }
 	}, run))
 	add(alias("consumerConnection", "A group's online consumers (consumer connections)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var group string
 		c.Flags().StringVarP(&group, "consumerGroup", "g", "", "consumer group (required)")
+		ignored(c, "b", "brokerAddr", "the group's brokers are asked")
 		_ = c.MarkFlagRequired("consumerGroup")
 		return func(ctx context.Context, a *adm) error { return a.consumerConnections(ctx, group) }
 	}, run))
@@ -193,13 +211,23 @@ func mqadminAliases(run runner) []*cobra.Command {
 		_ = c.MarkFlagRequired("topic")
 		return func(ctx context.Context, a *adm) error { return a.producerConnections(ctx, group, topic) }
 	}, run))
-	add(alias("resetOffsetByTime", "Reset a group's offsets to a time (offset reset; --yes in scripts)", func(c *cobra.Command) func(context.Context, *adm) error {
+	add(alias("resetOffsetByTime", "Reset a group's offsets to a time (offset reset); never asks, as mqadmin", func(c *cobra.Command) func(context.Context, *adm) error {
 		f := &resetFlags{}
 		f.bind(c, true)
 		c.Flags().Lookup("force").Value = boolArg{&f.force}
 		c.Flags().Lookup("force").NoOptDefVal = ""
-		ignored(c, "c", "cplus", "C++ clients are told like the others")
-		return func(ctx context.Context, a *adm) error { return a.runReset(ctx, c, f) }
+		c.Flags().Lookup("yes").Usage = "accepted; mqadmin's names never ask (--confirm asks)"
+		ignoredSwitch(c, "c", "cplus", "C++ clients are told like the others")
+		var broker, queue, offset string
+		c.Flags().StringVarP(&broker, "broker", "b", "", "with -q and -o: one queue to an offset (refused: not supported)")
+		c.Flags().StringVarP(&queue, "queue", "q", "", "see -b")
+		c.Flags().StringVarP(&offset, "offset", "o", "", "see -b")
+		return func(ctx context.Context, a *adm) error {
+			if broker != "" || queue != "" || offset != "" {
+				return usagef("-b/-q/-o (one queue to an offset) is not supported; reset by time, or cloneGroupOffset from a group at the wanted place")
+			}
+			return a.runReset(ctx, c, f)
+		}
 	}, run))
 	clone := cloneOffsetCmd(run, true)
 	clone.Short = "Copy a group's offsets to another group (offset clone)"
@@ -218,6 +246,9 @@ func mqadminAliases(run runner) []*cobra.Command {
 		ignored(c, "g", "consumerGroup", "consuming directly is not offered here")
 		ignored(c, "d", "clientId", "consuming directly is not offered here")
 		ignored(c, "u", "unitName", "unit mode is not supported")
+		ignored(c, "s", "sendMessage", "resending to a client is not offered here")
+		ignored(c, "f", "bodyFormat", "the body is printed as text")
+		ignored(c, "c", "cluster", "LMQ parent topics are not supported")
 		_ = c.MarkFlagRequired("msgId")
 		return func(ctx context.Context, a *adm) error { return a.getMessage(ctx, id, topic) }
 	}, run))
@@ -225,6 +256,10 @@ func mqadminAliases(run runner) []*cobra.Command {
 		var id, topic string
 		c.Flags().StringVarP(&id, "msgId", "i", "", "msgId (required)")
 		c.Flags().StringVarP(&topic, "topic", "t", "", "topic")
+		ignored(c, "g", "consumerGroup", "consuming directly is not offered here")
+		ignored(c, "d", "clientId", "consuming directly is not offered here")
+		ignoredSwitch(c, "a", "showAll", "every copy found is printed")
+		ignored(c, "c", "cluster", "LMQ parent topics are not supported")
 		_ = c.MarkFlagRequired("msgId")
 		return func(ctx context.Context, a *adm) error { return a.getMessage(ctx, id, topic) }
 	}, run))
@@ -235,7 +270,8 @@ func mqadminAliases(run runner) []*cobra.Command {
 		c.Flags().StringVarP(&key, "msgKey", "k", "", "key (required)")
 		c.Flags().StringVarP(&begin, "beginTimestamp", "b", "0", "earliest store time")
 		c.Flags().StringVarP(&end, "endTimestamp", "e", "", "latest store time")
-		c.Flags().IntVarP(&maxNum, "maxNum", "c", 64, "at most this many per broker")
+		c.Flags().IntVarP(&maxNum, "maxNum", "m", 64, "at most this many per broker")
+		ignored(c, "c", "cluster", "LMQ parent topics are not supported")
 		_ = c.MarkFlagRequired("topic")
 		_ = c.MarkFlagRequired("msgKey")
 		return func(ctx context.Context, a *adm) error { return a.queryCmd(ctx, topic, key, begin, end, maxNum) }
@@ -248,6 +284,7 @@ func mqadminAliases(run runner) []*cobra.Command {
 		c.Flags().StringVarP(&broker, "brokerName", "b", "", "broker name (required)")
 		c.Flags().IntVarP(&queue, "queueId", "i", 0, "queue id (required)")
 		c.Flags().Int64VarP(&offset, "offset", "o", 0, "queue offset (required)")
+		ignored(c, "f", "bodyFormat", "the body is printed as text")
 		for _, n := range []string{"topic", "brokerName", "queueId", "offset"} {
 			_ = c.MarkFlagRequired(n)
 		}
@@ -286,13 +323,13 @@ func mqadminAliases(run runner) []*cobra.Command {
 	}, run))
 
 	// Cluster, brokers, name servers.
-	add(alias("clusterList", "Clusters and brokers (cluster list)", func(c *cobra.Command) func(context.Context, *adm) error {
+	add(alias("clusterList", "Clusters and brokers with TPS as mqadmin prints them; -m: message totals of yesterday and today", func(c *cobra.Command) func(context.Context, *adm) error {
 		var cluster string
 		var more bool
 		c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only this cluster")
-		c.Flags().BoolVarP(&more, "moreStats", "m", false, "accepted; traffic totals are always shown")
+		c.Flags().BoolVarP(&more, "moreStats", "m", false, "#InTotalYest, #OutTotalYest, #InTotalToday, #OutTotalToday")
 		ignored(c, "i", "interval", "runs once")
-		return func(ctx context.Context, a *adm) error { return a.clusterList(ctx, cluster) }
+		return func(ctx context.Context, a *adm) error { return a.mqadminClusterList(ctx, cluster, more) }
 	}, run))
 	brokerSel := func(c *cobra.Command, broker, cluster *string) {
 		c.Flags().StringVarP(broker, "brokerAddr", "b", "", "broker address")
@@ -309,13 +346,19 @@ func mqadminAliases(run runner) []*cobra.Command {
 		return func(ctx context.Context, a *adm) error { return a.brokerConfig(ctx, broker, cluster) }
 	}, run))
 	add(alias("updateBrokerConfig", "Change a setting of running brokers (broker set-config)", func(c *cobra.Command) func(context.Context, *adm) error {
-		var broker, cluster, key, value string
+		var broker, cluster, key, value, all string
 		brokerSel(c, &broker, &cluster)
 		c.Flags().StringVarP(&key, "key", "k", "", "setting (required)")
 		c.Flags().StringVarP(&value, "value", "v", "", "value (required)")
+		c.Flags().StringVarP(&all, "updateAllBroker", "a", "", "with -c: slaves too (any value, as mqadmin)")
 		_ = c.MarkFlagRequired("key")
 		_ = c.MarkFlagRequired("value")
-		return func(ctx context.Context, a *adm) error { return a.updateBrokerConfig(ctx, broker, cluster, key, value) }
+		return func(ctx context.Context, a *adm) error {
+			if broker == "" && cluster == "" {
+				return usagef("give -b brokerAddr or -c clusterName")
+			}
+			return a.mqadminUpdateBrokerConfig(ctx, broker, cluster, c.Flags().Changed("updateAllBroker"), key, value)
+		}
 	}, run))
 	for _, wp := range []struct {
 		use, short string
@@ -416,6 +459,10 @@ func mqadminAliases(run runner) []*cobra.Command {
 	}, run)
 	getACL.Aliases = []string{"getAccessConfigSubCommand"} // 4.9's name of the command
 	add(getACL)
+	add(printMsgCmd(run), printMsgByQueueCmd(run))
+	for _, c := range out {
+		javaLongNames(c)
+	}
 	return out
 }
 

@@ -4,8 +4,12 @@ package main
 //
 // Exit codes (docs/guide/admin.md): 0 the command did what it says; 1 it
 // failed (unknown topic or group, refused by the broker, unreachable
-// cluster); 2 usage (unknown flag, missing required flag, bad value,
-// a destructive command without --yes outside a terminal).
+// cluster); 2 usage (unknown command or subcommand, unknown flag, missing
+// required flag, bad value, a Quiver-named destructive command without
+// --yes, --confirm without a terminal).
+//
+// Nothing asks unless --confirm is given (mqadmin never asks): mqadmin's
+// names run at once, Quiver's destructive commands want --yes.
 
 import (
 	"bufio"
@@ -42,12 +46,23 @@ func exitCodeOf(err error) int {
 
 // usageChecks makes every command under root report argument and flag
 // problems as usageErrors: cobra's own checks (flag parsing, Args,
-// required flags) return plain errors otherwise.
+// required flags) return plain errors otherwise. A command group given an
+// unknown subcommand (mq admin topic lst) is a usage error too, where
+// cobra would print the group's help and exit 0. Destructive commands
+// (those with --yes) get --confirm.
 func usageChecks(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if c.RunE != nil {
+		if c.RunE == nil && c.Run == nil && c.HasSubCommands() {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return c.Help()
+				}
+				return unknownCommand(c, args[0])
+			}
+		} else if c.RunE != nil {
 			if args := c.Args; args != nil {
 				c.Args = func(c *cobra.Command, a []string) error {
 					if err := args(c, a); err != nil {
@@ -55,6 +70,9 @@ func usageChecks(root *cobra.Command) {
 					}
 					return nil
 				}
+			}
+			if c.Flags().Lookup("yes") != nil && c.Flags().Lookup("confirm") == nil {
+				c.Flags().Bool("confirm", false, "ask before acting (needs a terminal; nothing asks without it)")
 			}
 			pre := c.PreRunE
 			c.PreRunE = func(c *cobra.Command, a []string) error {
@@ -77,16 +95,40 @@ func usageChecks(root *cobra.Command) {
 	walk(root)
 }
 
-// confirm asks before a destructive action: --yes skips the question; a
-// terminal is asked (y/yes goes on); anything else — a script, a pipe —
-// is a usage error naming --yes. Tests hand an answer through SetIn.
+// unknownCommand is the usage error for a subcommand name that c does not
+// have, with cobra's suggestions.
+func unknownCommand(c *cobra.Command, name string) error {
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	} else {
+		msg += "; see " + c.CommandPath() + " --help"
+	}
+	return usageError{errors.New(msg)}
+}
+
+// confirm decides whether a destructive command goes ahead. Nothing asks
+// unless --confirm is given: then a terminal is asked (y/yes goes on) and
+// anything else is a usage error. Without --confirm, mqadmin's names go
+// ahead as mqadmin does; Quiver's names go ahead with --yes and are a
+// usage error naming --yes otherwise. Tests hand an answer through SetIn.
 func confirm(c *cobra.Command, yes bool, what string) error {
-	if yes {
-		return nil
+	ask := false
+	if f := c.Flags().Lookup("confirm"); f != nil {
+		ask = f.Value.String() == "true"
+	}
+	if !ask {
+		if yes || isMqadminNamed(c) {
+			return nil
+		}
+		return usagef("%s: add --yes (or --confirm to be asked on a terminal)", what)
 	}
 	in := c.InOrStdin()
 	if in == os.Stdin && !isTerminal(os.Stdin) {
-		return usagef("%s: not confirmed (no terminal to ask); add --yes", what)
+		return usagef("%s: --confirm needs a terminal to ask; drop it to run unattended", what)
 	}
 	fmt.Fprintf(c.ErrOrStderr(), "%s? [y/N] ", what)
 	line, err := bufio.NewReader(in).ReadString('\n')
@@ -98,6 +140,17 @@ func confirm(c *cobra.Command, yes bool, what string) error {
 		return nil
 	}
 	return errors.New(what + ": not confirmed")
+}
+
+// isMqadminNamed tells a command of mqadmin's names (mq admin deleteTopic)
+// from Quiver's (mq admin topic delete).
+func isMqadminNamed(c *cobra.Command) bool {
+	for ; c != nil; c = c.Parent() {
+		if c.GroupID == "mqadmin" {
+			return true
+		}
+	}
+	return false
 }
 
 // connHint adds to an error from dialling the cluster which address was

@@ -116,20 +116,26 @@ func TestAdminSemantics(t *testing.T) {
 		assert.Contains(t, mqFail(t, ns, 1, "kv", "delete", "--namespace", "NS", "--key", "nokey"), "not found")
 	})
 
-	t.Run("destructive commands need --yes or a confirmation", func(t *testing.T) {
+	t.Run("destructive commands need --yes; --confirm asks", func(t *testing.T) {
 		mqOK(t, ns, "group", "create", "--group", "ConfirmGroup")
-		// No terminal and no --yes: a usage error, nothing deleted.
-		out, _, err := mqRunIn(t, ns, nil, "group", "delete", "--group", "ConfirmGroup")
+		// No --yes: a usage error naming it, nothing deleted, nothing
+		// asked even with something on stdin.
+		out, prompt, err := mqRunIn(t, ns, strings.NewReader("y\n"), "group", "delete", "--group", "ConfirmGroup")
 		require.Error(t, err)
 		assert.Equal(t, 2, exitCodeOf(err))
 		assert.Contains(t, err.Error(), "--yes")
 		assert.Empty(t, out)
-		// A "no" answer keeps it, a "y" deletes it.
-		_, prompt, err := mqRunIn(t, ns, strings.NewReader("n\n"), "group", "delete", "--group", "ConfirmGroup")
+		assert.Empty(t, prompt, "nothing asks without --confirm")
+		// --confirm without a terminal: a usage error.
+		_, _, err = mqRunIn(t, ns, nil, "group", "delete", "--group", "ConfirmGroup", "--confirm")
+		assert.Equal(t, 2, exitCodeOf(err))
+		assert.Contains(t, err.Error(), "terminal")
+		// --confirm: a "no" answer keeps it, a "y" deletes it.
+		_, prompt, err = mqRunIn(t, ns, strings.NewReader("n\n"), "group", "delete", "--group", "ConfirmGroup", "--confirm")
 		require.Error(t, err)
 		assert.Contains(t, prompt, "delete consumer group ConfirmGroup? [y/N]")
 		mqOK(t, ns, "group", "status", "--group", "ConfirmGroup")
-		_, _, err = mqRunIn(t, ns, strings.NewReader("y\n"), "group", "delete", "--group", "ConfirmGroup")
+		_, _, err = mqRunIn(t, ns, strings.NewReader("y\n"), "group", "delete", "--group", "ConfirmGroup", "--confirm")
 		require.NoError(t, err)
 		assert.Contains(t, mqFail(t, ns, 1, "group", "status", "--group", "ConfirmGroup"), "does not exist")
 		assert.Equal(t, 2, exitCodeOf(errOf(mqRunIn(t, ns, nil, "topic", "delete", "--topic", "Orders"))))
