@@ -170,7 +170,9 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 					return err
 				}
 			}
-			return explainStart(run(cmd.Context(), appOptions(cfg, r)), plan)
+			// The app runs on the plan just checked (fx.Replace): it is not
+			// built a second time inside the graph.
+			return explainStart(run(cmd.Context(), appOptions(cfg, r, fx.Replace(plan))), plan)
 		},
 	}
 	if r == roleDev {
