@@ -39,6 +39,11 @@ type block struct {
 	retry      bool
 	defaults   bool
 	goProgram  bool // a ```go block: a whole program, built in the module and run
+	node       bool // a ```js block: a whole program run by node with the 5.x client
+	// output is what a node program must print (the ```text block after
+	// it marked <!-- doctest: output -->), compared after trimming space.
+	output    string
+	hasOutput bool
 }
 
 var marker = regexp.MustCompile(`^<!--\s*doctest(?::\s*([a-z ]*))?\s*-->$`)
@@ -56,6 +61,7 @@ func parseGuide(text string) ([]block, error) {
 			continue
 		}
 		b := block{}
+		isOutput := false
 		for _, o := range strings.Fields(m[1]) {
 			switch o {
 			case "background":
@@ -66,6 +72,10 @@ func parseGuide(text string) ([]block, error) {
 				b.defaults = true
 			case "go":
 				b.goProgram = true
+			case "node":
+				b.node = true
+			case "output":
+				isOutput = true
 			default:
 				return nil, fmt.Errorf("line %d: unknown doctest option %q", i+1, o)
 			}
@@ -80,6 +90,21 @@ func parseGuide(text string) ([]block, error) {
 				return nil, fmt.Errorf("line %d: the go option takes no other", i+1)
 			}
 			fence = "```go"
+		}
+		if b.node {
+			if b.background || b.retry || b.defaults || b.goProgram {
+				return nil, fmt.Errorf("line %d: the node option takes no other", i+1)
+			}
+			fence = "```js"
+		}
+		if isOutput {
+			if len(strings.Fields(m[1])) != 1 {
+				return nil, fmt.Errorf("line %d: the output option takes no other", i+1)
+			}
+			if len(out) == 0 || !out[len(out)-1].node || out[len(out)-1].hasOutput {
+				return nil, fmt.Errorf("line %d: an output block follows a node block (one each)", i+1)
+			}
+			fence = "```text"
 		}
 		if j == len(lines) || strings.TrimSpace(lines[j]) != fence {
 			return nil, fmt.Errorf("line %d: this doctest marker must precede a %s block", i+1, fence)
@@ -100,6 +125,11 @@ func parseGuide(text string) ([]block, error) {
 		if strings.TrimSpace(b.script) == "" {
 			return nil, fmt.Errorf("line %d: empty runnable block", j+1)
 		}
+		if isOutput {
+			out[len(out)-1].output, out[len(out)-1].hasOutput = strings.TrimSpace(b.script), true
+			i = k
+			continue
+		}
 		out = append(out, b)
 		i = k
 	}
@@ -116,6 +146,10 @@ func TestParseGuide(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, blocks, 1)
 	assert.Equal(t, "cat > f <<'EOF'\na: 1\nEOF\n", blocks[0].script, "a list item's indentation is removed")
+	blocks, err = parseGuide("<!-- doctest: node -->\n```js\nconsole.log(1)\n```\n\nIt prints:\n\n<!-- doctest: output -->\n```text\n1\n```\n")
+	require.NoError(t, err)
+	require.Len(t, blocks, 1, "the output block belongs to the node block")
+	assert.Equal(t, block{line: 2, script: "console.log(1)\n", node: true, output: "1", hasOutput: true}, blocks[0])
 	for _, bad := range []string{
 		"<!-- doctest -->\ntext\n```sh\nx\n```\n",
 		"<!-- doctest -->\n```go\nx\n```\n",
@@ -124,6 +158,11 @@ func TestParseGuide(t *testing.T) {
 		"<!-- doctest: sometimes -->\n```sh\nx\n```\n",
 		"<!-- doctest -->\n```sh\nx\n",
 		"<!-- doctest-->x\n```sh\nx\n```\n",
+		"<!-- doctest: node -->\n```sh\nx\n```\n",
+		"<!-- doctest: node background -->\n```js\nx\n```\n",
+		"<!-- doctest -->\n```sh\nx\n```\n<!-- doctest: output -->\n```text\nx\n```\n",
+		"<!-- doctest: node -->\n```js\nx\n```\n<!-- doctest: output -->\n```sh\nx\n```\n",
+		"<!-- doctest: node -->\n```js\nx\n```\n<!-- doctest: output -->\n```text\nx\n```\n<!-- doctest: output -->\n```text\ny\n```\n",
 	} {
 		_, err := parseGuide(bad)
 		assert.Error(t, err, "%q", bad)
@@ -303,6 +342,45 @@ func (g *guideRun) goProgram(name string, b block, src string) {
 	t.Logf("%s:%d ok:\n%s", name, b.line, tailOf(string(out), 1500))
 }
 
+// nodeProgram runs a guide's Node.js program with the official 5.x client
+// (rocketmq-client-nodejs, installed in QUIVER_NODE_CLIENT_DIR as .ci/run
+// installs it) and compares what it prints with the guide's output block.
+// Without node or the client the block is skipped, and logged.
+func (g *guideRun) nodeProgram(name string, b block, src string) {
+	t := g.t
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Logf("%s:%d skipped: node is not installed", name, b.line)
+		return
+	}
+	dir := os.Getenv("QUIVER_NODE_CLIENT_DIR")
+	if dir == "" {
+		t.Logf("%s:%d skipped: QUIVER_NODE_CLIENT_DIR (a directory with node_modules/rocketmq-client-nodejs) is not set", name, b.line)
+		return
+	}
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "rocketmq-client-nodejs"))
+	require.NoError(t, err, "QUIVER_NODE_CLIENT_DIR has no node_modules/rocketmq-client-nodejs")
+	file := filepath.Join(t.TempDir(), fmt.Sprintf("guide_%d.js", b.line))
+	require.NoError(t, os.WriteFile(file, []byte(src), 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), blockTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", file)
+	cmd.Dir = g.dir
+	cmd.Env = append(g.blockEnv(b), "NODE_PATH="+filepath.Join(dir, "node_modules"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s:%d: node program: %v\n--- stdout\n%s--- stderr\n%s%s", name, b.line, err, tailOf(string(out), 3000), tailOf(stderr.String(), 3000), g.bgLogs())
+	}
+	if b.hasOutput && strings.TrimSpace(string(out)) != b.output {
+		t.Fatalf("%s:%d: the node program printed\n%s\nwhere the guide shows\n%s", name, b.line, out, b.output)
+	}
+	t.Logf("%s:%d ok:\n%s", name, b.line, tailOf(string(out), 1500))
+}
+
 // checkBackground fails the guide when a background process has exited.
 func (g *guideRun) checkBackground(name string) {
 	for _, p := range g.bg {
@@ -405,6 +483,8 @@ func TestGuides(t *testing.T) {
 				switch {
 				case b.goProgram:
 					g.goProgram(name, b, script)
+				case b.node:
+					g.nodeProgram(name, b, script)
 				case b.background:
 					g.background(name, b, script)
 				default:
