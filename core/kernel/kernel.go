@@ -229,23 +229,23 @@ var Module = fx.Module("kernel",
 // one is told which process holds it) and refuses a directory another
 // engine wrote.
 var StorageModule = fx.Module("kernel.storage",
-	fx.Provide(func(lc fx.Lifecycle, p *Plan, log *slog.Logger) (store.Store, error) {
+	fx.Provide(func(lc fx.Lifecycle, p *Plan, log *slog.Logger) (store.Store, *retention.Cleaner, error) {
 		sc := p.Storage
 		unlock, err := lockDir(sc.Dir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		st, err := openStore(context.Background(), sc, log)
 		if err != nil {
 			unlock()
-			return nil, err
+			return nil, nil, err
 		}
 		lc.Append(fx.StopHook(func() error { defer unlock(); return st.Close() }))
 		cl := retention.New(st, retention.Config{Retention: sc.Retention, CleanAt: sc.CleanHours, MaxUsedRatio: sc.DiskMaxUsedRatio, Dir: sc.Dir},
 			log.With("component", "storage.retention"))
 		// Appended after the store's hook, so it stops before the store closes.
 		lc.Append(fx.StartStopHook(cl.Start, cl.Stop))
-		return st, nil
+		return st, cl, nil
 	}),
 )
 

@@ -11,8 +11,12 @@ package broker
 // dashboard read what they expect. An update may use either name.
 //
 // Run-time keys are the pull limits, polling, the message size limit, the
-// send-queue wait (the flow-control threshold) and the client expiry: they
-// are read per request or per scan, so a new value takes effect at once.
+// send-queue wait (the flow-control threshold), the client expiry and
+// autoCreateTopicEnable: they are read per request or per scan, so a new
+// value takes effect at once. Java's brokerPermission, fileReservedTime
+// and deleteWhen are applied at once too (javaKeys: the registered
+// permission, and storage's retention loop); flushDiskType is refused
+// unless unchanged (Java stores it and applies it at the next start).
 // Everything else (addresses, identity, role, queue counts tied to TBW102,
 // timer periods, capacities and quotas sized at start) is refused with
 // NO_PERMISSION naming the keys, like Java's configBlackList; unknown keys
@@ -34,7 +38,10 @@ import (
 	"time"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/retention"
 )
 
 // runtimeConfig holds the configuration in force once it changed at run
@@ -48,6 +55,146 @@ type runtimeConfig struct {
 	// resumed holds the commit-log offsets RESUME_CHECK_HALF_MESSAGE put
 	// back (admin_store.go).
 	resumed map[int64]bool
+	// perm is Java's brokerPermission plus one (0: never set, 6 = RW).
+	perm atomic.Int32
+}
+
+// brokerPermission is the mask registered topic permissions are ANDed
+// with: every bit while the broker is readable and writable (Java ANDs
+// only then, keeping TBW102's inherit bit), else brokerPermission.
+func (b *Broker) brokerPermission() int32 {
+	p := b.javaPerm()
+	if p&protocol.PermRead != 0 && p&protocol.PermWrite != 0 {
+		return ^int32(0)
+	}
+	return p
+}
+
+// javaPerm is brokerPermission as GET_BROKER_CONFIG prints it.
+func (b *Broker) javaPerm() int32 {
+	if p := b.rt.perm.Load(); p > 0 {
+		return p - 1
+	}
+	return protocol.PermRead | protocol.PermWrite
+}
+
+// registeredTopics is the topic table as registrations carry it: each
+// permission ANDed with brokerPermission (Java's registerBrokerAll).
+func (b *Broker) registeredTopics() protocol.TopicConfigWrapper {
+	w := b.topics.snapshot()
+	mask := b.brokerPermission()
+	if mask == ^int32(0) {
+		return w
+	}
+	for name, tc := range w.TopicConfigTable {
+		cp := *tc
+		cp.Perm &= mask
+		w.TopicConfigTable[name] = &cp
+	}
+	return w
+}
+
+// javaKey is a Java key of UPDATE_BROKER_CONFIG that is no broker.* key:
+// the value lives elsewhere (the registration, storage's retention loop).
+type javaKey struct {
+	get func(b *Broker) string
+	// check parses a value; apply applies a checked one (under rt.mu).
+	check func(b *Broker, v string) (any, error)
+	apply func(b *Broker, v any)
+}
+
+// javaKeys are brokerPermission (the permission registered with the name
+// servers), fileReservedTime (hours, storage.retention), deleteWhen
+// (hours "04;16", storage.clean_at) and flushDiskType (storage.flush,
+// fixed at start).
+func javaKeys() map[string]javaKey {
+	return map[string]javaKey{
+		"brokerPermission": {
+			get: func(b *Broker) string { return strconv.Itoa(int(b.javaPerm())) },
+			check: func(_ *Broker, v string) (any, error) {
+				n, err := parseInt(v)
+				if err == nil && (n < 0 || n > protocol.PermRead|protocol.PermWrite|protocol.PermInherit) {
+					err = fmt.Errorf("%q is not a permission (2 write, 4 read, 6 both)", v)
+				}
+				return int32(n), err
+			},
+			apply: func(b *Broker, v any) {
+				b.rt.perm.Store(v.(int32) + 1)
+				b.topics.touch() // name servers take the next table whole
+				b.triggerRegister()
+			},
+		},
+		"fileReservedTime": {
+			get: func(b *Broker) string {
+				if b.deps.Cleaner == nil {
+					return strconv.FormatInt(int64(b.deps.Retention/time.Hour), 10)
+				}
+				r, _ := b.deps.Cleaner.Schedule()
+				return strconv.FormatInt(int64(r/time.Hour), 10)
+			},
+			check: func(b *Broker, v string) (any, error) {
+				if b.deps.Cleaner == nil {
+					return nil, errors.New("this broker's store has no retention loop")
+				}
+				n, err := parseInt(v)
+				if err == nil && n <= 0 {
+					err = fmt.Errorf("%q: want whole hours above 0", v)
+				}
+				return time.Duration(n) * time.Hour, err
+			},
+			apply: func(b *Broker, v any) {
+				_, at := b.deps.Cleaner.Schedule()
+				b.deps.Cleaner.SetSchedule(v.(time.Duration), at)
+			},
+		},
+		"deleteWhen": {
+			get: func(b *Broker) string {
+				if b.deps.Cleaner == nil {
+					return ""
+				}
+				_, at := b.deps.Cleaner.Schedule()
+				hs := make([]string, len(at))
+				for i, h := range at {
+					hs[i] = fmt.Sprintf("%02d", h)
+				}
+				return strings.Join(hs, ";")
+			},
+			check: func(b *Broker, v string) (any, error) {
+				if b.deps.Cleaner == nil {
+					return nil, errors.New("this broker's store has no retention loop")
+				}
+				hs, err := retention.ParseHours(v)
+				if err == nil && len(hs) == 0 {
+					err = fmt.Errorf("%q: want hours such as 04 or 04;16", v)
+				}
+				return hs, err
+			},
+			apply: func(b *Broker, v any) {
+				r, _ := b.deps.Cleaner.Schedule()
+				b.deps.Cleaner.SetSchedule(r, v.([]int))
+			},
+		},
+		"flushDiskType": {
+			get: func(b *Broker) string { return flushDiskType(b.deps.StoreFlush) },
+			check: func(b *Broker, v string) (any, error) {
+				if cur := flushDiskType(b.deps.StoreFlush); strings.TrimSpace(v) != cur {
+					return nil, errFixedAtStart
+				}
+				return nil, nil
+			},
+			apply: func(*Broker, any) {},
+		},
+	}
+}
+
+var errFixedAtStart = errors.New("fixed at start")
+
+// flushDiskType names storage.flush as Java's FlushDiskType.
+func flushDiskType(m store.FlushMode) string {
+	if m == store.FlushSync {
+		return "SYNC_FLUSH"
+	}
+	return "ASYNC_FLUSH"
 }
 
 // current returns the configuration in force; callers must not modify it.
@@ -147,7 +294,8 @@ func configKeys() []configKey {
 		fixed("role", "brokerRole", func(c *Config) string { return c.Role }),
 		{name: "namesrv", java: "namesrvAddr", get: func(c *Config) string { return strings.Join(c.Namesrv, ",") },
 			getJava: func(c *Config) string { return strings.Join(c.Namesrv, ";") }},
-		fixed("auto_create_topic", "autoCreateTopicEnable", func(c *Config) string { return b2s(c.AutoCreateTopic) }),
+		{name: "auto_create_topic", java: "autoCreateTopicEnable", get: func(c *Config) string { return b2s(c.AutoCreateTopic) },
+			set: func(c *Config, s string) (err error) { c.AutoCreateTopic, err = parseBool(s); return err }},
 		fixed("default_topic_queues", "defaultTopicQueueNums", func(c *Config) string { return strconv.Itoa(c.DefaultTopicQueues) }),
 		durKey("register_interval", "registerNameServerPeriod", func(c *Config) *time.Duration { return &c.RegisterInterval }, false),
 		{name: "long_polling", java: "longPollingEnable", get: func(c *Config) string { return b2s(c.LongPolling) },
@@ -211,6 +359,10 @@ func (b *Broker) ConfigProperties() string {
 	}
 	if _, port, err := net.SplitHostPort(c.Listen); err == nil {
 		sb.WriteString("listenPort=" + port + "\n")
+	}
+	jk := javaKeys()
+	for _, name := range sortedKeys(jk) {
+		sb.WriteString(name + "=" + jk[name].get(b) + "\n")
 	}
 	for _, k := range keys {
 		sb.WriteString("broker." + k.name + "=" + k.get(c) + "\n")
@@ -276,9 +428,24 @@ func (b *Broker) UpdateConfig(props map[string]string) ([]string, error) {
 		}
 	}
 	names := sortedKeys(props)
+	jk := javaKeys()
 	var unknown, static []string
+	var bad config.Errors
+	checked := map[string]any{}
 	for _, n := range names {
 		k, ok := byName[n]
+		if j, isJava := jk[n]; isJava {
+			v, err := j.check(b, props[n])
+			switch {
+			case errors.Is(err, errFixedAtStart):
+				static = append(static, n)
+			case err != nil:
+				bad.Add(n, "%v", err)
+			default:
+				checked[n] = v
+			}
+			continue
+		}
 		switch {
 		case !ok && (n == "brokerIP1" || n == "listenPort" || strings.HasPrefix(n, "broker.quota.")):
 			static = append(static, n)
@@ -294,11 +461,16 @@ func (b *Broker) UpdateConfig(props map[string]string) ([]string, error) {
 	if len(static) > 0 {
 		return nil, &ConfigUpdateError{Code: remoting.NoPermission, Reason: fmt.Sprintf("keys %s are fixed at start; change them in the configuration and restart the broker", strings.Join(static, ", "))}
 	}
+	if err := bad.Err(); err != nil {
+		return nil, &ConfigUpdateError{Code: remoting.SystemError, Reason: err.Error()}
+	}
 	b.rt.mu.Lock()
 	defer b.rt.mu.Unlock()
 	next := *b.current()
-	var bad config.Errors
 	for _, n := range names {
+		if _, isJava := checked[n]; isJava {
+			continue
+		}
 		k := byName[n]
 		set := k.set
 		if javaName[n] && k.setJava != nil {
@@ -314,12 +486,34 @@ func (b *Broker) UpdateConfig(props map[string]string) ([]string, error) {
 	if err := next.Validate(); err != nil {
 		return nil, &ConfigUpdateError{Code: remoting.SystemError, Reason: err.Error()}
 	}
+	for _, n := range names {
+		if v, isJava := checked[n]; isJava {
+			jk[n].apply(b, v)
+		}
+	}
+	if next.AutoCreateTopic && !b.current().AutoCreateTopic {
+		b.ensureAutoCreateTopic(&next)
+	}
 	b.rt.live.Store(&next)
 	b.gate.setBusyTimeout(next.BusyTimeout, next.StoreBusyTimeout)
 	b.rt.stampLocked(b.obs.bootMs)
 	b.rt.counter++
 	b.rt.stamp = nowMs()
 	return names, nil
+}
+
+// ensureAutoCreateTopic creates TBW102 when autoCreateTopicEnable is
+// turned on at run time on a broker started without it (which removed
+// it): producers find the template's route and may create topics.
+func (b *Broker) ensureAutoCreateTopic(c *Config) {
+	n := int32(c.DefaultTopicQueues)
+	tc := &protocol.TopicConfig{TopicName: protocol.AutoCreateTopic, ReadQueueNums: n, WriteQueueNums: n,
+		Perm: protocol.PermInherit | protocol.PermRead | protocol.PermWrite, TopicFilterType: "SINGLE_TAG"}
+	if _, created, err := b.topics.putIfAbsent(tc); err != nil {
+		b.log.Error("create TBW102 for autoCreateTopicEnable", "err", err)
+	} else if created {
+		b.triggerRegister()
+	}
 }
 
 func (b *Broker) handleGetBrokerConfig(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {

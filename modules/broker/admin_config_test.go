@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store/retention"
 )
 
 func TestParseProperties(t *testing.T) {
@@ -146,4 +149,87 @@ func TestBrokerConfigUpdateUnderLoad(t *testing.T) {
 	assert.Equal(t, "2", props["broker.pull_batch_max"])
 	assert.Equal(t, "false", props["longPollingEnable"])
 	assert.Regexp(t, `^\{"counter":50,`, version)
+}
+
+// The Java keys mqadmin runbooks change at run time (issue 42):
+// autoCreateTopicEnable and brokerPermission apply at once (the template
+// topic, the permissions registered), fileReservedTime and deleteWhen reach
+// storage's retention loop, flushDiskType is refused unless unchanged.
+func TestBrokerConfigJavaRuntimeKeys(t *testing.T) {
+	h := startBroker(t, t.TempDir(), nil)
+	cl := retention.New(h.st, retention.Config{Retention: 72 * time.Hour, CleanAt: []int{4}}, nil)
+	h.b.deps.Cleaner = cl
+	update := func(body string) *remoting.Command {
+		t.Helper()
+		return h.invoke(remoting.UpdateBrokerConfig, nil, []byte(body))
+	}
+	props, _ := brokerConfigOf(t, h)
+	assert.Equal(t, "6", props["brokerPermission"])
+	assert.Equal(t, "72", props["fileReservedTime"])
+	assert.Equal(t, "04", props["deleteWhen"])
+	assert.Equal(t, "ASYNC_FLUSH", props["flushDiskType"])
+	assert.Equal(t, "true", props["autoCreateTopicEnable"])
+
+	resp := update("fileReservedTime=48\ndeleteWhen=03;15")
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	r, at := cl.Schedule()
+	assert.Equal(t, 48*time.Hour, r)
+	assert.Equal(t, []int{3, 15}, at)
+	props, _ = brokerConfigOf(t, h)
+	assert.Equal(t, "48", props["fileReservedTime"])
+	assert.Equal(t, "03;15", props["deleteWhen"])
+
+	// brokerPermission 4: every registered topic loses its write bit and
+	// the data version moves, so name servers take the table.
+	before := h.b.topics.dataVersion()
+	resp = update("brokerPermission=4")
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.NotEqual(t, before, h.b.topics.dataVersion())
+	for name, tc := range h.b.registeredTopics().TopicConfigTable {
+		assert.Zero(t, tc.Perm&protocol.PermWrite, "%s registered writable", name)
+	}
+	live, _ := h.b.topics.get(protocol.AutoCreateTopic)
+	assert.NotZero(t, live.Perm&protocol.PermWrite, "the topic table itself is unchanged")
+	resp = update("brokerPermission=6")
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Equal(t, int32(protocol.PermInherit|protocol.PermRead|protocol.PermWrite), h.b.registeredTopics().TopicConfigTable[protocol.AutoCreateTopic].Perm,
+		"read-write: permissions registered as they are (TBW102 keeps its inherit bit)")
+
+	// autoCreateTopicEnable false: sends no longer create topics; true
+	// again: they do.
+	resp = update("autoCreateTopicEnable=false")
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	tc, err := h.b.autoCreateTopic("AutoOff", protocol.AutoCreateTopic, 4)
+	require.NoError(t, err)
+	assert.Nil(t, tc)
+	resp = update("autoCreateTopicEnable=true")
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	tc, err = h.b.autoCreateTopic("AutoOn", protocol.AutoCreateTopic, 4)
+	require.NoError(t, err)
+	require.NotNil(t, tc)
+
+	for _, tt := range []struct{ give, wantIn string }{
+		{"flushDiskType=SYNC_FLUSH", "flushDiskType"},
+		{"brokerPermission=9", "brokerPermission"},
+		{"deleteWhen=25", "deleteWhen"},
+		{"fileReservedTime=0", "fileReservedTime"},
+	} {
+		resp := update(tt.give)
+		assert.NotEqual(t, remoting.Success, resp.Code, tt.give)
+		assert.Contains(t, resp.Remark, tt.wantIn, tt.give)
+	}
+	resp = update("flushDiskType=ASYNC_FLUSH")
+	assert.Equal(t, remoting.Success, resp.Code, "an unchanged flushDiskType is accepted: %s", resp.Remark)
+}
+
+// A broker started without autoCreateTopicEnable has no TBW102; turning
+// it on at run time creates the template, so producers can create topics.
+func TestBrokerConfigAutoCreateCreatesTemplate(t *testing.T) {
+	h := startBroker(t, t.TempDir(), func(c *Config) { c.AutoCreateTopic = false })
+	_, ok := h.b.topics.get(protocol.AutoCreateTopic)
+	require.False(t, ok)
+	resp := h.invoke(remoting.UpdateBrokerConfig, nil, []byte("autoCreateTopicEnable=true"))
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	_, ok = h.b.topics.get(protocol.AutoCreateTopic)
+	assert.True(t, ok)
 }

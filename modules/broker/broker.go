@@ -50,6 +50,16 @@ type Deps struct {
 	// replica) sends are served on the connection's reader (send.go,
 	// sendsInline). Empty: not known, sends go to worker goroutines.
 	StoreFlush store.FlushMode
+	// Cleaner, when set, is storage's retention loop: UPDATE_BROKER_CONFIG
+	// changes its fileReservedTime and deleteWhen (admin_config.go).
+	Cleaner RetentionSchedule
+}
+
+// RetentionSchedule is the retention loop's run-time settings
+// (retention.Cleaner).
+type RetentionSchedule interface {
+	Schedule() (time.Duration, []int)
+	SetSchedule(retention time.Duration, cleanAt []int)
 }
 
 // Broker is one broker process.

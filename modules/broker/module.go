@@ -16,6 +16,7 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/retention"
 	"github.com/quivermq/quiver/core/transport"
 )
 
@@ -119,6 +120,9 @@ type params struct {
 	Remoting   kernel.RemotingConfig
 	Logger     *slog.Logger
 	Guard      *kernel.Guard `optional:"true"`
+	// Cleaner is storage's retention loop (fileReservedTime and
+	// deleteWhen change it at run time, admin_config.go).
+	Cleaner *retention.Cleaner `optional:"true"`
 }
 
 func newFromFx(p params) (*Broker, error) {
@@ -131,6 +135,9 @@ func newFromFx(p params) (*Broker, error) {
 		DataDir: p.Plan.Storage.Dir, Retention: p.Plan.Storage.Retention, PeerOptions: remoting.PeerOptions{MaxInFlight: p.Remoting.MaxInFlight},
 		MaxConns: p.Remoting.MaxConnections, MaxConnsPerHost: p.Remoting.MaxConnectionsPerIP,
 		StoreFlush: store.FlushMode(p.Plan.Storage.Flush),
+	}
+	if p.Cleaner != nil {
+		deps.Cleaner = p.Cleaner
 	}
 	if p.Guard != nil {
 		deps.Interceptors = p.Guard.Interceptors

@@ -76,7 +76,7 @@ func (b *Broker) registerAll(ctx context.Context, periodic bool) {
 			// The whole table covers the topics waiting to be registered
 			// one by one there (taken before the table is copied).
 			b.takePending(ns)
-			body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
+			body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.registeredTopics(), FilterServerList: []string{}}
 			raw, err := json.Marshal(&body)
 			if err != nil {
 				b.log.Error("encode registration", "err", err)

@@ -189,7 +189,7 @@ func (b *Broker) registerTopicsAt(ctx context.Context, ns string, tcs []protocol
 	for i, tc := range tcs {
 		rd := protocol.TopicRouteData{QueueDatas: []protocol.QueueData{{
 			BrokerName: b.cfg.Name, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums,
-			Perm: tc.Perm, TopicSysFlag: tc.TopicSysFlag,
+			Perm: tc.Perm & b.brokerPermission(), TopicSysFlag: tc.TopicSysFlag,
 		}}, BrokerDatas: []protocol.BrokerData{}}
 		ext := map[string]string{"topic": tc.TopicName, "brokerAddr": b.cfg.AdvertiseAddr()}
 		if i == len(tcs)-1 && known {
@@ -273,7 +273,7 @@ func (b *Broker) registerTopicNow(ctx context.Context, tc protocol.TopicConfig) 
 			if !unsupported {
 				return // refused or unreachable: the loop and its retries handle it
 			}
-			body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.topics.snapshot(), FilterServerList: []string{}}
+			body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: b.registeredTopics(), FilterServerList: []string{}}
 			raw, err := json.Marshal(&body)
 			if err != nil {
 				return

@@ -257,7 +257,7 @@ func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHe
 // It returns nil, nil when the topic may not be created.
 func (b *Broker) autoCreateTopic(topic, defaultTopic string, queues int32) (*protocol.TopicConfig, error) {
 	var tc *protocol.TopicConfig
-	if def, ok := b.topics.get(defaultTopic); ok && b.cfg.AutoCreateTopic && def.Perm&protocol.PermInherit != 0 {
+	if def, ok := b.topics.get(defaultTopic); ok && b.current().AutoCreateTopic && def.Perm&protocol.PermInherit != 0 {
 		if queues <= 0 || queues > def.WriteQueueNums {
 			queues = def.WriteQueueNums
 		}

@@ -319,6 +319,15 @@ func (t *topicTable) recordsLocked(names []string) ([]journalRecord, error) {
 	return recs, nil
 }
 
+// touch bumps the data version without changing a topic (Java's
+// nextVersion when brokerPermission changes), so that name servers take
+// the next registration's table whole.
+func (t *topicTable) touch() {
+	t.mu.Lock()
+	t.bump()
+	t.mu.Unlock()
+}
+
 func (t *topicTable) bump() {
 	t.version.Timestamp = time.Now().UnixMilli()
 	t.version.Counter++

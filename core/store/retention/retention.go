@@ -59,6 +59,26 @@ type Cleaner struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// mu guards cfg.Retention and cfg.CleanAt, which SetSchedule changes
+	// while the loop runs.
+	mu sync.Mutex
+}
+
+// Schedule returns the retention and clean hours in force.
+func (c *Cleaner) Schedule() (time.Duration, []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Retention, append([]int(nil), c.cfg.CleanAt...)
+}
+
+// SetSchedule changes the retention and clean hours of a running cleaner
+// (RocketMQ's fileReservedTime and deleteWhen, changed at run time by
+// UPDATE_BROKER_CONFIG); the next check uses them.
+func (c *Cleaner) SetSchedule(retention time.Duration, cleanAt []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg.Retention, c.cfg.CleanAt = retention, append([]int(nil), cleanAt...)
 }
 
 // New returns a cleaner for st; Start runs it.
@@ -104,8 +124,9 @@ func (c *Cleaner) Stop() {
 func (c *Cleaner) RunOnce(ctx context.Context) int64 {
 	now := c.now()
 	var freed int64
-	if c.cfg.Retention > 0 && c.cleanHour(now) {
-		n, err := c.st.DeleteBefore(ctx, now.Add(-c.cfg.Retention))
+	retention, cleanAt := c.Schedule()
+	if retention > 0 && cleanHour(now, cleanAt) {
+		n, err := c.st.DeleteBefore(ctx, now.Add(-retention))
 		if err != nil {
 			c.log.Warn("retention: delete expired", "err", err)
 		}
@@ -114,7 +135,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) int64 {
 	if c.cfg.MaxUsedRatio > 0 && c.cfg.Dir != "" {
 		// Oldest first: move the cut forward until enough is freed or
 		// nothing more can go (the store never deletes its active data).
-		span := c.cfg.Retention
+		span := retention
 		if span <= 0 {
 			span = 72 * time.Hour
 		}
@@ -148,11 +169,11 @@ func (c *Cleaner) RunOnce(ctx context.Context) int64 {
 	return freed
 }
 
-func (c *Cleaner) cleanHour(now time.Time) bool {
-	if len(c.cfg.CleanAt) == 0 {
+func cleanHour(now time.Time, cleanAt []int) bool {
+	if len(cleanAt) == 0 {
 		return true
 	}
-	for _, h := range c.cfg.CleanAt {
+	for _, h := range cleanAt {
 		if now.Hour() == h {
 			return true
 		}
