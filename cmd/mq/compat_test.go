@@ -75,6 +75,7 @@ var javaServedBy = map[int32]javaRole{
 	remoting.ResendDLQ: javaBroker, remoting.HAPull: javaBroker, remoting.ControllerHeartbeat: javaNamesrv,
 	remoting.RecallMessage:          javaBroker,  // RocketMQ 5.3's, listed with Quiver's codes
 	remoting.RegisterTopicInNamesrv: javaNamesrv, // RocketMQ 5's, listed with Quiver's codes
+	remoting.GetTopicConfig:         javaBroker,  // RocketMQ 5's, listed with Quiver's codes
 }
 
 // notServedReason says why a code Java serves in a role is not registered
@@ -258,6 +259,14 @@ func grpcTable(t *testing.T) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Name, r.Kind, st, r.Auth)
 	}
 	fmt.Fprintf(&b, "\n%d of %d RPCs implemented.\n", served, len(rows))
+	b.WriteString("\nRequest fields an implemented RPC ignores, by their path from the request message " +
+		"(every field of such a request is classified in modules/grpc/rpcfields.go; one not listed here is read, " +
+		"and fields under an ignored one are not listed):\n\n| RPC | Ignored field | Why |\n|---|---|---|\n")
+	for _, r := range rows {
+		for _, f := range r.Ignored {
+			fmt.Fprintf(&b, "| %s | `%s` | %s |\n", r.Name, f.Path, f.Why)
+		}
+	}
 	return b.String()
 }
 

@@ -6,13 +6,17 @@ package grpc
 // it (found by calling it: an RPC the Server does not define answers gRPC
 // UNIMPLEMENTED), the conditions or the reason (rpcNotes: an RPC without a
 // note is an error, so a new RPC cannot be left out), and the permission
-// auth.go's needsOf asks of a request with every resource filled in.
+// auth.go's needsOf asks of a request with every resource filled in, and
+// the request fields a served RPC ignores (requestFields: a field of a
+// served RPC's request without an entry is an error, so a field added to
+// the proto cannot go unlisted).
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	grpclib "google.golang.org/grpc"
@@ -33,6 +37,15 @@ type RPCRow struct {
 	Served bool
 	Note   string // conditions when served, the reason when not
 	Auth   string
+	// Ignored are the request fields the endpoint does not act on, as
+	// paths from the request message (served RPCs only).
+	Ignored []IgnoredField
+}
+
+// IgnoredField is one request field the endpoint ignores, and why.
+type IgnoredField struct {
+	Path string // e.g. messages[].system_properties.body_digest
+	Why  string
 }
 
 // rpcNotes has a note for every RPC of the service.
@@ -71,7 +84,8 @@ func RPCTable() ([]RPCRow, error) {
 		return nil, errors.New("grpc: no MessagingService descriptor")
 	}
 	var rows []RPCRow
-	var missing []string
+	var missing, unclassified []string
+	usedKeys := map[string]bool{}
 	ms := sd.Methods()
 	for i := range ms.Len() {
 		md := ms.Get(i)
@@ -97,12 +111,67 @@ func RPCTable() ([]RPCRow, error) {
 			}
 			row.Auth = rule
 		}
+		if row.Served {
+			row.Ignored = ignoredFields(name, md.Input(), "", 0, usedKeys, &unclassified)
+		}
 		rows = append(rows, row)
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("grpc: RPCs without a note in rpcNotes (rpctable.go): %s", strings.Join(missing, ", "))
 	}
+	if len(unclassified) > 0 {
+		return nil, fmt.Errorf("grpc: request fields of served RPCs not in requestFields (rpcfields.go): %s", strings.Join(unclassified, ", "))
+	}
+	var stale []string
+	for k := range requestFields {
+		if !usedKeys[k] {
+			stale = append(stale, k)
+		}
+	}
+	if len(stale) > 0 {
+		slices.Sort(stale)
+		return nil, fmt.Errorf("grpc: requestFields (rpcfields.go) classifies fields no served RPC's request reaches: %s", strings.Join(stale, ", "))
+	}
 	return rows, nil
+}
+
+// ignoredFields walks the fields of a served RPC's request: each needs an
+// entry in requestFields ("RPC/Message.field" first, then
+// "Message.field"); an ignored one is listed, a read one of a message type
+// of this package is walked into.
+func ignoredFields(rpc string, md protoreflect.MessageDescriptor, prefix string, depth int, used map[string]bool, unclassified *[]string) []IgnoredField {
+	if depth > 5 {
+		return nil
+	}
+	var out []IgnoredField
+	fs := md.Fields()
+	for i := range fs.Len() {
+		fd := fs.Get(i)
+		key := string(md.Name()) + "." + string(fd.Name())
+		why, ok := requestFields[rpc+"/"+key]
+		if ok {
+			key = rpc + "/" + key
+		} else {
+			why, ok = requestFields[key]
+		}
+		if !ok {
+			*unclassified = append(*unclassified, rpc+"/"+key)
+			continue
+		}
+		used[key] = true
+		path := prefix + string(fd.Name())
+		if why != fieldRead {
+			out = append(out, IgnoredField{Path: path, Why: why})
+			continue
+		}
+		if m := fd.Message(); m != nil && !fd.IsMap() && m.ParentFile().Package() == md.ParentFile().Package() {
+			if fd.IsList() {
+				path += "[]"
+			}
+			out = append(out, ignoredFields(rpc, m, path+".", depth+1, used, unclassified)...)
+		}
+	}
+	return out
 }
 
 // served calls the RPC on an empty Server: one the Server does not define

@@ -27,4 +27,23 @@ func TestRPCTable(t *testing.T) {
 	assert.Equal(t, "PUB on the topic", byName["RecallMessage"].Auth)
 	assert.Equal(t, "SUB on the group; SUB on the topic", byName["AckMessage"].Auth)
 	assert.Equal(t, "bidirectional streaming", byName["Telemetry"].Kind)
+
+	ignored := func(rpc string) map[string]string {
+		m := map[string]string{}
+		for _, f := range byName[rpc].Ignored {
+			m[f.Path] = f.Why
+		}
+		return m
+	}
+	send := ignored("SendMessage")
+	assert.Contains(t, send, "messages[].system_properties.body_digest", "a nested field, by its path from the request")
+	assert.Contains(t, send, "messages[].system_properties.queue_id")
+	assert.NotContains(t, send, "messages[].system_properties.tag", "read")
+	assert.NotContains(t, send, "messages[].topic.name", "read")
+	assert.Contains(t, ignored("ReceiveMessage"), "message_queue.id", "pop: a per-RPC override")
+	assert.NotContains(t, ignored("PullMessage"), "message_queue.id", "pull reads the queue id")
+	assert.Contains(t, ignored("QueryRoute"), "endpoints")
+	assert.NotContains(t, ignored("QueryRoute"), "endpoints.scheme", "not walked under an ignored field")
+	assert.Contains(t, ignored("Telemetry"), "settings.user_agent")
+	assert.Empty(t, byName["SyncLiteSubscription"].Ignored, "not served: no fields listed")
 }
