@@ -10,7 +10,8 @@
 // pinned blobs, every message, field, enum value and RPC of the .proto files
 // is in the descriptors embedded in the generated Go (and nothing else is),
 // and, where protoc is on PATH, regenerating reproduces the committed files
-// byte for byte.
+// byte for byte. TestToolPin checks the generated headers name the pinned
+// tools and go.mod requires the pinned protoc-gen-go's protobuf module.
 //
 // The generated files are committed, so a plain go build needs neither
 // protoc nor its plugins. To regenerate with the pinned tools (Debian's

@@ -99,7 +99,29 @@ func TestProtoPin(t *testing.T) {
 		up := bytes.Replace(b, []byte(goPackageLine), nil, 1)
 		assert.Equal(t, want, gitBlobID(up), "%s is not the pinned upstream blob: edited, or PROTO_PIN not moved with it", rel)
 	}
-	assert.Equal(t, "v1.36.8", p.tools["protoc-gen-go"])
+}
+
+// TestToolPin: the generated files name the pinned tool versions, and
+// protoc-gen-go's is the google.golang.org/protobuf this module requires
+// (TestRegenerate builds protoc-gen-go from it).
+func TestToolPin(t *testing.T) {
+	p := readPin(t)
+	for _, tool := range []string{"protoc", "protoc-gen-go", "protoc-gen-go-grpc"} {
+		require.Regexp(t, `^v[0-9]+\.[0-9]+\.[0-9]+$`, p.tools[tool], "PROTO_PIN: tool %s", tool)
+	}
+	for _, f := range []string{"definition.pb.go", "service.pb.go"} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "// \tprotoc-gen-go "+p.tools["protoc-gen-go"]+"\n", f)
+		assert.Contains(t, string(b), "// \tprotoc        "+p.tools["protoc"]+"\n", f)
+	}
+	b, err := os.ReadFile("service_grpc.pb.go")
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "// - protoc-gen-go-grpc "+p.tools["protoc-gen-go-grpc"]+"\n")
+	mod, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^\s*google\.golang\.org/protobuf `+regexp.QuoteMeta(p.tools["protoc-gen-go"])+`\b`, string(mod),
+		"go.mod's google.golang.org/protobuf is the pinned protoc-gen-go: regenerate after moving it")
 }
 
 // TestGeneratedMatchesProto: the descriptors compiled into the generated Go
