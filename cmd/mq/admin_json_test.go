@@ -159,6 +159,9 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 	require.NoError(t, os.WriteFile(aclFile, []byte("globalWhiteRemoteAddresses:\n  - 10.9.*.*\naccounts:\n  - accessKey: walkAdmin\n    secretKey: walkAdminSecret\n    admin: true\n  - accessKey: walkApp\n    secretKey: walkAppSecret\n    whiteRemoteAddress: 10.8.0.1\n    defaultTopicPerm: PUB|SUB\n"), 0o644))
 	aclDev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=",
 		"acl.enabled=true", "acl.file=" + aclFile, "acl.access_key=walkAdmin", "acl.secret_key=walkAdminSecret",
+		// ACL 2.0 beside 1.0, as during a migration: walkAdmin is its Super user.
+		"auth.acl2.enabled=true", "auth.acl2.file=" + filepath.Join(dir, "acl2.json"),
+		"auth.acl2.init_username=walkAdmin", "auth.acl2.init_password=walkAdminSecret",
 	}, Sign: func(ext map[string]string, body []byte) { acl.Sign(ext, body, "walkAdmin", "walkAdminSecret", "") }})
 	signed := []string{"--access-key", "walkAdmin", "--secret-key", "walkAdminSecret"}
 
@@ -264,6 +267,22 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 		{cmd: "deleteAclConfig", acl: true, args: []string{"-a", "walkNew2"}, between: [][]string{{"updateAclConfig", "-a", "walkNew2", "-s", "walkNewSecret2"}}},
 		{cmd: "acl global-white-addrs", acl: true, args: []string{"--addrs", "10.9.*.*,10.7.*.*"}},
 		{cmd: "updateGlobalWhiteAddr", acl: true, args: []string{"-g", "10.9.*.*"}},
+
+		// ACL 2.0 (admin_acl2.go).
+		{cmd: "createUser", acl: true, args: []string{"-u", "walkU", "-p", "walkUSecret1"}, between: [][]string{{"deleteUser", "-u", "walkU"}}},
+		{cmd: "updateUser", acl: true, args: []string{"-u", "walkU", "-s", "enable"}},
+		{cmd: "getUser", acl: true, args: []string{"-u", "walkU"}},
+		{cmd: "listUser", acl: true},
+		{cmd: "createAcl", acl: true, args: []string{"-s", "User:walkU", "-r", "Topic:walk*,Group:walkG", "-a", "Pub,Sub", "-i", "127.0.0.1"}},
+		{cmd: "updateAcl", acl: true, args: []string{"-s", "User:walkU", "-r", "Topic:walk*", "-a", "Pub"}},
+		{cmd: "getAcl", acl: true, args: []string{"-s", "User:walkU"}},
+		{cmd: "listAcl", acl: true, args: []string{"-s", "walkU"}},
+		{cmd: "copyUser", acl: true, args: []string{"-f", aclDev.Broker, "-t", aclDev.Broker, "-u", "walkU"}},
+		{cmd: "copyAcl", acl: true, args: []string{"-f", aclDev.Broker, "-t", aclDev.Broker, "-s", "User:walkU"}},
+		{cmd: "deleteAcl", acl: true, args: []string{"-s", "User:walkU", "-r", "Group:walkG"}, between: [][]string{{"createAcl", "-s", "User:walkU", "-r", "Group:walkG", "-a", "Sub"}}},
+		{cmd: "migrateAuthFromV1", acl: true, args: []string{"-f", aclFile}, vary: []string{"RESULT"}},
+		{cmd: "deleteUser", acl: true, args: []string{"-u", "walkU2"}, before: [][]string{{"createUser", "-u", "walkU2", "-p", "walkU2Secret"}},
+			between: [][]string{{"createUser", "-u", "walkU2", "-p", "walkU2Secret"}}},
 	}
 
 	leaves := adminLeaves(t)

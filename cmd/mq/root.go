@@ -12,6 +12,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/plugins/auth/acl"
+	"github.com/quivermq/quiver/plugins/auth/acl2"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
@@ -71,7 +72,7 @@ const (
 
 // plugins are the stock plugins every mq binary carries.
 func plugins() fx.Option {
-	return fx.Options(tcp.Module, quictransport.Module, natstransport.Module, commitlog.Module, pebblestore.Module, tag.Module, sql92.Module, acl.Module)
+	return fx.Options(tcp.Module, quictransport.Module, natstransport.Module, commitlog.Module, pebblestore.Module, tag.Module, sql92.Module, acl.Module, acl2.Module)
 }
 
 // loadConfig merges file, environment and --set, then applies role

@@ -39,34 +39,58 @@ const traceTopic = "RMQ_SYS_TRACE_TOPIC"
 //
 // A user that exists is left alone, so migrating twice changes nothing.
 func MigrateV1(st *Store, data []byte) (MigrateReport, error) {
-	f, err := acl.ParseV1(data)
+	plan, err := PlanV1(data)
 	if err != nil {
 		return MigrateReport{}, err
 	}
-	var rep MigrateReport
+	rep := MigrateReport{Notes: plan.Notes}
+	for i, u := range plan.Users {
+		if _, ok := st.GetUser(u.Username); ok {
+			rep.Skipped = append(rep.Skipped, u.Username)
+			continue
+		}
+		if err := st.CreateUser(u); err != nil {
+			return rep, fmt.Errorf("user %s: %w", u.Username, err)
+		}
+		if a := plan.ACLs[i]; len(a.Policies) > 0 {
+			if err := st.PutACL(a); err != nil {
+				return rep, fmt.Errorf("acl of %s: %w", u.Username, err)
+			}
+		}
+		rep.Created = append(rep.Created, u.Username)
+	}
+	return rep, nil
+}
+
+// MigratePlan is what a plain_acl.yml becomes: Users[i]'s policies are
+// ACLs[i] (no policies for a Super user).
+type MigratePlan struct {
+	Users []User
+	ACLs  []ACL
+	Notes []string
+}
+
+// PlanV1 turns a plain_acl.yml into users and policies (see MigrateV1)
+// without storing them: `mq admin migrateAuthFromV1` sends them to
+// brokers.
+func PlanV1(data []byte) (MigratePlan, error) {
+	f, err := acl.ParseV1(data)
+	if err != nil {
+		return MigratePlan{}, err
+	}
+	var plan MigratePlan
 	if len(f.GlobalWhiteRemoteAddresses) > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("globalWhiteRemoteAddresses %v not migrated: ACL 2.0 has no white list", f.GlobalWhiteRemoteAddresses))
+		plan.Notes = append(plan.Notes, fmt.Sprintf("globalWhiteRemoteAddresses %v not migrated: ACL 2.0 has no white list", f.GlobalWhiteRemoteAddresses))
 	}
 	for _, a := range f.Accounts {
 		if a.WhiteRemoteAddress != "" {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("whiteRemoteAddress %s of %s not migrated: ACL 2.0 has no white list", a.WhiteRemoteAddress, a.AccessKey))
-		}
-		if _, ok := st.GetUser(a.AccessKey); ok {
-			rep.Skipped = append(rep.Skipped, a.AccessKey)
-			continue
+			plan.Notes = append(plan.Notes, fmt.Sprintf("whiteRemoteAddress %s of %s not migrated: ACL 2.0 has no white list", a.WhiteRemoteAddress, a.AccessKey))
 		}
 		u, policies := migrateAccount(a)
-		if err := st.CreateUser(u); err != nil {
-			return rep, fmt.Errorf("user %s: %w", a.AccessKey, err)
-		}
-		if len(policies) > 0 {
-			if err := st.PutACL(ACL{Subject: UserSubject(a.AccessKey), Policies: policies}); err != nil {
-				return rep, fmt.Errorf("acl of %s: %w", a.AccessKey, err)
-			}
-		}
-		rep.Created = append(rep.Created, a.AccessKey)
+		plan.Users = append(plan.Users, u)
+		plan.ACLs = append(plan.ACLs, ACL{Subject: UserSubject(a.AccessKey), Policies: policies})
 	}
-	return rep, nil
+	return plan, nil
 }
 
 func migrateAccount(a acl.V1Account) (User, []Policy) {
