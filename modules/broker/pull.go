@@ -163,10 +163,11 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 		putReadResult(res)
 		return remoting.Errorf(pr.req, remoting.SystemError, fmt.Sprintf("read %s: %v", q, err))
 	}
-	if pr.prioQueues > 0 && res.Status == store.Found &&
-		b.holds.prio.handed(pr, res.NextOffset, res.MaxOffset) && pr.queueID > 0 {
-		b.holds.notify(pr.topic, prioBlockedQueue, math.MaxInt64) // lower queues may go on
-	}
+	// A priority queue handed to its end lets the group's lower queues go
+	// on, once this answer is out (woken before, theirs could be written
+	// first on a shared connection).
+	drained := pr.prioQueues > 0 && res.Status == store.Found &&
+		b.holds.prio.handed(pr, res.NextOffset, res.MaxOffset) && pr.queueID > 0
 	code := remoting.Success
 	switch res.Status {
 	case store.Found:
@@ -213,6 +214,12 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 		b.observePulled(pr.topic, pr.group, res.Records)
 		b.observeGroupGet(pr.topic, pr.group, len(res.Records), res.Bytes) // admin_stats.go
 		resp.Sent = func() { putReadResult(res) }
+		if drained {
+			resp.Sent = func() {
+				putReadResult(res)
+				b.holds.notify(pr.topic, prioBlockedQueue, math.MaxInt64) // priority.go
+			}
+		}
 	} else {
 		putReadResult(res)
 	}
