@@ -1,7 +1,7 @@
 # Quiver make targets. `make test` is the one CI runs.
 GO ?= go
 
-.PHONY: test lint race fuzz bench build soak release
+.PHONY: test lint race fuzz bench build soak release crossarch
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -18,7 +18,7 @@ PEBBLE_INTEROP = TestCrash|TestMaxBodyStored|TestSendModesAndConsume|TestTwoCons
 ## rocketmq-client-nodejs; -mod=mod follows the root module's requirements
 ## when bench/peers/go.mod lags behind), and internal/outside: a module of
 ## its own that builds an app over QUIC and a server with an out-of-tree
-## filter the way users do (a replace of Quiver alone). scripts/gotest.sh re-runs a failed
+## filter the way users do (a replace of Quiver alone), and crossarch (below). scripts/gotest.sh re-runs a failed
 ## package once and reports it as FLAKY if it then passes.
 test: lint
 	./scripts/gotest.sh -short -count=1 -timeout 30m ./...
@@ -27,6 +27,18 @@ test: lint
 	./scripts/fuzz-short.sh
 	cd bench/peers && $(GO) test -mod=mod -short -count=1 -timeout 10m -run 'TestGRPC|TestWant' .
 	cd internal/outside && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -count=1 -timeout 10m ./...
+	$(MAKE) --no-print-directory crossarch
+
+## crossarch: the broker of linux amd64 (natively), arm64, arm v7 and
+## big-endian mips softfloat under qemu-user (.ci/run installs it; each
+## target skips with a reason without it), `mq broker --config
+## config.edge.yaml` with the commit log and with Pebble (refused at
+## start on mips), 3,000 messages sent over TCP and consumed over QUIC
+## from the host; after the ./... run, whose TestCrossCompile compiled
+## these targets, only the links are new. make soak runs every edge
+## target (arm v6, 386, riscv64, mipsle too) with 30,000 messages.
+crossarch:
+	QUIVER_CROSSARCH=short $(GO) test -count=1 -timeout 8m -run TestBrokerUnderEmulation ./internal/crossarch/
 
 ## lint: go vet, staticcheck and golangci-lint (.golangci.yml; versions
 ## pinned here). staticcheck runs through `go run`, which fetches it from
@@ -82,6 +94,7 @@ release:
 	cd dist && sha256sum mq-* > SHA256SUMS
 
 ## soak: everything at full length: 20 SIGKILL rounds per crash test, the
-## load and timer-accuracy runs, plus anything behind the soak build tag.
+## load and timer-accuracy runs, plus anything behind the soak build tag
+## (internal/crossarch: every edge target's broker under qemu-user).
 soak:
 	$(GO) test -count=1 -tags soak -timeout 90m ./...
