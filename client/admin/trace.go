@@ -57,10 +57,11 @@ type TraceRecord struct {
 	RegionID  string `json:"regionId,omitempty"`
 	RequestID string `json:"requestId,omitempty"`
 	// RetryTimes is the delivery's reconsume count (SubBefore).
-	RetryTimes int `json:"retryTimes,omitempty"`
+	RetryTimes int `json:"retryTimes"`
 	// ContextCode is a SubAfter's ConsumeReturnType ordinal: 0 SUCCESS,
-	// 1 TIME_OUT, 2 EXCEPTION, 3 RETURNNULL, 4 FAILED.
+	// 1 TIME_OUT, 2 EXCEPTION, 3 RETURNNULL, 4 FAILED; Result names it.
 	ContextCode          int    `json:"contextCode,omitempty"`
+	Result               string `json:"result,omitempty"`
 	TransactionID        string `json:"transactionId,omitempty"`
 	TransactionState     string `json:"transactionState,omitempty"`
 	FromTransactionCheck bool   `json:"fromTransactionCheck,omitempty"`
@@ -180,12 +181,25 @@ func traceRecords(msgID string, m *message.Ext) ([]TraceRecord, error) {
 		if r.ClientHost == "" {
 			r.ClientHost = b.ClientHost
 		}
+		if c.Type == trace.SubAfter {
+			r.Result = consumeResult(c.ContextCode)
+		}
 		if c.Type == trace.Pub || c.Type == trace.EndTransaction {
 			r.MsgType = b.MsgType.String()
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// consumeResults name the ConsumeReturnType ordinals.
+var consumeResults = [...]string{"SUCCESS", "TIME_OUT", "EXCEPTION", "RETURNNULL", "FAILED"}
+
+func consumeResult(code int) string {
+	if code >= 0 && code < len(consumeResults) {
+		return consumeResults[code]
+	}
+	return "UNKNOWN"
 }
 
 // traceOrder puts a consume's start before its end when they share a

@@ -28,7 +28,7 @@ func (pc *PushConsumer) traceBefore(msgs []*client.MessageExt) *trace.Context {
 		return nil
 	}
 	c := trace.Context{Type: trace.SubBefore, TimeStamp: time.Now().UnixMilli(), GroupName: pc.group,
-		Success: true, RequestID: client.NewUniqID(), RegionID: "DefaultRegion"}
+		Success: true, RequestID: client.NewUniqID()}
 	for _, m := range msgs {
 		if m.Topic == d.Topic() || strings.EqualFold(m.Properties[message.PropertyTraceSwitch], "false") {
 			continue

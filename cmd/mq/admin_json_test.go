@@ -89,7 +89,7 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 	const (
 		T, S, G, P, D = "WalkTopic", "WalkSend", "WalkGroup", "WalkProducer", "WalkDLQGroup"
 	)
-	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen="}})
+	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=", "broker.trace_topic_enable=true"}})
 	ns := dev.Namesrv
 
 	// State: T with three consumed messages and an online consumer of G
@@ -119,15 +119,24 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 	killToDLQ(t, dev.Broker, D, dead["offsetMsgId"].(string))
 
 	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{ns}), producer.WithGroupName(P),
-		producer.WithInstanceName(fmt.Sprintf("walkp-%d", time.Now().UnixNano())), producer.WithRetry(2))
+		producer.WithInstanceName(fmt.Sprintf("walkp-%d", time.Now().UnixNano())), producer.WithRetry(2),
+		producer.WithTrace(&primitive.TraceConfig{NamesrvAddrs: []string{ns}, Access: primitive.Local}))
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })
+	var traced string // the msgId of a send with a trace (message trace)
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		res, err := p.SendSync(ctx, primitive.NewMessage(S, []byte("from-go")))
+		if err == nil && res.Status == primitive.SendOK {
+			traced = res.MsgID
+		}
 		return err == nil && res.Status == primitive.SendOK
+	}, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { // the Go client's trace dispatcher sends in the background
+		_, err := mqRun(t, ns, "message", "trace", traced)
+		return err == nil
 	}, 20*time.Second, 50*time.Millisecond)
 	c, err := rocketmq.NewPushConsumer(consumer.WithNameServer([]string{ns}), consumer.WithGroupName(G),
 		consumer.WithInstance(fmt.Sprintf("walkc-%d", time.Now().UnixNano())), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
@@ -238,6 +247,7 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 		{cmd: "resetOffsetByTime", args: []string{"-g", G, "-t", T, "-s", "end", "--yes"}},
 		{cmd: "message send", args: []string{"--topic", S, "--body", "walk", "--keys", "wk"}, vary: []string{"OFFSET", "MSG ID", "OFFSET MSG ID"}},
 		{cmd: "sendMessage", args: []string{"-t", S, "-p", "walk", "-k", "wk"}, vary: []string{"OFFSET", "MSG ID", "OFFSET MSG ID"}},
+		{cmd: "message trace", args: []string{traced}},
 		{cmd: "message recall", args: []string{"--topic", S, "--handle", held["recallHandle"].(string)}},
 		{cmd: "message get", args: []string{"--id", sent[1]["offsetMsgId"].(string)}},
 		{cmd: "queryMsgById", args: []string{"-i", sent[1]["msgId"].(string)}},

@@ -130,7 +130,7 @@ func messageCmd(run runner) *cobra.Command {
 	}
 	cf.bind(consume, false)
 
-	cmd.AddCommand(get, query, send, consume, recallCmd(run))
+	cmd.AddCommand(get, query, send, consume, recallCmd(run), traceCmd(run))
 	return cmd
 }
 
