@@ -33,6 +33,7 @@ import (
 	"github.com/quivermq/quiver/modules/grpc"
 	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
+	"github.com/quivermq/quiver/modules/mirror"
 	"github.com/quivermq/quiver/modules/namesrv"
 	"github.com/quivermq/quiver/modules/pop"
 	"github.com/quivermq/quiver/modules/retry"
@@ -80,7 +81,7 @@ func parts(r Role) []part {
 		return []part{{nil, kernel.StorageModule}, {nil, ha.StorageDecorator}, {&broker.ConfigSection, broker.Module},
 			{&ha.ConfigSection, ha.Module}, {&schedule.ConfigSection, schedule.Module}, {&retry.ConfigSection, retry.Module},
 			{&transaction.ConfigSection, transaction.Module}, {&metrics.ConfigSection, metricsModule}, {nil, pop.Module},
-			{&grpc.ConfigSection, grpcModule}}
+			{&grpc.ConfigSection, grpcModule}, {&mirror.ConfigSection, mirror.Module}}
 	}
 	switch r {
 	case Namesrv:

@@ -11,6 +11,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/modules/mirror"
 )
 
 // family is what the docs and deploy files may rely on about a series.
@@ -70,6 +72,22 @@ func knownFamilies(t *testing.T, l *live) map[string]family {
 				out[m[1]] = family{typ: "gauge", described: true}
 			}
 		}
+	}
+	// The mirror's series exist only where a broker runs mirror links:
+	// a sample link gives their types and labels.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(mirror.NewCollector(func() []mirror.LinkStatus {
+		return []mirror.LinkStatus{{Name: "l", Queues: []mirror.QueueStatus{{Topic: "t", Broker: "b"}}, Topics: []mirror.TopicStatus{{Topic: "t"}}}}
+	}))
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		fam := family{typ: strings.ToLower(f.GetType().String())}
+		for _, lp := range f.Metric[0].Label {
+			fam.labels = append(fam.labels, lp.GetName())
+		}
+		sort.Strings(fam.labels)
+		out[f.GetName()] = fam
 	}
 	return out
 }

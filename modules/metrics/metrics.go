@@ -51,6 +51,9 @@ type Deps struct {
 	// with ACL on).
 	Sign   func(*remoting.Command)
 	Logger *slog.Logger
+	// Collectors are other modules' series (the mirror's), exported with
+	// the broker's labels when there is a broker.
+	Collectors []prometheus.Collector
 }
 
 // Replica is what the metrics read of replication (*ha.Service).
@@ -109,6 +112,7 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 		c := b.Config()
 		breg := prometheus.WrapRegistererWith(prometheus.Labels{"cluster": c.Cluster, "broker": c.Name}, s.reg)
 		breg.MustRegister(s.msgsIn, s.bytesIn, s.msgsOut, s.bytesOut, s.groupMsgs, s.groupBytes, s.sendLat, s.pullLat, &brokerCollector{s: s})
+		breg.MustRegister(deps.Collectors...)
 		if deps.Replica != nil {
 			breg.MustRegister(&replicaCollector{b: b, r: deps.Replica})
 		}

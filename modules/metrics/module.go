@@ -3,6 +3,7 @@ package metrics
 import (
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/config"
@@ -27,6 +28,8 @@ type params struct {
 	Namesrv   *namesrv.Server `optional:"true"`
 	Guard     *kernel.Guard   `optional:"true"`
 	HA        *ha.Service     `optional:"true"`
+	// Collectors are series other modules export (the mirror's).
+	Collectors []prometheus.Collector `group:"metrics.collectors"`
 }
 
 func newFromFx(p params, soft bool) (*Service, error) {
@@ -36,7 +39,7 @@ func newFromFx(p params, soft bool) (*Service, error) {
 	} else {
 		soft = false
 	}
-	deps := Deps{Broker: p.Broker, Namesrv: p.Namesrv, Logger: p.Logger}
+	deps := Deps{Broker: p.Broker, Namesrv: p.Namesrv, Logger: p.Logger, Collectors: p.Collectors}
 	if p.Broker != nil {
 		deps.StorageDir = p.Plan.Storage.Dir
 	}

@@ -20,6 +20,8 @@ type Config struct {
 type Cluster struct {
 	// Namesrv lists the cluster's name servers; the address scheme picks
 	// the transport (quic://host:9876, nats://..., plain host:port is TCP).
+	// A link's source left empty is the cluster of the broker running it
+	// (its broker.namesrv).
 	Namesrv []string `koanf:"namesrv"`
 	// Cluster is the cluster's name (its brokers' broker.cluster), which
 	// mirrored messages carry as their origin. Empty: read from the
@@ -142,9 +144,6 @@ func (c *Config) Validate() error {
 			errs.Add(k+"name", "%q names two links", l.Name)
 		}
 		seen[l.Name] = true
-		if len(l.Source.Namesrv) == 0 {
-			errs.Add(k+"source.namesrv", "is empty: list the source cluster's name servers")
-		}
 		if len(l.Target.Namesrv) == 0 {
 			errs.Add(k+"target.namesrv", "is empty: list the target cluster's name servers")
 		}

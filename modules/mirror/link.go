@@ -438,6 +438,12 @@ func (l *link) status() LinkStatus {
 		st.Queues = append(st.Queues, s)
 	}
 	sortQueues(st.Queues)
+	l.perTopic.Range(func(k, v any) bool {
+		tc := v.(*topicCounters)
+		st.Topics = append(st.Topics, TopicStatus{Topic: k.(string), Messages: tc.msgs.Load(), Bytes: tc.bytes.Load()})
+		return true
+	})
+	slices.SortFunc(st.Topics, func(a, b TopicStatus) int { return cmpStr(a.Topic, b.Topic) })
 	return st
 }
 

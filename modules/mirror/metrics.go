@@ -18,10 +18,18 @@ var (
 )
 
 // Collector exports the links' state as Prometheus series
-// (docs/METRICS.md lists them).
-func (s *Service) Collector() prometheus.Collector { return collector{s} }
+// (docs/METRICS.md lists them); a nil Service exports none.
+func (s *Service) Collector() prometheus.Collector {
+	if s == nil {
+		return NewCollector(func() []LinkStatus { return nil })
+	}
+	return NewCollector(s.Status)
+}
 
-type collector struct{ s *Service }
+// NewCollector exports the links status returns, read at each scrape.
+func NewCollector(status func() []LinkStatus) prometheus.Collector { return collector{status} }
+
+type collector struct{ status func() []LinkStatus }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLagMessages, descLagSeconds, descMessages, descBytes, descUp, descReconnects, descLoop, descCkptAge} {
@@ -30,11 +38,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	if c.s == nil {
-		return
-	}
-	for _, l := range c.s.links {
-		st := l.status()
+	for _, st := range c.status() {
 		up := 0.0
 		if st.Up {
 			up = 1
@@ -48,11 +52,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLagMessages, prometheus.GaugeValue, float64(q.LagMessages), st.Name, q.Topic, q.Broker, qid)
 			ch <- prometheus.MustNewConstMetric(descLagSeconds, prometheus.GaugeValue, q.LagSeconds, st.Name, q.Topic, q.Broker, qid)
 		}
-		l.perTopic.Range(func(k, v any) bool {
-			tc := v.(*topicCounters)
-			ch <- prometheus.MustNewConstMetric(descMessages, prometheus.CounterValue, float64(tc.msgs.Load()), st.Name, k.(string))
-			ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(tc.bytes.Load()), st.Name, k.(string))
-			return true
-		})
+		for _, t := range st.Topics {
+			ch <- prometheus.MustNewConstMetric(descMessages, prometheus.CounterValue, float64(t.Messages), st.Name, t.Topic)
+			ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(t.Bytes), st.Name, t.Topic)
+		}
 	}
 }

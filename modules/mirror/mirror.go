@@ -69,6 +69,9 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 	}
 	s := &Service{log: log.With("component", "mirror")}
 	for _, lc := range cfg.Links {
+		if len(lc.Source.Namesrv) == 0 {
+			return nil, fmt.Errorf("mirror: link %s: source.namesrv is empty (only a broker fills it with its own name servers)", lc.Name)
+		}
 		l, err := newLink(lc, deps.Dial, s.log)
 		if err != nil {
 			for _, o := range s.links {
@@ -144,6 +147,14 @@ type LinkStatus struct {
 	Reconnects    int64         `json:"reconnects"`
 	CheckpointAge float64       `json:"checkpointAgeSeconds"`
 	Queues        []QueueStatus `json:"queues"`
+	Topics        []TopicStatus `json:"topics"`
+}
+
+// TopicStatus is what a link wrote of one source topic.
+type TopicStatus struct {
+	Topic    string `json:"topic"`
+	Messages int64  `json:"messages"`
+	Bytes    int64  `json:"bytes"`
 }
 
 // QueueStatus is one source queue of a link.
