@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,9 +278,16 @@ func consumerOffset(t *testing.T, ns, group, topic string) int64 {
 func TestConsoleInBrowser(t *testing.T) {
 	b := startChromium(t)
 	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
-	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr}})
+	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr, "broker.trace_topic_enable=true"}})
 	ns := dev.Namesrv
-	b.base = "http://" + consoleAddr
+	// The page is served by a console of this test sampling every 200 ms
+	// (mq dev's samples every 10 s), so that the overview has rates
+	// within the test; it is the same console, with admin rights on
+	// loopback.
+	con := newConsole(ns, true, nil, nil)
+	require.NoError(t, con.Start(context.Background(), "127.0.0.1:0", 200*time.Millisecond))
+	t.Cleanup(func() { _ = con.Stop(context.Background()) })
+	b.base = "http://" + con.Addr()
 	const topic, group = "OrdersTopic", "BillingGroup"
 	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "2", "--write-queues", "2")
 	for _, tp := range []string{"PageTopicA", "PageTopicB", "PageTopicC"} {
@@ -307,6 +315,25 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A live producer and a live consumer (Quiver's client) for the
 	// connection and running-info views.
 	live := liveClients(t, ns, "LiveTopic", "LiveProducerGroup", "LiveConsumerGroup")
+	// Traced traffic for the overview's rates and the trace page: a
+	// message every 100 ms until the test ends.
+	send, flush := tracedTraffic(t, ns, "PaymentsTopic", "PaymentsProducer", "PaymentsConsumer")
+	tracedID, err := send("payment-0")
+	require.NoError(t, err)
+	trafficCtx, stopTraffic := context.WithCancel(context.Background())
+	trafficDone := make(chan struct{})
+	go func() {
+		defer close(trafficDone)
+		for i := 1; ; i++ {
+			select {
+			case <-trafficCtx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			_, _ = send(fmt.Sprintf("payment-%d", i)) // an error shows as a lower rate only
+		}
+	}()
+	t.Cleanup(func() { stopTraffic(); <-trafficDone })
 
 	t.Run("cross-site refusal", func(t *testing.T) {
 		b := b.sub(t)
@@ -323,7 +350,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.open("/cluster")
 		b.waitFor(`document.querySelector("#cluster-table td") && document.body.innerText.includes("broker-a")`, "cluster page")
 		b.waitFor(`document.getElementById("mode").textContent.startsWith("admin")`, "admin mode")
-		b.waitFor(`document.querySelectorAll("#chart-tput text.xtick").length >= 5 && /^\d\d:\d0$/.test(document.querySelector("#chart-tput text.xtick").textContent)`, "time axis")
+		b.waitFor(`document.querySelectorAll("#chart-tput text.xtick").length >= 3 && /^\d\d:\d\d(:\d\d)?$/.test(document.querySelector("#chart-tput text.xtick").textContent)`, "time axis")
 		b.waitFor(`document.querySelectorAll("#chart-lag text.ytick").length === 5`, "value axis")
 		b.screenshot("console-cluster")
 	})
@@ -331,6 +358,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b := b.sub(t)
 		b.open("/groups")
 		b.waitFor(`[...document.querySelectorAll("#groups-table tr")].some(r => r.innerText.includes("`+group+`") && r.cells[1].innerText === "3" && r.cells[2].innerText === "1")`, "group with lag 3 and one client")
+		b.waitFor(`document.querySelector("#groups-table tr") && document.querySelector("#groups-table tr").innerText.includes("Consume TPS") && [...document.querySelectorAll("#groups-table tr")].some(r => r.cells[0].innerText === "PaymentsConsumer" && +r.cells[3].innerText > 0)`, "consume TPS column")
 		b.click(`#groups-table a[href="/groups/` + group + `"]`)
 		b.waitFor(`document.getElementById("group-title").textContent.includes("lag 3") && document.querySelector("#group-clients td")`, "group detail")
 		b.screenshot("console-groups")
@@ -347,6 +375,67 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.open("/producers")
 		b.submit("producer-form", map[string]string{"group": live.producerGroup})
 		b.waitFor(`location.pathname === "/producers/`+live.producerGroup+`" && document.getElementById("producers-table").innerText.includes("GO")`, "producer connection")
+		b.open("/producers?group=" + live.producerGroup)
+		b.waitFor(`document.getElementById("producer-form").group.value === "`+live.producerGroup+`" && document.getElementById("producers-table").innerText.includes("GO")`, "?group= honoured")
+	})
+	t.Run("topic consuming groups", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/topics?q=PaymentsTopic")
+		b.waitFor(`document.querySelector("#topics-table tr") && document.querySelector("#topics-table tr").innerText.includes("In TPS") && [...document.querySelectorAll("#topics-table tr")].some(r => r.cells[0].innerText === "PaymentsTopic" && +r.cells[3].innerText > 0 && +r.cells[4].innerText > 0)`, "TPS in and out columns")
+		b.open("/topics/PaymentsTopic")
+		b.waitFor(`[...document.querySelectorAll("#topic-groups tr")].some(r => r.cells[0].innerText === "PaymentsConsumer" && r.cells[3].innerText === "1")`, "the consuming group with its client")
+		b.waitFor(`document.querySelectorAll("#chart-topic polyline").length === 2`, "topic chart")
+		legendMatches(b, "chart-topic", []string{"PaymentsTopic in", "PaymentsTopic out"})
+		b.screenshot("console-topic")
+		b.click(`#topic-groups a[href="/groups/PaymentsConsumer"]`)
+		b.waitFor(`location.pathname === "/groups/PaymentsConsumer" && document.getElementById("group-configs").innerText.includes("broker-a")`, "to the group")
+	})
+	t.Run("group manage", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/groups")
+		b.submit("group-create", map[string]string{"group": "ConsoleGroup", "retryMaxTimes": "5", "consumeBroadcastEnable": "false"})
+		b.confirm(false, "")
+		require.NotContains(t, mqOK(t, ns, "group", "list"), "ConsoleGroup", "cancelled")
+		b.submit("group-create", map[string]string{"group": "ConsoleGroup", "retryMaxTimes": "5", "consumeBroadcastEnable": "false"})
+		b.confirm(true, "")
+		b.waitFor(`location.pathname === "/groups/ConsoleGroup" && [...document.querySelectorAll("#group-configs tr")].some(r => r.cells[0].innerText === "broker-a" && r.cells[2].innerText === "false" && r.cells[6].innerText === "5")`, "created, config shown")
+		b.waitFor(`document.getElementById("group-update").retryMaxTimes.value === "5"`, "update form filled")
+		b.submit("group-update", map[string]string{"retryMaxTimes": "7", "consumeEnable": "false"})
+		b.confirm(true, "")
+		b.waitFor(`document.getElementById("notice").textContent.includes("updated group ConsoleGroup") && [...document.querySelectorAll("#group-configs tr")].some(r => r.cells[1].innerText === "false" && r.cells[6].innerText === "7")`, "updated")
+		b.click("#group-delete")
+		b.confirm(false, "")
+		require.Contains(t, mqOK(t, ns, "group", "list"), "ConsoleGroup", "cancelled")
+		b.click("#group-delete")
+		b.confirm(true, "ConsoleGroup")
+		b.waitFor(`location.pathname === "/groups" && document.getElementById("notice").textContent.includes("deleted group ConsoleGroup")`, "deleted")
+		require.NotContains(t, mqOK(t, ns, "group", "list"), "ConsoleGroup")
+	})
+	t.Run("message trace", func(t *testing.T) {
+		b := b.sub(t)
+		flush()
+		b.open("/trace")
+		b.submit("trace-form", map[string]string{"msgId": tracedID})
+		b.waitFor(`location.pathname === "/trace/`+tracedID+`" && document.getElementById("trace-pub").innerText.includes("PaymentsProducer")`, "the send")
+		for range 50 { // the consume's records come when the dispatcher flushes
+			if strings.Contains(b.text("#trace-groups"), "success") {
+				break
+			}
+			flush()
+			b.open("/trace/" + tracedID)
+			b.waitFor(`document.getElementById("trace-pub").innerText.includes("PaymentsProducer")`, "reloaded")
+		}
+		b.waitFor(`[...document.querySelectorAll("#trace-groups tr")].some(r => r.cells[0].innerText === "PaymentsConsumer" && r.cells[3].innerText === "success")`, "consumed by PaymentsConsumer")
+		b.screenshot("console-trace")
+		b.open("/trace/" + tracedID + "?topic=NoSuchTraceTopic")
+		b.waitFor(`document.getElementById("trace-note").textContent.includes("traces are off")`, "no trace topic")
+	})
+	t.Run("message consume status", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/messages/" + tracedID)
+		b.waitFor(`[...document.querySelectorAll("#message-tracks tr")].some(r => r.cells[0].innerText === "PaymentsConsumer" && r.cells[1].innerText === "CONSUMED")`, "consumed by the group")
+		b.click(`#messages-table a[href="/trace/` + tracedID + `"]`)
+		b.waitFor(`location.pathname === "/trace/`+tracedID+`" && document.getElementById("trace-pub").innerText.includes("PaymentsProducer")`, "trace link")
 	})
 	t.Run("topics paged", func(t *testing.T) {
 		b := b.sub(t)
@@ -467,6 +556,53 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.confirm(true, "")
 		b.waitFor(`document.getElementById("notice").textContent.includes("set waitTimeMillsInSendQueue") && [...document.querySelectorAll("#config-table tr")].some(r => r.cells[0].innerText === "waitTimeMillsInSendQueue" && r.cells[1].innerText === "250")`, "config changed")
 	})
+	t.Run("overview", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/")
+		b.waitFor(`document.getElementById("overview").classList.contains("on") && document.querySelector("header a.on").dataset.p === "overview"`, "overview is the start page")
+		b.waitFor(`[...document.querySelectorAll("#overview-brokers tr")].some(r => r.cells[0].innerText === "broker-a" && +r.cells[1].innerText > 0)`, "broker with TPS in")
+		b.waitFor(`document.querySelector("#overview-topics-in tr:nth-child(2)") && document.querySelector("#overview-topics-in tr:nth-child(2)").cells[0].innerText === "PaymentsTopic" && +document.querySelector("#overview-topics-in tr:nth-child(2)").cells[1].innerText > 0`, "PaymentsTopic first by TPS in")
+		b.waitFor(`document.querySelector("#overview-topics-out tr:nth-child(2)") && document.querySelector("#overview-topics-out tr:nth-child(2)").cells[0].innerText === "PaymentsTopic" && +document.querySelector("#overview-topics-out tr:nth-child(2)").cells[2].innerText > 0`, "PaymentsTopic first by TPS out")
+		b.waitFor(`document.getElementById("overview-groups").innerText.includes("`+group+`")`, "groups by lag")
+		b.waitFor(`document.querySelectorAll("#chart-brokers polyline").length >= 2 && document.querySelectorAll("#chart-topics polyline").length >= 1`, "trend lines")
+		b.waitFor(`document.querySelector("#chart-topics + .legend .key").innerText === "PaymentsTopic in"`, "busiest topic drawn first")
+		legendMatches(b, "chart-brokers", []string{"broker-a in", "broker-a out"})
+		b.screenshot("console-overview")
+	})
+	t.Run("chart legends", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/cluster")
+		b.waitFor(`document.querySelectorAll("#chart-tput polyline").length >= 2`, "throughput lines")
+		legendMatches(b, "chart-tput", []string{"broker-a in", "broker-a out"})
+		b.waitFor(`document.querySelector("#chart-lag + .legend .key")`, "lag legend")
+		legendMatches(b, "chart-lag", nil)
+	})
+}
+
+// legendMatches checks chart id's legend: one key per line, in order,
+// each key's colour that of its line (names too, when given).
+func legendMatches(b *cdp, id string, names []string) {
+	b.t.Helper()
+	v := b.eval(fmt.Sprintf(`(() => {
+		const svg = document.getElementById(%q), lg = svg.nextElementSibling;
+		const lines = [...svg.querySelectorAll(".line")];
+		const keys = [...lg.querySelectorAll(".key")];
+		const series = new Set(lines.map(l => l.dataset.i));
+		const bad = lines.filter(l => (l.getAttribute("stroke") || l.getAttribute("fill")) !== keys[+l.dataset.i].querySelector("line").getAttribute("stroke"));
+		return {keys: keys.map(k => k.innerText), series: series.size, bad: bad.length, colours: new Set(keys.map(k => k.querySelector("line").getAttribute("stroke"))).size};
+	})()`, id)).(map[string]any)
+	keys := v["keys"].([]any)
+	require.NotEmpty(b.t, keys, "legend of %s", id)
+	require.LessOrEqual(b.t, v["series"], float64(len(keys)), "every line has a key")
+	require.Zero(b.t, v["bad"], "line colours match their keys")
+	require.EqualValues(b.t, min(len(keys), 10), v["colours"], "one colour per key")
+	if names != nil {
+		got := make([]string, len(keys))
+		for i, k := range keys {
+			got[i] = k.(string)
+		}
+		require.Equal(b.t, names, got)
+	}
 }
 
 type liveSet struct{ producerGroup, consumerGroup string }

@@ -48,7 +48,8 @@ type overview struct {
 	TopicsOut []topicRate  `json:"topicsOut"`
 	GroupsLag []groupRate  `json:"groupsLag"`
 	// BrokerTrend and TopicTrend are the last hour's rates of the brokers
-	// and of the overviewTrendTopics busiest topics.
+	// and of the overviewTrendTopics busiest topics (those written in the
+	// last minute).
 	BrokerTrend histView `json:"brokerTrend"`
 	TopicTrend  histView `json:"topicTrend"`
 	// Tracked is how many series of each kind are sampled, and Caps their
@@ -111,8 +112,8 @@ func (c *consoleServer) overview() overview {
 	ov.TopicsIn = topBy(topics, overviewTop, func(r topicRate) float64 { return val(r.InTps) }, name)
 	ov.TopicsOut = topBy(topics, overviewTop, func(r topicRate) float64 { return val(r.OutTps) }, name)
 	specs = nil
-	for i, t := range ov.TopicsIn {
-		if i == overviewTrendTopics {
+	for _, t := range ov.TopicsIn {
+		if len(specs) == overviewTrendTopics || val(t.InTps) <= 0 {
 			break
 		}
 		specs = append(specs, lineSpec{kind: kindTopic, name: t.Topic, label: t.Topic + " in"})

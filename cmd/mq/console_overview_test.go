@@ -21,8 +21,9 @@ import (
 
 // tracedTraffic runs, on topic, a traced producer of pgroup and a traced
 // push consumer of cgroup (Quiver's client, WithTrace) until the test
-// ends; send sends one message and returns its msgId.
-func tracedTraffic(t *testing.T, ns, topic, pgroup, cgroup string) (send func(body string) string, flush func()) {
+// ends; send sends one message and returns its msgId (safe from any
+// goroutine).
+func tracedTraffic(t *testing.T, ns, topic, pgroup, cgroup string) (send func(body string) (string, error), flush func()) {
 	t.Helper()
 	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "1", "--write-queues", "1")
 	require.Eventually(t, func() bool {
@@ -49,12 +50,14 @@ func tracedTraffic(t *testing.T, ns, topic, pgroup, cgroup string) (send func(bo
 	require.NoError(t, pc.Subscribe(topic, consumer.All()))
 	require.NoError(t, pc.Start(ctx))
 	t.Cleanup(func() { pc.Shutdown(context.Background()) })
-	send = func(body string) string {
+	send = func(body string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		res, err := p.SendSync(ctx, client.NewMessage(topic, []byte(body)).SetTag("T").SetKeys(body))
-		require.NoError(t, err)
-		return res.MsgID
+		if err != nil {
+			return "", err
+		}
+		return res.MsgID, nil
 	}
 	flush = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -90,7 +93,9 @@ func TestConsoleOverviewAndGroups(t *testing.T) {
 	var ov overview
 	require.Eventually(t, func() bool {
 		for i := range 5 {
-			lastID = send(fmt.Sprintf("busy-%d", i))
+			id, err := send(fmt.Sprintf("busy-%d", i))
+			require.NoError(t, err)
+			lastID = id
 		}
 		require.Equal(t, http.StatusOK, httpJSON(t, "GET", base+"/api/overview", nil, &ov))
 		return len(ov.TopicsIn) >= 2 && ov.TopicsIn[0].Topic == "BusyTopic" && val(ov.TopicsIn[0].InTps) > 0 &&

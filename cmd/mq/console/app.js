@@ -63,23 +63,26 @@ function pager(el, p, go) {
 const palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 const tps = v => v === null || v === undefined ? "-" : (v >= 100 ? v.toFixed(0) : v.toFixed(1));
 
-// chart draws series of [epoch ms, value|null] over the last hour with a
-// time axis (ticks every 10 minutes), a value axis and, under the chart,
-// a legend with each line's colour; a null breaks a line.
+// chart draws series of [epoch ms, value|null] over the last hour (or
+// the time since the first sample, at least a minute, when the console is
+// younger) with a time axis, a value axis and, under the chart, a legend
+// with each line's colour; a null breaks a line.
 function chart(svg, series) {
   const w = +svg.getAttribute("width"), h = +svg.getAttribute("height");
   const L = 50, R = 10, T = 10, B = 24, pw = w - L - R, ph = h - T - B;
-  const now = Date.now(), t0 = now - 3600e3;
+  const now = Date.now(), first = Math.min(now, ...series.flatMap(s => s.points.filter(p => p[1] !== null).map(p => p[0])));
+  const t0 = Math.min(now - 60e3, Math.max(now - 3600e3, first)), span = now - t0;
   const max = Math.max(1, ...series.flatMap(s => s.points.filter(p => p[1] !== null && p[0] >= t0).map(p => p[1])));
-  const x = t => L + (t - t0) / 3600e3 * pw, y = v => T + ph - v / max * ph;
+  const x = t => L + (t - t0) / span * pw, y = v => T + ph - v / max * ph;
   let out = "";
   for (let i = 0; i <= 4; i++) {
     const v = max * i / 4;
     out += `<line class="grid" x1="${L}" x2="${L + pw}" y1="${y(v)}" y2="${y(v)}"/><text class="ytick" x="${L - 4}" y="${y(v) + 4}" text-anchor="end">${v >= 100 ? v.toFixed(0) : v.toFixed(1)}</text>`;
   }
-  const step = 600e3;
+  const step = [5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3].find(st => span / st <= 8) || 600e3;
+  const two = n => String(n).padStart(2, "0");
   for (let t = Math.ceil(t0 / step) * step; t <= now; t += step) {
-    const d = new Date(t), lbl = String(d.getHours()).padStart(2, "0") + ":" + String(d.getMinutes()).padStart(2, "0");
+    const d = new Date(t), lbl = two(d.getHours()) + ":" + two(d.getMinutes()) + (step < 60e3 ? ":" + two(d.getSeconds()) : "");
     out += `<line class="axis" x1="${x(t)}" x2="${x(t)}" y1="${T + ph}" y2="${T + ph + 4}"/><text class="xtick" x="${x(t)}" y="${T + ph + 16}" text-anchor="middle">${lbl}</text>`;
   }
   out += `<line class="axis" x1="${L}" x2="${L + pw}" y1="${T + ph}" y2="${T + ph}"/><line class="axis" x1="${L}" x2="${L}" y1="${T}" y2="${T + ph}"/>`;
