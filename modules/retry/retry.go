@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/modules/broker"
 )
@@ -117,6 +118,15 @@ func (s *Service) handleSendBack(ctx context.Context, p *remoting.Peer, req *rem
 		topic, err = s.b.EnsureRetryTopic(group, gc.RetryQueueNums)
 		props[message.PropertyDelayTimeLevel] = strconv.Itoa(int(RetryLevel(delay, old.ReconsumeTimes)))
 		queue = int32(uint32(old.QueueOffset) % uint32(gc.RetryQueueNums))
+		// A retry topic made a PRIORITY topic keeps the levels: a retried
+		// message goes to the queue of its priority there, so a retried
+		// high one is not behind every retried low one (RocketMQ's
+		// inversion in retry queues); the pull path serves it first.
+		if p, ok := props.Priority(); ok && err == nil {
+			if tc, found := s.b.TopicConfig(topic); found && tc.IsPriority() {
+				queue = protocol.PriorityQueue(p, tc.WriteQueueNums)
+			}
+		}
 	}
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
