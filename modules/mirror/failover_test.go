@@ -167,7 +167,7 @@ func TestMirrorQUIC(t *testing.T) {
 	stopMirror(t, s)
 	more := send(t, p, "sensors", 100, "q2")
 	startMirror(t, l)
-	all := append(sent, more...)
+	all := append(append([]string(nil), sent...), more...)
 	waitFor(t, 60*time.Second, "the rest in the target", func() bool {
 		got = dst.readAll("sensors")
 		lost, _ := lostAndDup(all, got)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -230,9 +229,4 @@ func send(t testing.TB, p *producer.Producer, topic string, n int, prefix string
 		out = append(out, r.MsgID)
 	}
 	return out
-}
-
-func linkYAML(name, src, dst string, topics []string, extra string) string {
-	return fmt.Sprintf("{name: %s, source: {namesrv: ['%s']}, target: {namesrv: ['%s']}, topics: [%s], checkpoint_interval: 100ms, refresh_interval: 500ms, max_backoff: 500ms%s}",
-		name, src, dst, strings.Join(topics, ", "), extra)
 }

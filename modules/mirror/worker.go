@@ -73,9 +73,8 @@ func (l *link) step(ctx context.Context, q *queueState) error {
 	res, err := l.puller.Pull(pctx, q.src, l.sel, next, l.cfg.BatchSize)
 	cancel()
 	if err != nil {
-		if ctx.Err() == nil && pctx.Err() != nil {
-			return nil // an idle long poll ran out
-		}
+		// The broker answers a held pull before the deadline: a timeout
+		// is a link that stopped answering (a cut uplink).
 		return fmt.Errorf("pull: %w", err)
 	}
 	l.ok()
