@@ -248,6 +248,7 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 		{cmd: "message send", args: []string{"--topic", S, "--body", "walk", "--keys", "wk"}, vary: []string{"OFFSET", "MSG ID", "OFFSET MSG ID"}},
 		{cmd: "sendMessage", args: []string{"-t", S, "-p", "walk", "-k", "wk"}, vary: []string{"OFFSET", "MSG ID", "OFFSET MSG ID"}},
 		{cmd: "message trace", args: []string{traced}},
+		{cmd: "queryMsgTraceById", args: []string{"-i", traced}, java: true},
 		{cmd: "message recall", args: []string{"--topic", S, "--handle", held["recallHandle"].(string)}},
 		{cmd: "message get", args: []string{"--id", sent[1]["offsetMsgId"].(string)}},
 		{cmd: "queryMsgById", args: []string{"-i", sent[1]["msgId"].(string)}},
