@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
@@ -48,11 +50,18 @@ var mirrorStates sync.Map // *Broker → *mirrorDedup
 type mirrorDedup struct {
 	mu     sync.Mutex
 	topics map[string]*dedupWindow
+	swept  time.Time
 }
+
+// mirrorIdle is how long a topic's window is kept without a mirrored
+// write: an idle window is dropped (memory follows the topics mirrored
+// lately) and rebuilt from the store if a replay comes later.
+const mirrorIdle = 10 * time.Minute
 
 // dedupWindow is one topic's recent mirrored ids, oldest evicted first.
 type dedupWindow struct {
 	ready chan struct{} // closed once rebuilt from the store
+	used  atomic.Int64  // unix ms of the last mirrored write
 	mu    sync.Mutex
 	ids   map[string]*dedupEntry
 	ring  []string
@@ -194,12 +203,22 @@ func restoreMirrored(m *message.Ext) {
 // dedupWindow returns topic's window, rebuilt on first use from the tail
 // of the topic's queues (the mirrored messages stored before a restart).
 func (b *Broker) dedupWindow(ctx context.Context, d *mirrorDedup, topic string) *dedupWindow {
+	now := time.Now()
 	d.mu.Lock()
+	if now.Sub(d.swept) > mirrorIdle/10 {
+		d.swept = now
+		for t, w := range d.topics {
+			if now.UnixMilli()-w.used.Load() > mirrorIdle.Milliseconds() {
+				delete(d.topics, t)
+			}
+		}
+	}
 	w, ok := d.topics[topic]
 	if !ok {
 		w = &dedupWindow{ready: make(chan struct{}), ids: map[string]*dedupEntry{}}
 		d.topics[topic] = w
 	}
+	w.used.Store(now.UnixMilli())
 	d.mu.Unlock()
 	if !ok {
 		b.rebuildDedup(ctx, topic, w)

@@ -185,14 +185,15 @@ func mirrored(m *client.MessageExt, sourceCluster, targetCluster, linkName strin
 	if origin != "" && origin == targetCluster {
 		return message.BatchItem{}, false
 	}
+	if origin == "" {
+		origin = "unknown" // still marks the message as mirrored (the target's window is rebuilt from it)
+	}
 	// Set by the pulling client or the brokers, not the producer.
 	for _, k := range [...]string{message.PropertyMinOffset, message.PropertyMaxOffset, message.PropertyCluster,
 		message.PropertyTransactionPrepared, message.PropertyWaitStoreMsgOK} {
 		delete(p, k)
 	}
-	if origin != "" {
-		p[broker.PropertyMirrorOrigin] = origin
-	}
+	p[broker.PropertyMirrorOrigin] = origin
 	if p[message.PropertyUniqKey] == "" {
 		// A message sent without an id is known by its offset id, which
 		// its consumers saw as its id: keep that.
