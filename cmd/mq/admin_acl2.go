@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	clientadmin "github.com/quivermq/quiver/client/admin"
-	"github.com/quivermq/quiver/plugins/auth/acl2"
+	"github.com/quivermq/quiver/plugins/auth/acl/acl2"
 )
 
 func init() { mqadminCommands = append(mqadminCommands, acl2Cmds) }

@@ -12,7 +12,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/plugins/auth/acl"
-	"github.com/quivermq/quiver/plugins/auth/acl2"
+	"github.com/quivermq/quiver/plugins/auth/acl/acl2"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"

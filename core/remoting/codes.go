@@ -129,7 +129,7 @@ const (
 	RecallMessage int32 = 370
 
 	// RocketMQ 5.3's ACL 2.0 administration (not in 4.9): users and their
-	// policies (plugins/auth/acl2). Listed with Quiver's codes.
+	// policies (plugins/auth/acl/acl2). Listed with Quiver's codes.
 	AuthCreateUser int32 = 3001
 	AuthUpdateUser int32 = 3002
 	AuthDeleteUser int32 = 3003

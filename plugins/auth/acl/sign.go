@@ -181,7 +181,7 @@ func verifyStrict(secretKey []byte, code int32, ext map[string]string, body []by
 // VerifySignature reports whether ext's Signature is the ACL 1.0
 // signature of secretKey over ext and body, as the Java client or the Go
 // client computes it, compared in constant time. ACL 2.0
-// (plugins/auth/acl2) checks its users' signatures with it.
+// (plugins/auth/acl/acl2) checks its users' signatures with it.
 func VerifySignature(secretKey []byte, ext map[string]string, body []byte) bool {
 	return verifySignature(secretKey, ext, body, ext[KeySignature])
 }

@@ -3,7 +3,7 @@ package acl
 import "strings"
 
 // V1Account is one account of a plain_acl.yml as this plugin enforces
-// it, for ACL 2.0's migration (plugins/auth/acl2).
+// it, for ACL 2.0's migration (plugins/auth/acl/acl2).
 type V1Account struct {
 	AccessKey, SecretKey string
 	Admin                bool

@@ -1,6 +1,6 @@
 // Package acl49test holds RocketMQ 4.9.8's ACL 1.0 decisions on a table of
 // requests, for the tests of ACL 1.0 (plugins/auth/acl) and of ACL 2.0
-// after migrating the same file (plugins/auth/acl2): both must decide
+// after migrating the same file (plugins/auth/acl/acl2): both must decide
 // every case as 4.9 does.
 package acl49test
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/plugins/auth/acl"
+	"github.com/quivermq/quiver/plugins/auth/acl/acl2"
 	"github.com/quivermq/quiver/plugins/auth/acl/acl49test"
-	"github.com/quivermq/quiver/plugins/auth/acl2"
 )
 
 // whiteListCase reports the cases decided by 4.9's white lists, which

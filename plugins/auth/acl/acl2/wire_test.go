@@ -20,7 +20,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/auth/acl"
-	"github.com/quivermq/quiver/plugins/auth/acl2"
+	"github.com/quivermq/quiver/plugins/auth/acl/acl2"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
