@@ -2,6 +2,7 @@ package mirror_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -176,4 +177,58 @@ func TestMirrorQUIC(t *testing.T) {
 	lost, dup := lostAndDup(all, got)
 	assert.Empty(t, lost)
 	assert.Empty(t, dup)
+}
+
+// TestMirrorPatternAndFilter: topics found by pattern (also one created
+// after the link started), a SQL92 filter evaluated by the source, and
+// a rate limit: only the matching messages arrive, the link is not left
+// behind by those it filtered out.
+func TestMirrorPatternAndFilter(t *testing.T) {
+	src := startCluster(t, "east", false)
+	dst := startCluster(t, "west", false)
+	src.createTopic("flt-a", 2)
+	src.createTopic("other", 2)
+	_, p := src.producer("flt")
+	l := fastLink("flt", src, dst)
+	l.TopicPattern = "flt-.*"
+	l.Filter = mirror.Filter{Type: "SQL92", Expression: "n >= 5"}
+	l.RateLimit = 2000
+	s := startMirror(t, l)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sendN := func(topic string) (want []string) {
+		for i := 0; i < 20; i++ {
+			m := client.NewMessage(topic, []byte("x"))
+			m.SetProperty("n", strconv.Itoa(i%10))
+			r, err := p.SendSync(ctx, m)
+			require.NoError(t, err)
+			if i%10 >= 5 {
+				want = append(want, r.MsgID)
+			}
+		}
+		return want
+	}
+	wantA := sendN("flt-a")
+	sendN("other")
+	src.createTopic("flt-b", 1) // after the link started: found at the next refresh
+	wantB := sendN("flt-b")
+	for topic, want := range map[string][]string{"flt-a": wantA, "flt-b": wantB} {
+		var got []*client.MessageExt
+		waitFor(t, 30*time.Second, "the matching messages of "+topic, func() bool {
+			got = dst.readAll(topic)
+			lost, _ := lostAndDup(want, got)
+			return len(lost) == 0
+		})
+		assert.Len(t, got, len(want), "only matching messages of %s", topic)
+	}
+	assert.Empty(t, dst.readAll("other"), "a topic the pattern does not match")
+	waitFor(t, 10*time.Second, "no lag left", func() bool {
+		qs := s.Status()[0].Queues
+		for _, q := range qs {
+			if q.LagMessages > 0 {
+				return false
+			}
+		}
+		return len(qs) == 3
+	})
 }
