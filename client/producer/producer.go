@@ -709,6 +709,8 @@ func (p *Producer) CheckTransaction(ctx context.Context, peer *remoting.Peer, re
 	end.Remark = ""
 	if err := p.c.SendOnPeer(ctx, peer, end); err != nil {
 		p.log.Warn("end transaction after check", "msgId", m.MsgID, "err", err)
+	} else {
+		p.traceEnd(&m.Message, m.MsgID, tid, m.StoreHost, st, true) // trace.go
 	}
 }
 

@@ -67,3 +67,37 @@ func pubType(m *client.Message) trace.MessageType {
 	}
 	return trace.NormalMsg
 }
+
+// javaTransactionState is Java's LocalTransactionState name, as an
+// EndTransaction record writes it.
+func javaTransactionState(st LocalTransactionState) string {
+	switch st {
+	case Commit:
+		return "COMMIT_MESSAGE"
+	case Rollback:
+		return "ROLLBACK_MESSAGE"
+	}
+	return "UNKNOW"
+}
+
+// traceEnd records a transaction's end (END_TRANSACTION sent), as Java's
+// EndTransactionTraceHookImpl: the half message's topic, tags, keys and
+// ids, the broker, the state and whether a check-back decided it.
+func (p *Producer) traceEnd(m *client.Message, msgID, txID, storeHost string, st LocalTransactionState, fromCheck bool) {
+	d := p.o.trace
+	if d == nil || m.Topic == d.Topic() {
+		return
+	}
+	region := m.Properties[message.PropertyMsgRegion]
+	if region == "" {
+		region = "DefaultRegion"
+	}
+	d.Append(trace.Context{
+		Type: trace.EndTransaction, TimeStamp: time.Now().UnixMilli(), RegionID: region, GroupName: p.group,
+		Beans: []trace.Bean{{
+			Topic: m.Topic, MsgID: msgID, Tags: m.Tag(), Keys: strings.Join(m.Keys(), " "), StoreHost: storeHost,
+			ClientHost: d.ClientHost(), MsgType: trace.TransMsgCommit, TransactionID: txID,
+			TransactionState: javaTransactionState(st), FromTransactionCheck: fromCheck,
+		}},
+	})
+}

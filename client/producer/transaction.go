@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/quivermq/quiver/client"
 	"github.com/quivermq/quiver/core/message"
@@ -94,7 +95,9 @@ func (t *TransactionProducer) SendMessageInTransaction(ctx context.Context, msg 
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	res, err := t.send(ctx, pr, t.o.retries, t.o.selector)
+	t.tracePub(&m, res, start) // trace.go
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +111,9 @@ func (t *TransactionProducer) SendMessageInTransaction(ctx context.Context, msg 
 	msg.Properties["__transactionId__"] = res.TransactionID
 	if err := t.endTransaction(ctx, res, st); err != nil {
 		t.log.Warn("end transaction", "msgId", res.MsgID, "err", err)
+	} else {
+		addr, _ := t.c.BrokerAddr(res.Queue.BrokerName)
+		t.traceEnd(&m, res.MsgID, res.TransactionID, addr, st, false)
 	}
 	return &TransactionResult{SendResult: res, State: st}, nil
 }

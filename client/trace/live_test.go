@@ -125,3 +125,61 @@ func TestQuiverClientTraces(t *testing.T) {
 	_, err = a.QueryTrace(ctx, "NoSuchTraceTopic", res.MsgID)
 	assert.ErrorIs(t, err, client.ErrNoRoute)
 }
+
+type commitAll struct{}
+
+func (commitAll) ExecuteLocalTransaction(context.Context, *client.Message) producer.LocalTransactionState {
+	return producer.Commit
+}
+
+func (commitAll) CheckLocalTransaction(context.Context, *client.MessageExt) producer.LocalTransactionState {
+	return producer.Commit
+}
+
+// TestQuiverTransactionTraces: a transactional send with WithTrace writes
+// the half message's Pub (Trans_Msg_Half) and, once END_TRANSACTION went
+// out, an EndTransaction record with Java's state name, as Java's
+// EndTransactionTraceHookImpl.
+func TestQuiverTransactionTraces(t *testing.T) {
+	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"broker.trace_topic_enable=true"}})
+	c, err := client.New(client.WithNameServers(dev.Namesrv), client.WithRequestTimeout(5*time.Second), transports.WithDialer())
+	require.NoError(t, err)
+	defer c.Close()
+	d := trace.New(c)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, d.Close(ctx))
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := admin.New(c)
+	const topic = "TracedPayments"
+	require.NoError(t, a.CreateTopic(ctx, admin.TopicConfig{Topic: topic, ReadQueueNums: 1, WriteQueueNums: 1}))
+
+	tp, err := producer.NewTransactional(c, "TraceTxPG", commitAll{}, producer.WithTrace(d))
+	require.NoError(t, err)
+	defer tp.Shutdown(context.Background())
+	res, err := tp.SendMessageInTransaction(ctx, client.NewMessage(topic, []byte("pay")).SetTag("TagT").SetKeys("pay-1"))
+	require.NoError(t, err)
+	require.Equal(t, producer.Commit, res.State)
+	require.NoError(t, d.Flush(ctx))
+
+	var recs []admin.TraceRecord
+	require.Eventually(t, func() bool {
+		recs, err = a.QueryTrace(ctx, "", res.MsgID)
+		return err == nil && len(recs) == 2
+	}, 30*time.Second, 100*time.Millisecond, "records %v, err %v", recs, err)
+	assert.Equal(t, []trace.Type{trace.Pub, trace.EndTransaction}, traceTypes(recs))
+	assert.Equal(t, "Trans_Msg_Half", recs[0].MsgType)
+	end := recs[1]
+	assert.Equal(t, "TraceTxPG", end.Group)
+	assert.Equal(t, topic, end.Topic)
+	assert.Equal(t, "TagT", end.Tags)
+	assert.Equal(t, "pay-1", end.Keys)
+	assert.Equal(t, dev.Broker, end.StoreHost)
+	assert.Equal(t, "Trans_msg_Commit", end.MsgType)
+	assert.Equal(t, "COMMIT_MESSAGE", end.TransactionState)
+	assert.Equal(t, res.TransactionID, end.TransactionID)
+	assert.False(t, end.FromTransactionCheck)
+}
