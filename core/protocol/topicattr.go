@@ -37,6 +37,10 @@ const (
 	// message's priority picks its queue, and consumers are served from
 	// the highest queue with messages first (see PriorityQueue).
 	MessageTypePriority = "PRIORITY"
+	// MessageTypeLite is RocketMQ 5.5's lite parent topic (RIP-83): each
+	// message names a lite topic, one ordered stream of the parent
+	// (modules/grpc/lite.go).
+	MessageTypeLite = "LITE"
 )
 
 // topicAttr is one attribute Java's TopicAttributes.ALL knows.
@@ -58,7 +62,7 @@ var topicAttrs = map[string]topicAttr{
 	AttrQueueType:     enumAttr(false, "BatchCQ", "SimpleCQ"),
 	AttrCleanupPolicy: enumAttr(false, "DELETE", "COMPACTION"),
 	AttrMessageType: enumAttr(true, MessageTypeUnspecified, MessageTypeNormal, MessageTypeFIFO, MessageTypeDelay,
-		MessageTypeTransaction, MessageTypeMixed, MessageTypePriority),
+		MessageTypeTransaction, MessageTypeMixed, MessageTypePriority, MessageTypeLite),
 	AttrReserveTime: {changeable: true, verify: func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {

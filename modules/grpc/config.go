@@ -71,6 +71,8 @@ type Config struct {
 	// MaxSettingsSize bounds one Telemetry settings command; a larger one
 	// ends the stream. Default 256KiB.
 	MaxSettingsSize config.ByteSize `koanf:"max_settings_size"`
+	// Lite bounds lite topics (lite_config.go).
+	Lite LiteConfig `koanf:"lite"`
 }
 
 // TLSConfig is the grpc.tls section.
@@ -92,6 +94,7 @@ func NewConfig() *Config {
 		MaxConcurrentStreams: 1024, MaxConnections: 10000, MaxConnectionsPerIP: 1000,
 		IdleTimeout: 120 * time.Second, MaxSendBytes: 16 << 20,
 		ReceiveBuffer: 16 << 20, ReceiveStreamBuffer: 4 << 20, MaxReceiveWaits: 10000, MaxSettingsSize: 256 << 10,
+		Lite: defaultLiteConfig(),
 	}
 }
 
@@ -130,6 +133,9 @@ func (c *Config) Validate() error {
 		if b.v < 1 {
 			return fmt.Errorf("config: grpc.%s: %d must be positive", b.key, b.v)
 		}
+	}
+	if err := c.Lite.validate(); err != nil {
+		return err
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return fmt.Errorf("config: grpc.tls.cert_file and grpc.tls.key_file go together")

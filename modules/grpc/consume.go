@@ -15,6 +15,7 @@ import (
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/modules/pop"
 )
@@ -199,6 +200,9 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 		wait = min(wait, time.Until(dl)-500*time.Millisecond)
 	}
 	wait = max(wait, 0)
+	if tc.Attributes[protocol.AttrMessageType] == protocol.MessageTypeLite {
+		return s.liteReceive(stream, group, tc, batch, invisible, wait) // lite.go
+	}
 	if s.recvHeld.full() {
 		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
 	}
@@ -262,6 +266,9 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 
 // AckMessage acknowledges each entry's receipt handle.
 func (s *Server) AckMessage(ctx context.Context, req *grpcapi.AckMessageRequest) (*grpcapi.AckMessageResponse, error) {
+	if isLiteAck(req) {
+		return s.liteAckMessage(req) // lite.go
+	}
 	if s.pop == nil {
 		return &grpcapi.AckMessageResponse{Status: notImplemented("AckMessage")}, nil
 	}
@@ -295,6 +302,9 @@ func (s *Server) AckMessage(ctx context.Context, req *grpcapi.AckMessageRequest)
 // ChangeInvisibleDuration moves a delivery's invisible time and answers
 // the handle that replaces the old one.
 func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *grpcapi.ChangeInvisibleDurationRequest) (*grpcapi.ChangeInvisibleDurationResponse, error) {
+	if req.LiteTopic != nil {
+		return s.liteChangeInvisible(req) // lite.go
+	}
 	if s.pop == nil {
 		return &grpcapi.ChangeInvisibleDurationResponse{Status: notImplemented("ChangeInvisibleDuration")}, nil
 	}
@@ -315,6 +325,9 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *grpcapi.Chang
 
 // ForwardMessageToDeadLetterQueue moves a delivery to %DLQ%<group>.
 func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *grpcapi.ForwardMessageToDeadLetterQueueRequest) (*grpcapi.ForwardMessageToDeadLetterQueueResponse, error) {
+	if req.LiteTopic != nil {
+		return s.liteForwardToDLQ(ctx, req) // lite.go
+	}
 	if s.pop == nil {
 		return &grpcapi.ForwardMessageToDeadLetterQueueResponse{Status: notImplemented("ForwardMessageToDeadLetterQueue")}, nil
 	}

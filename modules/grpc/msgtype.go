@@ -30,6 +30,8 @@ import (
 // priority 0 (the Node.js client tests the value for truth).
 func messageTypeOf(sp *grpcapi.SystemProperties) string {
 	switch {
+	case sp.LiteTopic != nil || sp.GetMessageType() == grpcapi.MessageType_LITE: // lite.go
+		return protocol.MessageTypeLite
 	case sp.GetMessageType() == grpcapi.MessageType_TRANSACTION:
 		return protocol.MessageTypeTransaction
 	case sp.GetDeliveryTimestamp() != nil:
@@ -82,6 +84,8 @@ func topicAcceptTypes(tc *protocol.TopicConfig, found bool) []grpcapi.MessageTyp
 		return []grpcapi.MessageType{grpcapi.MessageType_TRANSACTION}
 	case protocol.MessageTypePriority:
 		return []grpcapi.MessageType{grpcapi.MessageType_PRIORITY}
+	case protocol.MessageTypeLite:
+		return []grpcapi.MessageType{grpcapi.MessageType_LITE}
 	case protocol.MessageTypeMixed:
 		return untypedAcceptTypes
 	}

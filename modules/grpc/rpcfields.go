@@ -9,7 +9,6 @@ const (
 	whyServerSet  = "set by the server when it stores or delivers the message; a sender's value is not kept"
 	whyEchoed     = "echoed back in the answered settings, not acted on"
 	whyHandle     = "the receipt handle names the message"
-	whyLite       = "lite topics (RocketMQ 5.5) are not served"
 	whyToClient   = "a server-to-client command: the server never reads one from a client"
 	whyNeverAsked = "the answer to a command the server never sends"
 	whyPopQueue   = "pop consumption: the broker picks the queue of the topic"
@@ -65,7 +64,7 @@ var requestFields = map[string]string{
 	"SystemProperties.trace_context":                          fieldRead,
 	"SystemProperties.orphaned_transaction_recovery_duration": fieldRead,
 	"SystemProperties.dead_letter_queue":                      whyServerSet,
-	"SystemProperties.lite_topic":                             whyLite,
+	"SystemProperties.lite_topic":                             fieldRead, // lite.go
 	"SystemProperties.priority":                               fieldRead,
 
 	"QueryAssignmentRequest.topic":     fieldRead,
@@ -87,7 +86,7 @@ var requestFields = map[string]string{
 	"AckMessageRequest.entries":      fieldRead,
 	"AckMessageEntry.message_id":     fieldRead, // echoed in the answer's entry
 	"AckMessageEntry.receipt_handle": fieldRead,
-	"AckMessageEntry.lite_topic":     whyLite,
+	"AckMessageEntry.lite_topic":     fieldRead,
 
 	"ForwardMessageToDeadLetterQueueRequest.group":                 fieldRead,
 	"ForwardMessageToDeadLetterQueueRequest.topic":                 fieldRead,
@@ -95,7 +94,7 @@ var requestFields = map[string]string{
 	"ForwardMessageToDeadLetterQueueRequest.message_id":            whyHandle,
 	"ForwardMessageToDeadLetterQueueRequest.delivery_attempt":      "the pop service counts the attempts itself",
 	"ForwardMessageToDeadLetterQueueRequest.max_delivery_attempts": "the group's retry policy decides",
-	"ForwardMessageToDeadLetterQueueRequest.lite_topic":            whyLite,
+	"ForwardMessageToDeadLetterQueueRequest.lite_topic":            fieldRead,
 
 	"PullMessageRequest.group":                fieldRead,
 	"PullMessageRequest.message_queue":        fieldRead,
@@ -148,8 +147,8 @@ var requestFields = map[string]string{
 	"Subscription.fifo":                                     fieldRead,
 	"Subscription.receive_batch_size":                       whyEchoed + " (32 when absent): each ReceiveMessage names its batch size",
 	"Subscription.long_polling_timeout":                     whyEchoed + " (20 s when absent): each ReceiveMessage names its timeout",
-	"Subscription.lite_subscription_quota":                  whyLite,
-	"Subscription.max_lite_topic_size":                      whyLite,
+	"Subscription.lite_subscription_quota":                  "the server's grpc.lite.subscription_quota is answered to lite consumers",
+	"Subscription.max_lite_topic_size":                      "the server's grpc.lite.max_name_length is answered to lite consumers",
 	"SubscriptionEntry.topic":                               fieldRead, // authorization
 	"SubscriptionEntry.expression":                          "each ReceiveMessage names its filter",
 
@@ -160,8 +159,19 @@ var requestFields = map[string]string{
 	"ChangeInvisibleDurationRequest.receipt_handle":     fieldRead,
 	"ChangeInvisibleDurationRequest.invisible_duration": fieldRead,
 	"ChangeInvisibleDurationRequest.message_id":         whyHandle,
-	"ChangeInvisibleDurationRequest.lite_topic":         whyLite,
-	"ChangeInvisibleDurationRequest.suspend":            whyLite,
+	"ChangeInvisibleDurationRequest.lite_topic":         fieldRead,
+	"ChangeInvisibleDurationRequest.suspend":            "not acted on: the lite topic's delivery waits for its invisible time, then goes out again",
+
+	"SyncLiteSubscriptionRequest.action":         fieldRead,
+	"SyncLiteSubscriptionRequest.topic":          fieldRead,
+	"SyncLiteSubscriptionRequest.group":          fieldRead,
+	"SyncLiteSubscriptionRequest.lite_topic_set": fieldRead,
+	"SyncLiteSubscriptionRequest.version":        "not compared: each request is applied as it arrives",
+	"SyncLiteSubscriptionRequest.offset_option":  fieldRead,
+	"OffsetOption.policy":                        fieldRead,
+	"OffsetOption.offset":                        fieldRead,
+	"OffsetOption.tail_n":                        fieldRead,
+	"OffsetOption.timestamp":                     fieldRead,
 
 	"RecallMessageRequest.topic":         fieldRead,
 	"RecallMessageRequest.recall_handle": fieldRead,

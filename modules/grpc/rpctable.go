@@ -66,7 +66,7 @@ var rpcNotes = map[string]string{
 	"NotifyClientTermination":         "",
 	"ChangeInvisibleDuration":         "pop consumption (modules/pop)",
 	"RecallMessage":                   "timer messages (`delivery_timestamp`, `TIMER_DELIVER_MS`…) by the handle their send answered, until their time; not delay levels. NOT_IMPLEMENTED with `schedule.enabled: false`",
-	"SyncLiteSubscription":            "lite topics (RocketMQ 5.4's LitePushConsumer) are not supported",
+	"SyncLiteSubscription":            "lite topics (RocketMQ 5.5, RIP-83) of a `message.type=LITE` parent: PARTIAL/COMPLETE add and remove, OffsetOption (policy, offset, tail_n, timestamp), one reader per group and lite topic (a new subscriber takes over; the previous one gets NotifyUnsubscribeLiteCommand), grpc.lite quotas; designed from the proto, not the Java proxy, which predates it",
 }
 
 // authNotes override the generated rule where it depends on what the

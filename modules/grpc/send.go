@@ -147,6 +147,9 @@ func (s *Server) build(m *grpcapi.Message, born netip.AddrPort) (*message.Ext, *
 	if queues <= 0 {
 		return nil, refuse(grpcapi.Code_FORBIDDEN, "topic %s has no write queues", tc.TopicName)
 	}
+	if se := s.liteBuild(tc, sp, props); se != nil { // lite.go
+		return nil, se
+	}
 	if se := checkMessageType(tc, sp); se != nil { // msgtype.go
 		return nil, se
 	}
@@ -198,6 +201,8 @@ func (s *Server) build(m *grpcapi.Message, born netip.AddrPort) (*message.Ext, *
 			}
 			queue = q
 		}
+	case grpcapi.MessageType_LITE:
+		queue = liteQueue(sp.GetLiteTopic(), queues) // lite.go
 	case grpcapi.MessageType_TRANSACTION:
 		if se := s.txSend(sp, tc.TopicName, props); se != nil { // transaction.go
 			return nil, se
@@ -276,7 +281,7 @@ func (s *Server) SendMessage(ctx context.Context, req *grpcapi.SendMessageReques
 		e, ext, se := entries[i], exts[i], errs[i]
 		exts[i] = nil // stored: its body is the store's
 		if se == nil {
-			pos, err := s.b.Put(ctx, []*message.Ext{ext})
+			pos, err := s.put(ctx, ext) // lite.go: lite messages through the lite index
 			if err != nil {
 				se = s.putError(m, ext, err)
 			} else {
@@ -314,6 +319,9 @@ func tooLarge(total, limit int64) *grpcapi.SendMessageResponse {
 // retry, as the 4.x send answers MESSAGE_ILLEGAL) are the client's error;
 // anything else is the server's, and logged.
 func (s *Server) putError(m *grpcapi.Message, ext *message.Ext, err error) *sendError {
+	if se := liteSendError(err); se != nil { // lite.go
+		return se
+	}
 	var rej *broker.RejectError
 	if errors.As(err, &rej) {
 		if m.GetSystemProperties().GetMessageType() == grpcapi.MessageType_DELAY {

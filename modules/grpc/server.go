@@ -81,6 +81,8 @@ type Server struct {
 	tx    *transaction.Service
 	txKey []byte // transaction ids' HMAC key (transaction.go)
 	untx  func() // removes the check transport
+
+	lite *liteIndex // lite topics (lite.go), made by Start
 }
 
 var _ grpcapi.MessagingServiceServer = (*Server)(nil)
@@ -161,6 +163,9 @@ func (s *Server) Start(ctx context.Context) error {
 		opts = append(opts, grpclib.ChainUnaryInterceptor(s.auth.unaryInterceptor(refused)),
 			grpclib.ChainStreamInterceptor(s.auth.streamInterceptor(refused)))
 	}
+	if err := s.startLite(ctx); err != nil { // lite.go: before serving
+		return err
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
 	if err != nil {
@@ -233,7 +238,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		<-stopped
 	}
 	s.wg.Wait()
-	return nil
+	return s.stopLite()
 }
 
 // endpoints is what routes answer as this broker's address.

@@ -204,6 +204,7 @@ func (s *Server) serverSettings(in *grpcapi.Settings) *grpcapi.Settings {
 			// declared (RocketMQ 5's proxy answers the group's switch).
 			ps.Subscription.Fifo = proto.Bool(true)
 		}
+		s.liteSettings(out) // lite.go
 	}
 	return out
 }
@@ -322,7 +323,11 @@ func checkSettings(st *grpcapi.Settings) error {
 		if err := protocol.ValidateGroup(g); err != nil {
 			return bad("%v", err)
 		}
-		if ct := st.GetClientType(); ct != grpcapi.ClientType_PUSH_CONSUMER && ct != grpcapi.ClientType_SIMPLE_CONSUMER {
+		switch st.GetClientType() {
+		case grpcapi.ClientType_PUSH_CONSUMER, grpcapi.ClientType_SIMPLE_CONSUMER,
+			grpcapi.ClientType_LITE_PUSH_CONSUMER, grpcapi.ClientType_LITE_SIMPLE_CONSUMER: // lite.go
+		default:
+			ct := st.GetClientType()
 			return grpcstatus.Errorf(codes.Internal, "process client telemetryCommand failed. Client type is not consumer, type: %v", ct)
 		}
 	default:

@@ -1,0 +1,51 @@
+package grpc
+
+import (
+	"fmt"
+	"time"
+)
+
+// LiteConfig bounds lite topics (RocketMQ 5.5, RIP-83; lite.go): the
+// grpc.lite section.
+type LiteConfig struct {
+	// TTL deletes a lite topic nothing was sent to for this long; its
+	// subscribers are told with NotifyUnsubscribeLiteCommand. 0 keeps lite
+	// topics until their parent goes. Default 24h.
+	TTL time.Duration `koanf:"ttl"`
+	// TopicQuota bounds the lite topics of one parent topic: one more is
+	// refused with LITE_TOPIC_QUOTA_EXCEEDED. Default 2,000,000.
+	TopicQuota int `koanf:"topic_quota"`
+	// SubscriptionQuota bounds the lite topics one client subscribes to,
+	// over all its groups: LITE_SUBSCRIPTION_QUOTA_EXCEEDED beyond it.
+	// Answered to the clients in their settings. Default 100,000.
+	SubscriptionQuota int `koanf:"subscription_quota"`
+	// MaxNameLength bounds a lite topic's name (max_lite_topic_size in the
+	// clients' settings). Default 64.
+	MaxNameLength int `koanf:"max_name_length"`
+	// SweepBatch is how many lite topics one TTL sweep tick (every
+	// second) looks at, so that a sweep never pauses the endpoint for
+	// long. Default 4096.
+	SweepBatch int `koanf:"sweep_batch"`
+}
+
+func defaultLiteConfig() LiteConfig {
+	return LiteConfig{TTL: 24 * time.Hour, TopicQuota: 2_000_000, SubscriptionQuota: 100_000, MaxNameLength: 64, SweepBatch: 4096}
+}
+
+func (c *LiteConfig) validate() error {
+	if c.TTL < 0 {
+		return fmt.Errorf("config: grpc.lite.ttl: %v is negative (0 keeps lite topics)", c.TTL)
+	}
+	for _, v := range []struct {
+		key string
+		n   int
+	}{{"topic_quota", c.TopicQuota}, {"subscription_quota", c.SubscriptionQuota}, {"max_name_length", c.MaxNameLength}, {"sweep_batch", c.SweepBatch}} {
+		if v.n < 1 {
+			return fmt.Errorf("config: grpc.lite.%s: %d must be positive", v.key, v.n)
+		}
+	}
+	if c.MaxNameLength > 255 {
+		return fmt.Errorf("config: grpc.lite.max_name_length: %d is over 255", c.MaxNameLength)
+	}
+	return nil
+}

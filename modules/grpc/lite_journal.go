@@ -1,0 +1,205 @@
+package grpc
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// liteJournal is the append-only log of what the parent queues cannot
+// say about lite topics: the consumer offsets of the groups (an 'O' record
+// each time an ack moves one) and the deletions by TTL (a 'D' record: the
+// lite topic's messages up to that commit-log offset belong to the deleted
+// topic, whatever the parent queues still hold). Each record is
+// length + CRC-32 + payload; a torn tail (SIGKILL mid-write) is cut at
+// open. Writes are fsynced before the RPC that made them answers. At open
+// the journal is read whole and rewritten with only what is still live
+// (one 'O' per group and lite topic, the deletions), so it does not grow
+// across restarts.
+type liteJournal struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	w    *bufio.Writer
+	size int64
+}
+
+const (
+	liteRecOffset = 'O'
+	liteRecDelete = 'D'
+)
+
+// liteRecord is one journal record.
+type liteRecord struct {
+	kind                byte
+	parent, name, group string // group: 'O' only
+	value               int64  // 'O': committed lite offset; 'D': boundary commit-log offset
+}
+
+func (r liteRecord) encode(b []byte) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, r.kind)
+	for _, s := range []string{r.parent, r.name, r.group} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendVarint(b, r.value)
+	payload := b[start+8:]
+	binary.BigEndian.PutUint32(b[start:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(b[start+4:], crc32.ChecksumIEEE(payload))
+	return b
+}
+
+func decodeLiteRecord(p []byte) (liteRecord, error) {
+	bad := errors.New("malformed lite journal record")
+	if len(p) < 1 {
+		return liteRecord{}, bad
+	}
+	r := liteRecord{kind: p[0]}
+	p = p[1:]
+	var ss [3]string
+	for i := range ss {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || uint64(len(p)-k) < n {
+			return liteRecord{}, bad
+		}
+		ss[i] = string(p[k : k+int(n)])
+		p = p[k+int(n):]
+	}
+	v, k := binary.Varint(p)
+	if k <= 0 {
+		return liteRecord{}, bad
+	}
+	r.parent, r.name, r.group, r.value = ss[0], ss[1], ss[2], v
+	return r, nil
+}
+
+// readLiteJournal reads every whole record of path; a missing file has
+// none. It answers where the whole records end.
+func readLiteJournal(path string, each func(liteRecord)) (int64, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lite journal: %w", err)
+	}
+	defer f.Close() //nolint:errcheck // read only
+	r := bufio.NewReaderSize(f, 1<<16)
+	var good int64
+	var hdr [8]byte
+	buf := make([]byte, 0, 256)
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return good, nil // end, or a torn header
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > 1<<16 {
+			return good, nil
+		}
+		buf = buf[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return good, nil
+		}
+		if crc32.ChecksumIEEE(buf) != binary.BigEndian.Uint32(hdr[4:]) {
+			return good, nil
+		}
+		rec, err := decodeLiteRecord(buf)
+		if err != nil {
+			return good, nil
+		}
+		each(rec)
+		good += 8 + int64(n)
+	}
+}
+
+// openLiteJournal writes live (the compacted state) to a fresh journal in
+// dir, replacing the old one atomically, and opens it for appending.
+func openLiteJournal(dir string, live []liteRecord) (*liteJournal, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("lite journal: %w", err)
+	}
+	path := filepath.Join(dir, "lite.journal")
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lite journal: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	var b []byte
+	var size int64
+	for _, r := range live {
+		b = r.encode(b[:0])
+		size += int64(len(b))
+		if _, err := w.Write(b); err != nil {
+			f.Close() //nolint:errcheck,gosec // the write error is the one to report
+			return nil, fmt.Errorf("lite journal: %w", err)
+		}
+	}
+	if err := w.Flush(); err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close() //nolint:errcheck,gosec // the write error is the one to report
+		return nil, fmt.Errorf("lite journal: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		f.Close() //nolint:errcheck,gosec // the rename error is the one to report
+		return nil, fmt.Errorf("lite journal: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() //nolint:errcheck // best effort: the rename is durable on most filesystems already
+		_ = d.Close()
+	}
+	if _, err := f.Seek(size, io.SeekStart); err != nil {
+		f.Close() //nolint:errcheck,gosec // the seek error is the one to report
+		return nil, fmt.Errorf("lite journal: %w", err)
+	}
+	return &liteJournal{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16), size: size}, nil
+}
+
+// append writes recs and makes them durable.
+func (j *liteJournal) append(recs []liteRecord) error {
+	if j == nil || len(recs) == 0 {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var b []byte
+	for _, r := range recs {
+		b = r.encode(b)
+	}
+	if _, err := j.w.Write(b); err != nil {
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	if err := j.w.Flush(); err != nil {
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("lite journal: sync: %w", err)
+	}
+	j.size += int64(len(b))
+	return nil
+}
+
+func (j *liteJournal) close() error {
+	if j == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.w.Flush(); err != nil {
+		j.f.Close() //nolint:errcheck,gosec // the flush error is the one to report
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	if err := j.f.Close(); err != nil {
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	return nil
+}
