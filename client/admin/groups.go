@@ -55,6 +55,10 @@ type ConsumerConnections struct {
 	ConnectionSet []Connection `json:"connectionSet"`
 	MessageModel  string       `json:"messageModel"`
 	ConsumeType   string       `json:"consumeType"`
+	// ConsumeFromWhere and SubscriptionTable (by topic) are the group's
+	// settings as its clients' heartbeats declared them.
+	ConsumeFromWhere  string                               `json:"consumeFromWhere"`
+	SubscriptionTable map[string]protocol.SubscriptionData `json:"subscriptionTable"`
 }
 
 // ConsumerConnections lists the online consumers of group on the broker

@@ -92,16 +92,13 @@ func mqadminAliases(run runner) []*cobra.Command {
 		use, short string
 		f          func(a *adm, ctx context.Context, topic string) error
 	}{
-		{"topicRoute", "A topic's route (topic route)", (*adm).topicRoute},
-		{"topicStatus", "A topic's queue offsets (topic status)", (*adm).printTopicStatus},
-		{"topicClusterList", "The clusters serving a topic (topic clusters)", (*adm).topicClusters},
+		{"topicStatus", "A topic's queue offsets as mqadmin prints them (topic status)", (*adm).mqadminTopicStatus},
+		{"topicClusterList", "The clusters serving a topic, one a line (topic clusters)", (*adm).mqadminTopicClusters},
 	} {
 		add(alias(t.use, t.short, func(c *cobra.Command) func(context.Context, *adm) error {
 			var topic string
 			c.Flags().StringVarP(&topic, "topic", "t", "", "topic (required)")
 			switch t.use {
-			case "topicRoute":
-				ignoredSwitch(c, "l", "list", "the route is always printed as a table")
 			case "topicStatus":
 				ignored(c, "c", "cluster", "LMQ parent topics are not supported")
 			}
@@ -109,6 +106,14 @@ func mqadminAliases(run runner) []*cobra.Command {
 			return func(ctx context.Context, a *adm) error { return t.f(a, ctx, topic) }
 		}, run))
 	}
+	add(alias("topicRoute", "A topic's route as JSON, or with -l a row per broker, as mqadmin prints it (topic route)", func(c *cobra.Command) func(context.Context, *adm) error {
+		var topic string
+		var list bool
+		c.Flags().StringVarP(&topic, "topic", "t", "", "topic (required)")
+		c.Flags().BoolVarP(&list, "list", "l", false, "a row per broker and the total")
+		_ = c.MarkFlagRequired("topic")
+		return func(ctx context.Context, a *adm) error { return a.mqadminTopicRoute(ctx, topic, list) }
+	}, run))
 	add(alias("updateOrderConf", "Get, put or delete a topic's global order config (kv ORDER_TOPIC_CONFIG)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var topic, conf, method string
 		c.Flags().StringVarP(&topic, "topic", "t", "", "topic (required)")
@@ -167,18 +172,13 @@ func mqadminAliases(run runner) []*cobra.Command {
 		return func(ctx context.Context, a *adm) error { return a.deleteGroup(ctx, c, group, cluster, yes) }
 	}, run))
 	add(alias("consumerProgress", "A group's progress per queue (group status); every group's lag without -g", func(c *cobra.Command) func(context.Context, *adm) error {
-		var group string
+		var group, topic string
 		var showIP bool
 		c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group")
-		c.Flags().VarP(boolArg{&showIP}, "showClientIP", "s", "accepted; clients are listed below the queues")
-		ignored(c, "t", "topicName", "every topic of the group is listed")
+		c.Flags().VarP(boolArg{&showIP}, "showClientIP", "s", "add the #Client IP column (N/A: queue allocations are not read)")
+		c.Flags().StringVarP(&topic, "topicName", "t", "", "only this topic (with -g)")
 		ignored(c, "c", "cluster", "LMQ parent topics are not supported")
-		return func(ctx context.Context, a *adm) error {
-			if group != "" {
-				return a.groupStatus(ctx, group)
-			}
-			return a.allGroupsLag(ctx)
-		}
+		return func(ctx context.Context, a *adm) error { return a.mqadminConsumerProgress(ctx, group, topic, showIP) }
 	}, run))
 	add(alias("consumerStatus", "Running info of a group's consumers (consumer status)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var group, client string
@@ -195,7 +195,7 @@ func mqadminAliases(run runner) []*cobra.Command {
 		c.Flags().StringVarP(&group, "consumerGroup", "g", "", "consumer group (required)")
 		ignored(c, "b", "brokerAddr", "the group's brokers are asked")
 		_ = c.MarkFlagRequired("consumerGroup")
-		return func(ctx context.Context, a *adm) error { return a.consumerConnections(ctx, group) }
+		return func(ctx context.Context, a *adm) error { return a.mqadminConsumerConnection(ctx, group) }
 	}, run))
 	add(alias("getConsumerConfig", "A group's subscription config (consumer config)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var group string
@@ -338,12 +338,12 @@ func mqadminAliases(run runner) []*cobra.Command {
 	add(alias("brokerStatus", "A broker's runtime figures (broker status)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var broker, cluster string
 		brokerSel(c, &broker, &cluster)
-		return func(ctx context.Context, a *adm) error { return a.brokerStatus(ctx, broker, cluster) }
+		return func(ctx context.Context, a *adm) error { return a.mqadminBrokerStatus(ctx, broker, cluster) }
 	}, run))
 	add(alias("getBrokerConfig", "A broker's settings (broker config)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var broker, cluster string
 		brokerSel(c, &broker, &cluster)
-		return func(ctx context.Context, a *adm) error { return a.brokerConfig(ctx, broker, cluster) }
+		return func(ctx context.Context, a *adm) error { return a.mqadminBrokerConfig(ctx, broker, cluster) }
 	}, run))
 	add(alias("updateBrokerConfig", "Change a setting of running brokers (broker set-config)", func(c *cobra.Command) func(context.Context, *adm) error {
 		var broker, cluster, key, value, all string

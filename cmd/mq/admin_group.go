@@ -346,6 +346,8 @@ type groupStatus struct {
 	Clients      []groupClient   `json:"clients"`
 	MessageModel string          `json:"messageModel,omitempty"`
 	ConsumeType  string          `json:"consumeType,omitempty"`
+	// ConsumeTps is the brokers' consume TPS of the group, summed.
+	ConsumeTps float64 `json:"consumeTps"`
 }
 
 func (a *adm) groupStatus(ctx context.Context, group string) error {
@@ -394,6 +396,7 @@ func (a *adm) groupStatusOf(ctx context.Context, group string) (*groupStatus, er
 		if err != nil {
 			return nil, codeErr(err)
 		}
+		st.ConsumeTps += cs.ConsumeTps
 		qs := make([]queueStats, 0, len(cs.OffsetTable))
 		for mq, o := range cs.OffsetTable {
 			qs = append(qs, queueStats{Topic: mq.Topic, BrokerName: mq.BrokerName, QueueID: mq.QueueID,
@@ -419,40 +422,6 @@ func (a *adm) groupStatusOf(ctx context.Context, group string) (*groupStatus, er
 		}
 	}
 	return st, nil
-}
-
-// groupLagRow is one group's total lag (consumerProgress without -g).
-type groupLagRow struct {
-	Group   string `json:"group"`
-	Lag     int64  `json:"lag"`
-	Clients int    `json:"clients"`
-	Model   string `json:"messageModel,omitempty"`
-}
-
-func (a *adm) allGroupsLag(ctx context.Context) error {
-	ms, err := a.masters(ctx)
-	if err != nil {
-		return err
-	}
-	by, _, err := a.groupBrokers(ctx, ms)
-	if err != nil {
-		return err
-	}
-	out := []groupLagRow{}
-	var rows [][]string
-	for _, g := range sortedKeys(by) {
-		if isSystemGroup(g) {
-			continue
-		}
-		st, err := a.groupStatusOf(ctx, g)
-		if err != nil {
-			return err
-		}
-		r := groupLagRow{Group: g, Lag: st.Lag, Clients: len(st.Clients), Model: st.MessageModel}
-		out = append(out, r)
-		rows = append(rows, []string{g, i64(r.Lag), strconv.Itoa(r.Clients), r.Model})
-	}
-	return a.print(out, "GROUP\tLAG\tCLIENTS\tMODEL", rows)
 }
 
 // retryPolicyType is a groupRetryPolicy's type ("" for none).

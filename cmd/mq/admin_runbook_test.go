@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -235,9 +236,31 @@ func TestAdminMqadminRunbook(t *testing.T) {
 			assert.Regexp(t, `(?m)^DefaultCluster\s+`+topic+`\s+`+group+`\s*$`, out)
 			assert.NotContains(t, out, "%RETRY%")
 		}},
-		{args: []string{"topicRoute", "-t", topic}, check: headerCols("BROKER", "ADDR", "READ QUEUES", "WRITE QUEUES", "PERM", "MESSAGE TYPE")},
-		{args: []string{"topicStatus", "-t", topic}, check: headerCols("BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED")},
-		{args: []string{"topicClusterList", "-t", topic}, check: headerCols("CLUSTER")},
+		{args: []string{"topicRoute", "-t", topic}, check: func(t *testing.T, out, _ string) {
+			var rd struct {
+				QueueDatas  []map[string]any `json:"queueDatas"`
+				BrokerDatas []map[string]any `json:"brokerDatas"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rd), "mqadmin prints the route as JSON:\n%s", out)
+			assert.Len(t, rd.QueueDatas, 1)
+			assert.Len(t, rd.BrokerDatas, 1)
+		}},
+		{args: []string{"topicRoute", "-t", topic, "-l"}, check: func(t *testing.T, out, _ string) {
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			require.Len(t, lines, 4, out)
+			assert.Equal(t, javaHeader("%-45s %-32s %-50s %-10s %-11s %-5s", "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"), lines[0])
+			assert.Regexp(t, `^DefaultCluster\s+broker-a\s+\{0=`+regexp.QuoteMeta(broker)+`\}\s+4\s+4\s+6\s*$`, lines[1])
+			assert.Equal(t, strings.Repeat("-", 158), lines[2])
+			assert.Regexp(t, `^Total:\s+1\s+4\s+4\s*$`, lines[3])
+		}},
+		{args: []string{"topicStatus", "-t", topic}, check: func(t *testing.T, out, _ string) {
+			assert.Equal(t, javaHeader("%-32s  %-4s  %-20s  %-20s    %s", "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"), strings.Split(out, "\n")[0])
+			assert.Regexp(t, `(?m)^broker-a\s+0\s+0\s+3\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}$`, out)
+			assert.Regexp(t, `(?m)^broker-a\s+3\s+0\s+0\s*$`, out)
+		}},
+		{args: []string{"topicClusterList", "-t", topic}, check: func(t *testing.T, out, _ string) {
+			assert.Equal(t, "DefaultCluster\n", out)
+		}},
 		{args: []string{"updateTopicPerm", "-t", topic, "-p", "4", "-c", "DefaultCluster"}, check: func(t *testing.T, out, _ string) {
 			rows := parseTable(t, out)
 			require.Len(t, rows, 1)
@@ -271,23 +294,46 @@ func TestAdminMqadminRunbook(t *testing.T) {
 		{args: []string{"consumeMessage", "-t", topic, "-b", "broker-a", "-i", "0", "-o", "0", "-c", "10"}, check: func(t *testing.T, out, _ string) {
 			assert.Len(t, parseTable(t, out), 3)
 		}},
-		{args: []string{"consumerProgress", "-g", group}, check: contains(topic)},
-		{args: []string{"consumerConnection", "-g", group}, check: contains("127.0.0.1@admin-test")},
+		{args: []string{"consumerProgress", "-g", group}, check: func(t *testing.T, out, _ string) {
+			assert.Equal(t, javaHeader("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s", "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#Inflight", "#LastTime"), strings.Split(out, "\n")[0])
+			assert.Regexp(t, `(?m)^`+topic+`\s+broker-a\s+0\s+3\s+2\s+1\s+0\s+`, out)
+			assert.Contains(t, out, "\nConsume TPS: ")
+			assert.Contains(t, out, "\nConsume Diff Total: 1\n")
+		}},
+		{args: []string{"consumerProgress", "-g", group, "-s", "true", "-t", topic}, check: firstLine(javaHeader("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s %-20s%s", "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#Inflight", "#LastTime"))},
+		{args: []string{"consumerProgress"}, check: func(t *testing.T, out, _ string) {
+			assert.Equal(t, javaHeader("%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s", "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"), strings.Split(out, "\n")[0])
+			assert.Regexp(t, `(?m)^`+group+`\s+1\s+V4_9_8\s+PUSH\s+CLUSTERING\s+\d+\s+1$`, out)
+		}},
+		{args: []string{"consumerConnection", "-g", group}, check: func(t *testing.T, out, _ string) {
+			assert.Equal(t, javaHeader("%-36s %-22s %-10s %s", "#ClientId", "#ClientAddr", "#Language", "#Version"), strings.Split(out, "\n")[0])
+			assert.Contains(t, out, "127.0.0.1@admin-test")
+			assert.Contains(t, out, "\nBelow is subscription:\n")
+			assert.Regexp(t, `(?m)^`+topic+`\s+\*$`, out)
+			assert.Contains(t, out, "\nConsumeType: CONSUME_PASSIVELY\nMessageModel: CLUSTERING\nConsumeFromWhere: CONSUME_FROM_FIRST_OFFSET\n")
+		}},
 		{args: []string{"getConsumerConfig", "-g", group}, check: contains(group)},
 		{args: []string{"brokerStatus", "-b", broker}, check: func(t *testing.T, out, _ string) {
-			headerCols("BROKER", "KEY", "VALUE")(t, out, "")
-			assert.Regexp(t, `(?m)\sputTps\s`, out)
+			assert.Regexp(t, `(?m)^putTps {26}: \S+ \S+ \S+$`, out)
+			assert.Regexp(t, `(?m)^brokerVersionDesc {15}: V4_9_8$`, out)
+		}},
+		{args: []string{"brokerStatus", "-c", "DefaultCluster"}, check: func(t *testing.T, out, _ string) {
+			assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(broker)+` +msgPutTotalTodayNow +: \d+$`, out)
 		}},
 		{args: []string{"brokerConsumeStats", "-b", broker}, check: contains(group)},
-		{args: []string{"getBrokerConfig", "-b", broker}, check: contains("autoCreateTopicEnable")},
+		{args: []string{"getBrokerConfig", "-b", broker}, check: func(t *testing.T, out, _ string) {
+			assert.Equal(t, "============"+broker+"============", strings.Split(out, "\n")[0])
+			assert.Regexp(t, `(?m)^autoCreateTopicEnable {29}=  true$`, out)
+		}},
 		{args: []string{"updateBrokerConfig", "-b", broker, "-k", "autoCreateTopicEnable", "-v", "false"}, check: firstLine("update broker config success, " + broker)},
 		{args: []string{"updateBrokerConfig", "-c", "DefaultCluster", "-k", "autoCreateTopicEnable", "-v", "true"}, check: firstLine("update broker config success, " + broker)},
 		{args: []string{"updateBrokerConfig", "-b", broker, "-k", "fileReservedTime", "-v", "48"}, check: firstLine("update broker config success, " + broker)},
 		{args: []string{"updateBrokerConfig", "-b", broker, "-k", "deleteWhen", "-v", "03;15"}, check: firstLine("update broker config success, " + broker)},
 		{args: []string{"updateBrokerConfig", "-b", broker, "-k", "brokerPermission", "-v", "6"}, check: firstLine("update broker config success, " + broker)},
 		{args: []string{"getBrokerConfig", "-c", "DefaultCluster"}, check: func(t *testing.T, out, _ string) {
-			assert.Regexp(t, `(?m)\sfileReservedTime\s+48$`, out)
-			assert.Regexp(t, `(?m)\sdeleteWhen\s+03;15$`, out)
+			assert.Equal(t, "============Master: "+broker+"============", strings.Split(out, "\n")[0])
+			assert.Regexp(t, `(?m)^fileReservedTime +=  48$`, out)
+			assert.Regexp(t, `(?m)^deleteWhen +=  03;15$`, out)
 		}},
 		{args: []string{"resetOffsetByTime", "-g", group, "-t", topic, "-s", "0"}, check: contains("reset to")},
 		{args: []string{"updateSubGroup", "--groupName", group2, "--clusterName", "DefaultCluster"}, check: contains(group2)},

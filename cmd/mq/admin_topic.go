@@ -448,13 +448,26 @@ func (a *adm) printTopicStatus(ctx context.Context, topic string) error {
 
 // topicClusters lists the clusters whose brokers serve topic.
 func (a *adm) topicClusters(ctx context.Context, topic string) error {
-	rd, err := a.mustRoute(ctx, topic)
+	out, err := a.clustersOf(ctx, topic)
 	if err != nil {
 		return err
 	}
+	rows := make([][]string, 0, len(out))
+	for _, c := range out {
+		rows = append(rows, []string{c})
+	}
+	return a.print(out, "CLUSTER", rows)
+}
+
+// clustersOf names the clusters whose brokers serve topic, sorted.
+func (a *adm) clustersOf(ctx context.Context, topic string) ([]string, error) {
+	rd, err := a.mustRoute(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
 	bs, err := a.brokers(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	clusterOf := map[string]string{}
 	for _, b := range bs {
@@ -468,12 +481,7 @@ func (a *adm) topicClusters(ctx context.Context, topic string) error {
 		}
 		set[c] = true
 	}
-	out := sortedKeys(set)
-	rows := make([][]string, 0, len(out))
-	for _, c := range out {
-		rows = append(rows, []string{c})
-	}
-	return a.print(out, "CLUSTER", rows)
+	return sortedKeys(set), nil
 }
 
 // topicStatus gathers a topic's per-queue offsets from its brokers.
