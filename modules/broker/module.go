@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/kernel"
@@ -149,7 +150,18 @@ func newFromFx(p params) (*Broker, error) {
 			return nil, errUnsignedRegistration
 		}
 	}
-	return New(p.Config, deps)
+	b, err := New(p.Config, deps)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range deps.Authenticators {
+		if r, ok := a.(auth.Replicated); ok { // ACL 2.0's users and policies
+			for _, d := range r.ReplicaDocs() {
+				b.AddReplicaMeta(ReplicaMeta{Name: d.Name, Code: d.Code, Apply: d.Apply})
+			}
+		}
+	}
+	return b, nil
 }
 
 // Module is the broker: send, pull, offsets, heartbeats, admin codes and

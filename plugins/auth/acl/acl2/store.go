@@ -279,3 +279,42 @@ func (s *Store) GetACL(subject string) (ACL, bool, error) {
 func (s *Store) ListACLs(subjectFilter, resourceFilter string) []ACL {
 	return s.load().listACLs(subjectFilter, resourceFilter)
 }
+
+// ReplaceUsers installs users as the whole user table (a slave copying
+// its master's), written durably as any change.
+func (s *Store) ReplaceUsers(users []User) error {
+	for i := range users {
+		if err := users[i].normalize(); err != nil {
+			return storeErr(ErrInvalid, "user %q: %v", users[i].Username, err)
+		}
+	}
+	return s.update(func(st *state) error {
+		st.users = make(map[string]User, len(users))
+		for _, u := range users {
+			st.users[u.Username] = u
+		}
+		return nil
+	})
+}
+
+// ReplaceACLs installs acls as the whole policy table (a slave copying
+// its master's), written durably as any change.
+func (s *Store) ReplaceACLs(acls []ACL) error {
+	m := make(map[string]*ACL, len(acls))
+	for i := range acls {
+		a := acls[i]
+		name, err := parseSubject(a.Subject)
+		if err == nil {
+			err = a.compile()
+		}
+		if err != nil {
+			return storeErr(ErrInvalid, "acl of %q: %v", a.Subject, err)
+		}
+		a.Subject = UserSubject(name)
+		m[name] = &a
+	}
+	return s.update(func(st *state) error {
+		st.acls = m
+		return nil
+	})
+}
