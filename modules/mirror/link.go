@@ -41,8 +41,7 @@ type link struct {
 	groups  map[groupQueue]int64                // translated offsets written
 	lastErr string
 
-	up          atomic.Bool
-	wasDown     atomic.Bool
+	sides       [2]sideState // sideSource, sideTarget
 	reconnects  atomic.Int64
 	mirrored    atomic.Int64
 	loopSkipped atomic.Int64
@@ -175,7 +174,7 @@ func (l *link) run(ctx context.Context) {
 	bo := l.backoff()
 	for !l.isLoaded() {
 		if err := l.loadCheckpoint(ctx); err != nil {
-			l.failed("read the checkpoint", err)
+			l.failed("read the checkpoint", onSide(sideTarget, err))
 			if !bo.wait(ctx) {
 				return
 			}
@@ -196,10 +195,13 @@ func (l *link) run(ctx context.Context) {
 		case <-refresh.C:
 			l.discover(ctx)
 		case <-ckpt.C:
-			if err := l.writeCheckpoint(ctx); err != nil && ctx.Err() == nil {
-				l.failed("write the checkpoint", err)
+			if err := l.writeCheckpoint(ctx); err != nil {
+				if ctx.Err() == nil {
+					l.failed("write the checkpoint", onSide(sideTarget, err))
+				}
 				continue
 			}
+			l.ok(sideTarget)
 			if len(l.cfg.Groups) > 0 {
 				l.translateGroups(ctx)
 			}
@@ -213,28 +215,76 @@ func (l *link) isLoaded() bool {
 	return l.loaded
 }
 
-// failed records an error: the link is down until the next success.
-func (l *link) failed(op string, err error) {
-	if l.up.Swap(false) || !l.wasDown.Load() {
-		l.log.Warn("mirror link down", "op", op, "err", err)
+// The two ends of a link, whose failures are told apart: an idle queue
+// pulling fine from the source does not make a link whose target is
+// unreachable look up, and a link counts one reconnect per recovery.
+const (
+	sideSource = 0
+	sideTarget = 1
+)
+
+var sideNames = [2]string{"source", "target"}
+
+type sideState struct {
+	seen atomic.Bool // an exchange worked once
+	down atomic.Bool
+}
+
+// sideError is an error of one end.
+type sideError struct {
+	side int
+	err  error
+}
+
+func (e *sideError) Error() string { return sideNames[e.side] + ": " + e.err.Error() }
+func (e *sideError) Unwrap() error { return e.err }
+
+func onSide(side int, err error) error {
+	if err == nil {
+		return nil
 	}
-	l.wasDown.Store(true)
+	return &sideError{side, err}
+}
+
+// failed records an error of an end: the link is down until the end
+// answers again.
+func (l *link) failed(op string, err error) {
+	side := sideTarget
+	var se *sideError
+	if errors.As(err, &se) {
+		side = se.side
+	}
+	if !l.sides[side].down.Swap(true) {
+		l.log.Warn("mirror link down", "side", sideNames[side], "op", op, "err", err)
+	}
 	l.mu.Lock()
 	l.lastErr = op + ": " + err.Error()
 	l.mu.Unlock()
 }
 
-// ok records a success: a link that was down counts a reconnect.
-func (l *link) ok() {
-	if !l.up.Swap(true) {
-		if l.wasDown.Swap(false) {
-			l.reconnects.Add(1)
-			l.log.Info("mirror link up again")
+// ok records a success with an end: one that was down counts a
+// reconnect.
+func (l *link) ok(side int) {
+	l.sides[side].seen.Store(true)
+	if l.sides[side].down.Swap(false) {
+		l.reconnects.Add(1)
+		l.log.Info("mirror link up again", "side", sideNames[side])
+		if !l.sides[1-side].down.Load() {
+			l.mu.Lock()
+			l.lastErr = ""
+			l.mu.Unlock()
 		}
-		l.mu.Lock()
-		l.lastErr = ""
-		l.mu.Unlock()
 	}
+}
+
+// isUp reports whether both ends answered and neither has failed since.
+func (l *link) isUp() bool {
+	for i := range l.sides {
+		if !l.sides[i].seen.Load() || l.sides[i].down.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // topics lists the source topics the link follows.
@@ -268,7 +318,7 @@ func (l *link) topics(ctx context.Context) ([]string, error) {
 func (l *link) discover(ctx context.Context) {
 	topics, err := l.topics(ctx)
 	if err != nil {
-		l.failed("list the source topics", err)
+		l.failed("list the source topics", onSide(sideSource, err))
 		return
 	}
 	for _, t := range topics {
@@ -287,7 +337,7 @@ func (l *link) discoverTopic(ctx context.Context, topic string) error {
 		if errors.Is(err, client.ErrNoRoute) {
 			return nil // not created yet
 		}
-		return err
+		return onSide(sideSource, err)
 	}
 	if l.sourceCluster.Load() == nil {
 		for _, bd := range sr.Data.BrokerDatas {
@@ -303,7 +353,7 @@ func (l *link) discoverTopic(ctx context.Context, topic string) error {
 	}
 	tr, err := l.targetRoute(ctx, topic, sr)
 	if err != nil {
-		return err
+		return onSide(sideTarget, err)
 	}
 	dstQs := slices.Clone(tr.Publish)
 	sortMQ(dstQs)
@@ -415,7 +465,7 @@ func (l *link) counters(topic string) *topicCounters {
 
 func (l *link) status() LinkStatus {
 	st := LinkStatus{Name: l.cfg.Name, Source: strings.Join(l.cfg.Source.Namesrv, ","), Target: strings.Join(l.cfg.Target.Namesrv, ","),
-		Up: l.up.Load(), Mirrored: l.mirrored.Load(), LoopSkipped: l.loopSkipped.Load(), Reconnects: l.reconnects.Load()}
+		Up: l.isUp(), Mirrored: l.mirrored.Load(), LoopSkipped: l.loopSkipped.Load(), Reconnects: l.reconnects.Load()}
 	l.mu.Lock()
 	st.LastError = l.lastErr
 	if !l.ckptAt.IsZero() {

@@ -65,7 +65,7 @@ func (l *link) step(ctx context.Context, q *queueState) error {
 	q.mu.Unlock()
 	if !known {
 		if err := l.start(ctx, q); err != nil {
-			return fmt.Errorf("start position: %w", err)
+			return onSide(sideSource, fmt.Errorf("start position: %w", err))
 		}
 		return nil
 	}
@@ -75,9 +75,9 @@ func (l *link) step(ctx context.Context, q *queueState) error {
 	if err != nil {
 		// The broker answers a held pull before the deadline: a timeout
 		// is a link that stopped answering (a cut uplink).
-		return fmt.Errorf("pull: %w", err)
+		return onSide(sideSource, fmt.Errorf("pull: %w", err))
 	}
-	l.ok()
+	l.ok(sideSource)
 	q.mu.Lock()
 	q.maxOff = res.MaxOffset
 	q.mu.Unlock()
@@ -117,8 +117,9 @@ func (l *link) step(ctx context.Context, q *queueState) error {
 		}
 		off, err := l.write(ctx, dst, items[start:end])
 		if err != nil {
-			return err
+			return onSide(sideTarget, err)
 		}
+		l.ok(sideTarget)
 		q.mu.Lock()
 		if q.dst == dst {
 			q.addPair(pair{Src: firstOff[start], Dst: off})
