@@ -27,6 +27,11 @@
 // producer side keeps a message group in one queue, each message group is
 // consumed in order.
 //
+// A priority topic (message.type=PRIORITY, one level per queue) is served
+// highest queue first, each queue's redeliveries before its new messages:
+// a retried message keeps its level. The order comes from the queues, so
+// nothing about it is stored.
+//
 // A receipt handle is an HMAC over group, topic, queue, offset, nonce and
 // attempt under a per-data-directory secret (handle.go): it survives a
 // restart, cannot be guessed, and is refused for another group or topic.
