@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	gconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -251,4 +256,64 @@ func TestConsoleGroupWritesNeedACLRights(t *testing.T) {
 	var res map[string]any
 	require.Equal(t, http.StatusOK, h.do("POST", "/api/groups", form, nil, &res))
 	require.Equal(t, http.StatusOK, h.do("POST", "/api/groups/AclConsoleCG/delete", url.Values{"confirm": {"AclConsoleCG"}}, nil, &res))
+}
+
+// TestConsoleResendToGroup: the console has an online consumer of a group
+// (the official Go 4.x client) consume a message again
+// (CONSUME_MESSAGE_DIRECTLY): its handler sees the message a second time
+// and the client's result is answered; a group with no consumer online
+// and a read-only console are refused.
+func TestConsoleResendToGroup(t *testing.T) {
+	dev := testserver.StartDev(t, testserver.Options{})
+	ns := dev.Namesrv
+	const topic, group = "DirectTopic", "DirectCG"
+	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "1", "--write-queues", "1")
+	var mu sync.Mutex
+	seen := map[string]int{}
+	pc, err := rocketmq.NewPushConsumer(gconsumer.WithNameServer([]string{ns}), gconsumer.WithGroupName(group),
+		gconsumer.WithInstance(fmt.Sprintf("direct-%d", time.Now().UnixNano())), gconsumer.WithConsumeFromWhere(gconsumer.ConsumeFromFirstOffset))
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, gconsumer.MessageSelector{}, func(_ context.Context, ms ...*primitive.MessageExt) (gconsumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range ms {
+			seen[string(m.Body)]++
+		}
+		return gconsumer.ConsumeSuccess, nil
+	}))
+	require.NoError(t, pc.Start())
+	t.Cleanup(func() { _ = pc.Shutdown() })
+	count := func(body string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[body]
+	}
+	var sent map[string]any
+	mqJSON(t, ns, &sent, "message", "send", "--topic", topic, "--body", "direct-1")
+	require.Eventually(t, func() bool { return count("direct-1") == 1 }, 30*time.Second, 50*time.Millisecond, "consumed once")
+
+	c := newConsole(ns, true, nil, nil)
+	require.NoError(t, c.Start(context.Background(), "127.0.0.1:0", time.Second))
+	defer c.Stop(context.Background())
+	h := newConsoleHTTP(t, "http://"+c.Addr())
+	var res struct {
+		ClientID string         `json:"clientId"`
+		Result   map[string]any `json:"result"`
+	}
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/messages/consume", url.Values{"id": {sent["offsetMsgId"].(string)}, "group": {group}}, nil, &res))
+	assert.NotEmpty(t, res.ClientID)
+	assert.Contains(t, res.Result, "consumeResult")
+	assert.Equal(t, 2, count("direct-1"), "the handler ran again")
+
+	var e map[string]string
+	assert.Equal(t, http.StatusBadRequest, h.do("POST", "/api/messages/consume", url.Values{"id": {sent["offsetMsgId"].(string)}, "group": {"NobodyCG"}}, nil, &e))
+	assert.Contains(t, e["error"], "no consumer online")
+	assert.Equal(t, http.StatusForbidden, h.do("POST", "/api/messages/consume", url.Values{"id": {sent["offsetMsgId"].(string)}, "group": {group}},
+		map[string]string{"Origin": "http://evil.example"}, &e))
+	ro := newConsole(ns, false, nil, nil)
+	require.NoError(t, ro.Start(context.Background(), "127.0.0.1:0", time.Second))
+	defer ro.Stop(context.Background())
+	rh := newConsoleHTTP(t, "http://"+ro.Addr())
+	assert.Equal(t, http.StatusForbidden, rh.do("POST", "/api/messages/consume", url.Values{"id": {sent["offsetMsgId"].(string)}, "group": {group}}, nil, &e))
+	assert.Equal(t, 2, count("direct-1"), "refused: not consumed again")
 }

@@ -5,11 +5,15 @@ package main
 // client/admin's QueryTraceBy, with the send and each consumer group's
 // deliveries summed up. Traces exist when the brokers keep a trace topic
 // (broker.trace_topic_enable) and the clients trace (the official
-// clients' enableMsgTrace, Quiver's producer/consumer WithTrace).
+// clients' enableMsgTrace, Quiver's producer/consumer WithTrace). Also
+// here: a message's consume status per group, and having a group's
+// consumer consume it again (resend to group).
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -18,6 +22,7 @@ import (
 	"github.com/quivermq/quiver/client"
 	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/client/trace"
+	"github.com/quivermq/quiver/core/remoting"
 )
 
 // traceGroup is one consumer group's deliveries of a traced message.
@@ -165,7 +170,71 @@ func (c *consoleServer) messageTracks(ctx context.Context, a *adm, m messageView
 	return out, nil
 }
 
+// consumeDirectly has one online consumer of group consume the message
+// again now (CONSUME_MESSAGE_DIRECTLY through the message's broker, as
+// rocketmq-dashboard's "Resend message" to a group): clientID, or each
+// online client of the group in turn until one answers. It answers the
+// client's ConsumeMessageDirectlyResult as it sent it.
+func (c *consoleServer) consumeDirectly(ctx context.Context, a *adm, m messageView, group, clientID string) (map[string]any, error) {
+	lib, err := a.library()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := c.brokerAddr(ctx, a, m.Broker)
+	if err != nil {
+		return nil, err
+	}
+	clients := []string{clientID}
+	if clientID == "" {
+		cc, online, err := lib.ConsumerConnections(ctx, addr, group)
+		if err != nil {
+			return nil, codeErr(err)
+		}
+		if !online || len(cc.ConnectionSet) == 0 {
+			return nil, badRequest("group %s has no consumer online on %s", group, m.Broker)
+		}
+		clients = clients[:0]
+		for _, cn := range cc.ConnectionSet {
+			clients = append(clients, cn.ClientID)
+		}
+		sort.Strings(clients)
+	}
+	var last error
+	for _, id := range clients {
+		resp, err := a.cl.Invoke(ctx, addr, client.NewRequest(remoting.ConsumeMessageDirectly, map[string]string{
+			"consumerGroup": group, "clientId": id, "msgId": m.OffsetMsgID, "topic": m.Topic, "brokerName": m.Broker}, nil))
+		switch {
+		case err != nil:
+			last = fmt.Errorf("consume directly on %s: %w", id, err)
+			continue
+		case resp.Code != remoting.Success:
+			last = fmt.Errorf("consume directly on %s: code %d %s", id, resp.Code, resp.Remark)
+			continue
+		}
+		var res map[string]any
+		if err := json.Unmarshal(resp.Body, &res); err != nil {
+			return nil, fmt.Errorf("consume directly on %s: %w", id, err)
+		}
+		return map[string]any{"consumerGroup": group, "clientId": id, "msgId": m.MsgID, "result": res}, nil
+	}
+	return nil, last
+}
+
 func (c *consoleServer) traceRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/messages/consume", c.action(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+		id, group := strings.TrimSpace(r.FormValue("id")), strings.TrimSpace(r.FormValue("group"))
+		if id == "" || group == "" {
+			return nil, badRequest("give id and group")
+		}
+		msgs, err := a.messagesByID(ctx, id, r.FormValue("topic"))
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) == 0 {
+			return nil, badRequest("no message %s", id)
+		}
+		return c.consumeDirectly(ctx, a, msgs[0], group, strings.TrimSpace(r.FormValue("clientId")))
+	}))
 	mux.HandleFunc("GET /api/trace", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		return c.traceOf(ctx, a, r.URL.Query().Get("msgId"), r.URL.Query().Get("topic"))
 	}))

@@ -257,7 +257,22 @@ const pages = {
 // showTracks shows which groups have consumed message id.
 async function showTracks(id) {
   const t = await api("/api/messages/track?id=" + enc(id));
-  table($("message-tracks"), ["Consumer group", "Status", ""], t.tracks.map(k => [link("/groups/" + enc(k.consumerGroup), k.consumerGroup), k.trackType, k.detail]));
+  const head = ["Consumer group", "Status", ""];
+  if (info.admin) head.push("");
+  table($("message-tracks"), head, t.tracks.map(k => {
+    const r = [link("/groups/" + enc(k.consumerGroup), k.consumerGroup), k.trackType, k.detail];
+    if (info.admin) r.push(k.trackType === "NOT_ONLINE" ? "" : {html: `<button data-group="${esc(k.consumerGroup)}">Resend to group…</button>`});
+    return r;
+  }));
+  $("consume-result").textContent = "";
+  $("message-tracks").querySelectorAll("button[data-group]").forEach(b => b.onclick = async () => {
+    const g = b.dataset.group;
+    if (!await ask(`Have a consumer of ${g} consume message ${id} again now? Its handler runs once more.`)) return;
+    try {
+      const r = await post("/api/messages/consume", {id, group: g});
+      $("consume-result").textContent = `consumed again by ${r.clientId}: ` + JSON.stringify(r.result);
+    } catch (err) { show(err); }
+  });
 }
 function messageRows(ms) {
   table($("messages-table"), ["Topic", "Queue", "Offset", "Msg id", "Offset msg id", "Tags", "Keys", "Stored", "Body", ""],
