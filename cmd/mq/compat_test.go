@@ -76,6 +76,11 @@ var javaServedBy = map[int32]javaRole{
 	remoting.RecallMessage:          javaBroker,  // RocketMQ 5.3's, listed with Quiver's codes
 	remoting.RegisterTopicInNamesrv: javaNamesrv, // RocketMQ 5's, listed with Quiver's codes
 	remoting.GetTopicConfig:         javaBroker,  // RocketMQ 5's, listed with Quiver's codes
+	// RocketMQ 5.3's ACL 2.0 administration, listed with Quiver's codes.
+	remoting.AuthCreateUser: javaBroker, remoting.AuthUpdateUser: javaBroker, remoting.AuthDeleteUser: javaBroker,
+	remoting.AuthGetUser: javaBroker, remoting.AuthListUser: javaBroker, remoting.AuthCreateACL: javaBroker,
+	remoting.AuthUpdateACL: javaBroker, remoting.AuthDeleteACL: javaBroker, remoting.AuthGetACL: javaBroker,
+	remoting.AuthListACL: javaBroker,
 }
 
 // notServedReason says why a code Java serves in a role is not registered
@@ -83,7 +88,15 @@ var javaServedBy = map[int32]javaRole{
 var notServedReason = map[int32]string{
 	remoting.ControllerHeartbeat:  "served only with namesrv.controller.enabled: true",
 	remoting.RegisterFilterServer: "filter servers (class filters) are not supported; use SQL92 or TAG subscriptions",
+	remoting.AuthCreateUser:       acl2Served, remoting.AuthUpdateUser: acl2Served, remoting.AuthDeleteUser: acl2Served,
+	remoting.AuthGetUser: acl2Served, remoting.AuthListUser: acl2Served, remoting.AuthCreateACL: acl2Served,
+	remoting.AuthUpdateACL: acl2Served, remoting.AuthDeleteACL: acl2Served, remoting.AuthGetACL: acl2Served,
+	remoting.AuthListACL: acl2Served,
 }
+
+// acl2Served: the AUTH_* codes are answered by the ACL 2.0 plugin in the
+// guard, before the router, when auth.acl2.enabled.
+const acl2Served = "answered by ACL 2.0 when auth.acl2.enabled (plugins/auth/acl/acl2)"
 
 // answeredEmpty lists, per process, registered codes whose handler
 // answers success with nothing (an empty list or table, or no work done)
