@@ -113,6 +113,32 @@ func TestQuiverClientTraces(t *testing.T) {
 	assert.Equal(t, "success", retryEnd.Status)
 	assert.Equal(t, trace.ConsumeSuccess, retryEnd.ContextCode)
 
+	// An async send (through automatic batching) is traced from its
+	// callback, with its own msgId.
+	const asyncTopic = "TracedAsync"
+	require.NoError(t, a.CreateTopic(ctx, admin.TopicConfig{Topic: asyncTopic, ReadQueueNums: 1, WriteQueueNums: 1}))
+	done := make(chan *client.SendResult, 1)
+	require.NoError(t, p.SendAsync(ctx, func(_ context.Context, r *client.SendResult, err error) {
+		assert.NoError(t, err)
+		done <- r
+	}, client.NewMessage(asyncTopic, []byte("async"))))
+	var ares *client.SendResult
+	select {
+	case ares = <-done:
+	case <-ctx.Done():
+		t.Fatal("async send never answered")
+	}
+	require.NotNil(t, ares)
+	require.NoError(t, d.Flush(ctx))
+	require.Eventually(t, func() bool {
+		recs, err = a.QueryTrace(ctx, "", ares.MsgID)
+		return err == nil && len(recs) == 1
+	}, 30*time.Second, 100*time.Millisecond, "records %v, err %v", recs, err)
+	assert.Equal(t, trace.Pub, recs[0].Type)
+	assert.Equal(t, asyncTopic, recs[0].Topic)
+	assert.Equal(t, ares.OffsetMsgID, recs[0].OffsetMsgID)
+	assert.Equal(t, "success", recs[0].Status)
+
 	st := d.Stats()
 	assert.Zero(t, st.Dropped)
 	assert.Zero(t, st.Failed)
