@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -87,20 +88,27 @@ func (s *Server) startLite(ctx context.Context) error {
 func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, error) {
 	type key struct{ parent, name string }
 	deleted := map[key]int64{}
-	type okey struct{ parent, name, group string }
-	offsets := map[okey]int64{}
+	type goff struct {
+		group  string
+		offset int64
+	}
+	offsets := map[key][]goff{} // the groups' committed offsets
 	if dir := s.b.DataDir(); dir != "" {
 		if _, err := readLiteJournal(filepath.Join(dir, "lite", "lite.journal"), func(r liteRecord) {
 			switch r.kind {
 			case liteRecDelete:
-				deleted[key{r.parent, r.name}] = max(deleted[key{r.parent, r.name}], r.value)
-				for k := range offsets {
-					if k.parent == r.parent && k.name == r.name {
-						delete(offsets, k)
-					}
-				}
+				k := key{r.parent, r.name}
+				deleted[k] = max(deleted[k], r.value)
+				delete(offsets, k)
 			case liteRecOffset:
-				offsets[okey{r.parent, r.name, r.group}] = r.value
+				k := key{r.parent, r.name}
+				gs := offsets[k]
+				i := slices.IndexFunc(gs, func(g goff) bool { return g.group == r.group })
+				if i < 0 {
+					offsets[k] = append(gs, goff{r.group, r.value})
+				} else {
+					gs[i].offset = r.value
+				}
 			}
 		}); err != nil {
 			return nil, err
@@ -109,6 +117,7 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 	st := s.b.Store()
 	used := map[key]bool{}
 	var rr store.ReadResult
+	m, props := &message.Ext{}, message.Properties{} // reused: a million records decode without garbage
 	now := time.Now().UnixMilli()
 	for _, tc := range s.b.TopicConfigs().TopicConfigTable {
 		if tc.Attributes[protocol.AttrMessageType] != protocol.MessageTypeLite {
@@ -126,8 +135,7 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 					return nil, fmt.Errorf("lite: read %s at %d: %w", sq, off, err)
 				}
 				for _, rec := range rr.Records {
-					m, _, err := message.DecodeStored(rec)
-					if err != nil {
+					if _, err := message.DecodeStoredInto(rec, m, tc.TopicName, props); err != nil {
 						continue
 					}
 					name := m.Properties[propLiteTopic]
@@ -159,18 +167,21 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 			live = append(live, liteRecord{kind: liteRecDelete, parent: k.parent, name: k.name, value: b})
 		}
 	}
-	for k, v := range offsets {
+	for k, gs := range offsets {
 		t := x.get(k.parent, k.name)
 		if t == nil {
 			t, _ = x.ensure(k.parent, k.name, now)
 			if t == nil {
 				continue
 			}
-			t.base = v // a topic retention emptied: it goes on from its readers' offset
+			for _, g := range gs { // a topic retention emptied: it goes on from its readers' offsets
+				t.base = max(t.base, g.offset)
+			}
 		}
-		g := x.groupOf(t, k.group)
-		g.committed = v
-		live = append(live, liteRecord{kind: liteRecOffset, parent: k.parent, name: k.name, group: k.group, value: v})
+		for _, v := range gs {
+			x.groupOf(t, v.group).committed = v.offset
+			live = append(live, liteRecord{kind: liteRecOffset, parent: k.parent, name: k.name, group: v.group, value: v.offset})
+		}
 	}
 	return live, nil
 }
@@ -643,7 +654,7 @@ func (s *Server) liteAckMessage(req *grpcapi.AckMessageRequest) (*grpcapi.AckMes
 func (s *Server) liteChangeInvisible(req *grpcapi.ChangeInvisibleDurationRequest) (*grpcapi.ChangeInvisibleDurationResponse, error) {
 	d := req.GetInvisibleDuration()
 	if d == nil || d.CheckValid() != nil || d.AsDuration() < 0 || d.AsDuration() > pop.MaxInvisible {
-		return &grpcapi.ChangeInvisibleDurationResponse{Status: status(grpcapi.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration missing or out of range")}, nil
+		return &grpcapi.ChangeInvisibleDurationResponse{Status: status(grpcapi.Code_ILLEGAL_INVISIBLE_TIME, "invisible duration missing or out of range")}, nil //nolint:nilerr // the refusal is the status in the response
 	}
 	x := s.lite
 	x.mu.Lock()

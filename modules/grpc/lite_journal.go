@@ -142,7 +142,8 @@ func openLiteJournal(dir string, live []liteRecord) (*liteJournal, error) {
 			return nil, fmt.Errorf("lite journal: %w", err)
 		}
 	}
-	if err := w.Flush(); err == nil {
+	err = w.Flush()
+	if err == nil {
 		err = f.Sync()
 	}
 	if err != nil {

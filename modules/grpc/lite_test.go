@@ -29,6 +29,10 @@ import (
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
+// liteFlush is the store's flush mode in the lite tests: sync, so that a
+// restart loses nothing; the soak's million sends flush async.
+var liteFlush = store.FlushSync
+
 // liteNode is a broker, pop service and gRPC endpoint on a data directory
 // that a test can stop and open again (a restart).
 type liteNode struct {
@@ -46,7 +50,7 @@ type liteNode struct {
 func openLiteNode(t testing.TB, dir string, cfg func(*grpcmod.Config)) *liteNode {
 	t.Helper()
 	st, err := commitlog.Open(commitlog.NewConfig(), store.Deps{Settings: store.Settings{
-		Dir: dir, Flush: store.FlushSync, MaxMessageSize: 4<<20 + store.RecordReserve,
+		Dir: dir, Flush: liteFlush, FlushInterval: 100 * time.Millisecond, MaxMessageSize: 4<<20 + store.RecordReserve,
 	}})
 	require.NoError(t, err)
 	bc := broker.NewConfig()

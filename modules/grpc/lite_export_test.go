@@ -1,0 +1,14 @@
+package grpc
+
+import "time"
+
+// SweepLiteOnce runs one TTL sweep tick and answers how long it held the
+// lite index.
+func (s *Server) SweepLiteOnce() time.Duration { return s.sweepLiteOnce() }
+
+// LiteTopics is how many lite topics the endpoint knows.
+func (s *Server) LiteTopics() int {
+	s.lite.mu.Lock()
+	defer s.lite.mu.Unlock()
+	return len(s.lite.all)
+}

@@ -1,0 +1,153 @@
+package grpc
+
+import (
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// liteMemoryTopics is how many lite topics TestLiteIndexMemory makes:
+// QUIVER_LITE_TOPICS, else 100,000.
+func liteMemoryTopics(t testing.TB) int {
+	if v := os.Getenv("QUIVER_LITE_TOPICS"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		return n
+	}
+	return 100_000
+}
+
+// TestLiteIndexMemory: an idle lite topic with one message, written and
+// read by one group, costs under 1 KiB of heap in the index.
+func TestLiteIndexMemory(t *testing.T) {
+	n := liteMemoryTopics(t)
+	cfg := defaultLiteConfig()
+	cfg.TopicQuota = n
+	x := newLiteIndex(cfg)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "session-" + strconv.Itoa(i)
+	}
+	before := heapInUse()
+	now := time.Now().UnixMilli()
+	x.mu.Lock()
+	c := x.client(liteSubKey{client: "gw", group: "gateway", parent: "chat"})
+	for i, name := range names {
+		lt, err := x.ensure("chat", name, now)
+		require.NoError(t, err)
+		x.add(lt, 0, int64(i)*200, now)
+		// read by one group: subscribed, delivered, acked, unsubscribed
+		_, err = x.subscribe(c, lt, nil, nil)
+		require.NoError(t, err)
+		ds := x.take(c, 1, time.Minute, now)
+		require.Len(t, ds, 1)
+		_, moved, err := x.ack("chat", name, "gateway", liteHandle(ds[0]))
+		require.NoError(t, err)
+		require.Equal(t, int64(1), moved)
+		x.unsubscribe(c, lt)
+	}
+	x.mu.Unlock()
+	after := heapInUse()
+	per := float64(after-before) / float64(n)
+	t.Logf("%d lite topics: %.0f bytes each (heap, the names of %d bytes included)", n, per, len(names[n-1]))
+	assert.Less(t, per, 1024.0, "bytes per idle lite topic")
+	runtime.KeepAlive(names)
+	runtime.KeepAlive(x)
+}
+
+// TestLiteSweepBounded: one sweep tick deletes at most sweep_batch lite
+// topics, and the ticks together delete every expired one.
+func TestLiteSweepBounded(t *testing.T) {
+	cfg := defaultLiteConfig()
+	cfg.TTL = time.Minute
+	cfg.SweepBatch = 100
+	x := newLiteIndex(cfg)
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	now := time.Now().UnixMilli()
+	for i := range 1000 {
+		at := old
+		if i%10 == 0 {
+			at = now // 100 stay
+		}
+		lt, err := x.ensure("chat", "s"+strconv.Itoa(i), at)
+		require.NoError(t, err)
+		x.add(lt, 0, int64(i), at)
+	}
+	total := 0
+	for range 20 {
+		gone := x.sweep(now)
+		assert.LessOrEqual(t, len(gone), 100)
+		total += len(gone)
+	}
+	assert.Equal(t, 900, total)
+	assert.Len(t, x.all, 100)
+	for i, lt := range x.all {
+		assert.Equal(t, int32(i), lt.pos)
+		assert.Equal(t, now, lt.last)
+	}
+}
+
+// TestLiteJournalTornTail: a record cut by a crash is dropped at open,
+// the ones before it kept.
+func TestLiteJournalTornTail(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openLiteJournal(dir, nil)
+	require.NoError(t, err)
+	recs := []liteRecord{
+		{kind: liteRecOffset, parent: "chat", name: "s1", group: "g", value: 7},
+		{kind: liteRecDelete, parent: "chat", name: "s2", value: 1234},
+	}
+	require.NoError(t, j.append(recs))
+	require.NoError(t, j.append([]liteRecord{{kind: liteRecOffset, parent: "chat", name: "s3", group: "g", value: 9}}))
+	require.NoError(t, j.close())
+	path := dir + "/lite.journal"
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, st.Size()-3))
+	var got []liteRecord
+	_, err = readLiteJournal(path, func(r liteRecord) { got = append(got, r) })
+	require.NoError(t, err)
+	assert.Equal(t, recs, got)
+}
+
+// BenchmarkLiteCreate times making a lite topic with its first message in
+// the index (the send's own put aside); it reports the p99.
+func BenchmarkLiteCreate(b *testing.B) {
+	cfg := defaultLiteConfig()
+	cfg.TopicQuota = b.N + 1
+	x := newLiteIndex(cfg)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		name := "session-" + strconv.Itoa(i)
+		start := time.Now()
+		mu := x.stripe("chat", name)
+		mu.Lock()
+		x.mu.Lock()
+		lt, err := x.ensure("chat", name, start.UnixMilli())
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.add(lt, lt.next(), int64(i), start.UnixMilli())
+		x.mu.Unlock()
+		mu.Unlock()
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}

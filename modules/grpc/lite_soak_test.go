@@ -1,0 +1,176 @@
+package grpc_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/core/store"
+	grpcmod "github.com/quivermq/quiver/modules/grpc"
+)
+
+// vmRSS is the process's resident set size in bytes.
+func vmRSS(t testing.TB) int64 {
+	f, err := os.Open("/proc/self/status")
+	require.NoError(t, err)
+	defer f.Close() //nolint:errcheck // read only
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// TestLiteSoak is the million-lite-topic run of docs/BENCHMARKS.md, off
+// unless QUIVER_LITE_TOPICS is set: that many lite topics under one parent,
+// each with one message sent and read (subscribed, received, acked) over
+// gRPC on 127.0.0.1; then a restart, then every one deleted by TTL.
+//
+//	QUIVER_LITE_TOPICS=1000000 go test -run TestLiteSoak -timeout 60m -v ./modules/grpc/
+func TestLiteSoak(t *testing.T) {
+	v := os.Getenv("QUIVER_LITE_TOPICS")
+	if v == "" {
+		t.Skip("QUIVER_LITE_TOPICS is not set")
+	}
+	total, err := strconv.Atoi(v)
+	require.NoError(t, err)
+	liteFlush = store.FlushAsync
+	t.Cleanup(func() { liteFlush = store.FlushSync })
+	ttl := time.Duration(0)
+	cfg := func(c *grpcmod.Config) {
+		c.Lite.TopicQuota = total
+		c.Lite.SubscriptionQuota = total
+		c.Lite.TTL = ttl
+	}
+	n := openLiteNode(t, t.TempDir(), cfg)
+	n.parent("chat", 8)
+	name := func(i int) string { return "session-" + strconv.Itoa(i) }
+	rss0 := vmRSS(t)
+
+	// Send: one message to each lite topic, each its first (creation).
+	const workers = 8
+	lat := make([][]time.Duration, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := n.ctxAs(fmt.Sprintf("producer@%d", w))
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total {
+					return
+				}
+				lite := name(i)
+				sp := &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_LITE, LiteTopic: &lite}
+				t0 := time.Now()
+				r, err := n.cli.SendMessage(ctx, &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{msg("chat", "m-"+lite, "token", sp)}})
+				lat[w] = append(lat[w], time.Since(t0))
+				if err != nil || r.GetStatus().GetCode() != grpcapi.Code_OK {
+					t.Errorf("send %s: %v %v", lite, err, r.GetStatus())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sendTook := time.Since(start)
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	p99 := all[len(all)*99/100]
+	require.Equal(t, total, n.srv.LiteTopics())
+
+	// Read: one gateway subscribes to all, receives and acks each message.
+	start = time.Now()
+	ctx := n.ctxAs("gw")
+	for i := 0; i < total; i += 1000 {
+		var set []string
+		for j := i; j < min(i+1000, total); j++ {
+			set = append(set, name(j))
+		}
+		require.Equal(t, grpcapi.Code_OK, n.sync("gw", "chat", "gateway", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, set...).GetCode())
+	}
+	read := 0
+	for read < total {
+		rs, err := n.cli.ReceiveMessage(ctx, &grpcapi.ReceiveMessageRequest{Group: res("gateway"), MessageQueue: &grpcapi.MessageQueue{Topic: res("chat"), Id: -1},
+			BatchSize: 32, InvisibleDuration: durationpb.New(time.Minute), LongPollingTimeout: durationpb.New(time.Second)})
+		require.NoError(t, err)
+		var entries []*grpcapi.AckMessageEntry
+		for {
+			r, err := rs.Recv()
+			if err != nil {
+				break
+			}
+			if m := r.GetMessage(); m != nil {
+				lt := m.GetSystemProperties().GetLiteTopic()
+				entries = append(entries, &grpcapi.AckMessageEntry{MessageId: m.GetSystemProperties().GetMessageId(), ReceiptHandle: m.GetSystemProperties().GetReceiptHandle(), LiteTopic: &lt})
+			}
+		}
+		require.NotEmpty(t, entries, "read %d of %d", read, total)
+		a, err := n.cli.AckMessage(ctx, &grpcapi.AckMessageRequest{Group: res("gateway"), Topic: res("chat"), Entries: entries})
+		require.NoError(t, err)
+		require.Equal(t, grpcapi.Code_OK, a.GetStatus().GetCode())
+		read += len(entries)
+	}
+	readTook := time.Since(start)
+	require.Equal(t, grpcapi.Code_OK, n.sync("gw", "chat", "gateway", grpcapi.LiteSubscriptionAction_COMPLETE_REMOVE, nil).GetCode())
+	runtime.GC()
+	rss := vmRSS(t)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+
+	// Restart: the index is rebuilt from the parent queues and the journal.
+	ttl = time.Millisecond
+	n.close()
+	start = time.Now()
+	n = openLiteNode(t, n.dir, cfg)
+	restart := time.Since(start)
+	require.Equal(t, total, n.srv.LiteTopics()+0, "every lite topic is back")
+
+	// TTL: every lite topic expired; the sweep deletes them a batch at a
+	// time (the endpoint's own ticker sweeps too).
+	var maxHeld time.Duration
+	start = time.Now()
+	for n.srv.LiteTopics() > 0 && time.Since(start) < 10*time.Minute {
+		maxHeld = max(maxHeld, n.srv.SweepLiteOnce())
+	}
+	sweepTook := time.Since(start)
+	assert.Zero(t, n.srv.LiteTopics())
+
+	t.Logf("lite soak: %d lite topics, 8 parent queues, load average %s", total, loadAvg())
+	t.Logf("send (creation): %v, %.0f/s, p50 %v, p99 %v, max %v", sendTook.Round(time.Millisecond), float64(total)/sendTook.Seconds(), all[len(all)/2], p99, all[len(all)-1])
+	t.Logf("read (subscribe, receive, ack): %v, %.0f/s", readTook.Round(time.Millisecond), float64(total)/readTook.Seconds())
+	t.Logf("process RSS idle after reading: %d MiB (%d MiB before sending); heap in use %d MiB; %.0f bytes per lite topic of RSS growth",
+		rss>>20, rss0>>20, ms.HeapAlloc>>20, float64(rss-rss0)/float64(total))
+	t.Logf("restart to serving: %v", restart.Round(time.Millisecond))
+	t.Logf("TTL sweep: all deleted in %v, longest hold of the index %v", sweepTook.Round(time.Millisecond), maxHeld)
+	_ = context.Background
+}
