@@ -459,7 +459,7 @@ func mqadminAliases(run runner) []*cobra.Command {
 	}, run)
 	getACL.Aliases = []string{"getAccessConfigSubCommand"} // 4.9's name of the command
 	add(getACL)
-	add(printMsgCmd(run), printMsgByQueueCmd(run))
+	add(printMsgCmd(run), printMsgByQueueCmd(run), sendMsgStatusCmd(run))
 	for _, c := range out {
 		javaLongNames(c)
 	}

@@ -266,6 +266,7 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 		{cmd: "statsAll", args: []string{"-t", T}, vary: []string{"IN TPS", "OUT TPS", "IN MSG 1M", "OUT MSG 1M", "IN MSG TODAY", "OUT MSG TODAY"}},
 		{cmd: "stats send-rt", args: []string{"--topic", S, "--amount", "3", "--size", "16"}, vary: []string{"QUEUE", "RT MS"}},
 		{cmd: "checkMsgSendRT", args: []string{"-t", S, "-a", "3", "-s", "16"}, vary: []string{"QUEUE", "RT MS"}},
+		{cmd: "sendMsgStatus", args: []string{"-b", "broker-a", "-c", "2", "-s", "16"}, java: true},
 		{cmd: "clusterRT", args: []string{"-a", "2", "-s", "16"}, vary: []string{"AVG RT MS"}},
 		{cmd: "acl sign", args: []string{"--access-key", "ak", "--secret-key", "sk", "topic=T"}},
 

@@ -94,6 +94,47 @@ func updateTopicPermCmd(run runner) *cobra.Command {
 	}, run)
 }
 
+// sendMsgStatusCmd is mqadmin's sendMsgStatus: test sends to a broker's
+// own topic (its name), each printed with its round trip as mqadmin does.
+func sendMsgStatusCmd(run runner) *cobra.Command {
+	return alias("sendMsgStatus", "Time test sends to one broker, as mqadmin prints them (stats send-rt to the broker's topic)", func(c *cobra.Command) func(context.Context, *adm) error {
+		var broker string
+		var size, count int
+		c.Flags().StringVarP(&broker, "brokerName", "b", "", "broker name (required)")
+		c.Flags().IntVarP(&size, "messageSize", "s", 128, "body size")
+		c.Flags().IntVarP(&count, "count", "c", 50, "messages")
+		_ = c.MarkFlagRequired("brokerName")
+		return func(ctx context.Context, a *adm) error {
+			if count <= 0 || size < 0 {
+				return usagef("-c must be positive and -s not negative")
+			}
+			body := strings.Repeat("x", size)
+			type sent struct {
+				*sendResult
+				RTms int64 `json:"rtMs"`
+			}
+			out := []sent{}
+			for i := 0; i < count; i++ {
+				start := time.Now()
+				res, err := a.sendOne(ctx, sendSpec{topic: broker, body: body, group: "PID_SMSC", broker: broker, queue: -1})
+				if err != nil {
+					return err
+				}
+				s := sent{res, time.Since(start).Milliseconds()}
+				out = append(out, s)
+				if a.opts.output != "json" {
+					fmt.Fprintf(a.w, "rt=%dms, SendResult=SendResult [sendStatus=SEND_OK, msgId=%s, offsetMsgId=%s, messageQueue=%s, queueOffset=%s]\n",
+						s.RTms, res.MsgID, res.OffsetMsgID, mqTarget(res.Topic, broker, res.QueueID), res.QueueOffset)
+				}
+			}
+			if a.opts.output == "json" {
+				return a.print(out, "", nil)
+			}
+			return nil
+		}
+	}, run)
+}
+
 // javaRow prints one printf-formatted line, as mqadmin's System.out.printf.
 func javaRow(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, format+"\n", args...)

@@ -50,6 +50,7 @@ var mqadminFlags = map[string][][2]string{
 	"sendMessage":         {{"t", "topic"}, {"p", "body"}, {"k", "key"}, {"c", "tags"}, {"b", "broker"}, {"i", "qid"}, {"m", "msgTraceEnable"}},
 	"consumeMessage":      {{"t", "topic"}, {"b", "brokerName"}, {"i", "queueId"}, {"o", "offset"}, {"g", "consumerGroup"}, {"s", "beginTimestamp"}, {"e", "endTimestamp"}, {"c", "MessageNumber"}},
 	"checkMsgSendRT":      {{"t", "topic"}, {"a", "amount"}, {"s", "size"}},
+	"sendMsgStatus":       {{"b", "brokerName"}, {"s", "messageSize"}, {"c", "count"}},
 	"clusterRT":           {{"a", "amount"}, {"s", "size"}, {"c", "cluster"}, {"p", ""}, {"m", ""}, {"i", "interval"}},
 	"clusterList":         {{"m", "moreStats"}, {"i", "interval"}, {"c", "clusterName"}},
 	"brokerStatus":        {{"b", "brokerAddr"}, {"c", "clusterName"}},
@@ -339,6 +340,9 @@ func TestAdminMqadminRunbook(t *testing.T) {
 		{args: []string{"updateSubGroup", "--groupName", group2, "--clusterName", "DefaultCluster"}, check: contains(group2)},
 		{args: []string{"cloneGroupOffset", "-s", group, "-d", group2, "-t", topic, "-o", "false"}},
 		{args: []string{"statsAll", "-t", topic}, check: contains(topic)},
+		{args: []string{"sendMsgStatus", "-b", "broker-a", "-c", "2", "-s", "16"}, check: func(t *testing.T, out, _ string) {
+			assert.Len(t, regexp.MustCompile(`(?m)^rt=\d+ms, SendResult=SendResult \[sendStatus=SEND_OK, msgId=\S+, offsetMsgId=\S+, messageQueue=MessageQueue \[topic=broker-a, brokerName=broker-a, queueId=0\], queueOffset=\d+\]$`).FindAllString(out, -1), 2, out)
+		}},
 		{args: []string{"wipeWritePerm", "-b", "broker-a"}, check: headerCols("NAMESRV", "BROKER", "TOPICS CHANGED")},
 		{args: []string{"addWritePerm", "-b", "broker-a"}, check: headerCols("NAMESRV", "BROKER", "TOPICS CHANGED")},
 		{args: []string{"cleanExpiredCQ", "-b", broker}, check: headerCols("BROKER", "CLEANED")},

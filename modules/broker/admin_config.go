@@ -70,6 +70,16 @@ func (b *Broker) brokerPermission() int32 {
 	return p
 }
 
+// retention is storage.retention in force: the retention loop's, which
+// fileReservedTime changes, else the one the broker started with.
+func (b *Broker) retention() time.Duration {
+	if b.deps.Cleaner != nil {
+		r, _ := b.deps.Cleaner.Schedule()
+		return r
+	}
+	return b.deps.Retention
+}
+
 // javaPerm is brokerPermission as GET_BROKER_CONFIG prints it.
 func (b *Broker) javaPerm() int32 {
 	if p := b.rt.perm.Load(); p > 0 {
@@ -125,13 +135,7 @@ func javaKeys() map[string]javaKey {
 			},
 		},
 		"fileReservedTime": {
-			get: func(b *Broker) string {
-				if b.deps.Cleaner == nil {
-					return strconv.FormatInt(int64(b.deps.Retention/time.Hour), 10)
-				}
-				r, _ := b.deps.Cleaner.Schedule()
-				return strconv.FormatInt(int64(r/time.Hour), 10)
-			},
+			get: func(b *Broker) string { return strconv.FormatInt(int64(b.retention()/time.Hour), 10) },
 			check: func(b *Broker, v string) (any, error) {
 				if b.deps.Cleaner == nil {
 					return nil, errors.New("this broker's store has no retention loop")

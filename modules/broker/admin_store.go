@@ -280,16 +280,18 @@ func (b *Broker) handleResumeCheckHalfMessage(ctx context.Context, p *remoting.P
 
 // handleDeleteExpiredCommitLog answers DELETE_EXPIRED_COMMITLOG: like
 // Java's executeDeleteFilesManually it deletes the stored data older than
-// storage.retention now, whatever hours storage.clean_at allows.
+// storage.retention now (as fileReservedTime last set it), whatever hours
+// storage.clean_at allows.
 func (b *Broker) handleDeleteExpiredCommitLog(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
-	if b.deps.Retention <= 0 {
+	retention := b.retention() // fileReservedTime may have changed it
+	if retention <= 0 {
 		b.log.Warn("delete expired commit log: storage.retention keeps everything", "remote", p.RemoteAddr())
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
-	freed, err := b.store.DeleteBefore(ctx, time.Now().Add(-b.deps.Retention))
+	freed, err := b.store.DeleteBefore(ctx, time.Now().Add(-retention))
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("delete expired commit log: %v", err))
 	}
-	b.log.Warn("delete expired commit log", "freed_bytes", freed, "retention", b.deps.Retention, "remote", p.RemoteAddr())
+	b.log.Warn("delete expired commit log", "freed_bytes", freed, "retention", retention, "remote", p.RemoteAddr())
 	return remoting.NewResponse(req, remoting.Success, "")
 }
