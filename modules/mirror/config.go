@@ -63,7 +63,8 @@ type Link struct {
 	// groups' translated offsets) are written to the target: at most that
 	// much is mirrored again, and refused as copies, after a crash.
 	CheckpointInterval time.Duration `koanf:"checkpoint_interval"`
-	// BatchSize bounds the messages of one pull and one write per queue.
+	// BatchSize bounds the messages of one pull and one write per queue
+	// (the source's broker.pull_bytes_max bounds a pull's bytes too).
 	BatchSize int `koanf:"batch_size"`
 	// BatchBytes bounds the bytes of one write; the link's memory is at
 	// most one batch per source queue.
@@ -95,7 +96,7 @@ func LinkDefaults(l *Link) {
 		l.CheckpointInterval = time.Second
 	}
 	if l.BatchSize == 0 {
-		l.BatchSize = 64
+		l.BatchSize = 256
 	}
 	if l.BatchBytes == 0 {
 		l.BatchBytes = 1 << 20
