@@ -66,7 +66,7 @@ func TestTopicAttributes(t *testing.T) {
 	assert.Empty(t, h.topicAttributes("PlainT"))
 
 	refused("NewT", "-message.type", remoting.SystemError, "only add attribute is supported while creating topic. key: message.type")
-	refused("NewT", "+message.type=BAD", remoting.SystemError, "value is not in set: [UNSPECIFIED, NORMAL, FIFO, DELAY, TRANSACTION, MIXED, PRIORITY]")
+	refused("NewT", "+message.type=BAD", remoting.SystemError, "value is not in set: [UNSPECIFIED, NORMAL, FIFO, DELAY, TRANSACTION, MIXED, PRIORITY, LITE]")
 	refused("NewT", "+color=red", remoting.SystemError, "unsupported key: color")
 	refused("NewT", "message.type=FIFO", remoting.SystemError, "add/alter attribute format is wrong: message.type")
 	refused("NewT", "+message.type=MIXED", 29, "MIXED message type is not supported.")
