@@ -67,7 +67,7 @@ type Link struct {
 	// (the source's broker.pull_bytes_max bounds a pull's bytes too).
 	BatchSize int `koanf:"batch_size"`
 	// BatchBytes bounds the bytes of one write; the link's memory is at
-	// most one batch per source queue.
+	// most two batches per source queue.
 	BatchBytes config.ByteSize `koanf:"batch_bytes"`
 	// RateLimit caps the messages per second the link writes (0: none),
 	// so a catch-up after a long cut does not starve the target's live

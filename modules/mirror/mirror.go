@@ -22,8 +22,9 @@
 // checkpoints): a group started there after a failover continues with
 // at most one checkpoint interval of duplicates and nothing skipped.
 //
-// Memory is one batch per source queue: the source's store is the
-// buffer while the target is unreachable (store and forward).
+// Memory is two batches per source queue (one written, the next
+// pulled meanwhile): the source's store is the buffer while the target
+// is unreachable (store and forward).
 package mirror
 
 import (

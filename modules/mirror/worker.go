@@ -19,12 +19,19 @@ const pollWait = 5 * time.Second
 
 // work mirrors one source queue until ctx ends: pull a batch at the
 // queue's position, write it to the target queue (retrying until it is
-// stored: nothing is skipped), then advance. One batch is in flight, so
-// the target queue gets the source queue's order.
+// stored: nothing is skipped), then advance. One batch is written at a
+// time, so the target queue gets the source queue's order; the next
+// batch is pulled while one is written (two batches in memory at most).
 func (l *link) work(ctx context.Context, q *queueState) {
 	bo := l.backoff()
+	var ahead chan fetched // the next batch, pulled while one is written
+	defer func() {
+		if ahead != nil {
+			<-ahead // ctx is done: the pull returns at once
+		}
+	}()
 	for ctx.Err() == nil {
-		if err := l.step(ctx, q); err != nil {
+		if err := l.step(ctx, q, &ahead); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -36,6 +43,22 @@ func (l *link) work(ctx context.Context, q *queueState) {
 		}
 		bo.reset()
 	}
+}
+
+// fetched is one pull's answer from offset from.
+type fetched struct {
+	from int64
+	res  *consumer.PullResult
+	err  error
+}
+
+// pull reads a batch of q from offset from, held by the broker up to
+// pollWait when there is nothing new.
+func (l *link) pull(ctx context.Context, q *queueState, from int64) fetched {
+	pctx, cancel := context.WithTimeout(ctx, pollWait)
+	defer cancel()
+	res, err := l.puller.Pull(pctx, q.src, l.sel, from, l.cfg.BatchSize)
+	return fetched{from: from, res: res, err: err}
 }
 
 // start sets the position of a queue the checkpoint does not know.
@@ -58,8 +81,8 @@ func (l *link) start(ctx context.Context, q *queueState) error {
 	return nil
 }
 
-// step is one pull and its writes.
-func (l *link) step(ctx context.Context, q *queueState) error {
+// step is one pull (or the one pulled ahead) and its writes.
+func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) error {
 	q.mu.Lock()
 	known, next, dst := q.known, q.next, q.dst
 	q.mu.Unlock()
@@ -69,9 +92,18 @@ func (l *link) step(ctx context.Context, q *queueState) error {
 		}
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, pollWait)
-	res, err := l.puller.Pull(pctx, q.src, l.sel, next, l.cfg.BatchSize)
-	cancel()
+	var f fetched
+	if *ahead != nil {
+		f = <-*ahead
+		*ahead = nil
+		if f.from != next {
+			f = fetched{} // pulled for a batch that was not written: again
+		}
+	}
+	if f.res == nil && f.err == nil {
+		f = l.pull(ctx, q, next)
+	}
+	res, err := f.res, f.err
 	if err != nil {
 		// The broker answers a held pull before the deadline: a timeout
 		// is a link that stopped answering (a cut uplink).
@@ -106,6 +138,12 @@ func (l *link) step(ctx context.Context, q *queueState) error {
 		q.mu.Unlock()
 	}
 	items, firstOff := l.convert(res.Messages)
+	if res.NextBeginOffset > next {
+		ch := make(chan fetched, 1)
+		from := res.NextBeginOffset
+		go func() { ch <- l.pull(ctx, q, from) }()
+		*ahead = ch
+	}
 	for start := 0; start < len(items); {
 		end, bytes := start, 0
 		for end < len(items) && (end == start || bytes+len(items[end].Body) <= int(l.cfg.BatchBytes)) {
