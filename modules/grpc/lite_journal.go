@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/quivermq/quiver/core/durable"
 )
 
 // liteJournal is the append-only log of what the parent queues cannot
@@ -122,7 +124,7 @@ func readLiteJournal(path string, each func(liteRecord)) (int64, error) {
 // openLiteJournal writes live (the compacted state) to a fresh journal in
 // dir, replacing the old one atomically, and opens it for appending.
 func openLiteJournal(dir string, live []liteRecord) (*liteJournal, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := durable.MkdirAll(dir, 0o755); err != nil { // its entry in the data directory durable too
 		return nil, fmt.Errorf("lite journal: %w", err)
 	}
 	path := filepath.Join(dir, "lite.journal")
@@ -154,9 +156,9 @@ func openLiteJournal(dir string, live []liteRecord) (*liteJournal, error) {
 		f.Close() //nolint:errcheck,gosec // the rename error is the one to report
 		return nil, fmt.Errorf("lite journal: %w", err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() //nolint:errcheck // best effort: the rename is durable on most filesystems already
-		_ = d.Close()
+	if err := durable.SyncDir(dir); err != nil { // the rename
+		f.Close() //nolint:errcheck,gosec // the sync error is the one to report
+		return nil, fmt.Errorf("lite journal: %w", err)
 	}
 	if _, err := f.Seek(size, io.SeekStart); err != nil {
 		f.Close() //nolint:errcheck,gosec // the seek error is the one to report
