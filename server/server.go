@@ -30,7 +30,6 @@ import (
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/controller"
-	"github.com/quivermq/quiver/modules/grpc"
 	"github.com/quivermq/quiver/modules/ha"
 	"github.com/quivermq/quiver/modules/metrics"
 	"github.com/quivermq/quiver/modules/mirror"
@@ -81,15 +80,15 @@ func parts(r Role) []part {
 		return []part{{nil, kernel.StorageModule}, {nil, ha.StorageDecorator}, {&broker.ConfigSection, broker.Module},
 			{&ha.ConfigSection, ha.Module}, {&schedule.ConfigSection, schedule.Module}, {&retry.ConfigSection, retry.Module},
 			{&transaction.ConfigSection, transaction.Module}, {&metrics.ConfigSection, metricsModule}, {nil, pop.Module},
-			{&grpc.ConfigSection, grpcModule}, {&mirror.ConfigSection, mirror.Module}}
+			{grpcSection, grpcModule}, {&mirror.ConfigSection, mirror.Module}}
 	}
 	switch r {
 	case Namesrv:
 		return append(names, part{&metrics.ConfigSection, metrics.Module})
 	case Broker:
-		return brokers(metrics.Module, grpc.Module)
+		return brokers(metrics.Module, grpcBrokerModule)
 	case Dev:
-		return append(names, brokers(metrics.DevModule, grpc.DevModule)...)
+		return append(names, brokers(metrics.DevModule, grpcDevModule)...)
 	}
 	return nil
 }

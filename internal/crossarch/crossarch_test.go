@@ -145,6 +145,9 @@ func TestBrokerUnderEmulation(t *testing.T) {
 	// The host's name server (a central one, as a device's broker would
 	// register with) is the native amd64 build.
 	native := build(t, root, bins, targets[0])
+	t.Run("edge-build", func(t *testing.T) {
+		edgeBuild(t, root, bins, native, edge, p)
+	})
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			if pick != nil && !slices.Contains(pick, tg.name) || pick == nil && !p.all && !tg.short {
@@ -177,10 +180,14 @@ func TestBrokerUnderEmulation(t *testing.T) {
 // build cross-builds cmd/mq for tg as make release does (static,
 // stripped, trimmed paths: the flags TestCrossCompile uses, so the build
 // cache it filled is reused).
-func build(t *testing.T, root, dir string, tg target) string {
+func build(t *testing.T, root, dir string, tg target, tags ...string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "mq-"+tg.name)
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/mq")
+	bin := filepath.Join(dir, "mq-"+tg.name+strings.Join(tags, "-"))
+	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "./cmd/mq")...)
 	cmd.Dir = root
 	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+tg.goarch), tg.env...)
 	start := time.Now()
@@ -351,6 +358,35 @@ func loadBroker(t *testing.T, native string, run []string, profile string, p pla
 	for _, bad := range []string{"SIGBUS", "SIGSEGV", "panic:", "fatal error:", "level=ERROR"} {
 		assert.NotContains(t, br.logs(), bad, "broker log")
 	}
+}
+
+// edgeBuild checks the edge build (-tags nogrpc, docs/guide/edge.md):
+// smaller than the full one, config.edge.yaml passes --check-config, a
+// configuration that turns the gRPC endpoint on is refused with the
+// reason, and its broker runs the load (natively; the emulated runs use
+// the release build).
+func edgeBuild(t *testing.T, root, dir, full, edge string, p plan) {
+	bin := build(t, root, dir, targets[0], "nogrpc")
+	fs, err := os.Stat(full)
+	require.NoError(t, err)
+	es, err := os.Stat(bin)
+	require.NoError(t, err)
+	t.Logf("linux/amd64 stripped: full %d bytes, nogrpc %d bytes", fs.Size(), es.Size())
+	assert.Less(t, es.Size(), fs.Size()-(1<<20), "the nogrpc build should be at least 1 MiB smaller")
+	check := func(sets ...string) (string, error) {
+		args := []string{"broker", "--config", edge, "--check-config", "--set", "broker.namesrv=[127.0.0.1:9876]"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := check()
+	assert.NoError(t, err, "config.edge.yaml --check-config on the nogrpc build:\n%s", out)
+	out, err = check("grpc.enabled=true")
+	assert.Error(t, err, "grpc.enabled=true accepted by the nogrpc build")
+	assert.Contains(t, out, "grpc.enabled: this mq was built with -tags nogrpc")
+	loadBroker(t, full, []string{bin}, edge, p)
 }
 
 // refusedPebble checks that the broker of an arch Pebble cannot run on
