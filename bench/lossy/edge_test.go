@@ -9,10 +9,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,7 +67,11 @@ func TestEdgeConfigFile(t *testing.T) {
 	assert.ElementsMatch(t, want, cfg.Keys())
 }
 
-// TestEdgeFootprint runs `mq dev` with the edge profile of engine
+// TestEdgeFootprint runs `mq broker` (QUIVER_EDGE_ROLE=broker, the
+// default: what a device runs, registered with a name server process of
+// its own) or `mq dev` (QUIVER_EDGE_ROLE=dev: name server, broker, gRPC
+// endpoint and console in one process, the role of the measurements
+// before 2026-12-07) with the edge profile of engine
 // QUIVER_EDGE_ENGINE (commitlog, the default, or pebble; QUIVER_EDGE_SETS adds
 // comma-separated key=value overrides) under QUIVER_EDGE_RATE (default
 // 5,000) async sends a second of 1 KiB for QUIVER_EDGE_SECONDS, with a
@@ -100,8 +106,17 @@ func TestEdgeFootprint(t *testing.T) {
 	// tell a broker stall from a client or machine that got no CPU.
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	sets = append(sets, "metrics.listen="+metricsAddr)
-	srv := testserver.StartDev(t, testserver.Options{Sets: sets, Env: env})
-	c, err := client.New(client.WithNameServers(srv.Namesrv), transports.WithDialer(), client.WithRequestTimeout(10*time.Second))
+	role := envOr("QUIVER_EDGE_ROLE", "broker")
+	var srv edgeServer
+	switch role {
+	case "broker":
+		srv = startEdgeBroker(t, sets, env, metricsAddr)
+	case "dev":
+		srv = devServer{testserver.StartDev(t, testserver.Options{Sets: sets, Env: env})}
+	default:
+		t.Fatalf("QUIVER_EDGE_ROLE=%q: want broker or dev", role)
+	}
+	c, err := client.New(client.WithNameServers(srv.NamesrvAddr()), transports.WithDialer(), client.WithRequestTimeout(10*time.Second))
 	require.NoError(t, err)
 	defer c.Close()
 	p, err := producer.New(c, "EDGE_P", producer.WithSendTimeout(10*time.Second), producer.WithRetryTimesWhenSendAsyncFailed(0))
@@ -216,8 +231,8 @@ func TestEdgeFootprint(t *testing.T) {
 	if err != nil {
 		t.Logf("broker metrics: %v", err)
 	}
-	fmt.Printf("EDGE engine=%s env=%q sets=%q rate=%d secs=%d acked=%d acked_per_sec=%.0f busy=%d failed=%d sends_over_100ms=%d max_send=%v max_inflight=%d max_lag=%d final_lag=%d vm_hwm_mib=%.1f peak_sample_rss_mib=%.1f anon_mib=%.1f file_mib=%.1f broker_sends=%d broker_sends_over_102ms=%d gc_pause_max=%v go_heap_sys_mib=%.1f\n",
-		engine, strings.Join(env, ","), strings.Join(sets[1:], ","), rate, secs, acked.Load(), float64(acked.Load())/el.Seconds(), busy.Load(), failed.Load(), slow.Load(),
+	fmt.Printf("EDGE role=%s engine=%s env=%q sets=%q rate=%d secs=%d acked=%d acked_per_sec=%.0f busy=%d failed=%d sends_over_100ms=%d max_send=%v max_inflight=%d max_lag=%d final_lag=%d vm_hwm_mib=%.1f peak_sample_rss_mib=%.1f anon_mib=%.1f file_mib=%.1f broker_sends=%d broker_sends_over_102ms=%d gc_pause_max=%v go_heap_sys_mib=%.1f\n",
+		role, engine, strings.Join(env, ","), strings.Join(sets[1:], ","), rate, secs, acked.Load(), float64(acked.Load())/el.Seconds(), busy.Load(), failed.Load(), slow.Load(),
 		time.Duration(maxLat.Load()).Round(time.Millisecond), maxInflight, maxLag, acked.Load()-consumed.Load(), float64(hwm)/(1<<20),
 		float64(peak.rss)/(1<<20), float64(peak.anon)/(1<<20), float64(peak.rss-peak.anon)/(1<<20),
 		bf.sends, bf.sendsSlow, bf.gcPauseMax.Round(time.Microsecond), bf.heapSys/(1<<20))
@@ -228,6 +243,100 @@ func TestEdgeFootprint(t *testing.T) {
 			}
 		}
 	}
+}
+
+// edgeServer is what TestEdgeFootprint measures: testserver's mq dev or
+// edgeBroker.
+type edgeServer interface {
+	NamesrvAddr() string
+	PID() int
+	Logs() string
+}
+
+// devServer is testserver's mq dev as an edgeServer.
+type devServer struct{ *testserver.Proc }
+
+func (d devServer) NamesrvAddr() string { return d.Namesrv }
+
+// edgeBroker is `mq broker` with a name server process of its own.
+type edgeBroker struct {
+	namesrv string
+	cmd     *exec.Cmd
+	logs    *lockedBuffer
+}
+
+func (b *edgeBroker) NamesrvAddr() string { return b.namesrv }
+func (b *edgeBroker) PID() int            { return b.cmd.Process.Pid }
+func (b *edgeBroker) Logs() string        { return b.logs.String() }
+
+// startEdgeBroker starts `mq namesrv` and `mq broker --set sets...` (env
+// added to the broker's environment) and waits until the broker's
+// /readyz on metricsAddr answers 200; both stop with the test.
+func startEdgeBroker(t *testing.T, sets, env []string, metricsAddr string) *edgeBroker {
+	t.Helper()
+	bin := testserver.Binary(t)
+	dir := t.TempDir()
+	ns := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+	start := func(name string, extraEnv []string, args ...string) (*exec.Cmd, *lockedBuffer) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), extraEnv...)
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		require.NoError(t, cmd.Start(), "start mq %s", name)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }() //nolint:errcheck // reaped; the output tells why
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // may have exited
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill() //nolint:errcheck // stuck in shutdown
+				<-done
+			}
+			if t.Failed() {
+				t.Logf("mq %s output:\n%s", name, out.String())
+			}
+		})
+		return cmd, out
+	}
+	start("namesrv", nil, "namesrv", "--set", "namesrv.listen="+ns, "--set", "log.level=warn")
+	args := []string{"broker",
+		"--set", "broker.namesrv=[" + ns + "]",
+		"--set", fmt.Sprintf("broker.listen=127.0.0.1:%d", testserver.FreePort(t)),
+		"--set", "storage.dir=" + dir + "/store",
+	}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	cmd, out := start("broker", env, args...)
+	b := &edgeBroker{namesrv: ns, cmd: cmd, logs: out}
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + metricsAddr + "/readyz") //nolint:noctx // a local poll bounded by Eventually
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "mq broker not ready:\n%s", out.String())
+	return b
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func isBusy(err error) bool {
