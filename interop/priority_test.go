@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,4 +197,82 @@ func TestPriorityGo4xPushConsumer(t *testing.T) {
 	for _, b := range before {
 		require.NotRegexp(t, "^low-", b, "first arrivals after the restart: %v", before)
 	}
+}
+
+// TestPriorityGo4xHoldsOtherConsumers: strict priority is the broker's,
+// not one client's. Consumer B of a group owns the high queue, consumer A
+// the low ones. B pauses (its client's Suspend: it stops pulling) and
+// five high messages arrive: while they wait for B, the broker hands A no
+// further low message (only what A had pulled already arrives), instead
+// of A working through its backlog past them. Once B pulls again and has
+// the high ones, A goes on.
+func TestPriorityGo4xHoldsOtherConsumers(t *testing.T) {
+	srv := testserver.StartDev(t, testserver.Options{})
+	topic, group := uniq("PrioT"), uniq("PrioG")
+	createPriorityTopic(t, srv, topic, 4)
+	awaitRoute(t, srv.Namesrv, topic)
+	sendLowBacklog(t, srv, topic)
+
+	// B gets queue 3, A the rest, whoever is online.
+	split := func(_, cid string, mqs []*primitive.MessageQueue, _ []string) []*primitive.MessageQueue {
+		var out []*primitive.MessageQueue
+		for _, q := range mqs {
+			if (q.QueueId == 3) == strings.HasSuffix(cid, "B") {
+				out = append(out, q)
+			}
+		}
+		return out
+	}
+	small := []consumer.Option{consumer.WithStrategy(split), consumer.WithConsumeGoroutineNums(1),
+		consumer.WithPullBatchSize(1), consumer.WithPullThresholdForQueue(1)}
+	b := newPrioArrivals(0)
+	cb := newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: group, instance: uniq("prio") + "B", extra: small}, b.handle)
+	a := newPrioArrivals(time.Millisecond)
+	newPushConsumer(t, srv.Namesrv, topic, consumerOpts{group: group, instance: uniq("prio") + "A", extra: small}, a.handle)
+	for len(a.snapshot()) < 300 {
+		select {
+		case <-a.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("A received only %d messages in 30s", len(a.snapshot()))
+		}
+	}
+	cb.Suspend()
+	p := newProducer(t, srv.Namesrv)
+	for i := range 5 {
+		sendSync(t, p, prioMsg(topic, fmt.Sprintf("high-%d", i), 3))
+	}
+	atSend := len(a.snapshot())
+	// What A had pulled before the high ones were stored still arrives
+	// (its client's cache); after that, nothing: A, fast, would take
+	// about 750 low messages in the 1.5 s measured.
+	time.Sleep(500 * time.Millisecond)
+	settled := len(a.snapshot())
+	time.Sleep(1500 * time.Millisecond)
+	during := len(a.snapshot()) - settled
+	t.Logf("low messages A received while high ones waited for B: %d in the first 0.5 s (its cache), %d in the next 1.5 s (B had %d)",
+		settled-atSend, during, len(b.snapshot()))
+	require.LessOrEqual(t, during, 2, "A is held back while the high queue waits for B")
+
+	cb.Resume()
+	b.waitBody(t, "high-4", time.Minute)
+	require.Empty(t, slicesFilter(b.snapshot(), "low-"), "B owns the high queue only")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(a.snapshot()) < settled+during+50 && time.Now().Before(deadline) {
+		select {
+		case <-a.ch:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	require.GreaterOrEqual(t, len(a.snapshot()), settled+during+50, "A goes on once the high queue is handed out")
+}
+
+// slicesFilter returns the items of list with prefix.
+func slicesFilter(list []string, prefix string) []string {
+	var out []string
+	for _, s := range list {
+		if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+			out = append(out, s)
+		}
+	}
+	return out
 }
