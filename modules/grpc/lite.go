@@ -198,6 +198,9 @@ func (s *Server) sweepLite() {
 			return
 		case <-tick.C:
 			s.sweepLiteOnce()
+			if s.lite.j.needsCompaction() {
+				s.compactLite()
+			}
 		}
 	}
 }
@@ -231,6 +234,38 @@ func (s *Server) sweepLiteOnce() time.Duration {
 	}
 	s.log.Debug("grpc: lite topics expired", "count", len(gone))
 	return held
+}
+
+// compactLite rewrites the lite journal while serving, the index held for
+// one chunk of lite topics at a time. It runs on the sweep's goroutine, so
+// no lite topic is removed (x.all reordered) meanwhile.
+func (s *Server) compactLite() {
+	x := s.lite
+	start := time.Now()
+	next := 0
+	err := x.j.compact(func() []liteRecord {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if next >= len(x.all) {
+			return nil
+		}
+		recs := []liteRecord{}
+		end := min(next+x.cfg.SweepBatch, len(x.all))
+		for _, t := range x.all[next:end] {
+			for _, g := range t.groups {
+				if g.committed >= 0 {
+					recs = append(recs, liteRecord{kind: liteRecOffset, parent: t.parent.name, name: t.name, group: g.group, value: g.committed})
+				}
+			}
+		}
+		next = end
+		return recs
+	})
+	if err != nil {
+		s.log.Warn("grpc: lite journal not compacted", "err", err)
+		return
+	}
+	s.log.Info("grpc: lite journal compacted", "topics", next, "took", time.Since(start))
 }
 
 // notifyUnsubscribeLite tells a client on its Telemetry streams that it

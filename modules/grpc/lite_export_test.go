@@ -12,3 +12,7 @@ func (s *Server) LiteTopics() int {
 	defer s.lite.mu.Unlock()
 	return len(s.lite.all)
 }
+
+// CompactLite compacts the lite journal now, as the sweep does once it
+// has grown.
+func (s *Server) CompactLite() { s.compactLite() }

@@ -151,3 +151,57 @@ func BenchmarkLiteCreate(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }
+
+// TestLiteJournalCompact: a compaction while serving keeps the deletions,
+// the last offset of each group and lite topic, and what was appended
+// while it ran; appends go on into the new file.
+func TestLiteJournalCompact(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openLiteJournal(dir, nil)
+	require.NoError(t, err)
+	defer j.close() //nolint:errcheck // checked below
+	require.NoError(t, j.append([]liteRecord{{kind: liteRecDelete, parent: "chat", name: "gone", value: 99}}))
+	for i := range 1000 {
+		require.NoError(t, j.append([]liteRecord{{kind: liteRecOffset, parent: "chat", name: "s" + strconv.Itoa(i%10), group: "g", value: int64(i)}}))
+	}
+	before := j.size
+	calls := 0
+	require.NoError(t, j.compact(func() []liteRecord {
+		calls++
+		switch calls {
+		case 1: // the index's state, one chunk
+			var recs []liteRecord
+			for k := range 10 {
+				recs = append(recs, liteRecord{kind: liteRecOffset, parent: "chat", name: "s" + strconv.Itoa(k), group: "g", value: int64(990 + k)})
+			}
+			// An ack racing the compaction.
+			require.NoError(t, j.append([]liteRecord{{kind: liteRecOffset, parent: "chat", name: "s3", group: "g", value: 1003}}))
+			return recs
+		}
+		return nil
+	}))
+	assert.Less(t, j.size, before/10)
+	require.NoError(t, j.append([]liteRecord{{kind: liteRecOffset, parent: "chat", name: "s4", group: "g", value: 1004}}))
+	require.NoError(t, j.close())
+	final := map[string]int64{}
+	var deleted []string
+	_, err = readLiteJournal(dir+"/lite.journal", func(r liteRecord) {
+		if r.kind == liteRecDelete {
+			deleted = append(deleted, r.name)
+			return
+		}
+		final[r.name] = r.value
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gone"}, deleted)
+	for k := range 10 {
+		want := int64(990 + k)
+		switch k {
+		case 3:
+			want = 1003
+		case 4:
+			want = 1004
+		}
+		assert.Equal(t, want, final["s"+strconv.Itoa(k)], "s%d", k)
+	}
+}

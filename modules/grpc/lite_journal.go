@@ -30,7 +30,17 @@ type liteJournal struct {
 	f    *os.File
 	w    *bufio.Writer
 	size int64
+	// base is the size the last compaction left; compacting is set while
+	// one runs, and pending then keeps what is appended meanwhile.
+	base       int64
+	compacting bool
+	pending    []liteRecord
 }
+
+// liteCompactMin is how much a journal grows past what its last
+// compaction left before it is compacted while serving (also when it is
+// four times that size).
+var liteCompactMin int64 = 64 << 20
 
 const (
 	liteRecOffset = 'O'
@@ -164,7 +174,7 @@ func openLiteJournal(dir string, live []liteRecord) (*liteJournal, error) {
 		f.Close() //nolint:errcheck,gosec // the seek error is the one to report
 		return nil, fmt.Errorf("lite journal: %w", err)
 	}
-	return &liteJournal{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16), size: size}, nil
+	return &liteJournal{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16), size: size, base: size}, nil
 }
 
 // append writes recs and makes them durable.
@@ -188,6 +198,105 @@ func (j *liteJournal) append(recs []liteRecord) error {
 		return fmt.Errorf("lite journal: sync: %w", err)
 	}
 	j.size += int64(len(b))
+	if j.compacting {
+		j.pending = append(j.pending, recs...)
+	}
+	return nil
+}
+
+// needsCompaction says whether the journal grew enough to be compacted.
+func (j *liteJournal) needsCompaction() bool {
+	if j == nil {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	grown := j.size - j.base
+	return grown > liteCompactMin && j.size > 4*j.base
+}
+
+// compact rewrites the journal with what is live, without stopping
+// appends: the deletions are copied from the journal as it is, each
+// snapshot chunk returns the groups' offsets of some lite topics (each
+// call with the index held briefly; nil when done), and what was appended
+// meanwhile goes last, so it wins at replay. The new file replaces the old
+// one atomically.
+func (j *liteJournal) compact(chunk func() []liteRecord) error {
+	j.mu.Lock()
+	if err := j.w.Flush(); err != nil {
+		j.mu.Unlock()
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	j.compacting, j.pending = true, nil
+	j.mu.Unlock()
+	ok := false
+	defer func() {
+		if !ok {
+			j.mu.Lock()
+			j.compacting, j.pending = false, nil
+			j.mu.Unlock()
+		}
+	}()
+	tmp := j.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	var size int64
+	var werr error
+	write := func(recs []liteRecord) {
+		var b []byte
+		for _, r := range recs {
+			b = r.encode(b[:0])
+			if werr == nil {
+				_, werr = w.Write(b)
+				size += int64(len(b))
+			}
+		}
+	}
+	if _, err := readLiteJournal(j.path, func(r liteRecord) {
+		if r.kind == liteRecDelete {
+			write([]liteRecord{r})
+		}
+	}); err != nil {
+		f.Close() //nolint:errcheck,gosec // the read error is the one to report
+		return err
+	}
+	for recs := chunk(); recs != nil; recs = chunk() {
+		write(recs)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	write(j.pending)
+	if werr == nil {
+		werr = w.Flush()
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, j.path)
+	}
+	if werr == nil {
+		werr = durable.SyncDir(filepath.Dir(j.path))
+	}
+	if werr != nil {
+		f.Close() //nolint:errcheck,gosec // the write error is the one to report
+		return fmt.Errorf("lite journal: compact: %w", werr)
+	}
+	if err := j.f.Close(); err != nil {
+		f.Close() //nolint:errcheck,gosec // the close error is the one to report
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	// The new file, reopened for appending.
+	nf, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o644)
+	f.Close() //nolint:errcheck,gosec // synced above; nf takes over
+	if err != nil {
+		return fmt.Errorf("lite journal: %w", err)
+	}
+	j.f, j.w, j.size, j.base = nf, bufio.NewWriterSize(nf, 1<<16), size, size
+	j.compacting, j.pending, ok = false, nil, true
 	return nil
 }
 

@@ -368,6 +368,7 @@ func TestLiteRestart(t *testing.T) {
 	}
 	require.Equal(t, grpcapi.Code_OK, n.sync("gw", "chat", "gateway", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, "s1").GetCode())
 	assert.Equal(t, tokens(0, 4), n.readAll("gw", "chat", "gateway", 4)[:4])
+	n.srv.CompactLite() // the journal rewritten while serving keeps the offsets
 
 	n = n.restart()
 	for i := 10; i < 12; i++ {
