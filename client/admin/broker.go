@@ -94,6 +94,20 @@ func (a *Admin) ConsumerRunningInfo(ctx context.Context, addr, group, clientID s
 	return resp.Body, nil
 }
 
+// ConsumeMessageDirectly asks, through the broker at addr that stores the
+// message, one online consumer of group (clientID) to consume the message
+// at offsetMsgID again now (CONSUME_MESSAGE_DIRECTLY passed to the client,
+// as rocketmq-dashboard's resend to a group). The answer is the client's
+// ConsumeMessageDirectlyResult as it wrote it.
+func (a *Admin) ConsumeMessageDirectly(ctx context.Context, addr, group, clientID, offsetMsgID, topic, brokerName string) ([]byte, error) {
+	resp, err := a.invokeOK(ctx, addr, client.NewRequest(remoting.ConsumeMessageDirectly, map[string]string{
+		"consumerGroup": group, "clientId": clientID, "msgId": offsetMsgID, "topic": topic, "brokerName": brokerName}, nil))
+	if err != nil {
+		return nil, fmt.Errorf("admin: consume %s directly on %s in %s: %w", offsetMsgID, clientID, group, err)
+	}
+	return resp.Body, nil
+}
+
 // CloneGroupOffset copies the committed offsets of src to dst on one
 // broker (CLONE_GROUP_OFFSET), of topic or, when empty, of every topic src
 // has offsets on.

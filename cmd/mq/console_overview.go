@@ -6,13 +6,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
-
-	"github.com/quivermq/quiver/client"
-	"github.com/quivermq/quiver/core/remoting"
 )
 
 // overviewTop is how many rows each overview table shows.
@@ -208,20 +204,11 @@ func (c *consoleServer) topicGroups(ctx context.Context, a *adm, topic string) (
 	}
 	set := map[string]bool{}
 	for _, m := range ms {
-		resp, err := a.cl.Invoke(ctx, m.Addr, client.NewRequest(remoting.QueryTopicConsumeByWho, map[string]string{"topic": topic}, nil))
+		groups, err := lib.TopicConsumers(ctx, m.Addr, topic)
 		if err != nil {
 			return nil, fmt.Errorf("groups of %s on %s: %w", topic, m.Name, err)
 		}
-		if resp.Code != remoting.Success {
-			return nil, fmt.Errorf("groups of %s on %s: code %d %s", topic, m.Name, resp.Code, resp.Remark)
-		}
-		var gl struct {
-			GroupList []string `json:"groupList"`
-		}
-		if err := json.Unmarshal(resp.Body, &gl); err != nil {
-			return nil, fmt.Errorf("groups of %s on %s: %w", topic, m.Name, err)
-		}
-		for _, g := range gl.GroupList {
+		for _, g := range groups {
 			if !isSystemGroup(g) {
 				set[g] = true
 			}

@@ -22,7 +22,6 @@ import (
 	"github.com/quivermq/quiver/client"
 	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/client/trace"
-	"github.com/quivermq/quiver/core/remoting"
 )
 
 // traceGroup is one consumer group's deliveries of a traced message.
@@ -201,18 +200,13 @@ func (c *consoleServer) consumeDirectly(ctx context.Context, a *adm, m messageVi
 	}
 	var last error
 	for _, id := range clients {
-		resp, err := a.cl.Invoke(ctx, addr, client.NewRequest(remoting.ConsumeMessageDirectly, map[string]string{
-			"consumerGroup": group, "clientId": id, "msgId": m.OffsetMsgID, "topic": m.Topic, "brokerName": m.Broker}, nil))
-		switch {
-		case err != nil:
+		body, err := lib.ConsumeMessageDirectly(ctx, addr, group, id, m.OffsetMsgID, m.Topic, m.Broker)
+		if err != nil {
 			last = fmt.Errorf("consume directly on %s: %w", id, err)
-			continue
-		case resp.Code != remoting.Success:
-			last = fmt.Errorf("consume directly on %s: code %d %s", id, resp.Code, resp.Remark)
 			continue
 		}
 		var res map[string]any
-		if err := json.Unmarshal(resp.Body, &res); err != nil {
+		if err := json.Unmarshal(body, &res); err != nil {
 			return nil, fmt.Errorf("consume directly on %s: %w", id, err)
 		}
 		return map[string]any{"consumerGroup": group, "clientId": id, "msgId": m.MsgID, "result": res}, nil
