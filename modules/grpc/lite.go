@@ -557,7 +557,7 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 		var wake chan struct{}
 		if c != nil {
 			got = x.take(c, batch, invisible, time.Now().UnixMilli())
-			wake = c.wake
+			wake = c.waiter()
 		}
 		x.mu.Unlock()
 		if len(got) > 0 {

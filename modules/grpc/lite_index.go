@@ -84,13 +84,26 @@ type liteClient struct {
 	// deliver; busy those with a run in flight (looked at for expiry).
 	ready map[*liteTopic]struct{}
 	busy  map[*liteTopic]struct{}
-	wake  chan struct{} // closed and replaced when a topic gets ready
+	// wake is closed when a topic gets ready (woken: it is); a receive
+	// that finds nothing waits on a fresh one.
+	wake  chan struct{}
+	woken bool
 }
 
 func (c *liteClient) signal(t *liteTopic) {
 	c.ready[t] = struct{}{}
-	close(c.wake)
-	c.wake = make(chan struct{})
+	if !c.woken {
+		close(c.wake)
+		c.woken = true
+	}
+}
+
+// waiter is the channel a receive that found nothing waits on.
+func (c *liteClient) waiter() chan struct{} {
+	if c.woken {
+		c.wake, c.woken = make(chan struct{}), false
+	}
+	return c.wake
 }
 
 // liteDelivery is one message a receive hands out.
@@ -283,6 +296,7 @@ func (x *liteIndex) subscribe(c *liteClient, t *liteTopic, opt *grpcapi.OffsetOp
 		x.counts[c.key.client]++
 	}
 	first := t.base
+	was := g.committed
 	switch v := opt.GetOffsetType().(type) {
 	case nil:
 		if g.committed < 0 {
@@ -306,8 +320,8 @@ func (x *liteIndex) subscribe(c *liteClient, t *liteTopic, opt *grpcapi.OffsetOp
 	case *grpcapi.OffsetOption_Timestamp:
 		g.committed = at(t, v.Timestamp)
 	}
-	if _, ok := opt.GetOffsetType().(*grpcapi.OffsetOption_Policy_); ok || opt.GetOffsetType() != nil {
-		g.run = nil
+	if g.committed != was {
+		g.run = nil // a new position: what was in flight goes out from there
 	}
 	c.signal(t)
 	return prev, nil

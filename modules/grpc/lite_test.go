@@ -383,3 +383,26 @@ func TestLiteRestart(t *testing.T) {
 	rest = append(rest, n.readAll("gw", "chat", "gateway", 12-first-len(rest))...)
 	assert.Equal(t, tokens(first, 12), rest)
 }
+
+// TestLiteResyncKeepsInFlight: a reader that syncs its subscription again
+// (the clients do it periodically) keeps its delivery in flight: nothing
+// goes out twice, and the next messages wait for the acks (order).
+func TestLiteResyncKeepsInFlight(t *testing.T) {
+	n := openLiteNode(t, t.TempDir(), nil)
+	n.parent("chat", 2)
+	for i := range 4 {
+		require.Equal(t, grpcapi.Code_OK, n.send("chat", "s", "tok"+strconv.Itoa(i)).GetCode())
+	}
+	require.Equal(t, grpcapi.Code_OK, n.sync("gw", "chat", "g", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, "s").GetCode())
+	_, first := n.receive("gw", "chat", "g", 2, time.Second)
+	require.Len(t, first, 2)
+	last := &grpcapi.OffsetOption{OffsetType: &grpcapi.OffsetOption_Policy_{Policy: grpcapi.OffsetOption_LAST}}
+	require.Equal(t, grpcapi.Code_OK, n.sync("gw", "chat", "g", grpcapi.LiteSubscriptionAction_COMPLETE_ADD, last, "s").GetCode())
+	st, again := n.receive("gw", "chat", "g", 2, 200*time.Millisecond)
+	assert.Equal(t, grpcapi.Code_MESSAGE_NOT_FOUND, st.GetCode(), "in flight, and the rest waits for it")
+	assert.Empty(t, again)
+	for _, m := range first {
+		require.Equal(t, grpcapi.Code_OK, n.ack("gw", "chat", "g", m).GetCode())
+	}
+	assert.Equal(t, tokens(2, 4), n.readAll("gw", "chat", "g", 2))
+}
