@@ -369,4 +369,27 @@ func TestAdminMqadminRunbook(t *testing.T) {
 		do(st)
 	}
 	assert.GreaterOrEqual(t, len(steps)+9, 30, "a runbook of at least 30 commands")
+
+	// brokerPermission takes the broker out of producers' routes at once,
+	// as Java's updateBrokerConfig does (the name server's route turns
+	// read-only), and 6 brings it back.
+	permOf := func() string {
+		out, _, code := run("topicRoute", "-t", topic)
+		if code != 0 {
+			return ""
+		}
+		var rd struct {
+			QueueDatas []struct {
+				Perm int `json:"perm"`
+			} `json:"queueDatas"`
+		}
+		if json.Unmarshal([]byte(out), &rd) != nil || len(rd.QueueDatas) != 1 {
+			return ""
+		}
+		return fmt.Sprint(rd.QueueDatas[0].Perm)
+	}
+	for _, perm := range []string{"4", "6"} {
+		do(runbookStep{args: []string{"updateBrokerConfig", "-b", broker, "-k", "brokerPermission", "-v", perm}, check: firstLine("update broker config success, " + broker)})
+		require.Eventually(t, func() bool { return permOf() == perm }, 10*time.Second, 50*time.Millisecond, "route permission %s after brokerPermission=%s", permOf(), perm)
+	}
 }
