@@ -33,7 +33,7 @@ import (
 // server takes no config file); TestEdgeSetsMatchFile keeps them equal.
 var edgeSets = map[string][]string{
 	"common": {
-		"process.memory_limit=32MiB",
+		"process.memory_limit=24MiB",
 		"broker.send_queue_capacity=512",
 		"broker.pull_bytes_max=128KiB",
 	},
