@@ -52,7 +52,7 @@ type IgnoredField struct {
 var rpcNotes = map[string]string{
 	"QueryRoute":                      "the queues of every broker hosting the topic (from the name servers), each broker's endpoint its host with this endpoint's gRPC port (route.go)",
 	"Heartbeat":                       "",
-	"SendMessage":                     "normal, FIFO (message group → queue), delay/timer (`delivery_timestamp` on the timer wheel, answered with a recall handle) and transactional (with `transaction.enabled`); a topic with a `message.type` attribute takes only its type (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as the proxy), one without takes every type",
+	"SendMessage":                     "normal, FIFO (message group → queue), delay/timer (`delivery_timestamp` on the timer wheel, answered with a recall handle) and transactional (with `transaction.enabled`), lite (`lite_topic` on a `message.type=LITE` parent); a topic with a `message.type` attribute takes only its type (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, as the proxy), one without takes every type",
 	"QueryAssignment":                 "one assignment per broker with readable queues of the topic, queue id -1 (pop: the broker picks the queue)",
 	"ReceiveMessage":                  "pop consumption (modules/pop; NOT_IMPLEMENTED in a process composed without it): long polling, TAG and SQL92 filters, FIFO per message group, retries by the group's policy",
 	"AckMessage":                      "pop consumption (modules/pop)",
@@ -62,7 +62,7 @@ var rpcNotes = map[string]string{
 	"GetOffset":                       "",
 	"QueryOffset":                     "",
 	"EndTransaction":                  "with `transaction.enabled`; the check-back goes over Telemetry",
-	"Telemetry":                       "settings in and out, RecoverOrphanedTransactionCommand out; a refused command is answered inside the stream (status only), as the proxy; VerifyMessageCommand and PrintThreadStackTraceCommand are never sent",
+	"Telemetry":                       "settings in and out, RecoverOrphanedTransactionCommand and NotifyUnsubscribeLiteCommand (lite topics) out; a refused command is answered inside the stream (status only), as the proxy; VerifyMessageCommand and PrintThreadStackTraceCommand are never sent",
 	"NotifyClientTermination":         "",
 	"ChangeInvisibleDuration":         "pop consumption (modules/pop)",
 	"RecallMessage":                   "timer messages (`delivery_timestamp`, `TIMER_DELIVER_MS`…) by the handle their send answered, until their time; not delay levels. NOT_IMPLEMENTED with `schedule.enabled: false`",
