@@ -212,7 +212,7 @@ func mqadminAliases(run runner) []*cobra.Command {
 		return func(ctx context.Context, a *adm) error { return a.producerConnections(ctx, group, topic) }
 	}, run))
 	add(alias("resetOffsetByTime", "Reset a group's offsets to a time (offset reset); never asks, as mqadmin", func(c *cobra.Command) func(context.Context, *adm) error {
-		f := &resetFlags{}
+		f := &resetFlags{java: true}
 		f.bind(c, true)
 		c.Flags().Lookup("force").Value = boolArg{&f.force}
 		c.Flags().Lookup("force").NoOptDefVal = ""

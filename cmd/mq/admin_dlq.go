@@ -173,6 +173,8 @@ func dlqCmd(run runner) *cobra.Command {
 type resetFlags struct {
 	group, topic, ts string
 	force, yes       bool
+	// java prints mqadmin's text (resetOffsetByTime).
+	java bool
 }
 
 func (f *resetFlags) bind(c *cobra.Command, short bool) {
@@ -211,6 +213,9 @@ func (a *adm) runReset(ctx context.Context, c *cobra.Command, f *resetFlags) err
 	}
 	if err := confirm(c, f.yes, fmt.Sprintf("reset the offsets of group %s on topic %s", f.group, f.topic)); err != nil {
 		return err
+	}
+	if f.java && a.opts.output != "json" {
+		return a.resetOffsetJava(ctx, f, ms)
 	}
 	return a.resetOffset(ctx, f.group, f.topic, ms, f.force)
 }
@@ -409,43 +414,14 @@ type resetQueue struct {
 }
 
 func (a *adm) resetOffset(ctx context.Context, group, topic string, ts int64, force bool) error {
-	brokers, ok, err := a.route(ctx, topic)
+	out, told, err := a.resetQueues(ctx, group, topic, ts, force)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return fmt.Errorf("topic %s does not exist", topic)
 	}
 	when := "the end of each queue"
 	if ts >= 0 {
 		when = time.UnixMilli(ts).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
-	lib, err := a.library()
-	if err != nil {
-		return err
-	}
-	out := []resetQueue{}
-	told := 0
-	for _, bq := range brokers {
-		offs, n, err := lib.ResetOffsetOn(ctx, bq.addr, group, topic, ts, force)
-		var be *client.BrokerError
-		if errors.As(err, &be) {
-			return fmt.Errorf("reset on %s: code %d %s", bq.name, be.Code, be.Remark)
-		}
-		if err != nil {
-			return err
-		}
-		for mq, off := range offs {
-			out = append(out, resetQueue{Broker: mq.BrokerName, QueueID: int(mq.QueueID), Topic: mq.Topic, Offset: off})
-		}
-		told += n
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Broker != out[j].Broker {
-			return out[i].Broker < out[j].Broker
-		}
-		return out[i].QueueID < out[j].QueueID
-	})
 	if a.opts.output == "json" {
 		return a.print(map[string]any{"group": group, "topic": topic, "timestamp": ts, "force": force, "queues": out, "consumersNotified": told}, "", nil)
 	}
@@ -458,4 +434,58 @@ func (a *adm) resetOffset(ctx context.Context, group, topic string, ts int64, fo
 	}
 	fmt.Fprintf(a.w, "group %s on %s reset to %s; %d online consumer(s) told\n", group, topic, when, told)
 	return nil
+}
+
+// resetOffsetJava is resetOffsetByTime's text, as mqadmin prints it.
+func (a *adm) resetOffsetJava(ctx context.Context, f *resetFlags, ts int64) error {
+	out, _, err := a.resetQueues(ctx, f.group, f.topic, ts, f.force)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.w, "start reset consumer offset by specified, group[%s], topic[%s], force[%t], timestamp(string)[%s], timestamp(long)[%d]\n",
+		f.group, f.topic, f.force, f.ts, ts)
+	javaRow(a.w, "%-40s  %-40s  %-40s", "#brokerName", "#queueId", "#offset")
+	for _, q := range out {
+		javaRow(a.w, "%-40s  %-40d  %-40d", frontAtLeast(q.Broker, 32), q.QueueID, q.Offset)
+	}
+	return nil
+}
+
+// resetQueues resets group's offsets on topic on every broker serving it
+// and returns the queues' new offsets and the consumers told.
+func (a *adm) resetQueues(ctx context.Context, group, topic string, ts int64, force bool) ([]resetQueue, int, error) {
+	brokers, ok, err := a.route(ctx, topic)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok {
+		return nil, 0, fmt.Errorf("topic %s does not exist", topic)
+	}
+	lib, err := a.library()
+	if err != nil {
+		return nil, 0, err
+	}
+	out := []resetQueue{}
+	told := 0
+	for _, bq := range brokers {
+		offs, n, err := lib.ResetOffsetOn(ctx, bq.addr, group, topic, ts, force)
+		var be *client.BrokerError
+		if errors.As(err, &be) {
+			return nil, 0, fmt.Errorf("reset on %s: code %d %s", bq.name, be.Code, be.Remark)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		for mq, off := range offs {
+			out = append(out, resetQueue{Broker: mq.BrokerName, QueueID: int(mq.QueueID), Topic: mq.Topic, Offset: off})
+		}
+		told += n
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Broker != out[j].Broker {
+			return out[i].Broker < out[j].Broker
+		}
+		return out[i].QueueID < out[j].QueueID
+	})
+	return out, told, nil
 }

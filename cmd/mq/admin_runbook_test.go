@@ -336,7 +336,12 @@ func TestAdminMqadminRunbook(t *testing.T) {
 			assert.Regexp(t, `(?m)^fileReservedTime +=  48$`, out)
 			assert.Regexp(t, `(?m)^deleteWhen +=  03;15$`, out)
 		}},
-		{args: []string{"resetOffsetByTime", "-g", group, "-t", topic, "-s", "0"}, check: contains("reset to")},
+		{args: []string{"resetOffsetByTime", "-g", group, "-t", topic, "-s", "0"}, check: func(t *testing.T, out, _ string) {
+			lines := strings.Split(out, "\n")
+			assert.Equal(t, "start reset consumer offset by specified, group["+group+"], topic["+topic+"], force[true], timestamp(string)[0], timestamp(long)[0]", lines[0])
+			assert.Equal(t, javaHeader("%-40s  %-40s  %-40s", "#brokerName", "#queueId", "#offset"), lines[1])
+			assert.Regexp(t, `(?m)^broker-a\s+0\s+0\s*$`, out)
+		}},
 		{args: []string{"updateSubGroup", "--groupName", group2, "--clusterName", "DefaultCluster"}, check: contains(group2)},
 		{args: []string{"cloneGroupOffset", "-s", group, "-d", group2, "-t", topic, "-o", "false"}},
 		{args: []string{"statsAll", "-t", topic}, check: contains(topic)},

@@ -262,7 +262,8 @@ func TestAdminRunbook(t *testing.T) {
 	assert.Regexp(t, `(?m)^`+topic+`\s+broker-a\s+0\s+3\s+3\s+0\s+0\s+`, prog)
 	assert.Contains(t, prog, "Consume Diff Total: 0")
 	out := run("resetOffsetByTime", "-g", group, "-t", topic, "-s", time.Now().Add(-time.Hour).Format("2006-01-02#15:04:05:000"), "--yes")
-	assert.Contains(t, out, "reset to")
+	assert.Contains(t, out, "start reset consumer offset by specified, group["+group+"], topic["+topic+"], force[true]")
+	assert.Regexp(t, `(?m)^broker-a\s+0\s+0\s*$`, out)
 	var st groupStatus
 	mqJSON(t, ns, &st, "group", "status", "--group", group)
 	assert.EqualValues(t, 3, st.Lag)
