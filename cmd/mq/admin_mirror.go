@@ -69,7 +69,7 @@ func (a *adm) mirrorStatus(ctx context.Context, links []string, perQueue bool) e
 		}
 	}
 	sort.Strings(links)
-	var views []mirrorLinkView
+	views := []mirrorLinkView{} // JSON [] when no link writes here, not null
 	var rows [][]string
 	for _, name := range links {
 		s, err := mirror.ReadCheckpoint(cctx, a.cl, name)
