@@ -97,10 +97,12 @@ type adminOpts struct {
 	accessKey, secretKey string
 }
 
-// adminCommands and mqadminCommands let a file of its own add a family of
-// commands (Quiver-named and mqadmin-named) from an init function, so that
-// each family lives in one file and this list is not edited for each.
-var adminCommands, mqadminCommands []func(run runner) []*cobra.Command
+// adminCommands and mqadminCommands are the command families that live in
+// files of their own (Quiver-named and mqadmin-named): one entry each.
+var (
+	adminCommands   = []func(run runner) []*cobra.Command{mirrorCmds}                 // admin_mirror.go
+	mqadminCommands = []func(run runner) []*cobra.Command{acl2Cmds, traceMqadminCmds} // admin_acl2.go, admin_trace.go
+)
 
 type runner func(func(ctx context.Context, a *adm) error) func(*cobra.Command, []string) error
 

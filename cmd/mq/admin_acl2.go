@@ -20,8 +20,6 @@ import (
 	"github.com/quivermq/quiver/plugins/auth/acl/acl2"
 )
 
-func init() { mqadminCommands = append(mqadminCommands, acl2Cmds) }
-
 // acl2Target is -b/-c of every ACL 2.0 command.
 type acl2Target struct{ broker, cluster string }
 

@@ -18,8 +18,6 @@ import (
 	"github.com/quivermq/quiver/modules/mirror"
 )
 
-func init() { adminCommands = append(adminCommands, mirrorCmds) }
-
 func mirrorCmds(run runner) []*cobra.Command {
 	cmd := &cobra.Command{Use: "mirror", Short: "Mirror links writing into this cluster (--namesrv is the target's)"}
 	var queues bool

@@ -23,12 +23,6 @@ import (
 	"github.com/quivermq/quiver/core/protocol"
 )
 
-func init() {
-	// mqadmin finds a command whatever its case (MQAdminStartup compares
-	// upper-cased names): mq admin updatetopic and UPDATETOPIC work.
-	cobra.EnableCaseInsensitive = true
-}
-
 // mqadminLongNames are mqadmin's long option names by command, short name
 // first, where they differ from the flag's name here; javaLongNames makes
 // each an alias of the flag with that short name.

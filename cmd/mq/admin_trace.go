@@ -18,21 +18,20 @@ import (
 	"github.com/quivermq/quiver/client/trace"
 )
 
-func init() {
-	mqadminCommands = append(mqadminCommands, func(run runner) []*cobra.Command {
-		return []*cobra.Command{alias("queryMsgTraceById", "A message's trace: sends and consumes with their outcome (message trace)",
-			func(c *cobra.Command) func(context.Context, *adm) error {
-				var q clientadmin.TraceQuery
-				c.Aliases = []string{"QueryMsgTraceById"} // mqadmin 4.9's name
-				c.Flags().StringVarP(&q.MsgID, "msgId", "i", "", "Message Id (required)")
-				c.Flags().StringVarP(&q.Topic, "traceTopic", "t", trace.DefaultTopic, "The name value of message trace topic")
-				c.Flags().Int64VarP(&q.Begin, "beginTimestamp", "b", 0, "Begin timestamp(ms)")
-				c.Flags().Int64VarP(&q.End, "endTimestamp", "e", 0, "End timestamp(ms); default: no bound")
-				c.Flags().IntVarP(&q.MaxNum, "maxNum", "c", 64, "The maximum number of trace messages read per broker")
-				_ = c.MarkFlagRequired("msgId")
-				return func(ctx context.Context, a *adm) error { return a.traceJava(ctx, q) }
-			}, run)}
-	})
+// traceMqadminCmds is mqadmin's queryMsgTraceById.
+func traceMqadminCmds(run runner) []*cobra.Command {
+	return []*cobra.Command{alias("queryMsgTraceById", "A message's trace: sends and consumes with their outcome (message trace)",
+		func(c *cobra.Command) func(context.Context, *adm) error {
+			var q clientadmin.TraceQuery
+			c.Aliases = []string{"QueryMsgTraceById"} // mqadmin 4.9's name
+			c.Flags().StringVarP(&q.MsgID, "msgId", "i", "", "Message Id (required)")
+			c.Flags().StringVarP(&q.Topic, "traceTopic", "t", trace.DefaultTopic, "The name value of message trace topic")
+			c.Flags().Int64VarP(&q.Begin, "beginTimestamp", "b", 0, "Begin timestamp(ms)")
+			c.Flags().Int64VarP(&q.End, "endTimestamp", "e", 0, "End timestamp(ms); default: no bound")
+			c.Flags().IntVarP(&q.MaxNum, "maxNum", "c", 64, "The maximum number of trace messages read per broker")
+			_ = c.MarkFlagRequired("msgId")
+			return func(ctx context.Context, a *adm) error { return a.traceJava(ctx, q) }
+		}, run)}
 }
 
 // traceCmd is `mq admin message trace <msgId>`.

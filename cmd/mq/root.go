@@ -34,6 +34,10 @@ type globalFlags struct {
 }
 
 func newRootCmd() *cobra.Command {
+	// mqadmin finds a command whatever its case (MQAdminStartup compares
+	// upper-cased names): mq admin updatetopic and UPDATETOPIC work. The
+	// setting is cobra's, for the whole binary.
+	cobra.EnableCaseInsensitive = true
 	g := &globalFlags{}
 	root := &cobra.Command{
 		Use:           "mq",
