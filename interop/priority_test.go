@@ -54,9 +54,17 @@ func sendLowBacklog(t *testing.T, srv *testserver.Proc, topic string) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < prioBacklog; i += 8 {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				res, err := p.SendSync(ctx, prioMsg(topic, fmt.Sprintf("low-%d", i), 0))
-				cancel()
+				var res *primitive.SendResult
+				var err error
+				for try := 0; try < 50; try++ { // a fresh producer may not have the route yet
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					res, err = p.SendSync(ctx, prioMsg(topic, fmt.Sprintf("low-%d", i), 0))
+					cancel()
+					if err == nil || !strings.Contains(err.Error(), "route info not found") {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
 				if err == nil && res.MessageQueue.QueueId != 0 {
 					err = fmt.Errorf("low-%d stored in queue %d, not 0", i, res.MessageQueue.QueueId)
 				}
@@ -192,11 +200,12 @@ func TestPriorityGo4xPushConsumer(t *testing.T) {
 	got = a.waitBody(t, "high-3", time.Minute)
 	// The kill may lose the last committed offsets of the high queues
 	// (they are flushed every few seconds): high-1 and high-2 may come
-	// again, first too; no low one may.
+	// again, first too. The broker hands no low message before high-3;
+	// but the client consumes each queue's answers on its own goroutine,
+	// so a low answer written right after high-3's can, now and then,
+	// reach the listener first: at most that one (one message a pull).
 	before := got[:prioIndex(got, "high-3")]
-	for _, b := range before {
-		require.NotRegexp(t, "^low-", b, "first arrivals after the restart: %v", before)
-	}
+	require.LessOrEqual(t, len(slicesFilter(before, "low-")), 1, "first arrivals after the restart: %v", before)
 }
 
 // TestPriorityGo4xHoldsOtherConsumers: strict priority is the broker's,
