@@ -190,32 +190,39 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 // time, and tells their readers.
 func (s *Server) sweepLite() {
 	defer s.wg.Done()
-	tick := time.NewTicker(liteSweepEvery)
+	tick := time.NewTimer(liteSweepEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-tick.C:
-			s.sweepLiteOnce()
+			_, more := s.sweepLiteOnce()
 			if s.lite.j.needsCompaction() {
 				s.compactLite()
+			}
+			// A backlog of expired lite topics is swept in short holds
+			// close together rather than in one long one.
+			if more {
+				tick.Reset(liteSweepEvery / 20)
+			} else {
+				tick.Reset(liteSweepEvery)
 			}
 		}
 	}
 }
 
 // sweepLiteOnce is one tick of the sweep; it answers how long the index
-// was held.
-func (s *Server) sweepLiteOnce() time.Duration {
+// was held and whether expired lite topics may be left.
+func (s *Server) sweepLiteOnce() (time.Duration, bool) {
 	x := s.lite
 	start := time.Now()
 	x.mu.Lock()
-	gone := x.sweep(start.UnixMilli())
+	gone, more := x.sweep(start.UnixMilli())
 	x.mu.Unlock()
 	held := time.Since(start)
 	if len(gone) == 0 {
-		return held
+		return held, more
 	}
 	recs := make([]liteRecord, 0, len(gone))
 	for _, e := range gone {
@@ -233,7 +240,7 @@ func (s *Server) sweepLiteOnce() time.Duration {
 		}
 	}
 	s.log.Debug("grpc: lite topics expired", "count", len(gone))
-	return held
+	return held, more
 }
 
 // compactLite rewrites the lite journal while serving, the index held for

@@ -23,8 +23,8 @@ type LiteConfig struct {
 	// clients' settings). Default 64.
 	MaxNameLength int `koanf:"max_name_length"`
 	// SweepBatch is how many lite topics one TTL sweep tick (every
-	// second) looks at, so that a sweep never pauses the endpoint for
-	// long. Default 4096.
+	// second) looks at; a tick also stops after 10ms (liteSweepBudget),
+	// and one cut short is followed by the next 50ms later. Default 4096.
 	SweepBatch int `koanf:"sweep_batch"`
 }
 

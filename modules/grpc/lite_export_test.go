@@ -4,7 +4,10 @@ import "time"
 
 // SweepLiteOnce runs one TTL sweep tick and answers how long it held the
 // lite index.
-func (s *Server) SweepLiteOnce() time.Duration { return s.sweepLiteOnce() }
+func (s *Server) SweepLiteOnce() time.Duration {
+	held, _ := s.sweepLiteOnce()
+	return held
+}
 
 // LiteTopics is how many lite topics the endpoint knows.
 func (s *Server) LiteTopics() int {

@@ -487,15 +487,25 @@ type liteExpired struct {
 	owners       []*liteClient
 }
 
-// sweep deletes up to cfg.SweepBatch lite topics' worth of the expired
-// ones, walking all from where the last sweep stopped. Called with mu held.
-func (x *liteIndex) sweep(now int64) []liteExpired {
+// liteSweepBudget bounds how long one sweep holds the index, whatever
+// sweep_batch says (checked every 32 lite topics).
+const liteSweepBudget = 10 * time.Millisecond
+
+// sweep looks at up to cfg.SweepBatch lite topics, for at most
+// liteSweepBudget, from where the last sweep stopped, and deletes the
+// expired ones. It answers whether it stopped short (more to look at).
+// Called with mu held.
+func (x *liteIndex) sweep(now int64) ([]liteExpired, bool) {
 	if x.cfg.TTL <= 0 || len(x.all) == 0 {
-		return nil
+		return nil, false
 	}
 	cut := now - x.cfg.TTL.Milliseconds()
 	var out []liteExpired
+	start := time.Now()
 	for n := 0; n < x.cfg.SweepBatch && len(x.all) > 0; n++ {
+		if n%32 == 31 && time.Since(start) > liteSweepBudget {
+			return out, true
+		}
 		if x.cursor >= len(x.all) {
 			x.cursor = 0
 		}
@@ -514,7 +524,7 @@ func (x *liteIndex) sweep(now int64) []liteExpired {
 		out = append(out, liteExpired{parent: t.parent.name, name: t.name, boundary: b, owners: x.remove(t)})
 		// x.all[cursor] is now the last topic, not yet looked at.
 	}
-	return out
+	return out, len(out) > 0
 }
 
 // busy says whether a delivery of t is in flight.
