@@ -320,6 +320,33 @@ func TestE2E(t *testing.T) {
 		assert.Equal(t, c1.bodies(), c2.bodies())
 	})
 
+	// Request-reply: the broker pushes the reply (PUSH_REPLY_MESSAGE_TO_CLIENT)
+	// to the requester's own connection, here a NATS one.
+	t.Run("RequestReply", func(t *testing.T) {
+		topic := uniq("RPC")
+		dev.createTopic(t, topic, 2)
+		replier := dev.producer(t)
+		replied := make(chan error, 4)
+		dev.push(t, topic, uniq("RPCG"), func(ctx context.Context, msgs []*client.MessageExt) consumer.Result {
+			for _, m := range msgs {
+				r, err := client.NewReply(m, []byte("reply:"+string(m.Body)))
+				if err == nil {
+					_, err = replier.SendSync(ctx, r)
+				}
+				replied <- err
+			}
+			return consumer.ConsumeSuccess
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req := client.NewMessage(topic, []byte("ping"))
+		reply, err := dev.producer(t).Request(ctx, req)
+		require.NoError(t, err)
+		assert.Equal(t, "reply:ping", string(reply.Body))
+		assert.Equal(t, req.Property(client.PropertyCorrelationID), reply.Property(client.PropertyCorrelationID))
+		require.NoError(t, <-replied)
+	})
+
 	t.Run("Orderly", func(t *testing.T) {
 		topic := uniq("Order")
 		dev.createTopic(t, topic, 4)
