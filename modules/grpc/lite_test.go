@@ -406,3 +406,40 @@ func TestLiteResyncKeepsInFlight(t *testing.T) {
 	}
 	assert.Equal(t, tokens(2, 4), n.readAll("gw", "chat", "g", 2))
 }
+
+// TestLiteChangeInvisibleAndDLQ: a lite delivery's invisible time set to 0
+// sends it again at once (attempt 2, in order); forwarding it to the
+// dead-letter queue stores it in %DLQ%<group> and lets the next one go.
+func TestLiteChangeInvisibleAndDLQ(t *testing.T) {
+	n := openLiteNode(t, t.TempDir(), nil)
+	n.parent("chat", 2)
+	for i := range 2 {
+		require.Equal(t, grpcapi.Code_OK, n.send("chat", "s", "tok"+strconv.Itoa(i)).GetCode())
+	}
+	require.Equal(t, grpcapi.Code_OK, n.sync("gw", "chat", "g", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, "s").GetCode())
+	_, got := n.receive("gw", "chat", "g", 1, time.Second)
+	require.Len(t, got, 1)
+	sp := got[0].GetSystemProperties()
+	lite := "s"
+	ci, err := n.cli.ChangeInvisibleDuration(n.ctxAs("gw"), &grpcapi.ChangeInvisibleDurationRequest{Group: res("g"), Topic: res("chat"),
+		ReceiptHandle: sp.GetReceiptHandle(), InvisibleDuration: durationpb.New(0), LiteTopic: &lite})
+	require.NoError(t, err)
+	require.Equal(t, grpcapi.Code_OK, ci.GetStatus().GetCode())
+	_, again := n.receive("gw", "chat", "g", 1, time.Second)
+	require.Len(t, again, 1)
+	assert.Equal(t, "tok0", string(again[0].GetBody()), "the same message first: order")
+	assert.Equal(t, int32(2), again[0].GetSystemProperties().GetDeliveryAttempt())
+
+	fw, err := n.cli.ForwardMessageToDeadLetterQueue(n.ctxAs("gw"), &grpcapi.ForwardMessageToDeadLetterQueueRequest{Group: res("g"), Topic: res("chat"),
+		ReceiptHandle: again[0].GetSystemProperties().GetReceiptHandle(), LiteTopic: &lite, DeliveryAttempt: 2})
+	require.NoError(t, err)
+	require.Equal(t, grpcapi.Code_OK, fw.GetStatus().GetCode())
+	_, hi, err := n.st.Offsets(store.Queue{Topic: protocol.DLQGroupPrefix + "g", ID: 0})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), hi, "tok0 in %%DLQ%%g")
+	assert.Equal(t, []string{"tok1"}, n.readAll("gw", "chat", "g", 1))
+	bad, err := n.cli.AckMessage(n.ctxAs("gw"), &grpcapi.AckMessageRequest{Group: res("g"), Topic: res("chat"),
+		Entries: []*grpcapi.AckMessageEntry{{ReceiptHandle: sp.GetReceiptHandle(), LiteTopic: &lite}}})
+	require.NoError(t, err)
+	assert.Equal(t, grpcapi.Code_INVALID_RECEIPT_HANDLE, bad.GetStatus().GetCode(), "a stale handle")
+}
