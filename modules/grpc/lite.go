@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -114,52 +117,127 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 			return nil, err
 		}
 	}
-	st := s.b.Store()
 	used := map[key]bool{}
-	var rr store.ReadResult
-	m, props := &message.Ext{}, message.Properties{} // reused: a million records decode without garbage
 	now := time.Now().UnixMilli()
+	// The parent queues are read and decoded by a few workers, a queue
+	// each at a time; the index is filled here, each queue's records in
+	// order (a lite topic lives in one queue).
+	type found struct {
+		name         string
+		lite, cl, at int64
+	}
+	type batch struct {
+		parent string
+		recs   []found
+		dead   []key // records of deleted lite topics met
+	}
+	var queues []store.Queue
 	for _, tc := range s.b.TopicConfigs().TopicConfigTable {
-		if tc.Attributes[protocol.AttrMessageType] != protocol.MessageTypeLite {
-			continue
+		if tc.Attributes[protocol.AttrMessageType] == protocol.MessageTypeLite {
+			for q := range max(tc.ReadQueueNums, tc.WriteQueueNums) {
+				queues = append(queues, store.Queue{Topic: tc.TopicName, ID: q})
+			}
 		}
-		for q := range max(tc.ReadQueueNums, tc.WriteQueueNums) {
-			sq := store.Queue{Topic: tc.TopicName, ID: q}
-			lo, hi, err := st.Offsets(sq)
+	}
+	st := s.b.Store()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan store.Queue)
+	out := make(chan batch, 4)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(queues), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rr store.ReadResult
+			m, props := &message.Ext{}, message.Properties{} // reused: a million records decode without garbage
+			for sq := range work {
+				lo, hi, err := st.Offsets(sq)
+				if err != nil {
+					select {
+					case errc <- fmt.Errorf("lite: offsets of %s: %w", sq, err):
+					default:
+					}
+					cancel()
+					return
+				}
+				for off := lo; off < hi; {
+					rr.Reset()
+					if err := st.Read(ctx, sq, off, store.ReadOptions{MaxMessages: 1024, MaxBytes: 8 << 20}, &rr); err != nil {
+						select {
+						case errc <- fmt.Errorf("lite: read %s at %d: %w", sq, off, err):
+						default:
+						}
+						cancel()
+						return
+					}
+					b := batch{parent: sq.Topic, recs: make([]found, 0, len(rr.Records))}
+					for _, rec := range rr.Records {
+						if _, err := message.DecodeStoredInto(rec, m, sq.Topic, props); err != nil {
+							continue
+						}
+						name := m.Properties[propLiteTopic]
+						lo, err := strconv.ParseInt(m.Properties[propLiteOffset], 10, 64)
+						if name == "" || err != nil {
+							continue
+						}
+						k := key{sq.Topic, name}
+						if d, ok := deleted[k]; ok && m.CommitLogOffset <= d {
+							b.dead = append(b.dead, key{sq.Topic, strings.Clone(name)})
+							continue
+						}
+						b.recs = append(b.recs, found{name: strings.Clone(name), lite: lo, cl: m.CommitLogOffset, at: m.StoreTimestamp})
+					}
+					select {
+					case out <- b:
+					case <-ctx.Done():
+						return
+					}
+					if rr.NextOffset <= off {
+						break
+					}
+					off = rr.NextOffset
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(work)
+		for _, q := range queues {
+			select {
+			case work <- q:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(out) }()
+	var ierr error
+	for b := range out {
+		if ierr != nil {
+			continue // drain
+		}
+		for _, k := range b.dead {
+			used[k] = true
+		}
+		for _, f := range b.recs {
+			t, err := x.ensure(b.parent, f.name, f.at)
 			if err != nil {
-				return nil, fmt.Errorf("lite: offsets of %s: %w", sq, err)
+				ierr = fmt.Errorf("lite: rebuild %s: %w", b.parent, err)
+				cancel()
+				break
 			}
-			for off := lo; off < hi; {
-				rr.Reset()
-				if err := st.Read(ctx, sq, off, store.ReadOptions{MaxMessages: 1024, MaxBytes: 8 << 20}, &rr); err != nil {
-					return nil, fmt.Errorf("lite: read %s at %d: %w", sq, off, err)
-				}
-				for _, rec := range rr.Records {
-					if _, err := message.DecodeStoredInto(rec, m, tc.TopicName, props); err != nil {
-						continue
-					}
-					name := m.Properties[propLiteTopic]
-					lo, err := strconv.ParseInt(m.Properties[propLiteOffset], 10, 64)
-					if name == "" || err != nil {
-						continue
-					}
-					k := key{tc.TopicName, name}
-					if b, ok := deleted[k]; ok && m.CommitLogOffset <= b {
-						used[k] = true
-						continue
-					}
-					t, err := x.ensure(tc.TopicName, name, m.StoreTimestamp)
-					if err != nil {
-						return nil, fmt.Errorf("lite: rebuild %s: %w", tc.TopicName, err)
-					}
-					x.add(t, lo, m.CommitLogOffset, m.StoreTimestamp)
-				}
-				if rr.NextOffset <= off {
-					break
-				}
-				off = rr.NextOffset
-			}
+			x.add(t, f.lite, f.cl, f.at)
 		}
+	}
+	select {
+	case err := <-errc:
+		return nil, err
+	default:
+	}
+	if ierr != nil {
+		return nil, ierr
 	}
 	var live []liteRecord
 	for k, b := range deleted {
