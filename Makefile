@@ -34,7 +34,8 @@ test: lint
 ## target skips with a reason without it), `mq broker --config
 ## config.edge.yaml` with the commit log and with Pebble (refused at
 ## start on mips), 3,000 messages sent over TCP and consumed over QUIC
-## from the host; after the ./... run, whose TestCrossCompile compiled
+## from the host, and the -tags nogrpc edge build natively; after the
+## ./... run, whose TestCrossCompile compiled
 ## these targets, only the links are new. make soak runs every edge
 ## target (arm v6, 386, riscv64, mipsle too) with 30,000 messages.
 crossarch:
