@@ -110,7 +110,8 @@ func (a *Admin) ACLVersion(ctx context.Context, addr string) (*ACLVersion, error
 // client's signature (client.WithCredentials): it asks for the consumers
 // of probeGroup (GET_CONSUMER_LIST_BY_GROUP, which any account may ask)
 // and reads a NO_PERMISSION answer. A refusal for a missing permission
-// ("no permission: …") still authenticated the account; a broker without
+// (ACL 1.0's "no permission: …", ACL 2.0's "User:x has no permission to
+// access …") still authenticated the account; a broker without
 // ACL, or one white-listing the client's address, authenticates every
 // signature.
 func (a *Admin) Authenticated(ctx context.Context, addr, probeGroup string) (bool, error) {
@@ -118,5 +119,6 @@ func (a *Admin) Authenticated(ctx context.Context, addr, probeGroup string) (boo
 	if err != nil {
 		return false, fmt.Errorf("admin: authentication probe on %s: %w", addr, err)
 	}
-	return resp.Code != remoting.NoPermission || strings.Contains(resp.Remark, "no permission:"), nil
+	return resp.Code != remoting.NoPermission || strings.Contains(resp.Remark, "no permission:") ||
+		strings.Contains(resp.Remark, " has no permission to access "), nil
 }

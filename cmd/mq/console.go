@@ -382,6 +382,7 @@ func (c *consoleServer) handler() http.Handler {
 	}))
 	c.groupRoutes(mux) // console_groups.go
 	c.traceRoutes(mux) // console_trace.go
+	c.acl2Routes(mux)  // console_acl2.go
 	return c.guard(mux)
 }
 
