@@ -157,7 +157,10 @@ func newFromFx(p params) (*Broker, error) {
 	for _, a := range deps.Authenticators {
 		if r, ok := a.(auth.Replicated); ok { // ACL 2.0's users and policies
 			for _, d := range r.ReplicaDocs() {
-				b.AddReplicaMeta(ReplicaMeta{Name: d.Name, Code: d.Code, Apply: d.Apply})
+				b.AddReplicaMeta(ReplicaMeta{Name: d.Name, Code: d.Code, Apply: d.Apply, Version: d.Version})
+				if d.Watch != nil {
+					d.Watch(b.ReplicaMetaChanged)
+				}
 			}
 		}
 	}

@@ -38,6 +38,9 @@ type replicaHooks struct {
 	// topic config and consumer offsets (delay progress).
 	metaMu sync.Mutex
 	metas  []ReplicaMeta
+	// metaWatch run after a versioned document changed here (modules/ha
+	// wakes its slaves' held HA_PULLs).
+	metaWatch []func()
 }
 
 // ReplicaMeta is a metadata document a slave copies from its master: the
@@ -53,7 +56,39 @@ type ReplicaMeta struct {
 	Code int32
 	// Apply takes the master's document. It runs on the slave only.
 	Apply func(body []byte) error
+	// Version, when set, is the document's version on this broker: a
+	// cheap read that changes with every change of the document. The
+	// master reports it in every HA_PULL answer, and a slave copies the
+	// document as soon as it sees it change (within milliseconds while
+	// the owner calls ReplicaMetaChanged), besides every ha.meta_interval.
+	// nil: copied every ha.meta_interval only.
+	Version func() int64
 }
+
+// WatchReplicaMeta makes f run after each ReplicaMetaChanged (and each
+// change of the topic table). f must not block.
+func (b *Broker) WatchReplicaMeta(f func()) {
+	b.replica.metaMu.Lock()
+	defer b.replica.metaMu.Unlock()
+	b.replica.metaWatch = append(b.replica.metaWatch, f)
+	notify := b.ReplicaMetaChanged
+	b.topics.onChange.Store(&notify)
+}
+
+// ReplicaMetaChanged tells the watchers (modules/ha on a master) that a
+// versioned document (ReplicaMeta.Version) changed.
+func (b *Broker) ReplicaMetaChanged() {
+	b.replica.metaMu.Lock()
+	ws := append([]func(){}, b.replica.metaWatch...)
+	b.replica.metaMu.Unlock()
+	for _, f := range ws {
+		f()
+	}
+}
+
+// TopicsVersion is the topic table's data version (GET_ALL_TOPIC_CONFIG's
+// dataVersion), as a document version for replication.
+func (b *Broker) TopicsVersion() protocol.DataVersion { return b.topics.dataVersion() }
 
 // AddReplicaMeta registers a document for slaves to copy.
 func (b *Broker) AddReplicaMeta(m ReplicaMeta) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quivermq/quiver/core/protocol"
@@ -27,6 +28,9 @@ type topicTable struct {
 	jr   *journal
 	comp compactor
 	log  *slog.Logger
+	// onChange runs after each bump (Broker.WatchReplicaMeta); it must
+	// not block: it runs under mu.
+	onChange atomic.Pointer[func()]
 }
 
 type topicDoc struct {
@@ -331,6 +335,9 @@ func (t *topicTable) touch() {
 func (t *topicTable) bump() {
 	t.version.Timestamp = time.Now().UnixMilli()
 	t.version.Counter++
+	if f := t.onChange.Load(); f != nil {
+		(*f)()
+	}
 }
 
 func (t *topicTable) docLocked() topicDoc {

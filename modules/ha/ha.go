@@ -93,6 +93,14 @@ type Service struct {
 	// this slave's log to reach the master's log end at the time they were
 	// read (copyMeta's goroutine only), oldest first.
 	pendingMeta []pendingDoc
+	// metaSeen is the last versions an HA_PULL answer reported (follow
+	// writes it); metaKick wakes copyLoop when they changed.
+	metaSeen atomic.Pointer[seenVersions]
+	metaKick chan struct{}
+	// copied are the versions last copied, per request code, from
+	// copiedFrom (copyLoop's goroutine only).
+	copied     map[int32]string
+	copiedFrom string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,7 +119,7 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 	}
 	bc := b.Config()
 	s := &Service{
-		cfg: cfg, b: b, role: bc.Role, slaves: map[int64]*slaveState{}, wake: make(chan struct{}), masterKick: make(chan struct{}, 1),
+		cfg: cfg, b: b, role: bc.Role, slaves: map[int64]*slaveState{}, wake: make(chan struct{}), masterKick: make(chan struct{}, 1), metaKick: make(chan struct{}, 1),
 		log: log.With("component", "ha", "broker", bc.Name, "role", bc.Role),
 	}
 	lr, okR := b.Store().(store.LogReader)
@@ -133,11 +141,13 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 		// master now); the role's hooks are set on each change.
 		b.Router().RegisterFunc(HAPull, s.handlePull)
 		b.AddStoredListener(func([]*message.Ext, []store.Position) { s.broadcast() })
+		b.WatchReplicaMeta(s.broadcast) // a held HA_PULL answers the new versions at once
 		return s, nil
 	}
 	if s.role != broker.RoleSlave {
 		b.Router().RegisterFunc(HAPull, s.handlePull)
 		b.AddStoredListener(func([]*message.Ext, []store.Position) { s.broadcast() })
+		b.WatchReplicaMeta(s.broadcast) // a held HA_PULL answers the new versions at once
 		if s.role == broker.RoleSyncMaster {
 			b.SetAckWaiter(s.waitAck)
 		}
@@ -191,12 +201,12 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.fo != nil {
 		s.run(s.fo.loop)
 		s.run(s.follow)
-		s.run(func() { s.every(s.cfg.MetaInterval, s.copyMeta) })
+		s.run(s.copyLoop)
 		s.run(func() { s.every(s.cfg.LagLogInterval, s.logLag) })
 		s.run(func() { s.every(s.cfg.MetaInterval, s.takeBackOffsets) })
 	} else if s.role == broker.RoleSlave {
 		s.run(s.follow)
-		s.run(func() { s.every(s.cfg.MetaInterval, s.copyMeta) })
+		s.run(s.copyLoop)
 		s.run(func() { s.every(s.cfg.LagLogInterval, s.logLag) })
 	} else {
 		s.run(func() { s.every(s.cfg.MetaInterval, s.takeBackOffsets) })

@@ -74,21 +74,28 @@ func (s *Service) handlePull(ctx context.Context, p *remoting.Peer, req *remotin
 	if off > end {
 		return remoting.Errorf(req, remoting.SystemError, fmt.Sprintf("slave offset %d is past the master's end %d", off, end))
 	}
+	// A slave that reports the versions it knows is answered at once
+	// when they changed since (between its last answer and this request:
+	// the wake came before it was held).
+	known := e.OptString(metaVersionsExt)
 	if off == end {
-		t := time.NewTimer(s.cfg.MaxWait)
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-		case <-s.ctx.Done():
+		if known == "" || known == s.metaVersions() {
+			t := time.NewTimer(s.cfg.MaxWait)
+			select {
+			case <-wake:
+			case <-t.C:
+			case <-ctx.Done():
+			case <-s.ctx.Done():
+			}
+			t.Stop()
 		}
-		t.Stop()
 		// Data may still be on its way after a wake by an ack: wait once
 		// more for a write, briefly.
 		if _, end = s.lr.LogOffsets(); off == end {
 			resp := remoting.NewResponse(req, remoting.Success, "")
 			resp.SetExtInt("masterMax", end)
 			resp.SetExtInt("next", off)
+			resp.SetExt(metaVersionsExt, s.metaVersions())
 			return resp
 		}
 	}
@@ -100,6 +107,7 @@ func (s *Service) handlePull(ctx context.Context, p *remoting.Peer, req *remotin
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.SetExtInt("masterMax", end)
 	resp.SetExtInt("next", next)
+	resp.SetExt(metaVersionsExt, s.metaVersions())
 	resp.BodyParts = recs
 	return resp
 }

@@ -147,6 +147,7 @@ func (s *Service) follow() {
 			continue
 		}
 		failures = 0
+		s.noteMetaVersions(master, resp)
 		mm := remoting.ReadExt(resp).OptInt64("masterMax", 0)
 		_, now := s.lr.LogOffsets()
 		s.masterMax.Store(mm)
@@ -161,7 +162,7 @@ func (s *Service) follow() {
 // role's epoch) and appends the records it answers. A change of master
 // cancels the request (switchMaster).
 func (s *Service) pullOnce(master string, from int64, role broker.RoleState) (*remoting.Command, error) {
-	req := remoting.NewRequest(HAPull, s.pullExt(from, role), nil)
+	req := remoting.NewRequest(HAPull, s.pullExt(master, from, role), nil)
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.MaxWait+5*time.Second)
 	s.setPull(master, cancel)
 	if s.fo != nil && s.fo.master() != master {
@@ -183,9 +184,10 @@ func (s *Service) pullOnce(master string, from int64, role broker.RoleState) (*r
 	return resp, err
 }
 
-// pullExt is an HA_PULL's extFields: this slave's log end from and who
-// it is (under failover also its member id and epoch).
-func (s *Service) pullExt(from int64, role broker.RoleState) map[string]string {
+// pullExt is an HA_PULL's extFields to master: this slave's log end
+// from, who it is (under failover also its member id and epoch) and the
+// versions of master's documents it last saw.
+func (s *Service) pullExt(master string, from int64, role broker.RoleState) map[string]string {
 	bc := s.b.Config()
 	ext := map[string]string{
 		"offset":     strconv.FormatInt(from, 10),
@@ -193,6 +195,9 @@ func (s *Service) pullExt(from int64, role broker.RoleState) map[string]string {
 		"brokerName": bc.Name,
 		"brokerId":   strconv.FormatInt(role.ID, 10),
 		"slaveAddr":  bc.AdvertiseAddr(),
+	}
+	if sv := s.metaSeen.Load(); sv != nil && sv.master == master {
+		ext[metaVersionsExt] = sv.versions
 	}
 	if s.fo != nil {
 		ext["memberId"] = strconv.FormatInt(bc.ID, 10)

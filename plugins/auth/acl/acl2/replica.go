@@ -11,14 +11,16 @@ import (
 var _ auth.Replicated = (*Plugin)(nil)
 
 // ReplicaDocs implements auth.Replicated: a slave copies its master's
-// users (AUTH_LIST_USER) and policies (AUTH_LIST_ACL) every
-// ha.meta_interval, as it copies topics and offsets, once its log has
-// caught up with the master's at the time of the copy. It signs as
+// users (AUTH_LIST_USER) and policies (AUTH_LIST_ACL) as soon as the
+// store's version changes (the master reports it in its HA_PULL answers
+// and wakes held ones on a change) and every ha.meta_interval, as it
+// copies topics and offsets, once its log has caught up with the
+// master's at the time of the copy. It signs as
 // auth.acl2.access_key (a user with Get on the cluster), or with the
 // process's credential.
 func (p *Plugin) ReplicaDocs() []auth.ReplicaDoc {
 	return []auth.ReplicaDoc{
-		{Name: "acl2 users", Code: remoting.AuthListUser, Apply: func(body []byte) error {
+		{Name: "acl2 users", Code: remoting.AuthListUser, Version: p.store.Version, Watch: p.store.Watch, Apply: func(body []byte) error {
 			var us []User
 			if len(body) > 0 {
 				if err := json.Unmarshal(body, &us); err != nil {
@@ -31,7 +33,7 @@ func (p *Plugin) ReplicaDocs() []auth.ReplicaDoc {
 			p.log.Info("acl2: users copied from the master", "users", len(us))
 			return p.store.ReplaceUsers(us)
 		}},
-		{Name: "acl2 policies", Code: remoting.AuthListACL, Apply: func(body []byte) error {
+		{Name: "acl2 policies", Code: remoting.AuthListACL, Version: p.store.Version, Apply: func(body []byte) error {
 			var as []ACL
 			if len(body) > 0 {
 				if err := json.Unmarshal(body, &as); err != nil {

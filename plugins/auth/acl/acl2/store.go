@@ -49,6 +49,26 @@ type Store struct {
 	path string
 	mu   sync.Mutex // serializes changes
 	cur  atomic.Pointer[state]
+	// watch run after each change is written (Watch).
+	watchMu sync.Mutex
+	watch   []func()
+}
+
+// Watch makes f run after each change, once it is written and in force.
+// f must not block.
+func (s *Store) Watch(f func()) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.watch = append(s.watch, f)
+}
+
+func (s *Store) changed() {
+	s.watchMu.Lock()
+	ws := append([]func(){}, s.watch...)
+	s.watchMu.Unlock()
+	for _, f := range ws {
+		f()
+	}
 }
 
 // document is the file's layout.
@@ -128,6 +148,7 @@ func (s *Store) update(fn func(st *state) error) error {
 		return fmt.Errorf("acl2: save %s: %w", s.path, err)
 	}
 	s.cur.Store(next)
+	s.changed()
 	return nil
 }
 
