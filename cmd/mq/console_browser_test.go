@@ -560,6 +560,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.confirm(true, "")
 		b.waitFor(`document.getElementById("notice").textContent.includes("set waitTimeMillsInSendQueue") && [...document.querySelectorAll("#config-table tr")].some(r => r.cells[0].innerText === "waitTimeMillsInSendQueue" && r.cells[1].innerText === "250")`, "config changed")
 	})
+	t.Run("acl page without ACL 2.0", func(t *testing.T) {
+		b := b.sub(t)
+		b.open("/acl")
+		b.waitFor(`document.getElementById("acl2-note").textContent.includes("ACL 2.0 is off") && document.getElementById("acl2").hidden`, "ACL 2.0 is off, said")
+	})
 	t.Run("overview", func(t *testing.T) {
 		b := b.sub(t)
 		b.open("/")
@@ -689,4 +694,44 @@ func TestConsoleACLInBrowser(t *testing.T) {
 		b.open("/topics")
 		b.waitFor(`document.getElementById("login").classList.contains("on") && !document.getElementById("topics").classList.contains("on")`, "no page without a login")
 	})
+}
+
+// TestConsoleACL2InBrowser: on mq dev with ACL 2.0 on, a Super user logged
+// in sees the ACL page's users and policies, creates a user and a policy
+// entry through the forms, and deletes both after typing their names.
+func TestConsoleACL2InBrowser(t *testing.T) {
+	b := startChromium(t)
+	ns, base := acl2ConsoleDev(t)
+	b.base = base
+	root := []string{"--access-key", acl2RootUser, "--secret-key", acl2RootPass}
+
+	b.open("/acl")
+	b.waitFor(`document.getElementById("login").classList.contains("on")`, "login form")
+	b.submit("login-form", map[string]string{"accessKey": acl2RootUser, "secretKey": acl2RootPass})
+	b.waitFor(`document.getElementById("acl").classList.contains("on") && document.getElementById("acl2-users").innerText.includes("Super")`, "users listed")
+	require.False(t, b.eval(`document.getElementById("acl2").hidden`).(bool))
+
+	b.submit("acl2-user", map[string]string{"mode": "create", "username": "webapp", "password": "webapp-secret-01", "userType": "Normal"})
+	b.confirm(true, "")
+	b.waitFor(`document.getElementById("notice").textContent.includes("created user webapp") && document.getElementById("acl2-users").innerText.includes("webapp")`, "user created")
+	b.submit("acl2-acl", map[string]string{"mode": "create", "subject": "User:webapp", "resources": "Topic:orders*", "actions": "Pub", "sourceIps": "10.0.0.0/8", "decision": "Allow"})
+	b.confirm(true, "")
+	b.waitFor(`document.getElementById("acl2-acls").innerText.includes("Topic:orders*") && document.getElementById("acl2-acls").innerText.includes("10.0.0.0/8")`, "policy created")
+	var es []aclEntryView
+	mqJSON(t, ns, &es, append([]string{"listAcl", "-s", "User:webapp"}, root...)...)
+	require.Len(t, es, 1)
+	b.screenshot("console-acl2")
+
+	b.click(`#acl2-acls button[data-resource="Topic:orders*"]`)
+	b.confirm(true, "Topic:orders*")
+	b.waitFor(`document.getElementById("notice").textContent.includes("deleted Topic:orders*") && !document.getElementById("acl2-acls").innerText.includes("Topic:orders*")`, "entry deleted")
+	b.click(`#acl2-users button[data-user="webapp"]`)
+	b.confirm(false, "")
+	require.Contains(t, b.text("#acl2-users"), "webapp", "cancelled: kept")
+	b.click(`#acl2-users button[data-user="webapp"]`)
+	b.confirm(true, "webapp")
+	b.waitFor(`document.getElementById("notice").textContent.includes("deleted user webapp") && !document.getElementById("acl2-users").innerText.includes("webapp")`, "user deleted")
+	var users []userView
+	mqJSON(t, ns, &users, append([]string{"listUser", "-f", "webapp"}, root...)...)
+	require.Empty(t, users)
 }

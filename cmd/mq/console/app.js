@@ -236,23 +236,74 @@ const pages = {
   async acl() {
     const sel = $("acl-broker");
     await brokerOptions(sel);
-    $("acl-table").innerHTML = "";
-    const c = await api("/api/acl?broker=" + enc(sel.value));
-    $("acl-white").textContent = "Global white addresses: " + ((c.acl.globalWhiteAddrs || []).join(", ") || "none");
-    const head = ["Access key", "Admin", "White address", "Default topic perm", "Default group perm", "Topic perms", "Group perms"];
-    if (info.admin) head.push("");
-    table($("acl-table"), head, (c.acl.plainAccessConfigs || []).map(a => {
-      const r = [a.accessKey, a.admin, a.whiteRemoteAddress, a.defaultTopicPerm, a.defaultGroupPerm, (a.topicPerms || []).join(", "), (a.groupPerms || []).join(", ")];
-      if (info.admin) r.push({html: `<button class="danger" data-ak="${esc(a.accessKey)}">Delete…</button>`});
-      return r;
-    }));
-    $("acl-table").querySelectorAll("button[data-ak]").forEach(b => b.onclick = async () => {
-      if (!await ask(`Delete the ACL account ${b.dataset.ak} on every master broker?`, b.dataset.ak)) return;
-      try { await post("/api/acl/delete", {accessKey: b.dataset.ak}); notice(`deleted account ${b.dataset.ak}`); await pages.acl(); } catch (e) { show(e); }
-    });
+    await Promise.all([acl2(sel.value), acl1(sel.value)]);
   },
   async login() {},
 };
+
+// acl2 shows a broker's ACL 2.0 users and policy entries (or that ACL 2.0
+// is off), with the filter of the form above them.
+async function acl2(broker) {
+  $("acl2-error").textContent = "";
+  $("acl2-users").innerHTML = $("acl2-acls").innerHTML = "";
+  const f = formData($("acl2-filter"));
+  let v;
+  try { v = await api(`/api/acl2?broker=${enc(broker)}&user=${enc(f.user)}&subject=${enc(f.subject)}&resource=${enc(f.resource)}`); } catch (e) { $("acl2-error").textContent = e.message; return; }
+  $("acl2-note").textContent = v.note || "";
+  $("acl2").hidden = !v.enabled;
+  if (!v.enabled) return;
+  const uhead = ["Username", "Type", "Status", "Policies"];
+  if (info.admin) uhead.push("");
+  table($("acl2-users"), uhead, v.users.map(u => {
+    const r = [u.username, u.userType, u.userStatus, {html: `<a href="#" data-subject="User:${esc(u.username)}">show</a>`}];
+    if (info.admin) r.push({html: `<button class="danger" data-user="${esc(u.username)}">Delete…</button>`});
+    return r;
+  }));
+  const ahead = ["Subject", "Policy type", "Resource", "Actions", "Source IPs", "Decision"];
+  if (info.admin) ahead.push("");
+  table($("acl2-acls"), ahead, v.acls.map(a => {
+    const r = [a.subject, a.policyType, a.resource, (a.actions || []).join(", "), (a.sourceIps || []).join(", ") || "any", a.decision];
+    if (info.admin) r.push({html: `<button class="danger" data-subject="${esc(a.subject)}" data-resource="${esc(a.resource)}" data-type="${esc(a.policyType)}">Delete…</button>`});
+    return r;
+  }));
+  $("acl2-users").querySelectorAll("a[data-subject]").forEach(a => a.onclick = e => {
+    e.preventDefault(); e.stopPropagation();
+    $("acl2-filter").subject.value = a.dataset.subject; acl2(broker).catch(show);
+  });
+  $("acl2-users").querySelectorAll("button[data-user]").forEach(b => b.onclick = async () => {
+    const u = b.dataset.user;
+    if (!await ask(`Delete the user ${u} and its policies on every master broker? Clients signing as ${u} are refused from then on.`, u)) return;
+    try { await post(`/api/acl2/users/${enc(u)}/delete`, {confirm: u}); notice(`deleted user ${u}`); await acl2(broker); } catch (e) { show(e); }
+  });
+  $("acl2-acls").querySelectorAll("button[data-resource]").forEach(b => b.onclick = async () => {
+    const d = b.dataset;
+    if (!await ask(`Delete the ${d.type} policy entry of ${d.subject} on ${d.resource} on every master broker?`, d.resource)) return;
+    try {
+      await post("/api/acl2/acls/delete", {subject: d.subject, resource: d.resource, policyType: d.type, confirm: d.resource});
+      notice(`deleted ${d.resource} of ${d.subject}`); await acl2(broker);
+    } catch (e) { show(e); }
+  });
+}
+
+// acl1 shows a broker's ACL 1.0 accounts (plain_acl.yml).
+async function acl1(broker) {
+  $("acl1-error").textContent = "";
+  $("acl-table").innerHTML = "";
+  let c;
+  try { c = await api("/api/acl?broker=" + enc(broker)); } catch (e) { $("acl1-error").textContent = e.message; return; }
+  $("acl-white").textContent = "Global white addresses: " + ((c.acl.globalWhiteAddrs || []).join(", ") || "none");
+  const head = ["Access key", "Admin", "White address", "Default topic perm", "Default group perm", "Topic perms", "Group perms"];
+  if (info.admin) head.push("");
+  table($("acl-table"), head, (c.acl.plainAccessConfigs || []).map(a => {
+    const r = [a.accessKey, a.admin, a.whiteRemoteAddress, a.defaultTopicPerm, a.defaultGroupPerm, (a.topicPerms || []).join(", "), (a.groupPerms || []).join(", ")];
+    if (info.admin) r.push({html: `<button class="danger" data-ak="${esc(a.accessKey)}">Delete…</button>`});
+    return r;
+  }));
+  $("acl-table").querySelectorAll("button[data-ak]").forEach(b => b.onclick = async () => {
+    if (!await ask(`Delete the ACL account ${b.dataset.ak} on every master broker?`, b.dataset.ak)) return;
+    try { await post("/api/acl/delete", {accessKey: b.dataset.ak}); notice(`deleted account ${b.dataset.ak}`); await acl1(broker); } catch (e) { show(e); }
+  });
+}
 
 // showTracks shows which groups have consumed message id.
 async function showTracks(id) {
@@ -396,7 +447,21 @@ $("acl-edit").onsubmit = async e => {
   e.preventDefault(); show();
   const d = formData(e.target); d.admin = e.target.admin.checked ? "true" : "false";
   if (!await ask(`Save the ACL account ${d.accessKey} on every master broker?`)) return;
-  try { await post("/api/acl", d); notice(`saved account ${d.accessKey}`); e.target.secretKey.value = ""; await pages.acl(); } catch (err) { show(err); }
+  try { await post("/api/acl", d); notice(`saved account ${d.accessKey}`); e.target.secretKey.value = ""; await acl1($("acl-broker").value); } catch (err) { show(err); }
+};
+$("acl2-filter").onsubmit = e => { e.preventDefault(); show(); acl2($("acl-broker").value).catch(show); };
+$("acl2-user").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = formData(e.target);
+  if (d.mode === "update") for (const k of ["password", "userType", "userStatus"]) if (!d[k]) delete d[k];
+  if (!await ask(`${d.mode === "create" ? "Create" : "Update"} the user ${d.username} on every master broker?`)) return;
+  try { await post("/api/acl2/users", d); notice(`${d.mode}d user ${d.username}`); e.target.password.value = ""; await acl2($("acl-broker").value); } catch (err) { show(err); }
+};
+$("acl2-acl").onsubmit = async e => {
+  e.preventDefault(); show();
+  const d = formData(e.target);
+  if (!await ask(`${d.mode === "create" ? "Create" : "Update"}: ${d.decision} ${d.actions} on ${d.resources} for ${d.subject}${d.sourceIps ? " from " + d.sourceIps : ""}, on every master broker?`)) return;
+  try { await post("/api/acl2/acls", d); notice(`saved the policy of ${d.subject}`); await acl2($("acl-broker").value); } catch (err) { show(err); }
 };
 $("login-form").onsubmit = async e => {
   e.preventDefault(); show();
