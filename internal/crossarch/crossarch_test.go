@@ -30,10 +30,11 @@ import (
 	"github.com/quivermq/quiver/client/consumer"
 	"github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/client/transports"
+	"github.com/quivermq/quiver/internal/platforms"
 )
 
-// target is one linux release or edge architecture (docs/guide/edge.md;
-// internal/lint TestCrossCompile builds the same list).
+// target is one linux edge platform (internal/platforms Edge, which
+// internal/lint TestCrossCompile builds too) and how it runs here.
 type target struct {
 	name   string   // as TestCrossCompile names it
 	goarch string   // GOARCH
@@ -59,16 +60,35 @@ type target struct {
 // order. The short subset is the arches whose
 // packages TestCrossCompile's -short run already compiles (only the link
 // is new), plus amd64 natively.
-var targets = []target{
-	{name: "linux-amd64", goarch: "amd64", pebble: true, short: true},
-	{name: "linux-arm64", goarch: "arm64", qemu: []string{"qemu-aarch64"}, pebble: true, short: true},
-	{name: "linux-arm-7", goarch: "arm", env: []string{"GOARM=7"}, qemu: []string{"qemu-arm", "-cpu", "cortex-a7"}, pebble: true, short: true},
-	{name: "linux-arm-6", goarch: "arm", env: []string{"GOARM=6"}, qemu: []string{"qemu-arm", "-cpu", "arm1176"}, pebble: true},
-	{name: "linux-386", goarch: "386", pebble: true}, // natively, see above
-	{name: "linux-riscv64", goarch: "riscv64", qemu: []string{"qemu-riscv64"}, pebble: true},
-	{name: "linux-mips-softfloat", goarch: "mips", env: []string{"GOMIPS=softfloat"}, qemu: []string{"qemu-mips", "-cpu", "24Kc", "-E", "QUIC_GO_DISABLE_GSO=true"}, short: true},
-	{name: "linux-mipsle-softfloat", goarch: "mipsle", env: []string{"GOMIPS=softfloat"}, qemu: []string{"qemu-mipsel", "-cpu", "24Kc"}},
+var emulation = map[string]target{
+	"linux-amd64":            {pebble: true, short: true},
+	"linux-arm64":            {qemu: []string{"qemu-aarch64"}, pebble: true, short: true},
+	"linux-arm-7":            {qemu: []string{"qemu-arm", "-cpu", "cortex-a7"}, pebble: true, short: true},
+	"linux-arm-6":            {qemu: []string{"qemu-arm", "-cpu", "arm1176"}, pebble: true},
+	"linux-386":              {pebble: true}, // natively, see above
+	"linux-riscv64":          {qemu: []string{"qemu-riscv64"}, pebble: true},
+	"linux-mips-softfloat":   {qemu: []string{"qemu-mips", "-cpu", "24Kc", "-E", "QUIC_GO_DISABLE_GSO=true"}, short: true},
+	"linux-mipsle-softfloat": {qemu: []string{"qemu-mipsel", "-cpu", "24Kc"}},
 }
+
+// targets are the linux platforms of platforms.Edge, amd64 first (the
+// host's own build), each with its emulation; TestTargetsAreTheEdgeTargets
+// fails when a platform has none or an emulation names no platform.
+var targets = func() []target {
+	var out []target
+	for _, p := range platforms.Edge {
+		e, ok := emulation[p.Name()]
+		if p.GOOS != "linux" || !ok {
+			continue
+		}
+		e.name, e.goarch = p.Name(), p.GOARCH
+		if p.Env != "" {
+			e.env = []string{p.Env}
+		}
+		out = append(out, e)
+	}
+	return out
+}()
 
 // pebbleProfile writes config.edge.yaml with its commit-log block
 // replaced by its commented Pebble block, as the file's comment tells a

@@ -6,26 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-)
 
-// edgeTargets are the platforms an edge device may need: every one must
-// build as a static binary (CGO_ENABLED=0). 32-bit targets catch constants
-// and conversions that overflow int; big-endian MIPS catches byte-order
-// assumptions that only show up at build time (unsafe casts in build-tagged
-// files).
-var edgeTargets = []struct{ goos, goarch, env string }{
-	{"linux", "amd64", ""},
-	{"linux", "arm64", ""},
-	{"linux", "arm", "GOARM=6"},
-	{"linux", "arm", "GOARM=7"},
-	{"linux", "386", ""},
-	{"linux", "mips", "GOMIPS=softfloat"},
-	{"linux", "mipsle", "GOMIPS=softfloat"},
-	{"linux", "riscv64", ""},
-	{"darwin", "arm64", ""},
-}
+	"github.com/quivermq/quiver/internal/platforms"
+)
 
 // shortTargets are the edge targets built in -short mode (make test): a
 // cold cross build of cmd/mq takes one to two minutes on CI's 2 cores, so
@@ -34,18 +18,15 @@ var edgeTargets = []struct{ goos, goarch, env string }{
 // int overflows and byte-order assumptions; make soak builds them all.
 var shortTargets = []string{"linux-arm64", "linux-arm-7", "darwin-arm64", "linux-mips-softfloat"}
 
-// TestCrossCompile builds cmd/mq for every edge target (one in -short
+// TestCrossCompile builds cmd/mq for every edge target (platforms.Edge) (one in -short
 // mode). It is the check behind the README's "one static binary on every
 // device" claim; a failure prints the compiler's message for the target
 // that broke.
 func TestCrossCompile(t *testing.T) {
 	_, root := moduleRoot(t)
 	out := t.TempDir()
-	for _, tg := range edgeTargets {
-		name := tg.goos + "-" + tg.goarch
-		if tg.env != "" {
-			name += "-" + strings.ToLower(strings.SplitN(tg.env, "=", 2)[1])
-		}
+	for _, tg := range platforms.Edge {
+		name := tg.Name()
 		t.Run(name, func(t *testing.T) {
 			if testing.Short() && !slices.Contains(shortTargets, name) {
 				t.Skipf("-short builds only %v (make soak builds every edge target)", shortTargets)
@@ -53,14 +34,14 @@ func TestCrossCompile(t *testing.T) {
 			bin := filepath.Join(out, "mq-"+name)
 			cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/mq")
 			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+tg.goos, "GOARCH="+tg.goarch)
-			if tg.env != "" {
-				cmd.Env = append(cmd.Env, tg.env)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+tg.GOOS, "GOARCH="+tg.GOARCH)
+			if tg.Env != "" {
+				cmd.Env = append(cmd.Env, tg.Env)
 			}
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Run(); err != nil {
-				t.Fatalf("GOOS=%s GOARCH=%s %s CGO_ENABLED=0 go build ./cmd/mq: %v\n%s", tg.goos, tg.goarch, tg.env, err, stderr.String())
+				t.Fatalf("GOOS=%s GOARCH=%s %s CGO_ENABLED=0 go build ./cmd/mq: %v\n%s", tg.GOOS, tg.GOARCH, tg.Env, err, stderr.String())
 			}
 			fi, err := os.Stat(bin)
 			if err != nil {

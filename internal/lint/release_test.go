@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/internal/platforms"
 )
 
 // releaseSizeBoundMiB is the documented upper bound on a linux/amd64
@@ -91,10 +93,10 @@ func TestReleaseTargets(t *testing.T) {
 			env = "GOARM=" + parts[2]
 		}
 		found := false
-		for _, e := range edgeTargets {
-			found = found || e.goos == parts[0] && e.goarch == parts[1] && e.env == env
+		for _, e := range platforms.Edge {
+			found = found || e.GOOS == parts[0] && e.GOARCH == parts[1] && e.Env == env
 		}
-		assert.True(t, found, "RELEASE_TARGETS has %s, which internal/lint/crossbuild_test.go edgeTargets does not build: add it there", tg)
+		assert.True(t, found, "RELEASE_TARGETS has %s, which internal/platforms Edge does not list: add it there", tg)
 	}
 	// The release recipe must build what this test checks.
 	for _, flag := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w", "-X main.version=", "-X main.commit="} {
