@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/quivermq/quiver/client"
@@ -165,4 +166,12 @@ func (a *Admin) ListACLs(ctx context.Context, addr, subjectFilter, resourceFilte
 		return nil, fmt.Errorf("admin: list acls on %s: %w", addr, err)
 	}
 	return out, nil
+}
+
+// ACL2Off reports whether err is a broker's answer that it does not serve
+// ACL 2.0: REQUEST_CODE_NOT_SUPPORTED to an AUTH_* request (the auth.acl2
+// plugin is off there).
+func ACL2Off(err error) bool {
+	var be *client.BrokerError
+	return errors.As(err, &be) && be.Code == remoting.RequestCodeNotSupported
 }

@@ -14,13 +14,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/quivermq/quiver/client"
 	clientadmin "github.com/quivermq/quiver/client/admin"
-	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/plugins/auth/acl/acl2"
 )
 
@@ -33,16 +30,10 @@ type acl2View struct {
 	ACLs    []aclEntryView `json:"acls"`
 }
 
-// acl2Off tells an answer of a broker without ACL 2.0.
-func acl2Off(err error) bool {
-	var be *client.BrokerError
-	return errors.As(err, &be) && be.Code == remoting.RequestCodeNotSupported
-}
-
 // acl2Err is a write's error: ACL 2.0 off is a bad request with a clear
 // word, a broker's refusal keeps its code and remark.
 func acl2Err(err error) error {
-	if acl2Off(err) {
+	if clientadmin.ACL2Off(err) {
 		return badRequest("ACL 2.0 is off on the broker (auth.acl2.enabled: false): %v", codeErr(err))
 	}
 	return codeErr(err)
@@ -93,7 +84,7 @@ func (c *consoleServer) acl2Routes(mux *http.ServeMux) {
 		}
 		v := acl2View{Broker: addr, Enabled: true, Users: []userView{}, ACLs: []aclEntryView{}}
 		us, err := lib.ListUsers(ctx, addr, strings.TrimSpace(r.URL.Query().Get("user")))
-		if acl2Off(err) {
+		if clientadmin.ACL2Off(err) {
 			v.Enabled = false
 			v.Note = "ACL 2.0 is off on broker " + addr + " (auth.acl2.enabled: false): no users or policies to manage here."
 			return v, nil
