@@ -45,7 +45,7 @@ import (
 // (idle) and sampled every 100 ms during the flood (peak); the
 // well-behaved client runs in a child process (this test binary) so as
 // not to share the flood's scheduler. The test reports RSS and the
-// client's latencies per flood (docs/BENCHMARKS.md); it asserts only what
+// client's latencies per flood (docs/lab/BENCHMARKS.md); it asserts only what
 // the limits promise (refusals happen, nothing of a refused send is
 // stored, the well-behaved client gets through), not the timings.
 // QUIVER_FLOOD_PPROF=<dir> saves the broker's heap and goroutine profiles

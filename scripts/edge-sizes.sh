@@ -3,7 +3,7 @@
 # build against the edge build (-tags nogrpc, docs/guide/edge.md), for
 # the targets given as os/arch[/variant] (default: the linux release
 # targets and mipsle). Built as make release builds (CGO_ENABLED=0,
-# -trimpath, -ldflags "-s -w"); docs/BENCHMARKS.md quotes its output.
+# -trimpath, -ldflags "-s -w"); docs/lab/BENCHMARKS.md quotes its output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=("$@")

@@ -13,7 +13,7 @@
 #
 # Needs root (or unprivileged user namespaces), unshare and iptables
 # (apt-get install -y iptables). Prints one LOSSY line per run; the figures
-# in docs/BENCHMARKS.md come from it. `tc netem` is not available on these
+# in docs/lab/BENCHMARKS.md come from it. `tc netem` is not available on these
 # machines, so the link adds loss only, no delay.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -529,7 +529,7 @@ func pullBacklog(t *testing.T, c *client.Client, topic string, pullers int, dur 
 }
 
 // TestLabTable reads the LAB lines of QUIVER_LAB_RESULTS and prints the
-// markdown tables of docs/BENCHMARKS.md: per profile and workload, each
+// markdown tables of docs/lab/BENCHMARKS.md: per profile and workload, each
 // transport's median msg/s, p50 and p99 over the runs and QUIC's and
 // NATS's ratios to TCP; then QUIC's packet counters per cell (medians);
 // then the migrate runs.

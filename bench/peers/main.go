@@ -5,7 +5,7 @@
 // over rounds with the Quiver/JetStream ratio (issue 13).
 //
 //	cd bench/peers && go run . -quick -rounds 3
-//	cd bench/peers && go run . -write ../../docs/BENCHMARKS.md
+//	cd bench/peers && go run . -write ../../docs/lab/BENCHMARKS.md
 package main
 
 import (
@@ -634,7 +634,7 @@ func writeSection(path, md string) error {
 		if !strings.HasSuffix(s, "\n") && s != "" {
 			s += "\n"
 		}
-		s += "\n## Against NATS JetStream (issue 13)\n\n`cd bench/peers && go run . -write ../../docs/BENCHMARKS.md`\n\n" + block + "\n"
+		s += "\n## Against NATS JetStream (issue 13)\n\n`cd bench/peers && go run . -write ../../docs/lab/BENCHMARKS.md`\n\n" + block + "\n"
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }

@@ -13,7 +13,7 @@
 //
 // (or make soak); QUIVER_SCALE_TOPICS=10000,50000,100000 and
 // QUIVER_SCALE_BROKERS=200,1000 choose the sizes. The results are in
-// docs/BENCHMARKS.md.
+// docs/lab/BENCHMARKS.md.
 package scale
 
 import (

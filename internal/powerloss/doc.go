@@ -7,5 +7,5 @@
 // last acknowledged save.
 //
 // `make test` runs a few rounds per engine and flush mode (-short);
-// `make soak` runs many (docs/BENCHMARKS.md has the counts).
+// `make soak` runs many (docs/lab/BENCHMARKS.md has the counts).
 package powerloss

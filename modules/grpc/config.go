@@ -66,7 +66,7 @@ type Config struct {
 	// 10000 (about 200 MiB when all wait; RocketMQ's broker holds up to
 	// 100,000): a low bound turns a crowd of long polls into a storm of
 	// refused ones retried every 20 ms, which cost the other clients more
-	// than the waits did (docs/BENCHMARKS.md, issue 37).
+	// than the waits did (docs/lab/BENCHMARKS.md, issue 37).
 	MaxReceiveWaits int `koanf:"max_receive_waits"`
 	// MaxSettingsSize bounds one Telemetry settings command; a larger one
 	// ends the stream. Default 256KiB.

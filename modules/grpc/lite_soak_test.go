@@ -48,7 +48,7 @@ func loadAvg() string {
 	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
-// TestLiteSoak is the million-lite-topic run of docs/BENCHMARKS.md, off
+// TestLiteSoak is the million-lite-topic run of docs/lab/BENCHMARKS.md, off
 // unless QUIVER_LITE_TOPICS is set: that many lite topics under one parent,
 // each with one message sent and read (subscribed, received, acked) over
 // gRPC on 127.0.0.1; then a restart, then every one deleted by TTL.

@@ -21,7 +21,7 @@ import (
 // loopback while a link mirrors them. It logs the mirror lag (target
 // store time minus source store time) percentiles and the catch-up
 // rate after a 3 s target outage; it asserts only 0 lost and 0
-// duplicates (the figures go to docs/BENCHMARKS.md).
+// duplicates (the figures go to docs/lab/BENCHMARKS.md).
 func TestMirrorLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load run")

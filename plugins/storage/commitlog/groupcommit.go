@@ -43,7 +43,7 @@ import (
 // gathers more writers per fdatasync and wins: 16 writers of 1 KiB made
 // 57–61k msg/s with 1 round against 43–53k with 2, 128 B 62–64k against
 // 57–58k, and a flush=sync broker was as fast or faster
-// (docs/BENCHMARKS.md). The machinery for overlapping rounds stays (the
+// (docs/lab/BENCHMARKS.md). The machinery for overlapping rounds stays (the
 // settle order and sticky failure), so this is a tuning knob.
 const maxSyncRounds = 1
 

@@ -25,7 +25,7 @@ import (
 const (
 	// spanGap is the largest gap a span reads through: copying a gap
 	// costs about what a pread's system call saves at ~16 KiB on the
-	// machines measured (docs/PERFORMANCE.md, issue 24).
+	// machines measured (docs/lab/PERFORMANCE.md, issue 24).
 	spanGap = 16 << 10
 	// spanMax bounds a span with gaps (the scratch buffer's size).
 	spanMax = 256 << 10

@@ -40,7 +40,7 @@ const (
 	// there (after a cut) faults them in again. Without it every page the
 	// writer passed stayed resident until the window moved: the whole
 	// 16 MiB segment of the edge profile, 64 MiB with 1 GiB segments
-	// (docs/BENCHMARKS.md, "Edge profile").
+	// (docs/lab/BENCHMARKS.md, "Edge profile").
 	dropBehind = 1 << 20
 	// pwriteMin is the record size from which the writer pwrites a
 	// record instead of copying it into the map (Store.reserve). Measured
@@ -83,7 +83,7 @@ func (s *Store) room(seg *segment, pos, n int64) ([]byte, error) {
 		// part of the segment (a broker with flush=sync sent 1 KiB
 		// one at a time at 3.3k msg/s fresh and 1.2k msg/s after an
 		// 80 MB burst, against 3.4k with pwrite throughout;
-		// docs/BENCHMARKS.md), and the copy the map saves is small
+		// docs/lab/BENCHMARKS.md), and the copy the map saves is small
 		// next to an fdatasync.
 		return nil, nil
 	}

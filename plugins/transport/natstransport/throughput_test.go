@@ -21,7 +21,7 @@ import (
 // TestBrokerThroughput (NATS_BENCH=1) measures synchronous sends of 1 KiB
 // messages through one `mq dev` serving tcp, quic and nats at once, by 16
 // producers for 5 s per transport: messages per second and latency
-// percentiles. Figures: docs/BENCHMARKS.md.
+// percentiles. Figures: docs/lab/BENCHMARKS.md.
 func TestBrokerThroughput(t *testing.T) {
 	if os.Getenv("NATS_BENCH") == "" {
 		t.Skip("set NATS_BENCH=1")

@@ -87,7 +87,7 @@ type Config struct {
 	// NewReno) is multiplied by on a loss event. 0.85 by default (quic-go
 	// alone: 0.7); 0 means quic-go's 0.7; at most 0.9. A higher value cuts
 	// less on the random loss of a radio link (the lab: about twice the
-	// pull throughput at 1–5 % loss, docs/BENCHMARKS.md) and takes a
+	// pull throughput at 1–5 % loss, docs/lab/BENCHMARKS.md) and takes a
 	// little more than one Reno flow's share on a congested path: 0.85 is
 	// the backoff of Chromium's QUIC, which emulated two TCP connections,
 	// without that emulation's doubled increase. Congestion control stays
