@@ -20,6 +20,14 @@
 //	replicate; SYSTEM_ERROR with a remark when offset is not a record
 //	boundary of the master (the slave is ahead: the master lost data).
 //
+// Every answer also carries metaVersions ("21=<ts>.<counter>,<code>=<v>…":
+// the versions of the master's topic table and of the documents
+// registered with a broker.ReplicaMeta.Version, ACL 2.0's users and
+// policies), and a held request is answered at once when one changes; a
+// slave sends the versions it last saw in metaVersions, and is answered
+// at once when they differ. The slave then copies only the documents
+// whose version changed.
+//
 // Topic config and offsets use RocketMQ's GET_ALL_TOPIC_CONFIG (21) and
 // GET_ALL_CONSUMER_OFFSET (43). See docs/REPLICATION.md.
 //
