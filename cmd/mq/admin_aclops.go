@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	clientadmin "github.com/quivermq/quiver/client/admin"
+	"github.com/quivermq/quiver/core/protocol"
 )
 
 // aclAccountFlags are the fields of an account to create or update.
@@ -26,7 +27,7 @@ func (f *aclAccountFlags) bind(c *cobra.Command, short bool) {
 	fs := c.Flags()
 	if short { // mqadmin updateAclConfig
 		fs.StringVarP(&f.broker, "broker", "b", "", "broker address (default: every master)")
-		fs.StringVarP(&f.cluster, "cluster", "c", "", "the masters of this cluster")
+		fs.StringVarP(&f.cluster, "cluster", "c", "", "the masters and slaves of this cluster")
 		fs.StringVarP(&f.ac.AccessKey, "account", "a", "", "the account's access key (required)")
 		fs.StringVarP(&f.ac.SecretKey, "account-secret", "s", "", "the account's secret key")
 		fs.StringVarP(&f.ac.WhiteRemoteAddress, "white-addr", "w", "", "addresses whose requests skip the account's signature check")
@@ -37,7 +38,7 @@ func (f *aclAccountFlags) bind(c *cobra.Command, short bool) {
 		fs.StringVarP(&f.adminArg, "admin", "m", "false", "an admin account (true/false)")
 	} else {
 		fs.StringVar(&f.broker, "broker", "", "broker address (default: every master)")
-		fs.StringVar(&f.cluster, "cluster", "", "the masters of this cluster")
+		fs.StringVar(&f.cluster, "cluster", "", "the masters and slaves of this cluster")
 		fs.StringVar(&f.ac.AccessKey, "account", "", "the account's access key (required)")
 		fs.StringVar(&f.ac.SecretKey, "account-secret", "", "the account's secret key")
 		fs.StringVar(&f.ac.WhiteRemoteAddress, "white-addr", "", "addresses whose requests skip the account's signature check")
@@ -73,10 +74,25 @@ func (a *adm) aclUpdate(ctx context.Context, f *aclAccountFlags) error {
 }
 
 // eachACLBroker runs f on every target broker and prints one row each.
+// With a cluster, the targets are its masters and its slaves, as
+// RocketMQ 4.9's ACL write commands (CommandUtil.
+// fetchMasterAndSlaveAddrByClusterName): each broker keeps its own
+// plain_acl.yml, which replication does not copy.
 func (a *adm) eachACLBroker(ctx context.Context, broker, cluster, what, value string, f func(lib *clientadmin.Admin, addr string) error) error {
 	addrs, err := a.brokerAddrs(ctx, broker, cluster)
 	if err != nil {
 		return err
+	}
+	if cluster != "" {
+		all, err := a.brokers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, b := range all {
+			if b.Cluster == cluster && b.ID != protocol.MasterID && (broker == "" || b.Name == broker) {
+				addrs = append(addrs, b.Addr)
+			}
+		}
 	}
 	lib, err := a.library()
 	if err != nil {
@@ -171,7 +187,7 @@ func aclAdminCmds(run runner) []*cobra.Command {
 		RunE: run(func(ctx context.Context, a *adm) error { return a.aclConfig(ctx, broker, cluster) })}
 	for _, c := range []*cobra.Command{del, white, version, cfg} {
 		c.Flags().StringVar(&broker, "broker", "", "broker address (default: every master)")
-		c.Flags().StringVar(&cluster, "cluster", "", "the masters of this cluster")
+		c.Flags().StringVar(&cluster, "cluster", "", "this cluster's brokers (writes: masters and slaves, as mqadmin; reads: masters)")
 	}
 	return []*cobra.Command{upd, del, white, version, cfg}
 }
