@@ -98,6 +98,7 @@ func TestMessageGetByEitherID(t *testing.T) {
 	rlog.SetLogLevel("error") // runs in -short too: one mq dev, about a second once mq is built
 	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr}})
+	waitListening(t, consoleAddr)
 	ns, base := dev.Namesrv, "http://"+consoleAddr
 	const topic = "MsgIDTopic"
 	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "2", "--write-queues", "2")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -32,16 +31,7 @@ func acl2ConsoleDev(t *testing.T) (ns, base string) {
 		"auth.acl2.init_username=" + acl2RootUser, "auth.acl2.init_password=" + acl2RootPass,
 		"console.listen=" + consoleAddr, "console.auth=acl",
 	}, Sign: func(ext map[string]string, body []byte) { acl.Sign(ext, body, acl2RootUser, acl2RootPass, "") }})
-	// mq dev is ready when the broker is routed; its console may bind a
-	// moment later.
-	require.Eventually(t, func() bool {
-		c, err := net.DialTimeout("tcp", consoleAddr, time.Second)
-		if err != nil {
-			return false
-		}
-		_ = c.Close()
-		return true
-	}, 10*time.Second, 20*time.Millisecond, "console listening on %s", consoleAddr)
+	waitListening(t, consoleAddr)
 	return dev.Namesrv, "http://" + consoleAddr
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -54,6 +55,7 @@ func httpJSON(t *testing.T, method, u string, form url.Values, v any) int {
 func TestConsoleAPI(t *testing.T) {
 	consoleAddr := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
 	dev := testserver.StartDev(t, testserver.Options{Sets: []string{"console.listen=" + consoleAddr}})
+	waitListening(t, consoleAddr)
 	ns, base := dev.Namesrv, "http://"+consoleAddr
 	const topic, group = "ConsoleTopic", "ConsoleGroup"
 	mqOK(t, ns, "topic", "create", "--topic", topic, "--read-queues", "1", "--write-queues", "1")
@@ -248,7 +250,22 @@ func aclDev(t *testing.T) (ns, base string) {
 		"acl.enabled=true", "acl.file=" + file, "acl.access_key=adminKey01", "acl.secret_key=adminSecret01",
 		"console.listen=" + consoleAddr, "console.auth=acl",
 	}, Sign: func(ext map[string]string, body []byte) { acl.Sign(ext, body, "adminKey01", "adminSecret01", "") }})
+	waitListening(t, consoleAddr)
 	return dev.Namesrv, "http://" + consoleAddr
+}
+
+// waitListening waits for mq dev's console at addr: mq dev is ready once
+// its broker is routed, and the console may bind a moment later.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "console listening on %s", addr)
 }
 
 // TestConsoleACLLogin: with console.auth: acl the console needs a login
