@@ -172,6 +172,9 @@ func TestOpenStoreDefaults(t *testing.T) {
 }
 
 func TestOpenStoreErrors(t *testing.T) {
+	// A directory of the test's own: a fixed path such as /tmp/x may be
+	// anything on a shared machine.
+	dir := filepath.Join(t.TempDir(), "x")
 	tests := []struct {
 		name string
 		give map[string]any
@@ -194,8 +197,8 @@ func TestOpenStoreErrors(t *testing.T) {
 			want: `storage.retention:`},
 		{name: "bad size", give: map[string]any{"storage.max_message_size": "4XB"},
 			want: `storage.max_message_size: bad size "4XB"`},
-		{name: "open fails", give: map[string]any{"storage.dir": "/tmp/x"}, open: errors.New("boom"),
-			want: `storage commitlog: open /tmp/x: boom`},
+		{name: "open fails", give: map[string]any{"storage.dir": dir}, open: errors.New("boom"),
+			want: "storage commitlog: open " + dir + ": boom"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
