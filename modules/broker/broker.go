@@ -172,6 +172,7 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 	// the offset codes, which read and update tables in memory.
 	b.router.Inline(b.sendsInline, remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
 	b.router.Inline(nil, remoting.QueryConsumerOffset, remoting.UpdateConsumerOffset, remoting.GetMaxOffset, remoting.GetMinOffset)
+	b.AddReplicaMeta(b.groupsReplicaMeta()) // groupsreplica.go
 	return b, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/quivermq/quiver/core/protocol"
 )
@@ -45,6 +46,11 @@ type groupTable struct {
 	jr     *journal // journal.go; nil without a data directory
 	comp   compactor
 	log    *slog.Logger
+	// version counts the changes made through update, as the document
+	// version replication reads (groupsreplica.go); onChange runs after
+	// each (Broker.ReplicaMetaChanged) and must not block.
+	version  atomic.Int64
+	onChange atomic.Pointer[func()]
 }
 
 type groupDoc struct {
@@ -189,7 +195,11 @@ func (g *groupTable) update(f func() []string) error {
 		doc := g.docLocked()
 		g.mu.Unlock()
 		defer g.saveMu.Unlock()
-		return g.meta.save("subscriptionGroup", doc)
+		if err := g.meta.save("subscriptionGroup", doc); err != nil {
+			return err
+		}
+		g.changed()
+		return nil
 	}
 	recs := make([]journalRecord, len(names))
 	var err error
@@ -208,12 +218,21 @@ func (g *groupTable) update(f func() []string) error {
 	if err != nil {
 		return fmt.Errorf("broker: subscription groups: %w", err)
 	}
+	g.changed()
 	g.comp.maybe(g.jr, live, func() {
 		if err := g.compact(); err != nil {
 			g.log.Error("subscription groups: compact the journal", "err", err)
 		}
 	})
 	return nil
+}
+
+// changed counts a written change and tells replication.
+func (g *groupTable) changed() {
+	g.version.Add(1)
+	if f := g.onChange.Load(); f != nil {
+		(*f)()
+	}
 }
 
 func (g *groupTable) put(c *GroupConfig) error {

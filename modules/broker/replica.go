@@ -73,6 +73,7 @@ func (b *Broker) WatchReplicaMeta(f func()) {
 	b.replica.metaWatch = append(b.replica.metaWatch, f)
 	notify := b.ReplicaMetaChanged
 	b.topics.onChange.Store(&notify)
+	b.groups.onChange.Store(&notify)
 }
 
 // ReplicaMetaChanged tells the watchers (modules/ha on a master) that a

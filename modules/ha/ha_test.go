@@ -2,6 +2,7 @@ package ha
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -333,4 +334,50 @@ func TestMasterSuggestsSlaveToLaggingConsumers(t *testing.T) {
 			assert.Equal(t, tt.want, pull(tt.addr, tt.off))
 		})
 	}
+}
+
+// TestSlaveCopiesSubscriptionGroups: a subscription group created,
+// changed or deleted on the master is so on the slave (RocketMQ's
+// SlaveSynchronize.syncSubscriptionGroupConfig), so that a promoted slave
+// keeps each group's retries and flags.
+func TestSlaveCopiesSubscriptionGroups(t *testing.T) {
+	m, s := masterSlave(t, broker.RoleAsyncMaster)
+	c := newClient(t)
+	require.Equal(t, remoting.Success, send(t, c, m.addr, "Groups", 0, "x").Code)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	put := func(body string) {
+		t.Helper()
+		resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.UpdateAndCreateSubscriptionGroup, nil, []byte(body)))
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	}
+	slaveGroup := func(name string) (map[string]any, bool) {
+		resp, err := c.Invoke(ctx, s.addr, remoting.NewRequest(remoting.GetAllSubscriptionGroupConfig, nil, nil))
+		require.NoError(t, err)
+		var doc struct {
+			Table map[string]map[string]any `json:"subscriptionGroupTable"`
+		}
+		require.NoError(t, json.Unmarshal(resp.Body, &doc))
+		g, ok := doc.Table[name]
+		return g, ok
+	}
+
+	put(`{"groupName":"CopiedGroup","retryMaxTimes":3,"consumeBroadcastEnable":false}`)
+	require.Eventually(t, func() bool {
+		g, ok := slaveGroup("CopiedGroup")
+		return ok && g["retryMaxTimes"] == float64(3) && g["consumeBroadcastEnable"] == false
+	}, 10*time.Second, 20*time.Millisecond, "the group reaches the slave")
+
+	put(`{"groupName":"CopiedGroup","retryMaxTimes":5,"consumeMessageOrderly":true}`)
+	require.Eventually(t, func() bool {
+		g, ok := slaveGroup("CopiedGroup")
+		return ok && g["retryMaxTimes"] == float64(5) && g["consumeMessageOrderly"] == true
+	}, 10*time.Second, 20*time.Millisecond, "the change reaches the slave")
+
+	resp, err := c.Invoke(ctx, m.addr, remoting.NewRequest(remoting.DeleteSubscriptionGroup, map[string]string{"groupName": "CopiedGroup"}, nil))
+	require.NoError(t, err)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	require.Eventually(t, func() bool { _, ok := slaveGroup("CopiedGroup"); return !ok }, 10*time.Second, 20*time.Millisecond,
+		"the deletion reaches the slave")
 }
