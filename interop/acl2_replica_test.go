@@ -28,7 +28,7 @@ func TestACL2ReplicatedToSlave(t *testing.T) {
 	}
 	master := startBroker(t, name+"-master", []*node{ns}, append([]string{"broker.role=ASYNC_MASTER"}, common("master.json")...)...)
 	slave := startBroker(t, name+"-slave", []*node{ns}, append([]string{"broker.id=1", "broker.role=SLAVE"}, common("slave.json")...)...)
-	require.Eventually(t, func() bool { return strings.Contains(slave.logs.tail(400), "following master") }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(slave.logs.Tail(400), "following master") }, 20*time.Second, 50*time.Millisecond)
 
 	c := rawClient(t)
 	call := func(addr string, code int32, ext map[string]string, body string) *remoting.Command {

@@ -39,31 +39,7 @@ type node struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 4<<20 {
-		l.b.Reset()
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	logs *testserver.Output
 }
 
 func loopbackAddr(t *testing.T) string {
@@ -73,7 +49,7 @@ func loopbackAddr(t *testing.T) string {
 // startNamesrv starts `mq namesrv` on a free port.
 func startNamesrv(t *testing.T, name string) *node {
 	addr := loopbackAddr(t)
-	n := &node{t: t, name: name, addr: addr, logs: &lockedBuffer{},
+	n := &node{t: t, name: name, addr: addr, logs: &testserver.Output{},
 		args: []string{"namesrv", "--set", "namesrv.listen=" + addr, "--set", "log.level=info"}}
 	n.ready = func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -105,7 +81,7 @@ func startBroker(t *testing.T, name string, nss []*node, sets ...string) *node {
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	n := &node{t: t, name: name, addr: addr, args: args, logs: &lockedBuffer{}}
+	n := &node{t: t, name: name, addr: addr, args: args, logs: &testserver.Output{}}
 	n.ready = func() error {
 		// Registered with at least one name server that is up.
 		var last error
@@ -161,7 +137,7 @@ func (n *node) start() {
 	n.t.Cleanup(func() {
 		n.kill()
 		if n.t.Failed() {
-			n.t.Logf("%s log tail:\n%s", n.name, n.logs.tail(40))
+			n.t.Logf("%s log tail:\n%s", n.name, n.logs.Tail(40))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -169,7 +145,7 @@ func (n *node) start() {
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			n.t.Fatalf("%s exited:\n%s", n.name, n.logs.tail(60))
+			n.t.Fatalf("%s exited:\n%s", n.name, n.logs.Tail(60))
 		default:
 		}
 		if err = n.ready(); err == nil {
@@ -177,7 +153,7 @@ func (n *node) start() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	n.t.Fatalf("%s not ready: %v\n%s", n.name, err, n.logs.tail(60))
+	n.t.Fatalf("%s not ready: %v\n%s", n.name, err, n.logs.Tail(60))
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -404,7 +380,7 @@ func startGroup(t *testing.T, name, role string, nss []*node, sets ...string) (m
 	common := append([]string{"broker.name=" + name, "ha.meta_interval=1s", "ha.lag_log_interval=1s", "ha.max_wait=500ms"}, sets...)
 	master = startBroker(t, name+"-master", nss, append([]string{"broker.role=" + role}, common...)...)
 	slave = startBroker(t, name+"-slave", nss, append([]string{"broker.id=1", "broker.role=SLAVE"}, common...)...)
-	require.Eventually(t, func() bool { return strings.Contains(slave.logs.tail(400), "following master") }, 20*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Contains(slave.logs.Tail(400), "following master") }, 20*time.Second, 50*time.Millisecond,
 		"the slave follows its master")
 	return master, slave
 }
@@ -469,7 +445,7 @@ func TestClusterReplicationSyncMaster(t *testing.T) {
 	t.Logf("sends not acknowledged while the slave was down (SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT): %d", failed.Load()-before)
 	slave.start()
 	t.Log("slave restarted")
-	require.Eventually(t, func() bool { return strings.Contains(slave.logs.tail(400), "following master") }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(slave.logs.Tail(400), "following master") }, 20*time.Second, 50*time.Millisecond)
 	time.Sleep(phase)
 
 	// Let the (rate-limited) consumer fall behind before the master dies,
@@ -519,7 +495,7 @@ func maxOffsets(t *testing.T, addr, topic string, queues int) []int64 {
 
 // lastLag is the last lag the slave logged.
 func lastLag(n *node) (int64, bool) {
-	lines := strings.Split(n.logs.tail(2000), "\n")
+	lines := strings.Split(n.logs.Tail(2000), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if !strings.Contains(lines[i], "replication lag") {
 			continue

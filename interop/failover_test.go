@@ -22,6 +22,7 @@ import (
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
@@ -36,7 +37,7 @@ func startControllerNamesrvs(t *testing.T, n int) []*node {
 	for i := range n {
 		addr := loopbackAddr(t)
 		dir := t.TempDir()
-		nd := &node{t: t, name: fmt.Sprintf("namesrv-%d", i+1), addr: addr, logs: &lockedBuffer{},
+		nd := &node{t: t, name: fmt.Sprintf("namesrv-%d", i+1), addr: addr, logs: &testserver.Output{},
 			args: []string{"namesrv", "--set", "namesrv.listen=" + addr, "--set", "log.level=info",
 				"--set", "namesrv.controller.enabled=true",
 				"--set", "namesrv.controller.listen=" + raftAddrs[i],
@@ -215,7 +216,7 @@ func TestFailover(t *testing.T) {
 		startBroker(t, bname+"-slave2", nss, append([]string{"broker.id=2", "broker.role=SLAVE"}, common...)...),
 	}
 	for _, s := range slaves {
-		require.Eventually(t, func() bool { return strings.Contains(s.logs.tail(400), "following master") }, 20*time.Second, 50*time.Millisecond,
+		require.Eventually(t, func() bool { return strings.Contains(s.logs.Tail(400), "following master") }, 20*time.Second, 50*time.Millisecond,
 			"%s follows the master", s.name)
 	}
 
@@ -330,11 +331,11 @@ func TestFailover(t *testing.T) {
 	// The old master comes back: it is no longer master, cuts what the new
 	// master lacks and follows it.
 	master.start()
-	require.Eventually(t, func() bool { return strings.Contains(master.logs.tail(2000), "truncated the commit log") }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Contains(master.logs.Tail(2000), "truncated the commit log") }, 30*time.Second, 50*time.Millisecond,
 		"the old master truncates its commit log")
-	require.Eventually(t, func() bool { return strings.Contains(master.logs.tail(2000), "following master") }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Contains(master.logs.Tail(2000), "following master") }, 30*time.Second, 50*time.Millisecond,
 		"the old master follows the new one")
-	cutLine := grepLine(master.logs.tail(4000), "holds records the new master lacks")
+	cutLine := grepLine(master.logs.Tail(4000), "holds records the new master lacks")
 	assert.NotEmpty(t, cutLine, "the old master had records no slave had (written while the slaves were paused)")
 	t.Logf("old master: %s", cutLine)
 

@@ -198,7 +198,7 @@ func (l *netLab) heal() {
 // labProc is an mq process inside a namespace.
 type labProc struct {
 	name, addr string
-	logs       *lockedBuffer
+	logs       *testserver.Output
 	mu         sync.Mutex
 	cmd        *exec.Cmd
 	done       chan struct{}
@@ -206,7 +206,7 @@ type labProc struct {
 
 func (l *netLab) start(i int, name, addr string, args []string, ready func() error) *labProc {
 	l.t.Helper()
-	p := &labProc{name: name, addr: addr, logs: &lockedBuffer{}}
+	p := &labProc{name: name, addr: addr, logs: &testserver.Output{}}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", l.ns[i], testserver.Binary(l.t)}, args...)...)
 	cmd.Dir = l.t.TempDir()
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
@@ -218,14 +218,14 @@ func (l *netLab) start(i int, name, addr string, args []string, ready func() err
 	l.mu.Unlock()
 	l.t.Cleanup(func() {
 		if l.t.Failed() {
-			l.t.Logf("%s log tail:\n%s", name, p.logs.tail(60))
+			l.t.Logf("%s log tail:\n%s", name, p.logs.Tail(60))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
 		case <-p.done:
-			l.t.Fatalf("%s exited:\n%s", name, p.logs.tail(60))
+			l.t.Fatalf("%s exited:\n%s", name, p.logs.Tail(60))
 		default:
 		}
 		err := ready()
@@ -233,7 +233,7 @@ func (l *netLab) start(i int, name, addr string, args []string, ready func() err
 			return p
 		}
 		if time.Now().After(deadline) {
-			l.t.Fatalf("%s not ready: %v\n%s", name, err, p.logs.tail(60))
+			l.t.Fatalf("%s not ready: %v\n%s", name, err, p.logs.Tail(60))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

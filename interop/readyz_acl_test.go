@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/plugins/auth/acl"
 )
 
@@ -33,7 +34,7 @@ func TestReadyzWhileRegistrationRefused(t *testing.T) {
 	nsAddr := loopbackAddr(t)
 	// The name server takes strict signatures only: the broker signs its
 	// registration strictly (bound to REGISTER_BROKER, with a nonce).
-	ns := &node{t: t, name: "namesrv", addr: nsAddr, logs: &lockedBuffer{},
+	ns := &node{t: t, name: "namesrv", addr: nsAddr, logs: &testserver.Output{},
 		args: append([]string{"namesrv", "--set", "namesrv.listen=" + nsAddr, "--set", "log.level=info",
 			"--set", "acl.strict_signatures=require"}, aclSets...)}
 	ns.ready = dialReady(nsAddr)
@@ -50,7 +51,7 @@ func TestReadyzWhileRegistrationRefused(t *testing.T) {
 		return resp.StatusCode, string(b), nil
 	}
 	brAddr := loopbackAddr(t)
-	br := &node{t: t, name: "broker", addr: brAddr, logs: &lockedBuffer{}, args: append([]string{"broker",
+	br := &node{t: t, name: "broker", addr: brAddr, logs: &testserver.Output{}, args: append([]string{"broker",
 		"--set", "broker.listen=" + brAddr, "--set", "broker.namesrv=" + nsAddr, "--set", "broker.register_interval=1s",
 		"--set", "storage.dir=" + filepath.Join(dir, "store"), "--set", "metrics.listen=" + metrics, "--set", "log.level=info",
 		"--set", "acl.access_key=brokerKey01", "--set", "acl.secret_key=brokerSecret01"}, aclSets...)}

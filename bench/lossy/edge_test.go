@@ -262,7 +262,7 @@ func (d devServer) NamesrvAddr() string { return d.Namesrv }
 type edgeBroker struct {
 	namesrv string
 	cmd     *exec.Cmd
-	logs    *lockedBuffer
+	logs    *testserver.Output
 }
 
 func (b *edgeBroker) NamesrvAddr() string { return b.namesrv }
@@ -277,11 +277,11 @@ func startEdgeBroker(t *testing.T, sets, env []string, metricsAddr string) *edge
 	bin := testserver.Binary(t)
 	dir := t.TempDir()
 	ns := fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
-	start := func(name string, extraEnv []string, args ...string) (*exec.Cmd, *lockedBuffer) {
+	start := func(name string, extraEnv []string, args ...string) (*exec.Cmd, *testserver.Output) {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), extraEnv...)
-		out := &lockedBuffer{}
+		out := &testserver.Output{}
 		cmd.Stdout, cmd.Stderr = out, out
 		require.NoError(t, cmd.Start(), "start mq %s", name)
 		done := make(chan struct{})
@@ -320,23 +320,6 @@ func startEdgeBroker(t *testing.T, sets, env []string, metricsAddr string) *edge
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond, "mq broker not ready:\n%s", out.String())
 	return b
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func isBusy(err error) bool {

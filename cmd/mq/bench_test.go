@@ -9,7 +9,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,7 +154,7 @@ func TestBenchProgressNotATerminal(t *testing.T) {
 	assert.Equal(t, false, js["interrupted"])
 
 	// A terminal gets the line rewritten in place, and cleared at the end.
-	tty := &lockedBuffer{}
+	tty := &testserver.Output{}
 	stop, done := make(chan struct{}), make(chan struct{})
 	var count atomic.Int64
 	count.Store(7)
@@ -165,24 +164,6 @@ func TestBenchProgressNotATerminal(t *testing.T) {
 	<-done
 	assert.True(t, strings.HasPrefix(tty.String(), "\r\x1b[K7 messages"), "%q", tty.String())
 	assert.True(t, strings.HasSuffix(tty.String(), "\r\x1b[K"), "%q", tty.String())
-}
-
-// lockedBuffer is a bytes.Buffer safe to read while a goroutine writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestBenchInterrupted: a run whose context is cancelled (SIGINT in mq)

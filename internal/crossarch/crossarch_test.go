@@ -31,6 +31,7 @@ import (
 	"github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/internal/platforms"
+	"github.com/quivermq/quiver/internal/testserver"
 )
 
 // target is one linux edge platform (internal/platforms Edge, which
@@ -453,14 +454,14 @@ type proc struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *syncBuffer
+	out  *testserver.Output
 }
 
 func startProc(t *testing.T, name, dir string, args []string) *proc {
 	t.Helper()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = dir
-	out := &syncBuffer{}
+	out := &testserver.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start(), "start %s", name)
 	p := &proc{t: t, name: name, cmd: cmd, done: make(chan struct{}), out: out}
@@ -585,21 +586,4 @@ func moduleRoot(t *testing.T) string {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	require.NoError(t, err, "go env GOMOD")
 	return filepath.Dir(strings.TrimSpace(string(out)))
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -2,7 +2,6 @@ package doctest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -204,28 +202,10 @@ func rewrite(s string, ports map[string]string) string {
 	})
 }
 
-// lockedBuffer collects a background process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type bgProc struct {
 	cmdline string
 	cmd     *exec.Cmd
-	out     *lockedBuffer
+	out     *testserver.Output
 	done    chan struct{}
 }
 
@@ -285,7 +265,7 @@ func (g *guideRun) background(name string, b block, script string) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		p := &bgProc{cmdline: line, out: &lockedBuffer{}, done: make(chan struct{})}
+		p := &bgProc{cmdline: line, out: &testserver.Output{}, done: make(chan struct{})}
 		p.cmd = exec.Command("bash", "-c", "exec "+line)
 		p.cmd.Dir, p.cmd.Env = g.dir, g.blockEnv(b)
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -369,7 +349,7 @@ func (g *guideRun) nodeProgram(name string, b block, src string) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	var stderr lockedBuffer
+	var stderr testserver.Output
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -123,7 +123,7 @@ type Proc struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs *syncBuffer
+	logs *Output
 }
 
 // StartDev starts `mq dev` on free ports and waits until it serves.
@@ -136,7 +136,7 @@ func StartDev(t testing.TB, opts Options) *Proc {
 	if bin == "" {
 		bin = Binary(t)
 	}
-	p := &Proc{t: t, bin: bin, Dir: opts.Dir, opts: opts, logs: &syncBuffer{}}
+	p := &Proc{t: t, bin: bin, Dir: opts.Dir, opts: opts, logs: &Output{}}
 	p.Namesrv = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	p.Broker = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	p.start()
@@ -314,30 +314,39 @@ func (p *Proc) RSS() (int64, error) {
 func (p *Proc) Logs() string { return p.logs.String() }
 
 // LogTail returns the last n lines of the log.
-func (p *Proc) LogTail(n int) string {
-	lines := strings.Split(strings.TrimRight(p.logs.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *Proc) LogTail(n int) string { return p.logs.Tail(n) }
 
-type syncBuffer struct {
+// Output collects a child process's output for a test: safe to read
+// while the process writes, and bounded (past 8 MiB the older half is
+// dropped, so the tail stays).
+type Output struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 8<<20 {
-		s.b.Reset()
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.b.Len() > 8<<20 {
+		keep := append([]byte(nil), o.b.Bytes()[o.b.Len()/2:]...)
+		o.b.Reset()
+		o.b.Write(keep)
 	}
-	return s.b.Write(p)
+	return o.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// String returns everything kept.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// Tail returns the last n lines.
+func (o *Output) Tail(n int) string {
+	lines := strings.Split(strings.TrimRight(o.String(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

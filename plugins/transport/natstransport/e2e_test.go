@@ -34,25 +34,6 @@ import (
 	"github.com/quivermq/quiver/plugins/transport/natstransport"
 )
 
-// syncBuffer collects the process output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lines := strings.Split(s.b.String(), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
 // natsDev is an `mq dev` reachable only over NATS.
 type natsDev struct {
 	ns, broker string // host:port, as listened on (no TCP socket behind them)
@@ -87,7 +68,7 @@ func startNATSDev(t *testing.T, natsURL string, sets ...string) *natsDev {
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	logs := &syncBuffer{}
+	logs := &testserver.Output{}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -104,7 +85,7 @@ func startNATSDev(t *testing.T, natsURL string, sets ...string) *natsDev {
 			t.Errorf("mq dev did not stop on SIGTERM within 20s")
 		}
 		if t.Failed() {
-			t.Logf("mq dev log tail:\n%s", logs.tail(80))
+			t.Logf("mq dev log tail:\n%s", logs.Tail(80))
 		}
 	})
 
@@ -123,7 +104,7 @@ func startNATSDev(t *testing.T, natsURL string, sets ...string) *natsDev {
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("mq dev exited:\n%s", logs.tail(80))
+			t.Fatalf("mq dev exited:\n%s", logs.Tail(80))
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -140,7 +121,7 @@ func startNATSDev(t *testing.T, natsURL string, sets ...string) *natsDev {
 			return d
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mq dev not ready over NATS: %v\n%s", last, logs.tail(80))
+			t.Fatalf("mq dev not ready over NATS: %v\n%s", last, logs.Tail(80))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
