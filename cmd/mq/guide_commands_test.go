@@ -116,9 +116,12 @@ func itoaTest(n int) string {
 	return s
 }
 
-// TestGuideCommandsParse: every mq command line the user guides and the
-// README show — run by the doctests or not — names commands that exist and
-// flags those commands take, so a guide cannot drift from the binary.
+// TestGuideCommandsParse: every mq command line the user guides, the
+// READMEs and docs/README.md show — run by the doctests or not — names
+// commands that exist and flags (short and long) those commands take, with
+// the positional arguments they accept, so a guide cannot drift from the
+// binary. It replaced internal/doctest's TestGuideCommandsExist, which read
+// `mq ... --help` and saw long flags only.
 // Values are not checked (they may be placeholders); run the doctests
 // for behaviour.
 func TestGuideCommandsParse(t *testing.T) {
@@ -126,7 +129,7 @@ func TestGuideCommandsParse(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no guides: %v", err)
 	}
-	files = append(files, "../../README.md", "../../client/README.md", "../../docs/figures.md")
+	files = append(files, "../../README.md", "../../client/README.md", "../../docs/README.md", "../../docs/figures.md")
 	cmds := guideCommands(t, files)
 	if len(cmds) < 50 {
 		t.Fatalf("found only %d mq command lines in the guides", len(cmds))
