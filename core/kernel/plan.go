@@ -22,7 +22,8 @@ import (
 
 // Section is a module's configuration section: its top-level key and the
 // function that decodes it strictly and validates it (a module's
-// NewConfigFrom). Modules feed theirs to the plan through AsSection.
+// NewConfigFrom). server.Options feeds every stock module's section to
+// the plan through AsSection (server.parts lists them).
 type Section struct {
 	Key    string
 	Decode func(*config.Config) (any, error)

@@ -35,6 +35,9 @@ type liteJournal struct {
 	base       int64
 	compacting bool
 	pending    []liteRecord
+	// closed is set by close: a second close (Server.Stop runs twice when
+	// a test and its cleanup both stop it) returns nil.
+	closed bool
 }
 
 // liteCompactMin is how much a journal grows past what its last
@@ -306,6 +309,10 @@ func (j *liteJournal) close() error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
 	if err := j.w.Flush(); err != nil {
 		j.f.Close() //nolint:errcheck,gosec // the flush error is the one to report
 		return fmt.Errorf("lite journal: %w", err)

@@ -19,6 +19,7 @@ func moduleOptions(cfg *config.Config, out **Server) fx.Option {
 	return fx.Options(
 		kernel.Supply(cfg),
 		kernel.Module,
+		kernel.AsSection(ConfigSection), // as server.Options adds every stock section
 		tcp.Module,
 		Module,
 		fx.Populate(out),
