@@ -63,16 +63,3 @@ func TestCheckConfigRefusesEveryMisspelledKey(t *testing.T) {
 	}
 }
 
-// TestStartRunsOnTheCheckedPlan: the app a server command starts is given
-// the plan planConfig built and checked (console and process sections
-// included), not a second one built inside fx.
-func TestStartRunsOnTheCheckedPlan(t *testing.T) {
-	g := &globalFlags{sets: []string{"storage.dir=" + t.TempDir(), "broker.namesrv=[127.0.0.1:9876]"}}
-	cfg, plan, err := planConfig(g, roleDev)
-	require.NoError(t, err)
-	var got *kernel.Plan
-	app := fx.New(appOptions(cfg, roleDev, fx.Replace(plan)), fx.NopLogger, fx.Populate(&got))
-	require.NoError(t, app.Err())
-	assert.Same(t, plan, got)
-	assert.NotNil(t, got.Section(consoleSection.Key), "the checked plan carries mq's own sections")
-}

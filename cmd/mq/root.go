@@ -175,9 +175,10 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 					return err
 				}
 			}
-			// The app runs on the plan just checked (fx.Replace): it is not
-			// built a second time inside the graph.
-			return explainStart(run(cmd.Context(), appOptions(cfg, r, fx.Replace(plan))), plan)
+			// The app plans cfg again inside the graph, once per run: --tls
+			// changed cfg above, and a run restarted after a failover must
+			// not see the module configs the previous run changed.
+			return explainStart(run(cmd.Context(), appOptions(cfg, r)), plan)
 		},
 	}
 	if r == roleDev {
