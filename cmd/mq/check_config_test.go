@@ -62,4 +62,3 @@ func TestCheckConfigRefusesEveryMisspelledKey(t *testing.T) {
 		}
 	}
 }
-
