@@ -172,7 +172,13 @@ func TestPriorityGo4xPushConsumer(t *testing.T) {
 	}
 	a, stop := start()
 	got := a.waitBody(t, "high-1", time.Minute)
-	require.Equal(t, 0, prioIndex(got, "high-1"), "first arrivals: %v", got[:min(len(got), 5)])
+	// As after the restart below: the broker hands no low message before
+	// high-1, but the client consumes each queue's answer on its own
+	// goroutine, so a low answer written right after high-1's can reach
+	// the listener first now and then (make test saw [low-7 high-1] once
+	// in two runs): at most that one.
+	first := got[:prioIndex(got, "high-1")]
+	require.LessOrEqual(t, len(slicesFilter(first, "low-")), 1, "first arrivals: %v", got[:min(len(got), 5)])
 
 	// Live: some backlog consumed, then a second high one.
 	for len(a.snapshot()) < 200 {
