@@ -633,9 +633,27 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 	}
 	x := s.lite
 	key := liteSubKey{client: id, group: group, parent: tc.TopicName}
+	// The limits of every other receive (consume.go): grpc.receive_buffer
+	// bounds the messages held for readers that do not read, and
+	// grpc.max_receive_waits the receives waiting at once.
+	if s.recvHeld.full() {
+		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
+	}
+	start := time.Now()
+	polling := wait > 0 && s.recvWaits.take()
+	full := wait > 0 && !polling
+	if full {
+		wait = 0
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var got []liteDelivery
+	notFound := func() error {
+		if full {
+			return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("polling full: grpc.max_receive_waits (%d) receives are waiting for messages; try again later", s.recvWaits.limit)))
+		}
+		return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
+	}
 	for {
 		x.mu.Lock()
 		c := x.subs[key]
@@ -656,14 +674,27 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 		case <-wake:
 		case <-poll:
 		case <-timer.C:
-			return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
+			if polling {
+				s.recvWaits.give()
+			}
+			return notFound()
 		case <-ctx.Done():
+			if polling {
+				s.recvWaits.give()
+			}
 			return nil
 		case <-s.done:
-			return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
+			if polling {
+				s.recvWaits.give()
+			}
+			return notFound()
 		}
 	}
-	msgs := make([]*grpcapi.Message, 0, len(got))
+	if polling {
+		s.recvWaits.give()
+	}
+	recs := make([]pop.Received, 0, len(got))
+	names := make(map[string]string, len(got)) // receipt handle → lite topic
 	for _, d := range got {
 		rec, err := s.b.Store().Lookup(ctx, d.cl)
 		var m *message.Ext
@@ -682,24 +713,44 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 			s.log.Warn("grpc: lite receive: read", "lite_topic", d.t.name, "offset", d.offset, "err", err)
 			break // the rest of the run goes out again after its invisible time
 		}
-		pm := s.toProto(pop.Received{Message: m, Handle: liteHandle(d), Queue: m.QueueID, Offset: d.offset, Attempt: d.attempt}, invisible)
-		name := d.t.name
-		pm.SystemProperties.LiteTopic = &name
-		pm.SystemProperties.MessageType = grpcapi.MessageType_LITE
-		msgs = append(msgs, pm)
+		r := pop.Received{Message: m, Handle: liteHandle(d), Queue: m.QueueID, Offset: d.offset, Attempt: d.attempt}
+		names[r.Handle] = d.t.name
+		recs = append(recs, r)
 	}
-	if len(msgs) == 0 {
+	if len(recs) == 0 {
 		return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
 	}
+	// Held as the other receives' messages are (held.go): counted against
+	// grpc.receive_stream_buffer and grpc.receive_buffer while the stream
+	// does not read, dropped at the deadline (they go out again after
+	// their invisible time).
+	hb := s.hold(recs)
+	if hb == nil {
+		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
+	}
+	defer hb.release()
+	deadline := start.Add(invisible)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	t := time.AfterFunc(time.Until(deadline), hb.expire)
+	defer t.Stop()
 	if err := send(ok()); err != nil {
 		return err
 	}
-	for _, pm := range msgs {
+	for {
+		r, more := hb.take()
+		if !more {
+			return nil
+		}
+		pm := s.toProto(r, invisible)
+		name := names[r.Handle]
+		pm.SystemProperties.LiteTopic = &name
+		pm.SystemProperties.MessageType = grpcapi.MessageType_LITE
 		if err := stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Message{Message: pm}}); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // journalLiteOffset makes a moved committed offset durable.

@@ -443,3 +443,34 @@ func TestLiteChangeInvisibleAndDLQ(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, grpcapi.Code_INVALID_RECEIPT_HANDLE, bad.GetStatus().GetCode(), "a stale handle")
 }
+
+// TestLiteReceiveWaitsBounded: lite receives wait within
+// grpc.max_receive_waits as every other receive does: with the one slot
+// taken by a waiting lite reader, another answers TOO_MANY_REQUESTS at
+// once, and the waiting one still gets its message.
+func TestLiteReceiveWaitsBounded(t *testing.T) {
+	n := openLiteNode(t, t.TempDir(), func(c *grpcmod.Config) { c.MaxReceiveWaits = 1 })
+	n.parent("LW-P", 1)
+	require.Equal(t, grpcapi.Code_OK, n.sync("a@1", "LW-P", "LW-G", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, "s-a").GetCode())
+	require.Equal(t, grpcapi.Code_OK, n.sync("b@1", "LW-P", "LW-G", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, "s-b").GetCode())
+
+	type result struct {
+		st   *grpcapi.Status
+		msgs []*grpcapi.Message
+	}
+	waiting := make(chan result, 1)
+	go func() {
+		st, msgs := n.receive("a@1", "LW-P", "LW-G", 1, 8*time.Second)
+		waiting <- result{st, msgs}
+	}()
+	require.Eventually(t, func() bool {
+		st, _ := n.receive("b@1", "LW-P", "LW-G", 1, 200*time.Millisecond)
+		return st.GetCode() == grpcapi.Code_TOO_MANY_REQUESTS
+	}, 5*time.Second, 10*time.Millisecond, "a second waiting lite receive is refused while the only slot is taken")
+
+	require.Equal(t, grpcapi.Code_OK, n.send("LW-P", "s-a", "hello").GetCode())
+	r := <-waiting
+	require.Equal(t, grpcapi.Code_OK, r.st.GetCode())
+	require.Len(t, r.msgs, 1)
+	require.Equal(t, "s-a", r.msgs[0].GetSystemProperties().GetLiteTopic())
+}
