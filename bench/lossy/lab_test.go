@@ -79,38 +79,63 @@ func TestLabWorkloads(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ns, br := addrB+":9876", addrB+":10911"
 	natsURL := "nats://" + addrB + ":4222"
-	args := []string{"dev", "--set", "namesrv.listen=" + ns, "--set", "broker.listen=" + br,
-		"--set", "storage.dir=" + filepath.Join(dir, "store"), "--set", "log.level=warn"}
 	if slices.Contains(order, "nats") {
 		startLabNATS(ctx, t, nsB, addrB+":4222")
-		// mq refuses transport.nats keys when nats is not a transport.
-		args = append(args, "--set", "transports=tcp,quic,nats", "--set", "transport.nats.url="+natsURL)
-	} else {
-		args = append(args, "--set", "transports=tcp,quic")
 	}
-	cmd := linkemu.Command(ctx, nsB, append([]string{mq}, args...)...)
-	logf, err := os.Create(filepath.Join(dir, "mq.log"))
-	require.NoError(t, err)
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 20 * time.Second
-	require.NoError(t, cmd.Start())
-	defer func() { cancel(); cmd.Wait() }()
+	// One `mq dev` per QUIC congestion controller in the order: a broker's
+	// controller governs what it sends (pull answers), so quic-reno and
+	// quic-bbr each talk to a broker running theirs. TCP and NATS use the
+	// first. The TCP controller is the namespaces' (setTCPCongestion).
+	var ccs []string
+	for _, tr := range order {
+		if v := parseVariant(tr); v.base == "quic" && !slices.Contains(ccs, v.cc) {
+			ccs = append(ccs, v.cc)
+		}
+	}
+	if len(ccs) == 0 {
+		ccs = []string{"reno"}
+	}
+	devs := map[string]string{} // QUIC controller → name server address
+	for i, cc := range ccs {
+		ns := fmt.Sprintf("%s:%d", addrB, 9876+10*i)
+		devs[cc] = ns
+		startLabDev(ctx, t, nsB, mq, filepath.Join(dir, "dev-"+cc), i, cc, ns, addrB, natsURL, i == 0 && slices.Contains(order, "nats"))
+	}
 
 	topic := "LabBench"
 	body := make([]byte, 1024)
 	rigs := map[string]*rig{}
+	checks := map[string]*tcpCheck{}
 	for _, tr := range order {
+		v := parseVariant(tr)
+		ns := devs[ccs[0]]
+		var before map[int]string
+		switch v.base {
+		case "quic":
+			ns = devs[v.cc]
+		case "tcp":
+			if v.cc != "" {
+				setTCPCongestion(ctx, t, nsB, v.cc)
+			}
+			var err error
+			before, err = tcpAlgos(ctx, "", addrA)
+			require.NoError(t, err)
+		}
 		r := newRig(t, tr, ns, natsURL)
 		defer r.close() //nolint:gocritic // one rig per transport, all closed when the cell ends
 		// The server may still be starting, and the first send creates the
 		// topic: poll until a send succeeds.
 		if _, err := firstSend(r.p, topic, body, 90*time.Second); err != nil {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("%s: no send succeeded within 90 s: %v\nmq log:\n%s", tr, err, b)
+			t.Fatalf("%s: no send succeeded within 90 s: %v", tr, err)
+		}
+		if slices.Contains(workloads, "push") {
+			if _, err := firstSend(r.p, labPushTopic, body, 30*time.Second); err != nil {
+				t.Fatalf("%s: creating %s: %v", tr, labPushTopic, err)
+			}
+		}
+		if v.base == "tcp" {
+			checks[tr] = newTCPCheck(ctx, t, nsB, addrA, before)
 		}
 		rigs[tr] = r
 	}
@@ -119,7 +144,7 @@ func TestLabWorkloads(t *testing.T) {
 	for _, w := range workloads {
 		for _, tr := range order {
 			r := rigs[tr]
-			if w == "migrate" && tr != "quic" {
+			if w == "migrate" && parseVariant(tr).base != "quic" {
 				continue // only QUIC connections migrate
 			}
 			before := lc.read(r)
@@ -134,6 +159,8 @@ func TestLabWorkloads(t *testing.T) {
 				res = sendAsync(r.p, topic, body, 32, dur)
 			case "pull":
 				res = pullBacklog(t, r.c, topic, 4, dur)
+			case "push":
+				res = pushFlow(t, r, body, 4, dur)
 			case "migrate":
 				var mo migrateOutcome
 				res, mo = migrateRun(t, r, lc, addrA, addrA2, addrB, body, dur)
@@ -147,10 +174,39 @@ func TestLabWorkloads(t *testing.T) {
 				t.Fatalf("unknown workload %q", w)
 			}
 			cells := lc.read(r).sub(before)
+			if tc := checks[tr]; tc != nil {
+				extra += " cc=" + tc.String()
+			}
 			fmt.Printf("LAB profile=%s workload=%s transport=%s msgs_per_sec=%.1f p50=%v p99=%v errors=%d n=%d%s %s\n",
 				profile, w, tr, res.rate, res.q(.5), res.q(.99), res.errs, len(res.lat), extra, cells)
 		}
 	}
+}
+
+// startLabDev runs `mq dev` number i in namespace ns with QUIC congestion
+// controller cc, its name server on nsAddr and the other listeners on
+// ports of its own, until ctx ends. Its log goes to dir/mq.log.
+func startLabDev(ctx context.Context, t *testing.T, ns, mq, dir string, i int, cc, nsAddr, addrB, natsURL string, nats bool) {
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	port := func(p int) string { return fmt.Sprintf("%s:%d", addrB, p+10*i) }
+	args := []string{"dev", "--set", "namesrv.listen=" + nsAddr, "--set", "broker.listen=" + port(10911),
+		"--set", "grpc.listen=" + port(8081), "--set", "storage.dir=" + filepath.Join(dir, "store"),
+		"--set", "log.level=warn", "--set", "transport.quic.congestion=" + cc}
+	if nats {
+		// mq refuses transport.nats keys when nats is not a transport.
+		args = append(args, "--set", "transports=tcp,quic,nats", "--set", "transport.nats.url="+natsURL)
+	} else {
+		args = append(args, "--set", "transports=tcp,quic")
+	}
+	cmd := linkemu.Command(ctx, ns, append([]string{mq}, args...)...)
+	logf, err := os.Create(filepath.Join(dir, "mq.log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { logf.Close() })
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Cancel(); cmd.Wait() }) //nolint:errcheck // stopping at the end of the run
 }
 
 // rig is one transport's client and producer, with a dialler that counts
@@ -167,8 +223,13 @@ type rig struct {
 
 func newRig(t *testing.T, tr, ns, natsURL string) *rig {
 	r := &rig{transport: tr}
-	opts := []transports.Option{transports.WithInsecureQUIC()}
-	if tr == "nats" {
+	v := parseVariant(tr)
+	qcfg := quictransport.NewConfig()
+	if v.base == "quic" {
+		qcfg.Congestion = v.cc
+	}
+	opts := []transports.Option{transports.WithQUIC(qcfg), transports.WithInsecureQUIC()}
+	if v.base == "nats" {
 		ncfg := natstransport.NewConfig()
 		ncfg.URL = natsURL
 		opts = append(opts, transports.WithNATS(ncfg))
@@ -188,7 +249,7 @@ func newRig(t *testing.T, tr, ns, natsURL string) *rig {
 		return conn, nil
 	}
 	var err error
-	r.c, err = client.New(client.WithNameServers(tr+"://"+ns), client.WithDialer(dial), client.WithRequestTimeout(30*time.Second))
+	r.c, err = client.New(client.WithNameServers(v.base+"://"+ns), client.WithDialer(dial), client.WithRequestTimeout(30*time.Second))
 	require.NoError(t, err)
 	r.p, err = producer.New(r.c, "LAB_"+tr, producer.WithSendTimeout(30*time.Second), producer.WithRetryTimesWhenSendFailed(0),
 		producer.WithRetryTimesWhenSendAsyncFailed(0))
@@ -611,28 +672,50 @@ func TestLabTable(t *testing.T) {
 		}
 		return strings.Join(s, " / ")
 	}
-	fmt.Println("| profile | workload | transport | msg/s (runs) | median p50 | median p99 | errors | msg/s vs TCP | p99 vs TCP |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	// Ratios against each TCP controller the run had: "tcp" alone in runs
+	// without controller variants, else tcp-cubic and tcp-bbr.
+	var refs []string
+	for _, k := range keys {
+		if parseVariant(k.transport).base == "tcp" && !slices.Contains(refs, k.transport) {
+			refs = append(refs, k.transport)
+		}
+	}
+	ratio := func(k key, ref string) (string, string) {
+		c, tc := cells[k], cells[key{k.profile, k.workload, ref}]
+		if tc == nil || med(tc.rate) <= 0 || medD(tc.p99) <= 0 {
+			return "", ""
+		}
+		return fmt.Sprintf("%.2f×", med(c.rate)/med(tc.rate)), fmt.Sprintf("%.2f×", float64(medD(c.p99))/float64(medD(tc.p99)))
+	}
+	head := "| profile | workload | transport | msg/s (runs) | median p50 | median p99 | errors |"
+	sep := "|---|---|---|---|---|---|---|"
+	for _, ref := range refs {
+		head += fmt.Sprintf(" msg/s vs %s | p99 vs %s |", ref, ref)
+		sep += "---|---|"
+	}
+	fmt.Println(head)
+	fmt.Println(sep)
 	for _, k := range keys {
 		c := cells[k]
-		ratio, pr := "", ""
-		if k.transport != "tcp" {
-			if tc := cells[key{k.profile, k.workload, "tcp"}]; tc != nil && med(tc.rate) > 0 && medD(tc.p99) > 0 {
-				ratio = fmt.Sprintf("%.2f×", med(c.rate)/med(tc.rate))
-				pr = fmt.Sprintf("%.2f×", float64(medD(c.p99))/float64(medD(tc.p99)))
+		line := fmt.Sprintf("| %s | %s | %s | %s | %v | %v | %d |", k.profile, k.workload, k.transport, runsOf(c.rate),
+			medD(c.p50).Round(100*time.Microsecond), medD(c.p99).Round(100*time.Microsecond), c.errs)
+		for _, ref := range refs {
+			r, pr := "", ""
+			if parseVariant(k.transport).base != "tcp" {
+				r, pr = ratio(k, ref)
 			}
+			line += fmt.Sprintf(" %s | %s |", r, pr)
 		}
-		fmt.Printf("| %s | %s | %s | %s | %v | %v | %d | %s | %s |\n", k.profile, k.workload, k.transport, runsOf(c.rate),
-			medD(c.p50).Round(100*time.Microsecond), medD(c.p99).Round(100*time.Microsecond), c.errs, ratio, pr)
+		fmt.Println(line)
 	}
 
 	// QUIC's packets per cell: the client's own counters against the link's.
 	fmt.Println()
-	fmt.Println("| profile | workload | QUIC packets sent (client) | declared lost (client) | lost % | link dropped A→B | lost beyond the link | link dropped B→A | UDP rcvbuf drops A / B |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| profile | workload | transport | QUIC packets sent (client) | declared lost (client) | lost % | link dropped A→B | lost beyond the link | link dropped B→A | UDP rcvbuf drops A / B |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {
 		c := cells[k]
-		if k.transport != "quic" || len(c.n["quic_sent"]) == 0 {
+		if parseVariant(k.transport).base != "quic" || len(c.n["quic_sent"]) == 0 {
 			continue
 		}
 		sent, lost, dab := med(c.n["quic_sent"]), med(c.n["quic_lost"]), med(c.n["link_drop_ab"])
@@ -650,7 +733,7 @@ func TestLabTable(t *testing.T) {
 		if len(c.n["link_drop_ab"]) > 0 {
 			beyond = strconv.FormatFloat(lost-dab, 'f', 0, 64)
 		}
-		fmt.Printf("| %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s / %s |\n", k.profile, k.workload, sent, lost, pct,
+		fmt.Printf("| %s | %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s / %s |\n", k.profile, k.workload, k.transport, sent, lost, pct,
 			opt("link_drop_ab"), beyond, opt("link_drop_ba"), opt("rcvbuf_a"), opt("rcvbuf_b"))
 	}
 
