@@ -835,6 +835,11 @@ type ConnectionStats struct {
 	// (does not monotonically increase, because packets that are declared lost
 	// can subsequently be received).
 	PacketsLost uint64
+
+	// AckOnlyPacketsSent counts the packets sent that elicit no ACK: in the
+	// application data space these carry only ACK (and padding or
+	// connection close) frames. It is included in PacketsSent (QUIVER patch).
+	AckOnlyPacketsSent uint64
 }
 
 // ConnectionStats returns statistics about the connection.
@@ -854,6 +859,8 @@ func (c *Conn) ConnectionStats() ConnectionStats {
 		PacketsReceived: c.connStats.PacketsReceived.Load(),
 		BytesLost:       c.connStats.BytesLost.Load(),
 		PacketsLost:     c.connStats.PacketsLost.Load(),
+
+		AckOnlyPacketsSent: c.connStats.AckOnlyPacketsSent.Load(), // QUIVER patch
 	}
 }
 

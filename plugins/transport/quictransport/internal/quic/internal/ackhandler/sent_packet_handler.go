@@ -326,6 +326,9 @@ func (h *sentPacketHandler) SentPacket(
 	p.IsPathMTUProbePacket = isPathMTUProbePacket
 	p.isPathProbePacket = isPathProbePacket
 	isAckEliciting := p.IsAckEliciting()
+	if !isAckEliciting {
+		h.connStats.AckOnlyPacketsSent.Add(1) // QUIVER patch
+	}
 
 	if isPathProbePacket {
 		h.hist.SentPathProbePacket(pn, p)

@@ -13,4 +13,7 @@ type ConnectionStats struct {
 	PacketsReceived atomic.Uint64
 	BytesLost       atomic.Uint64
 	PacketsLost     atomic.Uint64
+
+	// QUIVER patch: packets sent that elicit no ACK (ACK-only, mostly).
+	AckOnlyPacketsSent atomic.Uint64
 }
