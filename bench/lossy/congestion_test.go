@@ -229,3 +229,22 @@ func pushFlow(t *testing.T, r *rig, body []byte, senders int, dur time.Duration)
 	res.errs = sendErrs.Load() + max(0, sent.Load()-got.Load())
 	return res
 }
+
+// fairBody is the size of a fairness run's messages: big enough that the
+// flows are bulk transfers, small enough to stay under the send window.
+const fairBody = 16 << 10
+
+// fairShare runs two bulk flows at once over the emulated link for dur:
+// each rig sends fairBody-byte messages asynchronously, at most 32 in
+// flight, to the same topic. It returns each flow's goodput (bytes
+// acknowledged per second) and its failed sends.
+func fairShare(a, b *rig, topic string, dur time.Duration) (bpsA, bpsB float64, errsA, errsB int64) {
+	body := make([]byte, fairBody)
+	var ra, rb result
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ra = sendAsync(a.p, topic, body, 32, dur) }()
+	go func() { defer wg.Done(); rb = sendAsync(b.p, topic, body, 32, dur) }()
+	wg.Wait()
+	return ra.rate * fairBody, rb.rate * fairBody, ra.errs, rb.errs
+}

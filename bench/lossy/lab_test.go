@@ -147,6 +147,20 @@ func TestLabWorkloads(t *testing.T) {
 			if w == "migrate" && parseVariant(tr).base != "quic" {
 				continue // only QUIC connections migrate
 			}
+			if w == "fair" {
+				// Each transport against TCP CUBIC, the flow most users'
+				// kernels run, sharing the link at the same time.
+				ref := rigs["tcp-cubic"]
+				if tr == "tcp-cubic" || ref == nil {
+					continue
+				}
+				before := lc.read(r)
+				bps, refBps, errs, refErrs := fairShare(r, ref, topic, dur)
+				cells := lc.read(r).sub(before)
+				fmt.Printf("LAB profile=%s workload=fair transport=%s vs=tcp-cubic mbit=%.2f vs_mbit=%.2f share=%.3f errors=%d vs_errors=%d %s\n",
+					profile, tr, bps*8/1e6, refBps*8/1e6, bps/max(1, bps+refBps), errs, refErrs, cells)
+				continue
+			}
 			before := lc.read(r)
 			var res result
 			extra := ""
@@ -612,7 +626,7 @@ func TestLabTable(t *testing.T) {
 	}
 	cells := map[key]*runs{}
 	var keys []key
-	var migrates []map[string]string
+	var migrates, fairs []map[string]string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
@@ -624,6 +638,10 @@ func TestLabTable(t *testing.T) {
 			if k, v, ok := strings.Cut(fld, "="); ok {
 				kv[k] = v
 			}
+		}
+		if kv["workload"] == "fair" {
+			fairs = append(fairs, kv)
+			continue
 		}
 		k := key{kv["profile"], kv["workload"], kv["transport"]}
 		c := cells[k]
@@ -735,6 +753,37 @@ func TestLabTable(t *testing.T) {
 		}
 		fmt.Printf("| %s | %s | %s | %.0f | %.0f | %s | %s | %s | %s | %s / %s |\n", k.profile, k.workload, k.transport, sent, lost, pct,
 			opt("link_drop_ab"), beyond, opt("link_drop_ba"), opt("rcvbuf_a"), opt("rcvbuf_b"))
+	}
+
+	// Fairness: each transport's share of the link against TCP CUBIC.
+	type fairKey struct{ profile, transport string }
+	fair := map[fairKey][][3]float64{}
+	var fairKeys []fairKey
+	for _, kv := range fairs {
+		k := fairKey{kv["profile"], kv["transport"]}
+		if fair[k] == nil {
+			fairKeys = append(fairKeys, k)
+		}
+		m, _ := strconv.ParseFloat(kv["mbit"], 64)
+		vm, _ := strconv.ParseFloat(kv["vs_mbit"], 64)
+		sh, _ := strconv.ParseFloat(kv["share"], 64)
+		fair[k] = append(fair[k], [3]float64{m, vm, sh})
+	}
+	if len(fairKeys) > 0 {
+		fmt.Println()
+		fmt.Println("| profile | flow | its Mbit/s | TCP CUBIC's Mbit/s | its share (runs) | median share |")
+		fmt.Println("|---|---|---|---|---|---|")
+		for _, k := range fairKeys {
+			var m, vm, sh []float64
+			for _, r := range fair[k] {
+				m, vm, sh = append(m, r[0]), append(vm, r[1]), append(sh, r[2])
+			}
+			shares := make([]string, len(sh))
+			for i, x := range sh {
+				shares[i] = strconv.FormatFloat(x, 'f', 2, 64)
+			}
+			fmt.Printf("| %s | %s | %.1f | %.1f | %s | %.2f |\n", k.profile, k.transport, med(m), med(vm), strings.Join(shares, " / "), med(sh))
+		}
 	}
 
 	if len(migrates) > 0 {

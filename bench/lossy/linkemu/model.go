@@ -88,6 +88,10 @@ func Profiles() map[string]Profile {
 			Dir{Delay: 2500 * time.Microsecond, Jitter: 500 * time.Microsecond, Loss: 0.01, Reorder: 0.001}),
 		"cellular": sym("cellular", "50 ms RTT ±5 ms jitter, 2% loss each way in Gilbert–Elliott bursts (mean 4 packets, half lost), 0.5% reordering, 20 Mbit/s",
 			Dir{Delay: 25 * time.Millisecond, Jitter: 2500 * time.Microsecond, Bursts: &cell, Reorder: 0.005, Rate: 20e6 / 8}),
+		// A shared bottleneck for fairness runs: a router queue of about
+		// two BDPs (36 packets fit the 20 ms at 20 Mbit/s, 64 more wait).
+		"bottleneck": sym("bottleneck", "20 ms RTT, 20 Mbit/s, no loss, a 100-packet limit (about 2 BDPs of 1,400-byte packets)",
+			Dir{Delay: 10 * time.Millisecond, Rate: 20e6 / 8, Limit: 100}),
 		"satellite": sym("satellite", "300 ms RTT ±10 ms jitter, 1% random loss each way, 20 Mbit/s",
 			Dir{Delay: 150 * time.Millisecond, Jitter: 5 * time.Millisecond, Loss: 0.01, Rate: 20e6 / 8}),
 	}

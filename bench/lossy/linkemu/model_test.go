@@ -169,13 +169,13 @@ func TestRateAndLimit(t *testing.T) {
 }
 
 func TestProfiles(t *testing.T) {
-	for _, name := range []string{"lan", "wifi", "cellular", "satellite", "loss1", "loss5"} {
+	for _, name := range []string{"lan", "wifi", "cellular", "satellite", "loss1", "loss5", "bottleneck"} {
 		p, err := Lookup(name)
 		require.NoError(t, err)
 		assert.Equal(t, name, p.Name)
 	}
 	_, err := Lookup("wfi")
-	assert.ErrorContains(t, err, `unknown profile "wfi" (known: cellular, lan, loss1, loss5, satellite, wifi)`)
+	assert.ErrorContains(t, err, `unknown profile "wfi" (known: bottleneck, cellular, lan, loss1, loss5, satellite, wifi)`)
 	cell, _ := Lookup("cellular")
 	assert.InDelta(t, 0.02, cell.AtoB.Bursts.Rate(), 1e-9)
 	assert.Equal(t, 50*time.Millisecond, cell.AtoB.Delay+cell.BtoA.Delay)
