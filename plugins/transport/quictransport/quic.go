@@ -127,6 +127,7 @@ func quicConfig(cfg *Config) *quic.Config {
 		MaxIncomingUniStreams: -1,
 		Allow0RTT:             cfg.ZeroRTT,
 		MaxAckDelay:           cfg.MaxAckDelay,
+		AckElicitingThreshold: cfg.AckThreshold,
 		CongestionBackoff:     cfg.CongestionBackoff,
 		Congestion:            cfg.Congestion,
 	}

@@ -162,6 +162,7 @@ func populateConfig(config *Config) *Config {
 		DisablePathMTUDiscovery:          config.DisablePathMTUDiscovery,
 		EnableStreamResetPartialDelivery: config.EnableStreamResetPartialDelivery,
 		MaxAckDelay:                      config.MaxAckDelay,
+		AckElicitingThreshold:            config.AckElicitingThreshold, // QUIVER patch
 		CongestionBackoff:                config.CongestionBackoff,
 		Congestion:                       config.Congestion, // QUIVER patch
 		Allow0RTT:                        config.Allow0RTT,

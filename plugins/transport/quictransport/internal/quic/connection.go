@@ -567,7 +567,7 @@ func (c *Conn) preSetup(r *pathReceiver) {
 	c.lastPacketReceivedTime = now
 	c.creationTime = now
 
-	c.receivedPacketHandler = *ackhandler.NewReceivedPacketHandler(c.logger, c.config.maxAckDelay()) // QUIVER patch
+	c.receivedPacketHandler = *ackhandler.NewReceivedPacketHandler(c.logger, c.config.maxAckDelay(), c.config.AckElicitingThreshold) // QUIVER patch
 
 	c.datagramQueue = newDatagramQueue(c.scheduleSending, c.logger, c.qlogger)
 	c.connState.Version = c.version

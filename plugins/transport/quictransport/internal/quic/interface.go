@@ -200,6 +200,16 @@ type Config struct {
 	// at the cost of more ACK-only packets. If zero, 25 ms (quic-go's default) is used.
 	// The peer's advertised max_ack_delay is honoured whatever this is set to.
 	MaxAckDelay time.Duration
+	// AckElicitingThreshold is the number of ack-eliciting 1-RTT packets
+	// after which an ACK is sent at once rather than after MaxAckDelay
+	// (QUIVER patch). Zero or below 2 means quic-go's 2 (RFC 9000 §13.2.2's
+	// SHOULD). Above 2 it applies once ackDecimationAfter packets arrived
+	// (the first ones are acknowledged every second packet, so the peer's
+	// slow start is not slowed), as Chromium's ACK decimation does: fewer
+	// ACK-only packets for bursts (pull answers), and more ACKs ride on the
+	// answers of request/response traffic. A packet out of order or filling
+	// a gap is still acknowledged at once.
+	AckElicitingThreshold int
 	// CongestionBackoff is the factor the congestion window is multiplied by on
 	// a loss event (QUIVER patch; Reno's beta). Zero means quic-go's 0.7; values
 	// are clamped to [0.5, 0.9]. A larger value cuts the window less on random

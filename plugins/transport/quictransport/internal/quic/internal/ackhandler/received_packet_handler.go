@@ -19,12 +19,14 @@ type ReceivedPacketHandler struct {
 }
 
 // NewReceivedPacketHandler makes a handler whose 1-RTT ACKs wait at most
-// maxAckDelay (QUIVER patch: was the constant MaxAckDelay).
-func NewReceivedPacketHandler(logger utils.Logger, maxAckDelay time.Duration) *ReceivedPacketHandler {
+// maxAckDelay (QUIVER patch: was the constant MaxAckDelay) or for
+// ackThreshold ack-eliciting packets (QUIVER patch: was 2, see
+// appDataReceivedPacketTracker).
+func NewReceivedPacketHandler(logger utils.Logger, maxAckDelay time.Duration, ackThreshold int) *ReceivedPacketHandler {
 	return &ReceivedPacketHandler{
 		initialPackets:   newReceivedPacketTracker(),
 		handshakePackets: newReceivedPacketTracker(),
-		appDataPackets:   *newAppDataReceivedPacketTracker(logger, maxAckDelay),
+		appDataPackets:   *newAppDataReceivedPacketTracker(logger, maxAckDelay, ackThreshold),
 		lowest1RTTPacket: protocol.InvalidPacketNumber,
 	}
 }

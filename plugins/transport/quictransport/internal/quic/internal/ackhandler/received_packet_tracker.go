@@ -82,6 +82,11 @@ const MaxAckDelay = protocol.DefaultLocalMaxAckDelay
 // number of ack-eliciting packets received before sending an ACK
 const packetsBeforeAck = 2
 
+// ackDecimationAfter is the number of ack-eliciting packets received with
+// an ACK every packetsBeforeAck before a larger threshold applies (QUIVER
+// patch; Chromium's kMinReceivedBeforeAckDecimation).
+const ackDecimationAfter = 100
+
 // The appDataReceivedPacketTracker tracks packets received in the Application Data packet number space.
 // It waits until at least 2 packets were received before queueing an ACK, or until the max_ack_delay was reached.
 type appDataReceivedPacketTracker struct {
@@ -98,11 +103,15 @@ type appDataReceivedPacketTracker struct {
 	ackAlarm                                monotime.Time
 
 	maxAckDelay time.Duration // QUIVER patch: was the constant MaxAckDelay
+	// QUIVER patch: ackThreshold ack-eliciting packets queue an ACK (was
+	// packetsBeforeAck) once ackElicitingReceived reached ackDecimationAfter.
+	ackThreshold         int
+	ackElicitingReceived int
 
 	logger utils.Logger
 }
 
-func newAppDataReceivedPacketTracker(logger utils.Logger, maxAckDelay time.Duration) *appDataReceivedPacketTracker {
+func newAppDataReceivedPacketTracker(logger utils.Logger, maxAckDelay time.Duration, ackThreshold int) *appDataReceivedPacketTracker {
 	if maxAckDelay <= 0 {
 		maxAckDelay = MaxAckDelay
 	}
@@ -110,6 +119,7 @@ func newAppDataReceivedPacketTracker(logger utils.Logger, maxAckDelay time.Durat
 		receivedPacketTracker: *newReceivedPacketTracker(),
 		logger:                logger,
 		maxAckDelay:           maxAckDelay,
+		ackThreshold:          max(ackThreshold, packetsBeforeAck), // QUIVER patch
 	}
 	return h
 }
@@ -126,6 +136,9 @@ func (h *appDataReceivedPacketTracker) ReceivedPacket(pn protocol.PacketNumber, 
 		return nil
 	}
 	h.ackElicitingPacketsReceivedSinceLastAck++
+	if h.ackElicitingReceived < ackDecimationAfter {
+		h.ackElicitingReceived++ // QUIVER patch
+	}
 	isMissing := h.isMissing(pn)
 	if !h.ackQueued && h.shouldQueueACK(pn, ecn, isMissing) {
 		h.ackQueued = true
@@ -191,10 +204,15 @@ func (h *appDataReceivedPacketTracker) shouldQueueACK(pn protocol.PacketNumber, 
 		return true
 	}
 
-	// send an ACK every 2 ack-eliciting packets
-	if h.ackElicitingPacketsReceivedSinceLastAck >= packetsBeforeAck {
+	// send an ACK every 2 ack-eliciting packets (QUIVER patch: every
+	// ackThreshold once ackDecimationAfter arrived)
+	threshold := packetsBeforeAck
+	if h.ackElicitingReceived >= ackDecimationAfter {
+		threshold = h.ackThreshold
+	}
+	if h.ackElicitingPacketsReceivedSinceLastAck >= threshold {
 		if h.logger.Debug() {
-			h.logger.Debugf("\tQueueing ACK because packet %d packets were received after the last ACK (using initial threshold: %d).", h.ackElicitingPacketsReceivedSinceLastAck, packetsBeforeAck)
+			h.logger.Debugf("\tQueueing ACK because packet %d packets were received after the last ACK (using threshold: %d).", h.ackElicitingPacketsReceivedSinceLastAck, threshold)
 		}
 		return true
 	}
