@@ -439,6 +439,12 @@ func (b *bbrSender) OnCongestionEvent(pn protocol.PacketNumber, lostBytes protoc
 	if lostBytes == 0 {
 		return // an ECN CE mark: BBRv3's ECN response is left out
 	}
+	// The connection's loss counters are kept by its controller (as the
+	// cubic sender does), so ConnectionStats reports losses under BBR too.
+	if b.connStats != nil {
+		b.connStats.PacketsLost.Add(1)
+		b.connStats.BytesLost.Add(uint64(lostBytes))
+	}
 	b.inflightEvent(priorInFlight, lostBytes)
 	b.lost += lostBytes
 	b.lostInRound += lostBytes

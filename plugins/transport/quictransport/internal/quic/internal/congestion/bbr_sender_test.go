@@ -477,3 +477,25 @@ func TestBBRAgainstRenoOnRandomLoss(t *testing.T) {
 		t.Fatalf("bbr goodput %.0f B/s not twice reno's %.0f", gb, gr)
 	}
 }
+
+// TestBBRCountsLosses: the connection's loss counters, which quictransport's
+// Stats and the lab's packet tables read, count losses under BBR as under
+// reno (the lab reported 0 lost for every BBR cell before).
+func TestBBRCountsLosses(t *testing.T) {
+	clock := &simClock{now: monotime.Time(time.Hour)}
+	stats := &utils.ConnectionStats{}
+	b := newBBRSender(clock, utils.NewRTTStats(), stats, protocol.InitialPacketSize, nil, 1)
+	const size = protocol.InitialPacketSize
+	for pn := range protocol.PacketNumber(4) {
+		b.OnPacketSent(clock.now, size*protocol.ByteCount(pn+1), pn, size, true)
+	}
+	b.OnCongestionEvent(1, size, 4*size)
+	b.OnCongestionEvent(3, size, 3*size)
+	b.OnCongestionEvent(2, 0, 2*size) // an ECN mark loses nothing
+	if got := stats.PacketsLost.Load(); got != 2 {
+		t.Fatalf("PacketsLost = %d, want 2", got)
+	}
+	if got := stats.BytesLost.Load(); got != 2*uint64(size) {
+		t.Fatalf("BytesLost = %d, want %d", got, 2*size)
+	}
+}
