@@ -48,9 +48,53 @@ var errMirrorRetry = errors.New("broker: mirror: a concurrent copy of the messag
 var mirrorStates sync.Map // *Broker → *mirrorDedup
 
 type mirrorDedup struct {
-	mu     sync.Mutex
-	topics map[string]*dedupWindow
-	swept  time.Time
+	mu      sync.Mutex
+	topics  map[string]*dedupWindow
+	swept   time.Time
+	refused atomic.Int64 // copies answered with their first copy's position
+}
+
+// MirrorDedupStats are a broker's dedup windows (runtime info's
+// quiverMirrorDedup* keys).
+type MirrorDedupStats struct {
+	// Windows is the topics with a window; IDs the mirrored message ids
+	// they hold (each at most MirrorDedupWindow).
+	Windows, IDs int64
+	// Refused counts copies the broker did not store again, since it
+	// started.
+	Refused int64
+}
+
+// MirrorDedupStats reads the broker's dedup windows.
+func (b *Broker) MirrorDedupStats() MirrorDedupStats {
+	v, ok := mirrorStates.Load(b)
+	if !ok {
+		return MirrorDedupStats{}
+	}
+	d := v.(*mirrorDedup)
+	st := MirrorDedupStats{Refused: d.refused.Load()}
+	d.mu.Lock()
+	ws := make([]*dedupWindow, 0, len(d.topics))
+	for _, w := range d.topics {
+		ws = append(ws, w)
+	}
+	d.mu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		st.IDs += int64(len(w.ids))
+		w.mu.Unlock()
+		st.Windows++
+	}
+	return st
+}
+
+// mirrorFigures adds the dedup windows' figures to runtime info.
+func (b *Broker) mirrorFigures(t map[string]string) {
+	st := b.MirrorDedupStats()
+	t["quiverMirrorDedupWindows"] = strconv.FormatInt(st.Windows, 10)
+	t["quiverMirrorDedupIds"] = strconv.FormatInt(st.IDs, 10)
+	t["quiverMirrorDedupRefused"] = strconv.FormatInt(st.Refused, 10)
+	t["quiverMirrorDedupCapacity"] = strconv.Itoa(MirrorDedupWindow)
 }
 
 // mirrorIdle is how long a topic's window is kept without a mirrored
@@ -171,6 +215,7 @@ func (b *Broker) mirrorPut(ctx context.Context, msgs []*message.Ext, scratch []s
 		}
 		pos[dp.i] = dp.e.pos
 	}
+	d.refused.Add(int64(len(dups)))
 	return pos, true, nil
 }
 

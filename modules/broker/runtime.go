@@ -144,6 +144,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 	b.logFigures(t)
 	b.diskFigures(t)
 	b.scheduleFigures(t)
+	b.mirrorFigures(t) // mirror.go
 	if b.server != nil {
 		t["quiverConnectionsRefused"] = i(b.server.Refused())
 	}
