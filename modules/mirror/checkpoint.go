@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -23,13 +24,16 @@ type Snapshot struct {
 	Version int    `json:"version"`
 	Link    string `json:"link"`
 	// Time is when it was written (epoch ms).
-	Time          int64       `json:"time"`
-	SourceCluster string      `json:"sourceCluster,omitempty"`
-	TargetCluster string      `json:"targetCluster,omitempty"`
-	Mirrored      int64       `json:"mirrored"`
-	Queues        []QueueCkpt `json:"queues"`
-	Groups        []GroupCkpt `json:"groups,omitempty"`
-	Status        *LinkStatus `json:"status,omitempty"`
+	Time          int64  `json:"time"`
+	SourceCluster string `json:"sourceCluster,omitempty"`
+	TargetCluster string `json:"targetCluster,omitempty"`
+	Mirrored      int64  `json:"mirrored"`
+	// IntervalMs is the link's checkpoint_interval: a checkpoint much
+	// older than it is overdue (StateAt).
+	IntervalMs int64       `json:"intervalMs,omitempty"`
+	Queues     []QueueCkpt `json:"queues"`
+	Groups     []GroupCkpt `json:"groups,omitempty"`
+	Status     *LinkStatus `json:"status,omitempty"`
 }
 
 // QueueCkpt is one source queue's position.
@@ -43,6 +47,36 @@ type QueueCkpt struct {
 	DstBroker string `json:"dstBroker,omitempty"`
 	DstQueue  int    `json:"dstQueue"`
 	Pairs     []pair `json:"pairs,omitempty"`
+	// Gaps are ranges before Next not yet all in the target (catch_up
+	// newest_first), oldest first.
+	Gaps []Gap `json:"gaps,omitempty"`
+}
+
+// Lag is the messages of the queue the link had yet to write: from Next
+// to MaxOffset, and the gaps.
+func (q QueueCkpt) Lag() int64 { return max(0, q.MaxOffset-q.Next) + gapMessages(q.Gaps) }
+
+// Overdue is how old a checkpoint gets before its link counts as cut:
+// three checkpoint intervals, at least 5 s.
+func (s *Snapshot) Overdue() time.Duration {
+	return max(3*time.Duration(s.IntervalMs)*time.Millisecond, cutAfter)
+}
+
+// StateAt is the link's state as the target sees it at now: the state its
+// checkpoint recorded, or cut when the checkpoint is overdue (the link
+// cannot reach the target, or its process is gone) and the link was not
+// stopped.
+func (s *Snapshot) StateAt(now time.Time) string {
+	st := StateRunning
+	if s.Status != nil && s.Status.State != "" {
+		st = s.Status.State
+	} else if s.Status != nil && !s.Status.Up {
+		st = StateBackingOff
+	}
+	if st != StateStopped && now.Sub(time.UnixMilli(s.Time)) > s.Overdue() {
+		return StateCut
+	}
+	return st
 }
 
 // GroupCkpt is a translated offset written to the target.
@@ -69,7 +103,7 @@ func (p *pair) UnmarshalJSON(b []byte) error {
 
 // snapshot captures the link's state.
 func (l *link) snapshot() *Snapshot {
-	s := &Snapshot{Version: 1, Link: l.cfg.Name, Time: time.Now().UnixMilli(), Mirrored: l.mirrored.Load()}
+	s := &Snapshot{Version: 1, Link: l.cfg.Name, Time: time.Now().UnixMilli(), Mirrored: l.mirrored.Load(), IntervalMs: l.cfg.CheckpointInterval.Milliseconds()}
 	if p := l.sourceCluster.Load(); p != nil {
 		s.SourceCluster = *p
 	}
@@ -81,7 +115,8 @@ func (l *link) snapshot() *Snapshot {
 		q.mu.Lock()
 		if q.known {
 			s.Queues = append(s.Queues, QueueCkpt{Topic: q.src.Topic, Broker: q.src.BrokerName, Queue: q.src.QueueID, Next: q.next,
-				MaxOffset: q.maxOff, DstBroker: q.dst.BrokerName, DstQueue: q.dst.QueueID, Pairs: append([]pair(nil), q.pairs...)})
+				MaxOffset: q.maxOff, DstBroker: q.dst.BrokerName, DstQueue: q.dst.QueueID, Pairs: append([]pair(nil), q.pairs...),
+				Gaps: slices.Clone(q.gaps)})
 		}
 		q.mu.Unlock()
 	}
@@ -161,7 +196,7 @@ func (l *link) loadCheckpoint(ctx context.Context) error {
 	if s != nil {
 		for _, qc := range s.Queues {
 			src := client.MessageQueue{Topic: qc.Topic, BrokerName: qc.Broker, QueueID: qc.Queue}
-			q := &queueState{src: src, next: qc.Next, known: true, maxOff: qc.MaxOffset, pairs: qc.Pairs,
+			q := &queueState{src: src, next: qc.Next, known: true, maxOff: qc.MaxOffset, pairs: qc.Pairs, gaps: qc.Gaps,
 				dst: client.MessageQueue{Topic: qc.Topic, BrokerName: qc.DstBroker, QueueID: qc.DstQueue}, hasDst: qc.DstBroker != ""}
 			l.queues[src] = q
 		}
@@ -234,6 +269,9 @@ func (l *link) finalCheckpoint(ctx context.Context) error {
 	if !l.isLoaded() {
 		return nil
 	}
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
 	if err := l.writeCheckpoint(ctx); err != nil {
 		return wrap("link "+l.cfg.Name+": last checkpoint", err)
 	}

@@ -85,7 +85,21 @@ type Link struct {
 	// StartFrom is where a queue without a checkpoint starts: earliest
 	// (the default: everything the source still holds) or latest.
 	StartFrom string `koanf:"start_from"`
+	// CatchUp is the order a link with a backlog writes in: oldest_first
+	// (the default: each source queue in order) or newest_first: when a
+	// queue is more than catchUpGap batches behind, the link writes the
+	// live tail first and fills the gap behind it concurrently, with the
+	// live writes first in line for the rate limit. Ordered topics (the
+	// order flag, message.type FIFO, or orderTopicConf routes) ignore it
+	// and stay oldest first.
+	CatchUp string `koanf:"catch_up"`
 }
+
+// Catch-up orders (Link.CatchUp).
+const (
+	CatchUpOldestFirst = "oldest_first"
+	CatchUpNewestFirst = "newest_first"
+)
 
 // NewConfig returns the defaults (no links).
 func NewConfig() *Config { return &Config{} }
@@ -112,6 +126,9 @@ func LinkDefaults(l *Link) {
 	}
 	if l.Filter.Type == "" {
 		l.Filter.Type = "TAG"
+	}
+	if l.CatchUp == "" {
+		l.CatchUp = CatchUpOldestFirst
 	}
 }
 
@@ -192,6 +209,9 @@ func (c *Config) Validate() error {
 		}
 		if l.StartFrom != "earliest" && l.StartFrom != "latest" {
 			errs.Add(k+"start_from", "%q is neither earliest nor latest", l.StartFrom)
+		}
+		if l.CatchUp != CatchUpOldestFirst && l.CatchUp != CatchUpNewestFirst {
+			errs.Add(k+"catch_up", "%q is neither %s nor %s", l.CatchUp, CatchUpOldestFirst, CatchUpNewestFirst)
 		}
 	}
 	return errs.Err()

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/client"
+	"github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
@@ -174,11 +175,21 @@ func TestMirrorDedupReplay(t *testing.T) {
 	assert.Equal(t, int64(0), batch(true, ids[:5]...), "a replay is answered with the first copy's offset")
 	assert.Equal(t, int64(2), batch(true, ids[2:8]...), "a half-new batch")
 	require.Len(t, dst.readAll("replay"), 8)
+	dedup := func() (windows, ids, refused string) {
+		t.Helper()
+		ri, err := admin.New(cl).BrokerRuntimeInfo(ctx, dst.Broker)
+		require.NoError(t, err)
+		return ri["quiverMirrorDedupWindows"], ri["quiverMirrorDedupIds"], ri["quiverMirrorDedupRefused"]
+	}
+	w, n, r := dedup()
+	assert.Equal(t, []string{"1", "8", "8"}, []string{w, n, r}, "runtime info: one window of 8 ids, 5+3 copies refused")
 	dst.Stop()
 	dst.Start()
 	assert.Equal(t, int64(0), batch(true, ids...))
 	got := dst.readAll("replay")
 	require.Len(t, got, 10, "after a restart, only the two new ids are stored")
+	w, n, r = dedup()
+	assert.Equal(t, []string{"1", "10", "8"}, []string{w, n, r}, "runtime info after the restart: the rebuilt window and the new batch's 8 copies")
 	_, dup := lostAndDup(ids, got)
 	assert.Empty(t, dup)
 	batch(false, ids[0])

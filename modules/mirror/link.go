@@ -40,14 +40,29 @@ type link struct {
 	ckptAt  time.Time                           // last checkpoint written
 	groups  map[groupQueue]int64                // translated offsets written
 	lastErr string
+	stopped bool         // the link was stopped (its last checkpoint says so)
+	samples []rateSample // counters of the last seconds, for throughput
 
 	sides       [2]sideState // sideSource, sideTarget
 	reconnects  atomic.Int64
 	mirrored    atomic.Int64
 	loopSkipped atomic.Int64
 	perTopic    sync.Map // topic → *topicCounters
+	ordered     sync.Map // topic → bool: keeps oldest-first (newest_first only)
 	workers     sync.WaitGroup
 }
+
+// rateSample is the link's counters at one time (throughput is the
+// difference to the oldest sample of the last rateWindow).
+type rateSample struct {
+	at       time.Time
+	msgs     int64
+	bytes    int64
+	perTopic map[string]int64
+}
+
+// rateWindow is the period throughput is measured over.
+const rateWindow = 10 * time.Second
 
 type topicCounters struct{ msgs, bytes atomic.Int64 }
 
@@ -70,6 +85,29 @@ type queueState struct {
 	maxOff int64
 	lagTS  int64 // store time (ms) of the oldest message not yet mirrored, 0 if none
 	cancel context.CancelFunc
+	// gaps are source ranges behind next not yet all written (catch_up
+	// newest_first: the live tail went first), oldest first; filling says
+	// a goroutine is writing them, gapTS is the store time (ms) of the
+	// first message it pulled last.
+	gaps    []Gap
+	filling bool
+	gapTS   int64
+}
+
+// Gap is a source range [From, To) a newest-first link skipped to write
+// the live tail first, and writes behind it.
+type Gap struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// gapMessages is how many offsets the gaps still hold.
+func gapMessages(gs []Gap) int64 {
+	var n int64
+	for _, g := range gs {
+		n += max(0, g.To-g.From)
+	}
+	return n
 }
 
 // pair says that source offset Src was written at target offset Dst.
@@ -128,6 +166,9 @@ func newLink(cfg Link, dial client.DialFunc, log *slog.Logger) (*link, error) {
 	}
 	if cfg.RateLimit > 0 {
 		l.limiter = newBucket(cfg.RateLimit)
+	}
+	if cfg.CatchUp == "" {
+		l.cfg.CatchUp = CatchUpOldestFirst
 	}
 	if cfg.Target.Cluster != "" {
 		l.targetCluster.Store(&cfg.Target.Cluster)
@@ -226,8 +267,9 @@ const (
 var sideNames = [2]string{"source", "target"}
 
 type sideState struct {
-	seen atomic.Bool // an exchange worked once
-	down atomic.Bool
+	seen      atomic.Bool // an exchange worked once
+	down      atomic.Bool
+	downSince atomic.Int64 // unix ms of the failure that took it down
 }
 
 // sideError is an error of one end.
@@ -255,6 +297,7 @@ func (l *link) failed(op string, err error) {
 		side = se.side
 	}
 	if !l.sides[side].down.Swap(true) {
+		l.sides[side].downSince.Store(time.Now().UnixMilli())
 		l.log.Warn("mirror link down", "side", sideNames[side], "op", op, "err", err)
 	}
 	l.mu.Lock()
@@ -351,6 +394,9 @@ func (l *link) discoverTopic(ctx context.Context, topic string) error {
 	if len(srcQs) == 0 {
 		return nil
 	}
+	if l.cfg.CatchUp == CatchUpNewestFirst {
+		l.checkOrdered(ctx, topic, sr)
+	}
 	tr, err := l.targetRoute(ctx, topic, sr)
 	if err != nil {
 		return onSide(sideTarget, err)
@@ -397,6 +443,31 @@ func (l *link) discoverTopic(ctx context.Context, topic string) error {
 		q.mu.Unlock()
 	}
 	return nil
+}
+
+// checkOrdered records whether topic is ordered (the route's
+// orderTopicConf, the order flag or message.type FIFO of its config on a
+// source broker): an ordered topic, or one whose config cannot be read,
+// catches up oldest first whatever catch_up says.
+func (l *link) checkOrdered(ctx context.Context, topic string, sr *client.TopicRoute) {
+	ordered := true
+	switch {
+	case sr.Data != nil && sr.Data.OrderTopicConf != "":
+	case len(sr.Subscribe) > 0:
+		addr, ok := l.src.BrokerAddr(sr.Subscribe[0].BrokerName)
+		if !ok {
+			break
+		}
+		tc, err := admin.New(l.src).BrokerTopicConfig(ctx, addr, topic)
+		if err != nil {
+			l.log.Warn("mirror: topic config unreadable, catching up oldest first", "topic", topic, "err", err)
+			break
+		}
+		ordered = tc.Order || tc.Attributes[protocol.AttrMessageType] == protocol.MessageTypeFIFO
+	}
+	if old, seen := l.ordered.Swap(topic, ordered); (!seen || old.(bool) != ordered) && ordered {
+		l.log.Info("mirror: ordered topic catches up oldest first (catch_up newest_first ignored)", "topic", topic)
+	}
 }
 
 // targetRoute returns topic's route in the target, creating the topic
@@ -463,38 +534,106 @@ func (l *link) counters(topic string) *topicCounters {
 	return v.(*topicCounters)
 }
 
+// state is the link's state (LinkStatus.State) and the end that is
+// down, if one is.
+func (l *link) state(now time.Time) (state, down string) {
+	l.mu.Lock()
+	loaded, stopped := l.loaded, l.stopped
+	l.mu.Unlock()
+	if stopped {
+		return StateStopped, ""
+	}
+	if !loaded {
+		return StateStarting, ""
+	}
+	for i := range l.sides {
+		if l.sides[i].down.Load() {
+			if now.UnixMilli()-l.sides[i].downSince.Load() >= cutAfter.Milliseconds() {
+				return StateCut, sideNames[i]
+			}
+			return StateBackingOff, sideNames[i]
+		}
+	}
+	for i := range l.sides {
+		if !l.sides[i].seen.Load() {
+			return StateStarting, ""
+		}
+	}
+	return StateRunning, ""
+}
+
 func (l *link) status() LinkStatus {
+	now := time.Now()
 	st := LinkStatus{Name: l.cfg.Name, Source: strings.Join(l.cfg.Source.Namesrv, ","), Target: strings.Join(l.cfg.Target.Namesrv, ","),
-		Up: l.isUp(), Mirrored: l.mirrored.Load(), LoopSkipped: l.loopSkipped.Load(), Reconnects: l.reconnects.Load()}
+		Up: l.isUp(), Mirrored: l.mirrored.Load(), LoopSkipped: l.loopSkipped.Load(), Reconnects: l.reconnects.Load(), CatchUp: l.cfg.CatchUp}
+	st.State, st.Down = l.state(now)
+	perTopic := map[string]*topicCounters{}
+	var bytes int64
+	l.perTopic.Range(func(k, v any) bool {
+		tc := v.(*topicCounters)
+		perTopic[k.(string)] = tc
+		bytes += tc.bytes.Load()
+		return true
+	})
 	l.mu.Lock()
 	st.LastError = l.lastErr
 	if !l.ckptAt.IsZero() {
 		st.CheckpointAge = time.Since(l.ckptAt).Seconds()
+	}
+	base := l.sample(now, st.Mirrored, bytes, perTopic)
+	if dt := now.Sub(base.at).Seconds(); dt > 0 {
+		st.Rate = float64(st.Mirrored-base.msgs) / dt
+		st.ByteRate = float64(bytes-base.bytes) / dt
 	}
 	qs := make([]*queueState, 0, len(l.queues))
 	for _, q := range l.queues {
 		qs = append(qs, q)
 	}
 	l.mu.Unlock()
-	now := time.Now().UnixMilli()
+	nowMs := now.UnixMilli()
 	for _, q := range qs {
 		q.mu.Lock()
 		s := QueueStatus{Topic: q.src.Topic, Broker: q.src.BrokerName, Queue: q.src.QueueID, Next: q.next, MaxOffset: q.maxOff,
-			LagMessages: max(0, q.maxOff-q.next), TargetBroker: q.dst.BrokerName, TargetQueue: q.dst.QueueID}
-		if q.lagTS > 0 {
-			s.LagSeconds = float64(max(0, now-q.lagTS)) / 1000
+			LagMessages: max(0, q.maxOff-q.next) + gapMessages(q.gaps), GapMessages: gapMessages(q.gaps),
+			TargetBroker: q.dst.BrokerName, TargetQueue: q.dst.QueueID}
+		oldest := q.lagTS
+		if len(q.gaps) > 0 && q.gapTS > 0 && (oldest == 0 || q.gapTS < oldest) {
+			oldest = q.gapTS
+		}
+		if oldest > 0 {
+			s.LagSeconds = float64(max(0, nowMs-oldest)) / 1000
 		}
 		q.mu.Unlock()
 		st.Queues = append(st.Queues, s)
 	}
 	sortQueues(st.Queues)
-	l.perTopic.Range(func(k, v any) bool {
-		tc := v.(*topicCounters)
-		st.Topics = append(st.Topics, TopicStatus{Topic: k.(string), Messages: tc.msgs.Load(), Bytes: tc.bytes.Load()})
-		return true
-	})
+	for topic, tc := range perTopic {
+		ts := TopicStatus{Topic: topic, Messages: tc.msgs.Load(), Bytes: tc.bytes.Load()}
+		if dt := now.Sub(base.at).Seconds(); dt > 0 {
+			ts.Rate = float64(ts.Messages-base.perTopic[topic]) / dt
+		}
+		st.Topics = append(st.Topics, ts)
+	}
 	slices.SortFunc(st.Topics, func(a, b TopicStatus) int { return cmpStr(a.Topic, b.Topic) })
 	return st
+}
+
+// sample records the counters (at most one sample a second, those of the
+// last rateWindow kept) and returns the oldest sample to measure
+// throughput against. l.mu is held.
+func (l *link) sample(now time.Time, msgs, bytes int64, perTopic map[string]*topicCounters) rateSample {
+	if n := len(l.samples); n == 0 || now.Sub(l.samples[n-1].at) >= time.Second {
+		pt := make(map[string]int64, len(perTopic))
+		for k, tc := range perTopic {
+			pt[k] = tc.msgs.Load()
+		}
+		l.samples = append(l.samples, rateSample{at: now, msgs: msgs, bytes: bytes, perTopic: pt})
+	}
+	// Keep one sample at or before the window's start.
+	for len(l.samples) > 2 && now.Sub(l.samples[1].at) >= rateWindow {
+		l.samples = l.samples[1:]
+	}
+	return l.samples[0]
 }
 
 // backoff waits 100ms, doubling up to max_backoff, with jitter.
@@ -523,32 +662,57 @@ func (b *backoff) wait(ctx context.Context) bool {
 }
 
 // bucket is a token bucket of rate tokens per second, burst one second.
+// Live writes go first: a backfill (a newest-first link's gap) takes
+// tokens only while no live write waits for them.
 type bucket struct {
-	mu     sync.Mutex
-	rate   float64
-	tokens float64
-	last   time.Time
+	mu      sync.Mutex
+	rate    float64
+	tokens  float64
+	last    time.Time
+	waiting int // live writes waiting for tokens
 }
 
 func newBucket(rate int) *bucket {
 	return &bucket{rate: float64(rate), tokens: float64(rate), last: time.Now()}
 }
 
+// backfillPoll is how often a backfill waiting behind live writes looks
+// again.
+const backfillPoll = 5 * time.Millisecond
+
 // take waits until n tokens are there (n above the burst waits for the
-// burst); false when ctx ended.
-func (b *bucket) take(ctx context.Context, n int) bool {
+// burst); live says the write is the live tail's (else a backfill's, which
+// yields to waiting live writes); false when ctx ended.
+func (b *bucket) take(ctx context.Context, n int, live bool) bool {
 	need := min(float64(n), b.rate)
+	counted := false
+	defer func() {
+		if counted {
+			b.mu.Lock()
+			b.waiting--
+			b.mu.Unlock()
+		}
+	}()
 	for {
 		b.mu.Lock()
 		now := time.Now()
 		b.tokens = min(b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 		b.last = now
-		if b.tokens >= need {
+		var wait time.Duration
+		switch {
+		case !live && b.waiting > 0:
+			wait = backfillPoll
+		case b.tokens >= need:
 			b.tokens -= need
 			b.mu.Unlock()
 			return true
+		default:
+			if live && !counted {
+				b.waiting++
+				counted = true
+			}
+			wait = time.Duration((need - b.tokens) / b.rate * float64(time.Second))
 		}
-		wait := time.Duration((need - b.tokens) / b.rate * float64(time.Second))
 		b.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {

@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/quivermq/quiver/client"
 )
@@ -136,19 +137,49 @@ func (s *Service) Status() []LinkStatus {
 	return out
 }
 
+// Link states (LinkStatus.State).
+const (
+	// StateStarting: the checkpoint is being read, or an end has not
+	// answered yet.
+	StateStarting = "starting"
+	// StateRunning: both ends answered their last exchange.
+	StateRunning = "running"
+	// StateBackingOff: an end failed and the link retries with backoff
+	// (100ms doubling up to max_backoff), for less than cutAfter so far.
+	StateBackingOff = "backing off"
+	// StateCut: an end has been failing for cutAfter or longer; read
+	// from the target (Snapshot.StateAt), also a link whose checkpoint is
+	// overdue (it cannot reach the target, or its process died).
+	StateCut = "cut"
+	// StateStopped: the link was stopped (its last checkpoint says so).
+	StateStopped = "stopped"
+)
+
+// cutAfter is how long an end fails before the link counts as cut.
+const cutAfter = 5 * time.Second
+
 // LinkStatus is a link's state, as `mq admin mirror status` shows it.
 type LinkStatus struct {
-	Name          string        `json:"name"`
-	Source        string        `json:"source"`
-	Target        string        `json:"target"`
-	Up            bool          `json:"up"`
-	LastError     string        `json:"lastError,omitempty"`
-	Mirrored      int64         `json:"mirrored"`
-	LoopSkipped   int64         `json:"loopSkipped"`
-	Reconnects    int64         `json:"reconnects"`
-	CheckpointAge float64       `json:"checkpointAgeSeconds"`
-	Queues        []QueueStatus `json:"queues"`
-	Topics        []TopicStatus `json:"topics"`
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+	Up     bool   `json:"up"`
+	// State is one of the State constants; Down names the failing end
+	// (source or target) in backing off and cut.
+	State         string  `json:"state,omitempty"`
+	Down          string  `json:"down,omitempty"`
+	CatchUp       string  `json:"catchUp,omitempty"`
+	LastError     string  `json:"lastError,omitempty"`
+	Mirrored      int64   `json:"mirrored"`
+	LoopSkipped   int64   `json:"loopSkipped"`
+	Reconnects    int64   `json:"reconnects"`
+	CheckpointAge float64 `json:"checkpointAgeSeconds"`
+	// Rate and ByteRate are messages and body bytes written per second
+	// over the last 10 s.
+	Rate     float64       `json:"rate"`
+	ByteRate float64       `json:"byteRate"`
+	Queues   []QueueStatus `json:"queues"`
+	Topics   []TopicStatus `json:"topics"`
 }
 
 // TopicStatus is what a link wrote of one source topic.
@@ -156,16 +187,21 @@ type TopicStatus struct {
 	Topic    string `json:"topic"`
 	Messages int64  `json:"messages"`
 	Bytes    int64  `json:"bytes"`
+	// Rate is messages written per second over the last 10 s.
+	Rate float64 `json:"rate"`
 }
 
 // QueueStatus is one source queue of a link.
 type QueueStatus struct {
-	Topic        string  `json:"topic"`
-	Broker       string  `json:"broker"`
-	Queue        int     `json:"queue"`
-	Next         int64   `json:"next"`
-	MaxOffset    int64   `json:"maxOffset"`
+	Topic     string `json:"topic"`
+	Broker    string `json:"broker"`
+	Queue     int    `json:"queue"`
+	Next      int64  `json:"next"`
+	MaxOffset int64  `json:"maxOffset"`
+	// LagMessages is what the link has yet to write: the offsets from
+	// Next to MaxOffset and those of the gaps behind Next (GapMessages).
 	LagMessages  int64   `json:"lagMessages"`
+	GapMessages  int64   `json:"gapMessages,omitempty"`
 	LagSeconds   float64 `json:"lagSeconds"`
 	TargetBroker string  `json:"targetBroker"`
 	TargetQueue  int     `json:"targetQueue"`

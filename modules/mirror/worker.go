@@ -85,6 +85,9 @@ func (l *link) start(ctx context.Context, q *queueState) error {
 func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) error {
 	q.mu.Lock()
 	known, next, dst := q.known, q.next, q.dst
+	if len(q.gaps) > 0 && !q.filling {
+		l.startFill(ctx, q) // gaps read from the checkpoint
+	}
 	q.mu.Unlock()
 	if !known {
 		if err := l.start(ctx, q); err != nil {
@@ -132,6 +135,9 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 		q.mu.Unlock()
 		return nil
 	}
+	if l.jump(ctx, q, next, res.MaxOffset) {
+		return nil // the pulled batch is in the gap now
+	}
 	if len(res.Messages) > 0 {
 		q.mu.Lock()
 		q.lagTS = res.Messages[0].StoreTimestamp.UnixMilli()
@@ -150,7 +156,7 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 			bytes += len(items[end].Body)
 			end++
 		}
-		if l.limiter != nil && !l.limiter.take(ctx, end-start) {
+		if l.limiter != nil && !l.limiter.take(ctx, end-start, true) {
 			return ctx.Err()
 		}
 		off, err := l.write(ctx, dst, items[start:end])
@@ -316,4 +322,181 @@ func (l *link) write(ctx context.Context, dst client.MessageQueue, items []messa
 		return 0, fmt.Errorf("write to %s: bad queueOffset %q", dst, resp.Ext("queueOffset"))
 	}
 	return off, nil
+}
+
+// catchUpGap is how many batches a queue must be behind before a
+// newest-first link skips to the live tail; maxGaps bounds the gaps a
+// queue has open at once (at the bound the link catches up in order).
+const (
+	catchUpGap = 4
+	maxGaps    = 8
+)
+
+// newestFirst reports whether q's topic catches up newest first: the
+// link's catch_up, unless the topic is ordered (or not known yet not to
+// be: discoverTopic finds out).
+func (l *link) newestFirst(topic string) bool {
+	if l.cfg.CatchUp != CatchUpNewestFirst {
+		return false
+	}
+	v, ok := l.ordered.Load(topic)
+	return ok && !v.(bool)
+}
+
+// jump moves q's live position to the tail when q is more than
+// catchUpGap batches behind (catch_up newest_first): the offsets skipped
+// become a gap, written behind the live tail by the queue's filler. It
+// reports whether it jumped (the batch pulled at next is then the
+// filler's).
+func (l *link) jump(ctx context.Context, q *queueState, next, maxOff int64) bool {
+	if !l.newestFirst(q.src.Topic) || maxOff-next <= int64(catchUpGap*l.cfg.BatchSize) {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.next != next {
+		return false
+	}
+	to := maxOff - int64(l.cfg.BatchSize) // the newest batch goes with the live tail
+	switch n := len(q.gaps); {
+	case n > 0 && q.gaps[n-1].To == next:
+		q.gaps[n-1].To = to // nothing written since the last jump: one gap
+	case n >= maxGaps:
+		return false
+	default:
+		q.gaps = append(q.gaps, Gap{From: next, To: to})
+	}
+	q.next = to
+	l.log.Info("mirror: live tail first, the backlog behind it", "queue", q.src.String(), "gap", fmt.Sprintf("[%d,%d)", next, to))
+	if !q.filling {
+		l.startFill(ctx, q)
+	}
+	return true
+}
+
+// startFill starts q's filler; q.mu is held.
+func (l *link) startFill(ctx context.Context, q *queueState) {
+	q.filling = true
+	l.workers.Add(1)
+	go func() {
+		defer l.workers.Done()
+		l.fill(ctx, q)
+	}()
+}
+
+// fill writes q's gaps, oldest first, one batch at a time behind the live
+// tail (its rate-limit tokens go to live writes first), until none is
+// left or ctx ends.
+func (l *link) fill(ctx context.Context, q *queueState) {
+	defer func() {
+		q.mu.Lock()
+		q.filling = false
+		q.mu.Unlock()
+	}()
+	bo := l.backoff()
+	for ctx.Err() == nil {
+		q.mu.Lock()
+		if len(q.gaps) == 0 {
+			q.filling = false
+			q.gapTS = 0
+			q.mu.Unlock()
+			return
+		}
+		g, dst := q.gaps[0], q.dst
+		q.mu.Unlock()
+		if err := l.fillStep(ctx, q, g, dst); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			l.failed("fill the gap of "+q.src.String(), err)
+			if !bo.wait(ctx) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+	}
+}
+
+// fillStep writes one batch of gap g from its start and moves the gap's
+// start past it.
+func (l *link) fillStep(ctx context.Context, q *queueState, g Gap, dst client.MessageQueue) error {
+	pctx, cancel := context.WithTimeout(ctx, pollWait)
+	res, err := l.puller.Pull(pctx, q.src, l.sel, g.From, min(l.cfg.BatchSize, int(g.To-g.From)))
+	cancel()
+	if err != nil {
+		return onSide(sideSource, fmt.Errorf("pull: %w", err))
+	}
+	l.ok(sideSource)
+	next := res.NextBeginOffset
+	switch res.Status {
+	case consumer.NoNewMsg:
+		if next <= g.From {
+			return onSide(sideSource, fmt.Errorf("pull at %d of a gap to %d: nothing there", g.From, g.To))
+		}
+	case consumer.OffsetIllegal:
+		l.log.Warn("mirror: the source no longer holds the position (retention deleted what the link had not mirrored yet)",
+			"queue", q.src.String(), "position", g.From, "next", next)
+	}
+	var msgs []*client.MessageExt
+	for _, m := range res.Messages {
+		if m.QueueOffset < g.To {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) > 0 {
+		q.mu.Lock()
+		q.gapTS = msgs[0].StoreTimestamp.UnixMilli()
+		q.mu.Unlock()
+	}
+	items, offs := l.convert(msgs)
+	for start := 0; start < len(items); {
+		end, bytes := start, 0
+		for end < len(items) && (end == start || bytes+len(items[end].Body) <= int(l.cfg.BatchBytes)) {
+			bytes += len(items[end].Body)
+			end++
+		}
+		if l.limiter != nil && !l.limiter.take(ctx, end-start, false) {
+			return ctx.Err()
+		}
+		if _, err := l.write(ctx, dst, items[start:end]); err != nil {
+			return onSide(sideTarget, err)
+		}
+		l.ok(sideTarget)
+		l.advanceGap(q, g, offs[end-1]+1)
+		c := l.counters(q.src.Topic)
+		c.msgs.Add(int64(end - start))
+		c.bytes.Add(int64(bytes))
+		l.mirrored.Add(int64(end - start))
+		start = end
+	}
+	if len(msgs) > 0 {
+		next = max(next, msgs[len(msgs)-1].QueueOffset+1)
+	}
+	if next <= g.From {
+		return onSide(sideSource, fmt.Errorf("pull at %d of a gap to %d: %v, next %d", g.From, g.To, res.Status, next))
+	}
+	l.advanceGap(q, g, next)
+	return nil
+}
+
+// advanceGap moves the start of q's first gap (g, as the filler read it)
+// to from; a gap whose start reaches its end is closed.
+func (l *link) advanceGap(q *queueState, g Gap, from int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.gaps) == 0 { // the filler alone moves or closes the first gap
+		return
+	}
+	gp := &q.gaps[0]
+	if from > gp.From {
+		gp.From = min(from, gp.To)
+	}
+	if gp.From >= gp.To {
+		q.gaps = q.gaps[1:]
+		if len(q.gaps) == 0 {
+			q.gapTS = 0
+			l.log.Info("mirror: backlog behind the live tail written", "queue", q.src.String())
+		}
+	}
 }
