@@ -380,9 +380,10 @@ func (c *consoleServer) handler() http.Handler {
 	mux.HandleFunc("GET /api/topics/{topic}/groups", c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		return c.topicGroups(ctx, a, r.PathValue("topic"))
 	}))
-	c.groupRoutes(mux) // console_groups.go
-	c.traceRoutes(mux) // console_trace.go
-	c.acl2Routes(mux)  // console_acl2.go
+	c.groupRoutes(mux)  // console_groups.go
+	c.traceRoutes(mux)  // console_trace.go
+	c.acl2Routes(mux)   // console_acl2.go
+	c.mirrorRoutes(mux) // console_mirror.go
 	return c.guard(mux)
 }
 

@@ -2,7 +2,7 @@
 // The Quiver console page. Routes: /overview (the start page), /cluster,
 // /topics, /topics/<name>, /groups, /groups/<group>,
 // /producers[/<group>] (or ?group=), /messages[/<id>], /dlq[/<group>],
-// /trace[/<msgId>], /offsets, /config, /acl. Actions send the session's
+// /trace[/<msgId>], /mirror, /offsets, /config, /acl. Actions send the session's
 // CSRF token and ask for confirmation where they destroy or move data.
 let info = {admin: false, auth: "", user: ""};
 let csrf = "";
@@ -125,6 +125,22 @@ const pages = {
     table($("overview-groups"), ["Group", "Lag", "Consume TPS"], ov.groupsLag.map(g => [link("/groups/" + enc(g.group), g.group), g.lag, tps(g.consumeTps)]));
     chart($("chart-brokers"), lines(ov.brokerTrend));
     chart($("chart-topics"), lines(ov.topicTrend));
+  },
+  async mirror() {
+    const m = await api("/api/mirror");
+    const age = s => s < 60 ? s.toFixed(1) + " s ago" : Math.round(s / 60) + " min ago";
+    const state = l => l.state + (l.down ? " (" + l.down + ")" : "");
+    table($("mirror-links"), ["Link", "Source", "Target", "State", "Catch-up", "Mirrored", "Lag", "Rate (msg/s)", "Rate (KiB/s)", "Last checkpoint", "Reconnects", "Last error"],
+      m.links.map(l => [l.link, (l.sourceCluster || "?") + (l.source ? " · " + l.source : ""), (l.targetCluster || "?") + (l.target ? " · " + l.target : ""),
+        state(l), l.catchUp || "oldest_first", l.mirrored, l.lagMessages, tps(l.rate), tps(l.byteRate / 1024), fmt(l.checkpointTime) + " (" + age(l.checkpointAgeSeconds) + ")",
+        l.reconnects, l.lastError || ""]));
+    table($("mirror-topics"), ["Link", "Topic", "Messages", "Bytes", "Rate (msg/s)"],
+      m.links.flatMap(l => (l.topics || []).map(t => [l.link, link("/topics/" + enc(t.topic), t.topic), t.messages, t.bytes, tps(t.rate)])));
+    table($("mirror-queues"), ["Link", "Topic", "Broker", "Queue", "Position", "Max offset", "Lag", "Gap behind", "Target queue"],
+      m.links.flatMap(l => (l.queues || []).map(q => [l.link, q.topic, q.broker, q.queue, q.next, q.maxOffset, q.lag,
+        (q.gaps || []).reduce((n, g) => n + g.to - g.from, 0), q.dstBroker + ":" + q.dstQueue])));
+    table($("mirror-dedup"), ["Broker", "Address", "Topics", "Ids held", "Capacity per topic", "Copies refused"],
+      m.dedup.map(d => [d.broker, d.addr, d.windows, d.ids, d.capacity, d.refused]));
   },
   async cluster() {
     const bs = await api("/api/cluster");
@@ -507,4 +523,4 @@ document.addEventListener("click", e => {
 });
 window.onpopstate = route;
 api("/api/session").then(i => { setInfo(i); route(); }).catch(show);
-setInterval(() => { const c = current(); if (document.querySelector("section.on") && ["overview", "cluster", "groups"].includes(c.page)) pages[c.page](c.arg, new URLSearchParams(location.search)).catch(show); }, 10000);
+setInterval(() => { const c = current(); if (document.querySelector("section.on") && ["overview", "cluster", "groups", "mirror"].includes(c.page)) pages[c.page](c.arg, new URLSearchParams(location.search)).catch(show); }, 10000);
