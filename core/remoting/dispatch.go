@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/e2etrace"
 )
 
 // dispatch decodes a received frame and completes the call it answers or
@@ -19,6 +20,7 @@ import (
 // MaxInFlight handlers run. It may run on several goroutines at once
 // (transport.FrameDeliverer).
 func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
+	read := e2etrace.Now() // 0 unless built with -tags e2etrace
 	cmd, err := DecodeFor(frame, p.handler)
 	if err != nil {
 		var he *HeaderShapeError
@@ -35,6 +37,9 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 	if cmd.IsResponse() {
 		p.complete(cmd)
 		return nil
+	}
+	if e2etrace.On {
+		e2etrace.FrameRead(read, p.ID, cmd.Code, cmd.Opaque)
 	}
 	onReader := !inline && p.runsInline(cmd)
 	select {

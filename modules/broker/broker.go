@@ -21,6 +21,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/e2etrace"
 )
 
 // Deps are the broker's collaborators.
@@ -235,6 +236,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.log.Info("broker listening", "addr", ln.Addr())
 	}
 	b.started = true
+	e2etrace.Start(b.log) // a tracing build only: internal/e2etrace
 	b.loop(b.cfg.ScanInterval, func() { b.notifyChanged(b.ctx, b.clients.expire(b.current().ClientExpiry)) })
 	b.loop(b.cfg.OffsetFlushInterval, func() {
 		if err := b.offsets.flush(); err != nil {
@@ -305,6 +307,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 	}
 	b.nsrv.Close()
 	b.wg.Wait()
+	e2etrace.Stop() // the last window's dump, in a tracing build
 	if err := b.offsets.flush(); err != nil {
 		errs = append(errs, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/internal/e2etrace"
 )
 
 // Pull sysFlag bits.
@@ -71,6 +72,9 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
 	pr.peer, pr.b = p, b
+	if e2etrace.On {
+		e2etrace.Pull(p.ID, req.Opaque, pr.topic, pr.queueID, pr.offset)
+	}
 	gc, err := b.groups.getOrCreate(pr.group)
 	if err != nil {
 		return remoting.Errorf(req, remoting.SystemError, err.Error())
@@ -194,6 +198,9 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 		if wait > 0 {
 			putReadResult(res)
 			pr.deadline = time.Now().Add(wait)
+			if e2etrace.On && pr.peer != nil {
+				e2etrace.Held(pr.peer.ID, pr.req.Opaque, pr.topic, pr.queueID, pr.offset)
+			}
 			b.holds.hold(pr)
 			b.commitAfterPull(pr)
 			return nil
@@ -219,6 +226,9 @@ func (b *Broker) pull(ctx context.Context, pr *pullRequest, allowSuspend bool) *
 				putReadResult(res)
 				b.holds.notify(pr.topic, prioBlockedQueue, math.MaxInt64) // priority.go
 			}
+		}
+		if e2etrace.On && pr.peer != nil {
+			resp.Sent = e2etrace.Written(resp.Sent, pr.peer.ID, pr.req.Opaque, pr.topic, pr.queueID, pr.offset, res.NextOffset, len(res.Records))
 		}
 	} else {
 		putReadResult(res)
@@ -326,6 +336,9 @@ func (h *holdTable) notify(topic string, queue int32, max int64) {
 	keep := list[:0]
 	for _, pr := range list {
 		if pr.offset < max {
+			if e2etrace.On && pr.peer != nil {
+				e2etrace.Found(pr.peer.ID, pr.req.Opaque, topic, queue, pr.offset, max)
+			}
 			h.answer(pr)
 		} else {
 			keep = append(keep, pr)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/internal/e2etrace"
 )
 
 // PutHook may rewrite a message before it is stored: a scheduler moves a
@@ -91,6 +92,11 @@ func (b *Broker) put(ctx context.Context, msgs []*message.Ext, scratch []store.M
 		m.CommitLogOffset = pos[i].CommitLogOffset
 		m.StoreTimestamp = pos[i].StoreTimestamp
 		m.StoreSize = pos[i].Size
+	}
+	if e2etrace.On {
+		for i, m := range msgs {
+			e2etrace.Stored(m.Topic, m.QueueID, pos[i].QueueOffset)
+		}
 	}
 	last := len(msgs) - 1
 	for i, m := range msgs {

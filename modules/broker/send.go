@@ -17,6 +17,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/e2etrace"
 )
 
 // sendAlloc is what one SEND_MESSAGE stores, allocated at once: the
@@ -147,6 +148,9 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 	b.gate.storeWrite()
 	pos, err := b.put(ctx, sa.msgs[:], sa.batch[:])
 	b.gate.storeWritten()
+	if e2etrace.On && err == nil && p != nil {
+		e2etrace.SendDone(p.ID, req.Opaque, m.Topic, m.QueueID, pos[0].QueueOffset, 1)
+	}
 	var tid string
 	if m.SysFlag&message.TransactionMask == message.TransactionPrepared {
 		tid = props[message.PropertyUniqKey]
@@ -210,6 +214,9 @@ func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *rem
 	b.gate.storeWrite()
 	pos, err := b.Put(ctx, msgs)
 	b.gate.storeWritten()
+	if e2etrace.On && err == nil && p != nil {
+		e2etrace.SendDone(p.ID, req.Opaque, msgs[0].Topic, msgs[0].QueueID, pos[0].QueueOffset, len(pos))
+	}
 	return b.sendAnswer(ctx, req, h.queueID, pos, err, "")
 }
 
