@@ -32,72 +32,6 @@ const (
 	compatGRPCBegin = "<!-- BEGIN GENERATED 5.x RPC table by TestCompatibilityDoc (go test ./cmd/mq -run TestCompatibilityDoc -update); do not edit by hand -->"
 )
 
-// javaRole is who serves a request code in RocketMQ 4.9.x (the name
-// server's DefaultRequestProcessor, the broker's processors, the client's
-// ClientRemotingProcessor), or, for Quiver's own codes, which Quiver
-// process is meant to.
-type javaRole string
-
-const (
-	javaNamesrv   javaRole = "name server"
-	javaBroker    javaRole = "broker"
-	javaClient    javaRole = "client"
-	javaBrokerCli javaRole = "broker → client" // the broker forwards it to a client
-	javaNone      javaRole = "none"
-)
-
-// javaServedBy lists the codes a 4.9 broker does not serve; every other
-// Java code is a broker code.
-var javaServedBy = map[int32]javaRole{
-	remoting.PutKVConfig: javaNamesrv, remoting.GetKVConfig: javaNamesrv, remoting.DeleteKVConfig: javaNamesrv,
-	remoting.QueryDataVersion: javaNamesrv, remoting.RegisterBroker: javaNamesrv, remoting.UnregisterBroker: javaNamesrv,
-	remoting.GetRouteInfoByTopic: javaNamesrv, remoting.GetBrokerClusterInfo: javaNamesrv,
-	remoting.WipeWritePermOfBroker: javaNamesrv, remoting.AddWritePermOfBroker: javaNamesrv,
-	remoting.GetAllTopicListFromNameServer: javaNamesrv, remoting.DeleteTopicInNamesrv: javaNamesrv,
-	remoting.GetKVListByNamespace: javaNamesrv, remoting.GetTopicsByCluster: javaNamesrv,
-	remoting.GetSystemTopicListFromNS: javaNamesrv, remoting.GetUnitTopicList: javaNamesrv,
-	remoting.GetHasUnitSubTopicList: javaNamesrv, remoting.GetHasUnitSubUnunitTopicList: javaNamesrv,
-	remoting.UpdateNamesrvConfig: javaNamesrv, remoting.GetNamesrvConfig: javaNamesrv,
-
-	remoting.CheckTransactionState: javaClient, remoting.NotifyConsumerIDsChanged: javaClient,
-	remoting.ResetConsumerClientOffset: javaClient, remoting.GetConsumerStatusFromClient: javaClient,
-	remoting.PushReplyMessageToClient: javaClient,
-	remoting.GetConsumerRunningInfo:   javaBrokerCli, remoting.ConsumeMessageDirectly: javaBrokerCli,
-
-	// Declared in RequestCode, served by no 4.9 process.
-	remoting.QueryBrokerOffset: javaNone, remoting.GetTopicConfigList: javaNone, remoting.GetTopicNameList: javaNone,
-	remoting.TriggerDeleteFiles: javaNone, remoting.RegisterMessageFilterClass: javaNone,
-	remoting.SuspendConsumer: javaNone, remoting.ResumeConsumer: javaNone,
-	remoting.ResetConsumerOffsetInConsumer: javaNone, remoting.ResetConsumerOffsetInBroker: javaNone,
-	remoting.AdjustConsumerThreadPool: javaNone, remoting.WhoConsumeTheMessage: javaNone,
-
-	// Quiver's own codes, by the process meant to serve them.
-	remoting.ResendDLQ: javaBroker, remoting.HAPull: javaBroker, remoting.ControllerHeartbeat: javaNamesrv,
-	remoting.RecallMessage:          javaBroker,  // RocketMQ 5.3's, listed with Quiver's codes
-	remoting.RegisterTopicInNamesrv: javaNamesrv, // RocketMQ 5's, listed with Quiver's codes
-	remoting.GetTopicConfig:         javaBroker,  // RocketMQ 5's, listed with Quiver's codes
-	// RocketMQ 5.3's ACL 2.0 administration, listed with Quiver's codes.
-	remoting.AuthCreateUser: javaBroker, remoting.AuthUpdateUser: javaBroker, remoting.AuthDeleteUser: javaBroker,
-	remoting.AuthGetUser: javaBroker, remoting.AuthListUser: javaBroker, remoting.AuthCreateACL: javaBroker,
-	remoting.AuthUpdateACL: javaBroker, remoting.AuthDeleteACL: javaBroker, remoting.AuthGetACL: javaBroker,
-	remoting.AuthListACL: javaBroker,
-}
-
-// notServedReason says why a code Java serves in a role is not registered
-// there in Quiver (with the default configuration of mq dev).
-var notServedReason = map[int32]string{
-	remoting.ControllerHeartbeat:  "served only with namesrv.controller.enabled: true",
-	remoting.RegisterFilterServer: "filter servers (class filters) are not supported; use SQL92 or TAG subscriptions",
-	remoting.AuthCreateUser:       acl2Served, remoting.AuthUpdateUser: acl2Served, remoting.AuthDeleteUser: acl2Served,
-	remoting.AuthGetUser: acl2Served, remoting.AuthListUser: acl2Served, remoting.AuthCreateACL: acl2Served,
-	remoting.AuthUpdateACL: acl2Served, remoting.AuthDeleteACL: acl2Served, remoting.AuthGetACL: acl2Served,
-	remoting.AuthListACL: acl2Served,
-}
-
-// acl2Served: the AUTH_* codes are answered by the ACL 2.0 plugin in the
-// guard, before the router, when auth.acl2.enabled.
-const acl2Served = "answered by ACL 2.0 when auth.acl2.enabled (plugins/auth/acl/acl2)"
-
 // answeredEmpty lists, per process, registered codes whose handler
 // answers success with nothing (an empty list or table, or no work done)
 // because Quiver keeps no such data, with why.
@@ -124,7 +58,7 @@ var refusedByHandler = map[string]map[int32]string{
 const aclOff = "ACL is off (the default), implemented with auth.acl.enabled: true"
 
 // servedCodes starts the name server and the broker in process as `mq
-// dev` composes them (appOptions: server.Options plus mq's plugins) on
+// dev` composes them (spec: server.Spec plus mq's plugins) on
 // loopback ports and returns the codes each router registered.
 func servedCodes(t *testing.T) (ns, br map[int32]bool) {
 	t.Helper()
@@ -133,11 +67,11 @@ func servedCodes(t *testing.T) (ns, br map[int32]bool) {
 		"broker.advertise=127.0.0.1:10911", "storage.dir=" + t.TempDir(), "storage.commitlog.segment_size=4MiB",
 		"console.listen=", "metrics.listen=", "log.level=error",
 	}}
-	cfg, err := loadConfig(g, roleDev)
+	plan, err := planConfig(g, roleDev)
 	require.NoError(t, err)
 	var nsrv *namesrv.Server
 	var b *broker.Broker
-	app := fxtest.New(t, appOptions(cfg, roleDev), fx.NopLogger, fx.Populate(&nsrv, &b))
+	app := fxtest.New(t, plan.Options(), fx.NopLogger, fx.Populate(&nsrv, &b))
 	app.RequireStart()
 	defer app.RequireStop()
 	set := func(codes []int32) map[int32]bool {
@@ -151,7 +85,7 @@ func servedCodes(t *testing.T) (ns, br map[int32]bool) {
 	// REQUEST_CODE_NOT_SUPPORTED.
 	for _, r := range []*remoting.Router{nsrv.Router(), b.Router()} {
 		reg := set(r.Codes())
-		for _, c := range append(append([]remoting.CodeName{}, remoting.JavaRequestCodes...), remoting.QuiverRequestCodes...) {
+		for _, c := range remoting.Codes() {
 			if !reg[c.Code] {
 				resp := r.Handle(context.Background(), nil, remoting.NewRequest(c.Code, map[string]string{}, nil))
 				require.NotNil(t, resp, c.Name)
@@ -173,22 +107,18 @@ func compatStatus(process string, code int32, registered bool) string {
 		}
 		return "implemented"
 	}
-	home := javaServedBy[code]
-	if home == "" {
-		home = javaBroker
-	}
-	switch {
-	case home == javaClient:
+	c, _ := remoting.Code(code)
+	switch home := c.ServedBy; {
+	case home == remoting.RoleClient:
 		return "refused: sent by brokers to clients"
-	case home == javaNone:
+	case home == remoting.RoleNone:
 		return "refused: no RocketMQ 4.9 process serves it"
-	case process == "namesrv" && home != javaNamesrv:
+	case process == "namesrv" && home != remoting.RoleNamesrv:
 		return "refused: a broker request"
-	case process == "broker" && home == javaNamesrv:
+	case process == "broker" && home == remoting.RoleNamesrv:
 		return "refused: a name-server request"
-	}
-	if r, ok := notServedReason[code]; ok {
-		return "refused: " + r
+	case c.Note != "":
+		return "refused: " + c.Note
 	}
 	return "refused: not implemented yet"
 }
@@ -198,7 +128,7 @@ func compatTable(ns, br map[int32]bool) string {
 	var b strings.Builder
 	type tally struct{ impl, empty, refused int }
 	var counts [2]tally
-	row := func(c remoting.CodeName, java string) {
+	row := func(c remoting.CodeInfo) {
 		cells := [2]string{compatStatus("namesrv", c.Code, ns[c.Code]), compatStatus("broker", c.Code, br[c.Code])}
 		for i, s := range cells {
 			switch {
@@ -210,21 +140,20 @@ func compatTable(ns, br map[int32]bool) string {
 				counts[i].refused++
 			}
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", c.Code, c.Name, java, cells[0], cells[1])
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", c.Code, c.Name, c.ServedBy, cells[0], cells[1])
 	}
 	b.WriteString("### RocketMQ 4.9.x request codes\n\n")
 	b.WriteString("| Code | Name | Served in Java 4.9 by | Quiver name server | Quiver broker |\n|---:|---|---|---|---|\n")
-	for _, c := range remoting.JavaRequestCodes {
-		home := javaServedBy[c.Code]
-		if home == "" {
-			home = javaBroker
+	for i, java := range []bool{true, false} {
+		if i == 1 {
+			b.WriteString("\n### Quiver's own request codes\n\n")
+			b.WriteString("| Code | Name | Meant for | Quiver name server | Quiver broker |\n|---:|---|---|---|---|\n")
 		}
-		row(c, string(home))
-	}
-	b.WriteString("\n### Quiver's own request codes\n\n")
-	b.WriteString("| Code | Name | Meant for | Quiver name server | Quiver broker |\n|---:|---|---|---|---|\n")
-	for _, c := range remoting.QuiverRequestCodes {
-		row(c, string(javaServedBy[c.Code]))
+		for _, c := range remoting.Codes() {
+			if (c.From == remoting.Java49) == java {
+				row(c)
+			}
+		}
 	}
 	fmt.Fprintf(&b, "\nTotals over both tables: name server %d implemented, %d answered-empty, %d refused; broker %d implemented, %d answered-empty, %d refused.\n",
 		counts[0].impl, counts[0].empty, counts[0].refused, counts[1].impl, counts[1].empty, counts[1].refused)
@@ -297,13 +226,12 @@ func TestCompatibilityDoc(t *testing.T) {
 			require.True(t, m[c], "refusedByHandler[%q] lists %s, which is not registered: drop it", process, remoting.RequestCodeName(c))
 		}
 	}
-	known := map[int32]bool{}
-	for _, c := range append(append([]remoting.CodeName{}, remoting.JavaRequestCodes...), remoting.QuiverRequestCodes...) {
-		known[c.Code] = true
-	}
+	// A handler registered for a code without a row in the request-code
+	// table (core/remoting codeRows) fails here.
 	for _, m := range []map[int32]bool{ns, br} {
 		for c := range m {
-			require.True(t, known[c], "code %d is registered but missing from remoting.JavaRequestCodes/QuiverRequestCodes", c)
+			_, ok := remoting.Code(c)
+			require.True(t, ok, "code %d is registered but has no row in core/remoting's request-code table (codeRows)", c)
 		}
 	}
 	old, err := os.ReadFile(compatDocPath)

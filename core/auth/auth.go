@@ -10,17 +10,18 @@
 // (core/kernel/guard.go) checks every request before its handler runs:
 //
 //   - By default it calls Authenticate, then Authorize for what the
-//     request code needs (core/kernel/guard_needs.go): auth.Pub on the
-//     topic of a send; auth.Sub on the topic and on the group (as
-//     %RETRY%<group>, IsGroup set) of a pull or an offset query or
-//     update; auth.Sub on the topic of the offset and message queries and
-//     on the group of CONSUMER_SEND_MSG_BACK and GET_CONSUMER_LIST_BY_GROUP;
-//     nothing more than a valid sender for HEART_BEAT, UNREGISTER_CLIENT,
-//     (UN)LOCK_BATCH_MQ, GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CLUSTER_INFO;
-//     a cluster member (Principal.Cluster or Trusted) for REGISTER_BROKER,
-//     UNREGISTER_BROKER and QUERY_DATA_VERSION; and auth.Admin (on the zero
-//     Resource) for every other code, so that a code the table does not
-//     know is closed rather than open.
+//     request code's row of the request-code table (core/remoting's
+//     codeRows, read by core/kernel/guard_needs.go) needs: the row's
+//     action (auth.Pub, auth.Sub or auth.Any) on each topic and group
+//     (as %RETRY%<group>, IsGroup set) a header or a stored message
+//     names; nothing more than a valid sender for public rows and for
+//     names in a body (HEART_BEAT, (UN)LOCK_BATCH_MQ); a cluster member
+//     (Principal.Cluster or Trusted) for cluster rows (REGISTER_BROKER,
+//     HA_PULL, ...), a cluster member or auth.Admin for what a slave
+//     copies from its master, and auth.Admin (on the zero Resource) for
+//     the other rows. Codes clients serve, and codes without a row, are
+//     refused, so that a code the table does not know is closed rather
+//     than open.
 //   - An Authenticator that also implements Checker decides by its own
 //     table instead (RocketMQ's ACL knows which resources every code and
 //     body names): the guard calls Check and nothing else.

@@ -8,89 +8,55 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 )
 
-// need is one authorization the guard asks a plugin's auth.Authorizer
-// for: the action on the resource named by an extFields key (empty key:
-// no resource, for auth.Admin).
-type need struct {
-	key     string
-	altKey  string // SEND_MESSAGE_V2's short name for the same field
-	isGroup bool
-	act     auth.Action
-}
-
-// declaredNeeds is what a request code needs from a plugin that offers
-// only the declared auth.Authenticator and auth.Authorizer (see
-// "Authorization by the guard" in package core/auth). A code listed with
-// no needs takes an authenticated sender only; a code that is not listed
-// needs auth.Admin; the cluster codes need a cluster member.
-var declaredNeeds = map[int32][]need{
-	remoting.SendMessage:             {{key: "topic", altKey: "b", act: auth.Pub}},
-	remoting.SendMessageV2:           {{key: "topic", altKey: "b", act: auth.Pub}},
-	remoting.SendBatchMessage:        {{key: "topic", altKey: "b", act: auth.Pub}},
-	remoting.SendReplyMessage:        {{key: "topic", altKey: "b", act: auth.Pub}},
-	remoting.SendReplyMessageV2:      {{key: "topic", altKey: "b", act: auth.Pub}},
-	remoting.RecallMessage:           {{key: "topic", act: auth.Pub}},
-	remoting.PullMessage:             {{key: "topic", act: auth.Sub}, {key: "consumerGroup", isGroup: true, act: auth.Sub}},
-	remoting.QueryConsumerOffset:     {{key: "topic", act: auth.Sub}, {key: "consumerGroup", isGroup: true, act: auth.Sub}},
-	remoting.UpdateConsumerOffset:    {{key: "topic", act: auth.Sub}, {key: "consumerGroup", isGroup: true, act: auth.Sub}},
-	remoting.QueryMessage:            {{key: "topic", act: auth.Sub}},
-	remoting.SearchOffsetByTimestamp: {{key: "topic", act: auth.Sub}},
-	remoting.GetMaxOffset:            {{key: "topic", act: auth.Sub}},
-	remoting.GetMinOffset:            {{key: "topic", act: auth.Sub}},
-	remoting.GetEarliestMsgStoreTime: {{key: "topic", act: auth.Sub}},
-	remoting.GetTopicConfig:          {{key: "topic", act: auth.Any}},
-	remoting.GetConsumerListByGroup:  {{key: "consumerGroup", isGroup: true, act: auth.Sub}},
-	remoting.ConsumerSendMsgBack:     {{key: "group", isGroup: true, act: auth.Sub}},
-	remoting.HeartBeat:               {},
-	remoting.UnregisterClient:        {},
-	remoting.LockBatchMQ:             {},
-	remoting.UnlockBatchMQ:           {},
-	remoting.GetRouteInfoByTopic:     {},
-	remoting.GetBrokerClusterInfo:    {},
-}
-
-// clusterCodes need a cluster member (auth.Principal.Cluster or Trusted)
-// from a plugin without auth.Checker.
-var clusterCodes = map[int32]bool{
-	remoting.RegisterBroker:   true,
-	remoting.UnregisterBroker: true,
-	remoting.QueryDataVersion: true,
-}
-
 // authorizeDeclared decides req for a plugin that offers only the declared
-// interfaces: Authenticate, then Authorize on what the code needs. The
-// error wraps auth.ErrUnauthenticated or auth.ErrDenied.
+// interfaces: Authenticate, then Authorize what the code's row of the
+// request-code table (core/remoting) needs. A resources row asks for its
+// action on each topic and group (as %RETRY%<group>, IsGroup set) named
+// in a header or by a stored message; names in a body (a heartbeat's
+// subscriptions, a lock's queues) are left to plugins with their own
+// table (auth.Checker). Cluster rows need a cluster member, admin-or-
+// cluster rows one or auth.Admin, admin and listed rows auth.Admin on the
+// zero Resource; client-served codes and codes without a row are refused.
+// The error wraps auth.ErrUnauthenticated or auth.ErrDenied.
 func authorizeDeclared(ctx context.Context, an auth.Authenticator, az auth.Authorizer, req auth.Request) error {
 	p, err := an.Authenticate(ctx, req)
 	if err != nil {
 		return err
 	}
-	if clusterCodes[req.Code] {
-		if p.Cluster || p.Trusted {
+	c, ok := remoting.Code(req.Code)
+	if !ok || c.Auth.Kind == remoting.AuthRefused {
+		return fmt.Errorf("%w: request code %d (%s) is not served here", auth.ErrDenied, req.Code, remoting.RequestCodeName(req.Code))
+	}
+	member := p.Cluster || p.Trusted
+	switch c.Auth.Kind {
+	case remoting.AuthPublic:
+		return nil
+	case remoting.AuthCluster:
+		if member {
 			return nil
 		}
-		return fmt.Errorf("%w: request code %d (%s) is for cluster members", auth.ErrDenied, req.Code, remoting.RequestCodeName(req.Code))
+		return fmt.Errorf("%w: request code %d (%s) is for cluster members", auth.ErrDenied, req.Code, c.Name)
+	case remoting.AuthAdminOrCluster:
+		if member {
+			return nil
+		}
+	case remoting.AuthResources:
+		named, err := c.Auth.Names(ctx, req, true)
+		if err != nil {
+			return fmt.Errorf("%w: request code %d (%s): %v", auth.ErrDenied, req.Code, c.Name, err)
+		}
+		for _, n := range named {
+			res := auth.Resource{Name: n.Name, IsGroup: n.Source.Group}
+			if res.IsGroup {
+				res.Name = "%RETRY%" + res.Name
+			}
+			if err := az.Authorize(ctx, p, res, n.Source.Perm); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	needs, listed := declaredNeeds[req.Code]
-	if !listed {
-		return az.Authorize(ctx, p, auth.Resource{}, auth.Admin)
-	}
-	for _, n := range needs {
-		name := req.ExtFields[n.key]
-		if name == "" && n.altKey != "" {
-			name = req.ExtFields[n.altKey]
-		}
-		if name == "" {
-			return fmt.Errorf("%w: request code %d (%s) names no %s", auth.ErrDenied, req.Code, remoting.RequestCodeName(req.Code), n.key)
-		}
-		if n.isGroup {
-			name = "%RETRY%" + name
-		}
-		if err := az.Authorize(ctx, p, auth.Resource{Name: name, IsGroup: n.isGroup}, n.act); err != nil {
-			return err
-		}
-	}
-	return nil
+	return az.Authorize(ctx, p, auth.Resource{}, auth.Admin)
 }
 
 // declaredInterceptor checks each request with a plugin's declared

@@ -63,7 +63,8 @@ func TestGuardDeclaredInterfaces(t *testing.T) {
 	ok := func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
-	for _, code := range []int32{remoting.SendMessage, remoting.SendMessageV2, remoting.SendReplyMessage, remoting.SendReplyMessageV2, remoting.PullMessage, remoting.HeartBeat, remoting.RegisterBroker, remoting.UpdateAndCreateTopic} {
+	for _, code := range []int32{remoting.SendMessage, remoting.SendMessageV2, remoting.SendReplyMessage, remoting.SendReplyMessageV2, remoting.PullMessage, remoting.HeartBeat, remoting.RegisterBroker, remoting.UpdateAndCreateTopic,
+		remoting.GetTopicStatsInfo, remoting.GetAllTopicConfig, remoting.CheckTransactionState, 4242} {
 		r.RegisterFunc(code, ok)
 	}
 	g.Apply(r)
@@ -90,6 +91,14 @@ func TestGuardDeclaredInterfaces(t *testing.T) {
 		{"admin may", remoting.UpdateAndCreateTopic, map[string]string{"AccessKey": "admin", "topic": "T"}, remoting.Success},
 		{"register broker needs a cluster member", remoting.RegisterBroker, map[string]string{"AccessKey": "admin"}, remoting.NoPermission},
 		{"cluster member registers", remoting.RegisterBroker, map[string]string{"AccessKey": "broker"}, remoting.Success},
+		// What the request-code table says (core/remoting codeRows), as ACL does.
+		{"send v2 checks b, not a topic field beside it", remoting.SendMessageV2, map[string]string{"AccessKey": "alice", "topic": "T", "b": "U"}, remoting.NoPermission},
+		{"topic stats need SUB on the topic", remoting.GetTopicStatsInfo, map[string]string{"AccessKey": "alice", "topic": "T"}, remoting.Success},
+		{"topic stats of another topic", remoting.GetTopicStatsInfo, map[string]string{"AccessKey": "alice", "topic": "U"}, remoting.NoPermission},
+		{"a slave copies from its master", remoting.GetAllTopicConfig, map[string]string{"AccessKey": "broker"}, remoting.Success},
+		{"an account may not copy it", remoting.GetAllTopicConfig, map[string]string{"AccessKey": "alice"}, remoting.NoPermission},
+		{"a client-served code is refused, admin too", remoting.CheckTransactionState, map[string]string{"AccessKey": "admin"}, remoting.NoPermission},
+		{"a code without a row is refused, admin too", 4242, map[string]string{"AccessKey": "admin"}, remoting.NoPermission},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 var rewrite = flag.Bool("rewrite", false, "rewrite the permission table in docs/SECURITY.md")
 
 const (
-	docBegin = "<!-- BEGIN permission table: generated from plugins/auth/acl/table.go by `go test ./plugins/auth/acl -run TestSecurityDoc -rewrite`; do not edit -->"
+	docBegin = "<!-- BEGIN permission table: generated from core/remoting/codes.go by `go test ./plugins/auth/acl -run TestSecurityDoc -rewrite`; do not edit -->"
 	docEnd   = "<!-- END permission table -->"
 )
 

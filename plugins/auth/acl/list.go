@@ -21,7 +21,7 @@ type topicList struct {
 // %RETRY%<g> topic by group g's), for an account that is neither admin
 // nor a cluster member nor white-listed.
 func (a *ACL) FilterAnswer(_ context.Context, req auth.Request, body []byte) ([]byte, error) {
-	if rule, ok := table[req.Code]; !ok || rule.Kind != Listed {
+	if rule, ok := RuleFor(req.Code); !ok || rule.Kind != Listed {
 		return body, nil
 	}
 	r := a.rules.Load()

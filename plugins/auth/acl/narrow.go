@@ -17,7 +17,7 @@ var _ auth.RequestNarrower = (*ACL)(nil)
 
 // NarrowRequest implements auth.RequestNarrower. RocketMQ 4.9 checks only
 // a heartbeat's consumer groups and their topics, so a heartbeat passes
-// whatever producer groups it names (table.go). A producer group's
+// whatever producer groups it names (its row in core/remoting's codeRows). A producer group's
 // members receive the group's transaction check-backs, half messages
 // included, so the producer groups p holds neither PUB nor SUB on are
 // dropped from the body the broker processes: the client's consumers
@@ -28,18 +28,18 @@ func (a *ACL) NarrowRequest(ctx context.Context, p auth.Principal, req auth.Requ
 	if req.Code != remoting.HeartBeat || p.Trusted || p.Cluster {
 		return nil, false
 	}
-	doc, err := parseDoc(req.Body)
+	doc, err := remoting.ParseStrictJSON(req.Body)
 	if err != nil {
 		return nil, false // Check refused it already
 	}
-	obj, ok := doc.v.(map[string]any)
+	obj, ok := doc.(map[string]any)
 	if !ok {
 		return nil, false
 	}
 	var key string
 	for k := range obj {
 		if strings.EqualFold(k, "producerDataSet") {
-			key = k // parseDoc refuses a key spelt twice
+			key = k // ParseStrictJSON refuses a key spelt twice
 		}
 	}
 	list, ok := obj[key].([]any)

@@ -46,18 +46,24 @@ func actionsOf(a auth.Action) []Action {
 	return []Action{Update}
 }
 
-// authCodes are ACL 2.0's own codes and the action each needs on the
-// cluster (Java's @RocketMQAction of their headers).
-var authCodes = map[int32]Action{
-	remoting.AuthCreateUser: Update, remoting.AuthUpdateUser: Update, remoting.AuthDeleteUser: Update,
-	remoting.AuthGetUser: Get, remoting.AuthListUser: Get,
-	remoting.AuthCreateACL: Update, remoting.AuthUpdateACL: Update, remoting.AuthDeleteACL: Update,
-	remoting.AuthGetACL: Get, remoting.AuthListACL: Get,
+// authAction is the action an ACL 2.0 code (AUTH_*, by its name in the
+// request-code table) needs on the cluster: Get for reads, Update for
+// changes (Java's @RocketMQAction of their headers).
+func authAction(code int32) (Action, bool) {
+	name, ok := strings.CutPrefix(remoting.RequestCodeName(code), "AUTH_")
+	switch {
+	case !ok:
+		return "", false
+	case strings.HasPrefix(name, "GET_"), strings.HasPrefix(name, "LIST_"):
+		return Get, true
+	}
+	return Update, true
 }
 
-// needs maps req to what it needs through ACL 1.0's permission table.
+// needs maps req to what it needs through its row of the request-code
+// table (core/remoting), as ACL 1.0 reads it.
 func (p *Plugin) needs(ctx context.Context, req auth.Request) ([]need, error) {
-	if a, ok := authCodes[req.Code]; ok {
+	if a, ok := authAction(req.Code); ok {
 		return []need{{res: p.clusterRes(), acts: []Action{a}}}, nil
 	}
 	rule, ns, err := acl.Required(ctx, req)

@@ -21,7 +21,7 @@ const invalidParameter int32 = 29
 // answers NO_PERMISSION with Java's message; a blank username
 // INVALID_PARAMETER.
 func (p *Plugin) Answer(ctx context.Context, _ *remoting.Peer, req *remoting.Command, pr auth.Principal) *remoting.Command {
-	if _, ok := authCodes[req.Code]; !ok {
+	if _, ok := authAction(req.Code); !ok {
 		return nil
 	}
 	resp, err := p.serve(req, pr)
@@ -43,7 +43,7 @@ func (p *Plugin) Answer(ctx context.Context, _ *remoting.Peer, req *remoting.Com
 
 var errRefused = errors.New("refused")
 
-func isChange(code int32) bool { return authCodes[code] == Update }
+func isChange(code int32) bool { a, _ := authAction(code); return a == Update }
 
 // superCaller is Java's !isNotSuperUserLogin: a request without an
 // AccessKey (authentication off), the process's own, or a super user's.
