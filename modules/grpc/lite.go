@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -59,8 +60,9 @@ func init() {
 // liteSweepEvery is the TTL sweep's tick.
 const liteSweepEvery = time.Second
 
-// startLite builds the lite index from the journal and the LITE parent
-// topics' queues, and starts the TTL sweep. Called by Start.
+// startLite builds the lite index from its snapshot, the LITE parent
+// topics' queues and the journal, and starts the TTL sweep. Called by
+// Start.
 func (s *Server) startLite(ctx context.Context) error {
 	if s.lite != nil {
 		return nil
@@ -78,6 +80,7 @@ func (s *Server) startLite(ctx context.Context) error {
 	} else {
 		s.log.Warn("grpc: no data directory: lite topic consumer offsets are not kept across restarts")
 	}
+	x.snapAt = time.Now()
 	s.lite = x
 	s.log.Info("grpc: lite topics loaded", "topics", len(x.all), "took", time.Since(start))
 	s.wg.Add(1)
@@ -85,26 +88,40 @@ func (s *Server) startLite(ctx context.Context) error {
 	return nil
 }
 
+// liteParentQueues lists the queues of the LITE parent topics.
+func liteParentQueues(topics map[string]*protocol.TopicConfig) []store.Queue {
+	var queues []store.Queue
+	for _, tc := range topics {
+		if tc.Attributes[protocol.AttrMessageType] == protocol.MessageTypeLite {
+			for q := range max(tc.ReadQueueNums, tc.WriteQueueNums) {
+				queues = append(queues, store.Queue{Topic: tc.TopicName, ID: q})
+			}
+		}
+	}
+	return queues
+}
+
 // rebuildLite fills x: deletions and consumer offsets from the journal,
-// lite topics from the records of the LITE parent topics. It answers the
-// journal's live records.
+// lite topics from the snapshot (lite_snapshot.go) and the records of the
+// LITE parent topics after it — all their records when there is no
+// snapshot to use. It answers the journal's live records.
 func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, error) {
-	type key struct{ parent, name string }
-	deleted := map[key]int64{}
+	deleted := map[liteKey]int64{}
 	type goff struct {
 		group  string
 		offset int64
 	}
-	offsets := map[key][]goff{} // the groups' committed offsets
-	if dir := s.b.DataDir(); dir != "" {
+	offsets := map[liteKey][]goff{} // the groups' committed offsets
+	dir := s.b.DataDir()
+	if dir != "" {
 		if _, err := readLiteJournal(filepath.Join(dir, "lite", "lite.journal"), func(r liteRecord) {
 			switch r.kind {
 			case liteRecDelete:
-				k := key{r.parent, r.name}
+				k := liteKey{r.parent, r.name}
 				deleted[k] = max(deleted[k], r.value)
 				delete(offsets, k)
 			case liteRecOffset:
-				k := key{r.parent, r.name}
+				k := liteKey{r.parent, r.name}
 				gs := offsets[k]
 				i := slices.IndexFunc(gs, func(g goff) bool { return g.group == r.group })
 				if i < 0 {
@@ -117,8 +134,45 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 			return nil, err
 		}
 	}
-	used := map[key]bool{}
+	used := map[liteKey]bool{}
 	now := time.Now().UnixMilli()
+	st := s.b.Store()
+	queues := s.liteQueues()
+	spans := make(map[store.Queue]liteSpan, len(queues))
+	for _, q := range queues {
+		lo, hi, err := st.Offsets(q)
+		if err != nil {
+			return nil, fmt.Errorf("lite: offsets of %s: %w", q, err)
+		}
+		spans[q] = liteSpan{lo, hi}
+	}
+	// The snapshot, if there is one to use: only the records after it are
+	// read.
+	var from map[store.Queue]int64
+	snapshot := false
+	if dir != "" {
+		path := filepath.Join(dir, "lite", liteSnapshotFile)
+		var n int
+		var err error
+		from, n, err = s.loadLiteSnapshot(ctx, path, x, spans, deleted, used)
+		switch {
+		case err == nil:
+			snapshot = true
+			s.log.Info("grpc: lite snapshot loaded", "topics", n, "took", time.Since(time.UnixMilli(now)))
+		case errors.Is(err, os.ErrNotExist):
+			s.log.Info("grpc: no lite snapshot: the lite index is rebuilt from the parent topics")
+		default:
+			s.log.Warn("grpc: lite snapshot not used: the lite index is rebuilt from the parent topics", "path", path, "reason", err)
+		}
+		x.loaded.snapshot = snapshot
+		if !snapshot {
+			x.loaded.reason = err.Error()
+			x.reset()
+			from = nil
+			clear(used)
+			x.snapChanges = ^uint64(0) // written at the first sweep
+		}
+	}
 	// The parent queues are read and decoded by a few workers, a queue
 	// each at a time; the index is filled here, each queue's records in
 	// order (a lite topic lives in one queue).
@@ -129,52 +183,50 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 	type batch struct {
 		parent string
 		recs   []found
-		dead   []key // records of deleted lite topics met
+		dead   []liteKey // records of deleted lite topics met
 	}
-	var queues []store.Queue
-	for _, tc := range s.b.TopicConfigs().TopicConfigTable {
-		if tc.Attributes[protocol.AttrMessageType] == protocol.MessageTypeLite {
-			for q := range max(tc.ReadQueueNums, tc.WriteQueueNums) {
-				queues = append(queues, store.Queue{Topic: tc.TopicName, ID: q})
-			}
+	type span struct {
+		q      store.Queue
+		lo, hi int64
+	}
+	var work []span
+	var records int64
+	for q, sp := range spans {
+		lo := sp.lo
+		if p, ok := from[q]; ok {
+			lo = max(lo, p)
+		}
+		if lo < sp.hi {
+			work = append(work, span{q, lo, sp.hi})
+			records += sp.hi - lo
 		}
 	}
-	st := s.b.Store()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	work := make(chan store.Queue)
+	workc := make(chan span)
 	out := make(chan batch, 4)
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), max(len(queues), 1)) {
+	for range min(runtime.GOMAXPROCS(0), max(len(work), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var rr store.ReadResult
 			m, props := &message.Ext{}, message.Properties{} // reused: a million records decode without garbage
-			for sq := range work {
-				lo, hi, err := st.Offsets(sq)
-				if err != nil {
-					select {
-					case errc <- fmt.Errorf("lite: offsets of %s: %w", sq, err):
-					default:
-					}
-					cancel()
-					return
-				}
-				for off := lo; off < hi; {
+			for sq := range workc {
+				for off := sq.lo; off < sq.hi; {
 					rr.Reset()
-					if err := st.Read(ctx, sq, off, store.ReadOptions{MaxMessages: 1024, MaxBytes: 8 << 20}, &rr); err != nil {
+					if err := st.Read(ctx, sq.q, off, store.ReadOptions{MaxMessages: 1024, MaxBytes: 8 << 20}, &rr); err != nil {
 						select {
-						case errc <- fmt.Errorf("lite: read %s at %d: %w", sq, off, err):
+						case errc <- fmt.Errorf("lite: read %s at %d: %w", sq.q, off, err):
 						default:
 						}
 						cancel()
 						return
 					}
-					b := batch{parent: sq.Topic, recs: make([]found, 0, len(rr.Records))}
+					b := batch{parent: sq.q.Topic, recs: make([]found, 0, len(rr.Records))}
 					for _, rec := range rr.Records {
-						if _, err := message.DecodeStoredInto(rec, m, sq.Topic, props); err != nil {
+						if _, err := message.DecodeStoredInto(rec, m, sq.q.Topic, props); err != nil {
 							continue
 						}
 						name := m.Properties[propLiteTopic]
@@ -182,9 +234,9 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 						if name == "" || err != nil {
 							continue
 						}
-						k := key{sq.Topic, name}
+						k := liteKey{sq.q.Topic, name}
 						if d, ok := deleted[k]; ok && m.CommitLogOffset <= d {
-							b.dead = append(b.dead, key{sq.Topic, strings.Clone(name)})
+							b.dead = append(b.dead, liteKey{sq.q.Topic, strings.Clone(name)})
 							continue
 						}
 						b.recs = append(b.recs, found{name: strings.Clone(name), lite: lo, cl: m.CommitLogOffset, at: m.StoreTimestamp})
@@ -203,10 +255,10 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 		}()
 	}
 	go func() {
-		defer close(work)
-		for _, q := range queues {
+		defer close(workc)
+		for _, q := range work {
 			select {
-			case work <- q:
+			case workc <- q:
 			case <-ctx.Done():
 				return
 			}
@@ -228,7 +280,7 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 				cancel()
 				break
 			}
-			x.add(t, f.lite, f.cl, f.at)
+			x.add(t, f.lite, f.cl, f.at) // a message the snapshot has is not added again
 		}
 	}
 	select {
@@ -239,9 +291,33 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 	if ierr != nil {
 		return nil, ierr
 	}
+	// A deletion stays in the journal while records of the deleted topic
+	// may remain: the ones met, and after a snapshot (which spared reading
+	// what is before it) any at or after the oldest record of its parent.
+	var oldest map[string]int64
+	if snapshot {
+		oldest = map[string]int64{}
+		var rr store.ReadResult
+		for q, sp := range spans {
+			if sp.lo >= sp.hi {
+				continue
+			}
+			cl, err := recordAt(ctx, st, q, sp.lo, &rr)
+			if err != nil {
+				return nil, fmt.Errorf("lite: %w", err)
+			}
+			if o, ok := oldest[q.Topic]; !ok || cl < o {
+				oldest[q.Topic] = cl
+			}
+		}
+	}
 	var live []liteRecord
 	for k, b := range deleted {
-		if used[k] {
+		keep := used[k]
+		if o, ok := oldest[k.parent]; ok && b >= o {
+			keep = true
+		}
+		if keep {
 			live = append(live, liteRecord{kind: liteRecDelete, parent: k.parent, name: k.name, value: b})
 		}
 	}
@@ -261,28 +337,43 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 			live = append(live, liteRecord{kind: liteRecOffset, parent: k.parent, name: k.name, group: v.group, value: v.offset})
 		}
 	}
+	x.loaded.records = records
+	s.log.Info("grpc: lite parent records read", "records", records, "after_snapshot", snapshot)
 	return live, nil
 }
 
 // sweepLite deletes expired lite topics each tick, a bounded number at a
-// time, and tells their readers.
+// time, and tells their readers; it compacts the journal and writes the
+// snapshot when they are due.
 func (s *Server) sweepLite() {
 	defer s.wg.Done()
 	tick := time.NewTimer(liteSweepEvery)
 	defer tick.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	buf := make([]liteExpired, 0, s.cfg.Lite.SweepBatch)
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-tick.C:
-			_, more := s.sweepLiteOnce()
+			var more bool
+			_, more, buf = s.sweepLiteOnce(buf)
 			if s.lite.j.needsCompaction() {
 				s.compactLite()
+			}
+			if s.liteSnapshotDue() {
+				if err := s.snapshotLite(ctx, s.done); err != nil && !errors.Is(err, errLiteSnapshotStop) {
+					s.log.Warn("grpc: lite snapshot not written", "err", err)
+					s.lite.mu.Lock()
+					s.lite.snapAt = time.Now() // tried again later
+					s.lite.mu.Unlock()
+				}
 			}
 			// A backlog of expired lite topics is swept in short holds
 			// close together rather than in one long one.
 			if more {
-				tick.Reset(liteSweepEvery / 20)
+				tick.Reset(liteSweepAgain)
 			} else {
 				tick.Reset(liteSweepEvery)
 			}
@@ -290,19 +381,48 @@ func (s *Server) sweepLite() {
 	}
 }
 
-// sweepLiteOnce is one tick of the sweep; it answers how long the index
-// was held and whether expired lite topics may be left.
-func (s *Server) sweepLiteOnce() (time.Duration, bool) {
+// liteSweepAgain is how soon a sweep cut short is followed by the next.
+const liteSweepAgain = 10 * time.Millisecond
+
+// liteSnapshotDue says whether the index changed enough, or long enough
+// ago, for a snapshot. Called by the sweep.
+func (s *Server) liteSnapshotDue() bool {
 	x := s.lite
-	start := time.Now()
-	x.mu.Lock()
-	gone, more := x.sweep(start.UnixMilli())
-	x.mu.Unlock()
-	held := time.Since(start)
-	if len(gone) == 0 {
-		return held, more
+	if s.b.DataDir() == "" {
+		return false
 	}
-	recs := make([]liteRecord, 0, len(gone))
+	x.mu.Lock()
+	changed := x.changes - x.snapChanges
+	if x.snapChanges == ^uint64(0) {
+		changed = ^uint64(0) // never written since the full rebuild
+	}
+	since := time.Since(x.snapAt)
+	x.mu.Unlock()
+	if changed == 0 {
+		return false
+	}
+	return changed >= uint64(s.cfg.Lite.SnapshotChanges) && since >= liteSnapshotRetry ||
+		s.cfg.Lite.SnapshotInterval > 0 && since >= s.cfg.Lite.SnapshotInterval
+}
+
+// liteSnapshotRetry is the least time between two snapshots due to
+// changes (one that failed included).
+var liteSnapshotRetry = 10 * time.Second
+
+// sweepLiteOnce is one tick of the sweep, the expired lite topics
+// collected into buf (kept by the caller, emptied again): it answers how
+// long the index was held and whether expired lite topics may be left.
+func (s *Server) sweepLiteOnce(buf []liteExpired) (time.Duration, bool, []liteExpired) {
+	x := s.lite
+	x.mu.Lock()
+	start := time.Now()
+	gone, more := x.sweep(start.UnixMilli(), buf[:0])
+	held := time.Since(start)
+	x.mu.Unlock()
+	if len(gone) == 0 {
+		return held, more, gone
+	}
+	var recs []liteRecord
 	for _, e := range gone {
 		if e.boundary >= 0 {
 			recs = append(recs, liteRecord{kind: liteRecDelete, parent: e.parent, name: e.name, value: e.boundary})
@@ -318,7 +438,8 @@ func (s *Server) sweepLiteOnce() (time.Duration, bool) {
 		}
 	}
 	s.log.Debug("grpc: lite topics expired", "count", len(gone))
-	return held, more
+	clear(gone) // the names and readers go with their topics
+	return held, more, gone
 }
 
 // compactLite rewrites the lite journal while serving, the index held for
@@ -898,10 +1019,22 @@ func (s *Server) putDLQ(ctx context.Context, group string, m *message.Ext, attem
 	return nil
 }
 
-// stopLite closes the journal; called by Stop once the RPCs are done.
-func (s *Server) stopLite() error {
+// stopLite writes the snapshot if the index changed since the last one
+// and closes the journal; called by Stop once the RPCs and the sweep are
+// done. A snapshot not written is logged: the next start reads more of
+// the parent topics.
+func (s *Server) stopLite(ctx context.Context) error {
 	if s.lite == nil {
 		return nil
 	}
-	return s.lite.j.close()
+	x := s.lite
+	x.mu.Lock()
+	changed := x.changes != x.snapChanges
+	x.mu.Unlock()
+	if changed {
+		if err := s.snapshotLite(context.WithoutCancel(ctx), nil); err != nil {
+			s.log.Warn("grpc: lite snapshot not written at stop", "err", err)
+		}
+	}
+	return x.j.close()
 }

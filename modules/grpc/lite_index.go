@@ -139,11 +139,40 @@ type liteIndex struct {
 	// follow the store's order.
 	stripes [256]sync.Mutex
 	j       *liteJournal // nil: offsets are not kept across restarts
+	// changes counts the lite topics made and deleted and the messages
+	// added (the snapshot is written again after so many, lite_snapshot.go);
+	// removals the deletions alone: a snapshot written a chunk at a time
+	// gives up if x.all was reordered under it. Both change with mu held.
+	changes  uint64
+	removals uint64
+	// clock is time.Now; the sweep's budget is measured with it.
+	clock func() time.Time
+	// snapMu serialises snapshot writers; snapChanges is changes as the
+	// last snapshot saw it (^0: none since a full rebuild) and snapAt when
+	// it was written or last tried (both with mu held).
+	snapMu      sync.Mutex
+	snapChanges uint64
+	snapAt      time.Time
+	// loaded is how the start built the index.
+	loaded liteLoaded
+}
+
+// liteLoaded is how a start built the lite index.
+type liteLoaded struct {
+	snapshot bool   // from the snapshot, else by a full rebuild
+	reason   string // why not from the snapshot
+	records  int64  // parent queue records read
 }
 
 func newLiteIndex(cfg LiteConfig) *liteIndex {
 	return &liteIndex{cfg: cfg, parents: map[string]*liteParent{}, groups: map[string]string{},
-		subs: map[liteSubKey]*liteClient{}, counts: map[string]int{}}
+		subs: map[liteSubKey]*liteClient{}, counts: map[string]int{}, clock: time.Now}
+}
+
+// reset empties the lite topics (a snapshot found damaged half way
+// through its load is dropped for the full rebuild).
+func (x *liteIndex) reset() {
+	x.parents, x.all, x.cursor = map[string]*liteParent{}, nil, 0
 }
 
 func (x *liteIndex) stripe(parent, name string) *sync.Mutex {
@@ -201,6 +230,7 @@ func (x *liteIndex) ensure(parent, name string, now int64) (*liteTopic, error) {
 	t := &liteTopic{name: name, parent: p, last: now, pos: int32(len(x.all))}
 	p.topics[name] = t
 	x.all = append(x.all, t)
+	x.changes++
 	return t, nil
 }
 
@@ -214,6 +244,7 @@ func (x *liteIndex) add(t *liteTopic, off, cl, now int64) {
 	}
 	if t.next() == off {
 		t.offs = append(t.offs, cl)
+		x.changes++
 	}
 	t.last = max(t.last, now)
 	for _, g := range t.groups {
@@ -241,6 +272,8 @@ func (x *liteIndex) remove(t *liteTopic) []*liteClient {
 	}
 	x.all[last] = nil
 	x.all = x.all[:last]
+	x.changes++
+	x.removals++
 	return owners
 }
 
@@ -488,22 +521,35 @@ type liteExpired struct {
 }
 
 // liteSweepBudget bounds how long one sweep holds the index, whatever
-// sweep_batch says (checked every 32 lite topics).
-const liteSweepBudget = 10 * time.Millisecond
+// sweep_batch says (checked every liteSweepCheck lite topics). It stays
+// well under the 10ms after which the Go scheduler preempts a goroutine
+// that runs on (sysmon): a sweep holding the index that long was put
+// back on the run queue with the lock held, and every reader of the
+// index waited for its next turn on a core — 50 to 330ms at a million
+// lite topics on a loaded machine.
+const (
+	liteSweepBudget = 2 * time.Millisecond
+	liteSweepCheck  = 16
+)
 
 // sweep looks at up to cfg.SweepBatch lite topics, for at most
 // liteSweepBudget, from where the last sweep stopped, and deletes the
-// expired ones. It answers whether it stopped short (more to look at).
-// Called with mu held.
-func (x *liteIndex) sweep(now int64) ([]liteExpired, bool) {
+// expired ones, appending them to out. It answers out and whether it
+// stopped short (more to look at). It allocates nothing when out has
+// room for a batch and the expired topics have no readers (allocating
+// with the index held made the goroutine pay the collector's mark assists
+// under the lock): the caller keeps out across sweeps and does the
+// journalling and notices after the index is released. Called with mu
+// held.
+func (x *liteIndex) sweep(now int64, out []liteExpired) ([]liteExpired, bool) {
 	if x.cfg.TTL <= 0 || len(x.all) == 0 {
-		return nil, false
+		return out, false
 	}
 	cut := now - x.cfg.TTL.Milliseconds()
-	var out []liteExpired
-	start := time.Now()
+	start := x.clock()
+	gone := 0
 	for n := 0; n < x.cfg.SweepBatch && len(x.all) > 0; n++ {
-		if n%32 == 31 && time.Since(start) > liteSweepBudget {
+		if n%liteSweepCheck == liteSweepCheck-1 && x.clock().Sub(start) > liteSweepBudget {
 			return out, true
 		}
 		if x.cursor >= len(x.all) {
@@ -522,9 +568,10 @@ func (x *liteIndex) sweep(now int64) ([]liteExpired, bool) {
 			}
 		}
 		out = append(out, liteExpired{parent: t.parent.name, name: t.name, boundary: b, owners: x.remove(t)})
+		gone++
 		// x.all[cursor] is now the last topic, not yet looked at.
 	}
-	return out, len(out) > 0
+	return out, gone > 0
 }
 
 // busy says whether a delivery of t is in flight.

@@ -70,7 +70,11 @@ func TestLiteIndexMemory(t *testing.T) {
 }
 
 // TestLiteSweepBounded: one sweep tick deletes at most sweep_batch lite
-// topics, and the ticks together delete every expired one.
+// topics, and the ticks together delete every expired one; a tick stops
+// once it has held the index liteSweepBudget (a clock that moves 1ms each
+// time it is read), and it allocates nothing while it holds the index
+// (the expired topics go into the caller's buffer): an allocation under
+// the lock could make the sweep pay the collector's mark assist there.
 func TestLiteSweepBounded(t *testing.T) {
 	cfg := defaultLiteConfig()
 	cfg.TTL = time.Minute
@@ -87,13 +91,14 @@ func TestLiteSweepBounded(t *testing.T) {
 		require.NoError(t, err)
 		x.add(lt, 0, int64(i), at)
 	}
+	buf := make([]liteExpired, 0, cfg.SweepBatch)
 	total := 0
 	for i := 0; i < 1000 && total < 900; i++ { // a sweep may stop short on its time budget
-		gone, _ := x.sweep(now)
+		gone, _ := x.sweep(now, buf[:0])
 		assert.LessOrEqual(t, len(gone), 100)
 		total += len(gone)
 	}
-	gone, _ := x.sweep(now)
+	gone, _ := x.sweep(now, buf[:0])
 	assert.Empty(t, gone)
 	assert.Equal(t, 900, total)
 	assert.Len(t, x.all, 100)
@@ -101,6 +106,44 @@ func TestLiteSweepBounded(t *testing.T) {
 		assert.Equal(t, int32(i), lt.pos)
 		assert.Equal(t, now, lt.last)
 	}
+
+	// The time budget, on a clock that moves 1ms a reading.
+	cfg.SweepBatch = 4096
+	x = newLiteIndex(cfg)
+	for i := range 1000 {
+		lt, err := x.ensure("chat", "s"+strconv.Itoa(i), old)
+		require.NoError(t, err)
+		x.add(lt, 0, int64(i), old)
+	}
+	clock := time.Now()
+	x.clock = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	gone, more := x.sweep(now, make([]liteExpired, 0, cfg.SweepBatch))
+	assert.True(t, more)
+	assert.NotEmpty(t, gone)
+	assert.LessOrEqual(t, len(gone), int(liteSweepBudget/time.Millisecond+2)*liteSweepCheck, "stopped once the budget was spent")
+
+	// No allocation under the lock: each run (a warm-up and five) deletes
+	// a full batch.
+	cfg.SweepBatch = 1000
+	x = newLiteIndex(cfg)
+	for i := range 20_000 {
+		lt, err := x.ensure("chat", "s"+strconv.Itoa(i), old)
+		require.NoError(t, err)
+		x.add(lt, 0, int64(i), old)
+	}
+	x.clock = func() time.Time { return clock } // the budget never runs out
+	buf = make([]liteExpired, 0, cfg.SweepBatch)
+	short := 0
+	allocs := testing.AllocsPerRun(5, func() {
+		gone, _ := x.sweep(now, buf[:0])
+		if len(gone) != 1000 {
+			short++
+		}
+		clear(gone)
+	})
+	assert.Zero(t, short, "sweeps that deleted fewer than a batch")
+	assert.Zero(t, allocs, "allocations in one sweep of 1000 deletions")
+	assert.Len(t, x.all, 20_000-6*1000)
 }
 
 // TestLiteJournalTornTail: a record cut by a crash is dropped at open,

@@ -238,7 +238,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		<-stopped
 	}
 	s.wg.Wait()
-	return s.stopLite()
+	return s.stopLite(ctx)
 }
 
 // endpoints is what routes answer as this broker's address.
