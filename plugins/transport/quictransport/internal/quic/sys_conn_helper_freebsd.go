@@ -31,3 +31,7 @@ func parseIPv4PktInfo(body []byte) (ip netip.Addr, _ uint32, ok bool) {
 func isGSOEnabled(syscall.RawConn) bool { return false }
 
 func isECNEnabled() bool { return !isECNDisabledUsingEnv() }
+
+// enableGRO and groSegmentSize: UDP GRO is Linux's (QUIVER patch).
+func enableGRO(syscall.RawConn) bool           { return false }
+func groSegmentSize(int32, []byte) (int, bool) { return 0, false }

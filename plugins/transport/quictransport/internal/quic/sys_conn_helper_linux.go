@@ -80,6 +80,35 @@ func isGSOEnabled(conn syscall.RawConn) bool {
 	return serr == nil
 }
 
+// enableGRO turns on UDP GRO on receive (QUIVER patch): the kernel may then
+// hand over datagrams coalesced, with their size in a UDP_GRO control
+// message. QUIC_GO_DISABLE_GRO=true, a kernel before 5.0 or a refused
+// option leaves it off.
+func enableGRO(conn syscall.RawConn) bool {
+	if kernelVersionMajor < 5 {
+		return false
+	}
+	if disabled, err := strconv.ParseBool(os.Getenv("QUIC_GO_DISABLE_GRO")); err == nil && disabled {
+		return false
+	}
+	var serr error
+	if err := conn.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1)
+	}); err != nil {
+		return false
+	}
+	return serr == nil
+}
+
+// groSegmentSize reads a UDP_GRO control message (QUIVER patch): the size
+// of the datagrams the kernel coalesced, an int.
+func groSegmentSize(typ int32, body []byte) (int, bool) {
+	if typ != unix.UDP_GRO || len(body) < 4 {
+		return 0, false
+	}
+	return int(int32(binary.NativeEndian.Uint32(body))), true
+}
+
 func appendUDPSegmentSizeMsg(b []byte, size uint16) []byte {
 	startLen := len(b)
 	const dataLen = 2 // payload is a uint16

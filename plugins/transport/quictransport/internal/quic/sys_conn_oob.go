@@ -52,6 +52,22 @@ type oobConn struct {
 	buffers  [batchSize]*packetBuffer
 
 	cap connCapabilities
+
+	// QUIVER patch: UDP GRO on receive (Linux). With gro, the kernel may
+	// hand over several datagrams of one sender, coalesced, in one message
+	// (a GSO batch on loopback, a NIC's GRO elsewhere), with the segment
+	// size in a UDP_GRO control message: the messages read into groBufs
+	// (64 KiB each, the largest coalesced datagram), and ReadPacket copies
+	// one segment at a time into a packet buffer of its own. segOff is the
+	// offset of the next segment in messages[readPos], seg the message's
+	// segment size and segPkt its control-message fields; coalesced counts
+	// the messages that held more than one datagram.
+	gro       bool
+	groBufs   [batchSize][]byte
+	segOff    int
+	seg       int
+	segPkt    receivedPacket
+	coalesced uint64
 }
 
 var _ rawConn = &oobConn{}
@@ -135,12 +151,80 @@ func newConn(c OOBCapablePacketConn, supportsDF bool) (*oobConn, error) {
 	for i := range batchSize {
 		oobConn.messages[i].OOB = make([]byte, oobBufferSize)
 	}
+	// QUIVER patch: UDP GRO where the kernel offers it.
+	if enableGRO(rawConn) {
+		oobConn.gro = true
+		for i := range batchSize {
+			oobConn.groBufs[i] = make([]byte, maxGROSize)
+		}
+	}
 	return oobConn, nil
+}
+
+// maxGROSize is the largest datagram the kernel hands over with UDP GRO:
+// a coalesced one is at most 64 KiB (QUIVER patch).
+const maxGROSize = 1 << 16
+
+// readPacketGRO is ReadPacket with UDP GRO on (QUIVER patch): it returns
+// the segments of each message one by one, each copied into a packet
+// buffer of its own, so the rest of the stack sees the datagrams the peer
+// sent.
+func (c *oobConn) readPacketGRO() (receivedPacket, error) {
+	if len(c.messages) == int(c.readPos) {
+		c.messages = c.messages[:batchSize]
+		for i := range c.messages {
+			c.messages[i].Buffers[0] = c.groBufs[i]
+		}
+		n, err := c.batchConn.ReadBatch(c.messages, 0)
+		if n == 0 || err != nil {
+			c.readPos = uint8(len(c.messages)) // read again next time
+			return receivedPacket{}, err
+		}
+		c.messages = c.messages[:n]
+		c.readPos = 0
+		c.segOff = 0
+	}
+	msg := &c.messages[c.readPos]
+	data := msg.Buffers[0][:msg.N]
+	if c.segOff == 0 {
+		c.segPkt = receivedPacket{remoteAddr: msg.Addr}
+		seg, err := parseOOB(msg.OOB[:msg.NN], &c.segPkt)
+		if err != nil {
+			c.readPos++
+			return receivedPacket{}, err
+		}
+		if seg <= 0 || seg >= len(data) {
+			seg = len(data)
+		} else {
+			c.coalesced++
+		}
+		c.seg = seg
+	}
+	end := min(c.segOff+c.seg, len(data))
+	segment := data[c.segOff:end]
+	if end >= len(data) {
+		c.readPos++
+		c.segOff = 0
+	} else {
+		c.segOff = end
+	}
+	buffer := getPacketBuffer()
+	// A datagram above the packet buffer is cut, as the kernel cuts it
+	// for a reader without GRO; it then fails to decrypt and is dropped.
+	buffer.Data = append(buffer.Data[:0], segment[:min(len(segment), protocol.MaxPacketBufferSize)]...)
+	p := c.segPkt
+	p.rcvTime = monotime.Now()
+	p.data = buffer.Data
+	p.buffer = buffer
+	return p, nil
 }
 
 var invalidCmsgOnceV4, invalidCmsgOnceV6 sync.Once
 
 func (c *oobConn) ReadPacket() (receivedPacket, error) {
+	if c.gro {
+		return c.readPacketGRO() // QUIVER patch
+	}
 	if len(c.messages) == int(c.readPos) { // all messages read. Read the next batch of messages.
 		c.messages = c.messages[:batchSize]
 		// replace buffers data buffers up to the packet that has been consumed during the last ReadBatch call
@@ -163,23 +247,33 @@ func (c *oobConn) ReadPacket() (receivedPacket, error) {
 	buffer := c.buffers[c.readPos]
 	c.readPos++
 
-	data := msg.OOB[:msg.NN]
 	p := receivedPacket{
 		remoteAddr: msg.Addr,
 		rcvTime:    monotime.Now(),
 		data:       msg.Buffers[0][:msg.N],
 		buffer:     buffer,
 	}
+	if _, err := parseOOB(msg.OOB[:msg.NN], &p); err != nil { // QUIVER patch: parseOOB was inline here
+		return receivedPacket{}, err
+	}
+	return p, nil
+}
+
+// parseOOB reads the control messages of a received datagram into p (ECN,
+// packet info) and returns the UDP GRO segment size, 0 if there is none
+// (QUIVER patch: moved out of ReadPacket, the GRO segment size added).
+func parseOOB(data []byte, p *receivedPacket) (int, error) {
+	var seg int
 	for len(data) > 0 {
 		hdr, body, remainder, err := unix.ParseOneSocketControlMessage(data)
 		if err != nil {
-			return receivedPacket{}, err
+			return 0, err
 		}
 		if hdr.Level == unix.IPPROTO_IP {
 			switch hdr.Type {
 			case msgTypeIPTOS:
 				if len(body) != 1 {
-					return receivedPacket{}, errors.New("invalid IPTOS size")
+					return 0, errors.New("invalid IPTOS size")
 				}
 				p.ecn = protocol.ParseECNHeaderBits(body[0] & ecnMask)
 			case ipv4PKTINFO:
@@ -199,7 +293,7 @@ func (c *oobConn) ReadPacket() (receivedPacket, error) {
 			switch hdr.Type {
 			case unix.IPV6_TCLASS:
 				if len(body) != 4 {
-					return receivedPacket{}, errors.New("invalid IPV6_TCLASS size")
+					return 0, errors.New("invalid IPV6_TCLASS size")
 				}
 				bits := uint8(binary.NativeEndian.Uint32(body)) & ecnMask
 				p.ecn = protocol.ParseECNHeaderBits(bits)
@@ -219,9 +313,14 @@ func (c *oobConn) ReadPacket() (receivedPacket, error) {
 				}
 			}
 		}
+		if hdr.Level == unix.IPPROTO_UDP {
+			if s, ok := groSegmentSize(hdr.Type, body); ok {
+				seg = s
+			}
+		}
 		data = remainder
 	}
-	return p, nil
+	return seg, nil
 }
 
 // WritePacket writes a new packet.
