@@ -29,6 +29,13 @@ const (
 	Listed         = remoting.AuthListed
 )
 
+// Where a rule's source finds its resource name (remoting.AuthFrom).
+const (
+	Header = remoting.FromHeader
+	Body   = remoting.FromBody
+	Stored = remoting.FromStored
+)
+
 // Rule is one row of the permission table: who may send a request code.
 // The table is core/remoting's request-code table; a code without a row
 // is refused.
