@@ -25,7 +25,10 @@ import (
 // matrix: a lite topic's messages (records of its parent) and its group's
 // committed offset (the lite journal) are exactly what was acknowledged.
 // Each change or read runs a gRPC endpoint on the world's broker, which
-// rebuilds the index from the store and the journal as it starts.
+// loads the index from its snapshot (written at the endpoint's clean
+// stop; derived state) and the records after it, or rebuilds it from the
+// store when a power loss left the snapshot stale, then replays the
+// journal.
 
 func init() { durableStates = append(durableStates, liteState) }
 
