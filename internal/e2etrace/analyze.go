@@ -122,6 +122,7 @@ type queueKey struct {
 }
 
 type pullRec struct {
+	// read is when the pull's frame was read (0: before the window).
 	read, found int64
 	held        bool
 }
@@ -174,6 +175,16 @@ func Analyze(d *Dump, gctrace map[uint32]GCTrace) *Report {
 		pull *pullRec
 	}
 	var answers []answer
+	// pullOf is the pull of request rk; one read before the window (a
+	// pull held when the window started) has read 0: unknown.
+	pullOf := func(rk reqKey) *pullRec {
+		p := pulls[rk]
+		if p == nil {
+			p = &pullRec{}
+			pulls[rk] = p
+		}
+		return p
+	}
 	rep := &Report{Meta: d.Meta, Segments: map[string]Percentiles{}}
 	for _, e := range evs {
 		rk := reqKey{e.Peer, e.Opaque}
@@ -201,17 +212,13 @@ func Analyze(d *Dump, gctrace map[uint32]GCTrace) *Report {
 			qk := queueKey{e.Peer, e.Topic, e.Queue, e.Offset}
 			pullsAt[qk] = append(pullsAt[qk], read)
 		case KindHeld:
-			if p := pulls[rk]; p != nil {
-				p.held = true
-			}
+			pullOf(rk).held = true
 		case KindFound:
-			if p := pulls[rk]; p != nil && p.found == 0 {
+			if p := pullOf(rk); p.found == 0 {
 				p.found = e.T
 			}
 		case KindWritten:
-			if p := pulls[rk]; p != nil {
-				answers = append(answers, answer{e, p})
-			}
+			answers = append(answers, answer{e, pullOf(rk)})
 		}
 	}
 	seg := map[string][]int64{}
@@ -255,8 +262,10 @@ func Analyze(d *Dump, gctrace map[uint32]GCTrace) *Report {
 				seg[SegFoundWritten] = append(seg[SegFoundWritten], e.T-p.found)
 			} else {
 				rep.ImmediateMessage++
-				seg[SegStoredPull] = append(seg[SegStoredPull], p.read-st)
-				seg[SegPullWritten] = append(seg[SegPullWritten], e.T-p.read)
+				if p.read != 0 {
+					seg[SegStoredPull] = append(seg[SegStoredPull], p.read-st)
+					seg[SegPullWritten] = append(seg[SegPullWritten], e.T-p.read)
+				}
 			}
 			if next != 0 {
 				seg[SegWrittenNextPull] = append(seg[SegWrittenNextPull], next-e.T)
@@ -394,9 +403,9 @@ func (r *Report) Write(w io.Writer) {
 		span = "whole cycles, from the gctrace log"
 	}
 	fmt.Fprintf(w, "\nGC: %d cycles in the window (%d beyond MemStats' 256 not listed), STW pause p50 %s µs, max %s µs; "+
-		"GC spans (%s) cover %.1f%% of the window; GC CPU %.1f%% of the broker's (runtime/metrics estimate). "+
+		"GC spans (%s) cover %.1f%% of the window; GC CPU %.1f%% of the broker's %.2f s (runtime/metrics estimate). "+
 		"Of the %d deliveries above the p99 of %q, %d (%.0f%%) overlap a GC span (%.1f%% expected by chance).\n",
-		len(r.GC), m.GCMissed, us(ps.P50), us(ps.Max), span, 100*r.GCShare, 100*safeDiv(m.GCCPUSeconds, m.CPUSeconds),
+		len(r.GC), m.GCMissed, us(ps.P50), us(ps.Max), span, 100*r.GCShare, 100*safeDiv(m.GCCPUSeconds, m.CPUSeconds), m.CPUSeconds,
 		r.Outliers, SegReadWritten, r.OutliersGC, 100*safeDiv(float64(r.OutliersGC), float64(r.Outliers)), 100*r.GCShare)
 	fmt.Fprintf(w, "Scheduler latency (runnable → running, runtime/metrics): p50 ≤ %s µs, p99 ≤ %s µs, max ≤ %s µs, %d waits over 1 ms; GOMAXPROCS %d, GOGC %q.\n",
 		us(int64(r.SchedP50*1e9)), us(int64(r.SchedP99*1e9)), us(int64(r.SchedMax*1e9)), r.SchedOver1m, m.GOMAXPROCS, m.GOGC)

@@ -61,6 +61,10 @@ func synthetic(t *testing.T) *Dump {
 		put(Event{T: written, Built: built, Kind: KindWritten, Peer: 2, Opaque: pop, Topic: held, Offset: int64(i), Next: int64(i + 1), Aux: 1})
 		nextPull = written + 5*k
 	}
+	// a pull held since before the window, found and answered in it
+	put(Event{T: 5, Kind: KindFound, Peer: 2, Opaque: 9_999, Topic: held, Offset: 2000, Next: 2001})
+	put(Event{T: 6, Kind: KindStored, Topic: held, Offset: 2000})
+	put(Event{T: 8, Built: 7, Kind: KindWritten, Peer: 2, Opaque: 9_999, Topic: held, Offset: 2000, Next: 2001, Aux: 1})
 	put(Event{T: nextPull, Kind: KindRead, Peer: 2, Opaque: 11_000, Aux: codePullMessage})
 	put(Event{T: nextPull + 1, Kind: KindPull, Peer: 2, Opaque: 11_000, Topic: held, Offset: 1000})
 	// immediate: 4 messages stored 10 µs apart, then one pull answers them.
@@ -88,9 +92,11 @@ func TestAnalyzeSegments(t *testing.T) {
 		return Percentiles{N: 1000, P50: 500 * m, P90: 900 * m, P99: 990 * m, P999: 999 * m, Max: 1000 * m, Min: m}
 	}
 	assert.Equal(t, k(2), rep.Segments[SegStoredFound])
-	assert.Equal(t, k(3), rep.Segments[SegFoundBuilt])
-	assert.Equal(t, k(4), rep.Segments[SegBuiltWrittenHeld])
-	assert.Equal(t, k(7), rep.Segments[SegFoundWritten])
+	// with the pull held since before the window: 2, 1 and 3 ns
+	plus := func(p Percentiles, v int64) Percentiles { p.N++; p.Min = v; return p }
+	assert.Equal(t, plus(k(3), 2), rep.Segments[SegFoundBuilt])
+	assert.Equal(t, plus(k(4), 1), rep.Segments[SegBuiltWrittenHeld])
+	assert.Equal(t, plus(k(7), 3), rep.Segments[SegFoundWritten])
 	assert.Equal(t, k(5), rep.Segments[SegWrittenNextPull], "the next pull asks for the answer's next offset")
 	// the 4 immediate messages waited 100 µs − 100 ns − 10 µs × i for the pull
 	assert.Equal(t, Percentiles{N: 4, P50: 79_900, P90: 99_900, P99: 99_900, P999: 99_900, Max: 99_900, Min: 69_900}, rep.Segments[SegStoredPull])
@@ -103,12 +109,12 @@ func TestAnalyzeSegments(t *testing.T) {
 	assert.Equal(t, int64(102_000), rw.Max, "the first immediate message: read, then 100 µs until the pull, 2 µs to write")
 	assert.Equal(t, int64(9_940), rw.P99, "held message 994 (10k), of 1004")
 
-	assert.Equal(t, 1004, rep.Stored)
-	assert.Equal(t, 1000, rep.HeldAnswers)
-	assert.Equal(t, 1000, rep.HeldMessages)
+	assert.Equal(t, 1005, rep.Stored)
+	assert.Equal(t, 1001, rep.HeldAnswers)
+	assert.Equal(t, 1001, rep.HeldMessages)
 	assert.Equal(t, 1, rep.ImmediateAnswers)
 	assert.Equal(t, 4, rep.ImmediateMessage)
-	assert.Zero(t, rep.NoSendRead)
+	assert.Equal(t, 1, rep.NoSendRead, "offset 2000's send came before the window")
 
 	// read → written above its p99: held messages 995..1000 and the 4
 	// immediate ones; the GC span (the pause only, no gctrace) overlaps

@@ -38,8 +38,10 @@ type Meta struct {
 	// of the window beyond).
 	GC       []GCCycle `json:"gc"`
 	GCMissed int       `json:"gc_missed"`
-	// GCCPUSeconds and CPUSeconds are the process's GC and total CPU time
-	// in the window (runtime/metrics /cpu/classes, an estimate).
+	// CPUSeconds is the process's user+system CPU time in the window
+	// (getrusage); GCCPUSeconds the runtime's estimate of its GC work
+	// (runtime/metrics /cpu/classes/gc/total, brought up to date at the
+	// end of each collection: 0 in a window without one).
 	GCCPUSeconds float64 `json:"gc_cpu_seconds"`
 	CPUSeconds   float64 `json:"cpu_seconds"`
 	// SchedLatency is the window's runtime/metrics

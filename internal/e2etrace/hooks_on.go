@@ -185,18 +185,15 @@ func (r *recorder) resetWindowLocked() {
 func readRuntime() (gcCPU, cpu float64, sched Histogram) {
 	s := []metrics.Sample{
 		{Name: "/cpu/classes/gc/total:cpu-seconds"},
-		{Name: "/cpu/classes/total:cpu-seconds"},
 		{Name: "/sched/latencies:seconds"},
 	}
 	metrics.Read(s)
 	if s[0].Value.Kind() == metrics.KindFloat64 {
 		gcCPU = s[0].Value.Float64()
 	}
-	if s[1].Value.Kind() == metrics.KindFloat64 {
-		cpu = s[1].Value.Float64()
-	}
-	if s[2].Value.Kind() == metrics.KindFloat64Histogram {
-		h := s[2].Value.Float64Histogram()
+	cpu = processCPU()
+	if s[1].Value.Kind() == metrics.KindFloat64Histogram {
+		h := s[1].Value.Float64Histogram()
 		sched = Histogram{Counts: append([]uint64(nil), h.Counts...), Buckets: append([]float64(nil), h.Buckets...)}
 		for i, b := range sched.Buckets { // JSON has no infinities
 			switch {

@@ -63,6 +63,7 @@ func TestRecorderDumpsOnSignalAndStop(t *testing.T) {
 	assert.Equal(t, 1, d.Seq)
 	assert.Equal(t, 1024, d.RingEvents)
 	assert.Zero(t, d.Dropped)
+	assert.Positive(t, d.CPUSeconds)
 	kinds := []Kind{}
 	for _, e := range d.Events {
 		kinds = append(kinds, e.Kind)
