@@ -15,6 +15,10 @@ import (
 	"github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
@@ -32,7 +36,7 @@ func startExampleServer() (nameServer string, stop func()) {
 		log.Fatal(err)
 	}
 	nameServer, brokerAddr, metricsAddr := freeAddr(), freeAddr(), freeAddr()
-	cfg, err := server.LoadConfig(config.Options{Sets: []string{
+	cfg, err := server.Load(config.Options{Sets: []string{
 		"namesrv.listen=" + nameServer, "broker.listen=" + brokerAddr, "metrics.listen=" + metricsAddr,
 		"storage.dir=" + filepath.Join(dir, "store"), "namesrv.kv_config_path=" + filepath.Join(dir, "kv.json"),
 		"log.level=error",
@@ -40,7 +44,12 @@ func startExampleServer() (nameServer string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	app := fx.New(server.Options(cfg, server.Dev, tcp.Module, commitlog.Module, tag.Module), fx.NopLogger)
+	plan, err := kernel.NewPlan(cfg, server.Spec(server.Dev, kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()},
+		Storage: []store.Provider{commitlog.NewProvider()}, Filter: []filter.Provider{tag.NewProvider()}}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	app := fx.New(plan.Options(), fx.NopLogger)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := app.Start(ctx); err != nil {

@@ -18,8 +18,12 @@ import (
 
 	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/namesrv"
@@ -189,10 +193,11 @@ func startAuthz(t *testing.T, aclText string, sets ...string) *authzServers {
 		"log.level=error", "acl.enabled=true", "acl.namesrv_enabled=true", "acl.file=" + file,
 		fmt.Sprintf("metrics.listen=127.0.0.1:%d", testserver.FreePort(t)),
 	}, sets...)
-	cfg, err := server.LoadConfig(config.Options{Sets: all}, server.Dev, acl.ID)
+	cfg, err := server.Load(config.Options{Sets: all}, server.Dev)
 	require.NoError(t, err)
-	app := fx.New(server.Options(cfg, server.Dev, tcp.Module, commitlog.Module, tag.Module, sql92.Module, acl.Module,
-		fx.Populate(&s.ns, &s.b)))
+	plan, err := kernel.NewPlan(cfg, server.Spec(server.Dev, aclPlugins()))
+	require.NoError(t, err)
+	app := fx.New(plan.Options(), fx.Populate(&s.ns, &s.b))
 	require.NoError(t, app.Err())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -376,9 +381,14 @@ func TestClusterCredentialAtStart(t *testing.T) {
 				"broker.listen=127.0.0.1:0", "broker.namesrv=127.0.0.1:1", "storage.dir=" + filepath.Join(t.TempDir(), "store"),
 				"log.level=error", "acl.enabled=true", "acl.file=" + file,
 			}, tt.sets...)
-			cfg, err := server.LoadConfig(config.Options{Sets: sets}, server.Broker, acl.ID)
+			cfg, err := server.Load(config.Options{Sets: sets}, server.Broker)
 			require.NoError(t, err)
-			app := fx.New(server.Options(cfg, server.Broker, tcp.Module, commitlog.Module, tag.Module, sql92.Module, acl.Module))
+			plan, err := kernel.NewPlan(cfg, server.Spec(server.Broker, aclPlugins()))
+			var app *fx.App
+			if err == nil {
+				app = fx.New(plan.Options())
+				err = app.Err()
+			}
 			if tt.want == "" {
 				require.NoError(t, app.Err())
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -387,9 +397,15 @@ func TestClusterCredentialAtStart(t *testing.T) {
 				require.NoError(t, app.Stop(ctx))
 				return
 			}
-			require.Error(t, app.Err())
-			assert.Contains(t, app.Err().Error(), tt.want)
-			assert.NotContains(t, app.Err().Error(), "Secret0")
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), "Secret0")
 		})
 	}
+}
+
+// aclPlugins are the stock plugins of these tests, with ACL 1.0.
+func aclPlugins() kernel.Plugins {
+	return kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()}, Storage: []store.Provider{commitlog.NewProvider()},
+		Filter: []filter.Provider{tag.NewProvider(), sql92.NewProvider()}, Auth: []auth.Provider{acl.NewProvider()}}
 }

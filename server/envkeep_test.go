@@ -23,12 +23,12 @@ func TestEnvKeep(t *testing.T) {
 		{"broker.", false},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, EnvKeep(tt.give, Sections()), tt.give)
+		assert.Equal(t, tt.want, EnvKeep(tt.give), tt.give)
 	}
 }
 
-func TestLoadConfigIgnoresToolVariables(t *testing.T) {
-	cfg, err := LoadConfig(config.Options{Env: []string{
+func TestLoadIgnoresToolVariables(t *testing.T) {
+	cfg, err := Load(config.Options{Env: []string{
 		"QUIVER_NAMESRV=127.0.0.1:9876", "QUIVER_CLIENT_LOG=1", "QUIVER_BROKER__NAME=env-broker",
 	}}, Broker)
 	require.NoError(t, err)

@@ -2,29 +2,27 @@
 // its modules (schedule, retry, transactions), or both in one process,
 // from the kernel, the stock modules and whatever plugins a binary
 // carries. cmd/mq is one such binary; a plugin author builds another by
-// passing the stock plugins they want plus their own fx.Module, without
-// touching Quiver's code (see examples/custom-filter):
+// passing the stock plugins they want plus their own, without touching
+// Quiver's code (see examples/custom-filter). A role is a value (Spec);
+// the plan is built from it once per start, before fx:
 //
-//	cfg, err := server.LoadConfig(config.Options{File: path, Env: os.Environ()}, server.Dev)
+//	cfg, err := server.Load(config.Options{File: path, Env: os.Environ()}, server.Dev)
 //	...
-//	err = server.Run(ctx, server.Options(cfg, server.Dev,
-//		tcp.Module, commitlog.Module, tag.Module, sql92.Module, myfilter.Module))
+//	plan, err := kernel.NewPlan(cfg, server.Spec(server.Dev, kernel.Plugins{
+//		Transport: []transport.Provider{tcp.NewProvider()}, ...}))
+//	...
+//	err = server.Run(ctx, plan)
 //
 // The package holds no plugin: which ones a binary carries is its choice.
 package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
-	"slices"
 	"strings"
-	"time"
 
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxevent"
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
@@ -52,43 +50,57 @@ const (
 	Dev
 )
 
-// Sections returns the top-level configuration keys the kernel and the
-// stock modules own. Plugins configure themselves under them
-// (transport.<id>, storage.<id>, filter.<id>, auth.<id>).
-func Sections() []string {
-	keys := kernel.Sections()
-	for _, sec := range ModuleSections() {
-		keys = append(keys, sec.Key)
-	}
-	slices.Sort(keys)
-	return slices.Compact(keys)
-}
-
-// part is one stock module of a role and the configuration section it
-// owns (nil when it owns none).
-type part struct {
-	section *kernel.Section
-	module  fx.Option
-}
-
 // parts is the composition of role r, in start order: the one place that
 // says which stock modules a role runs and which section each one reads.
-// Sections, ModuleSections, Plan and Options all derive from it.
-func parts(r Role) []part {
-	names := []part{{&namesrv.ConfigSection, namesrv.Module}, {nil, controller.Module}}
-	brokers := func(metricsModule, grpcModule fx.Option) []part {
-		return []part{{nil, kernel.StorageModule}, {nil, ha.StorageDecorator}, {&broker.ConfigSection, broker.Module},
-			{&ha.ConfigSection, ha.Module}, {&schedule.ConfigSection, schedule.Module}, {&retry.ConfigSection, retry.Module},
-			{&transaction.ConfigSection, transaction.Module}, {&metrics.ConfigSection, metricsModule}, {nil, pop.Module},
-			{grpcSection, grpcModule}, {&mirror.ConfigSection, mirror.Module}}
+func parts(r Role) []kernel.Component {
+	names := []kernel.Component{{Section: &namesrv.ConfigSection, Module: namesrv.Module}, {Module: controller.Module}}
+	brokers := func(metricsModule, grpcModule fx.Option) []kernel.Component {
+		return []kernel.Component{{Module: kernel.StorageModule}, {Section: &broker.ConfigSection, Module: broker.Module},
+			{Section: &ha.ConfigSection, Module: ha.Module}, {Section: &schedule.ConfigSection, Module: schedule.Module},
+			{Section: &retry.ConfigSection, Module: retry.Module}, {Section: &transaction.ConfigSection, Module: transaction.Module},
+			{Section: &metrics.ConfigSection, Module: metricsModule}, {Module: pop.Module},
+			{Section: grpcSection, Module: grpcModule}, {Section: &mirror.ConfigSection, Module: mirror.Module}}
 	}
 	switch r {
 	case Namesrv:
-		return append(names, part{&metrics.ConfigSection, metrics.Module})
+		return append(names, kernel.Component{Section: &metrics.ConfigSection, Module: metrics.Module})
 	case Broker:
 		return brokers(metrics.Module, grpcBrokerModule)
 	case Dev:
 		return append(names, brokers(metrics.DevModule, grpcDevModule)...)
+	}
+	return nil
+}
+
+// Spec is role r of a binary that carries plugins. Every role decodes the
+// sections of every stock module and the binary's own (sections), so that
+// one file serves every process; a broker needs broker.namesrv unless
+// broker.standalone is true. A broker's storage engines apply a
+// truncation a failover recorded before their store opens (ha.Truncating).
+// Add a binary's own modules to the spec's Components.
+func Spec(r Role, plugins kernel.Plugins, sections ...kernel.Section) kernel.Spec {
+	for _, o := range []Role{Namesrv, Broker, Dev} {
+		for _, c := range parts(o) {
+			if c.Section != nil {
+				sections = append(sections, *c.Section)
+			}
+		}
+	}
+	spec := kernel.Spec{Plugins: plugins, Components: parts(r), Sections: sections}
+	if r != Namesrv {
+		spec.Plugins.Storage = ha.Truncating(plugins.Storage)
+	}
+	if r == Broker {
+		spec.Check = needNamesrv
+	}
+	return spec
+}
+
+// needNamesrv refuses a broker that would register with no name server.
+func needNamesrv(p *kernel.Plan) []kernel.Problem {
+	if bc, ok := p.Section("broker").(*broker.Config); ok && bc != nil && len(bc.Namesrv) == 0 && !bc.Standalone {
+		return []kernel.Problem{{Key: "broker.namesrv",
+			Msg: "is empty: the broker would register with no name server and no client could find it (list the name servers, or set broker.standalone: true)"}}
 	}
 	return nil
 }
@@ -99,7 +111,7 @@ func parts(r Role) []part {
 // rest of the configuration), or the top-level list transports. Other
 // QUIVER_ variables, such as QUIVER_NAMESRV for mq admin, are left to the
 // tools that read them.
-func EnvKeep(key string, sections []string) bool {
+func EnvKeep(key string) bool {
 	top, rest, nested := strings.Cut(key, ".")
 	if !nested {
 		return top == "transports"
@@ -107,26 +119,12 @@ func EnvKeep(key string, sections []string) bool {
 	return top != "" && rest != ""
 }
 
-// LoadConfig merges file, environment and --set values (config.Load),
+// Load merges file, environment and --set values (config.Load) and
 // applies the defaults of role r that depend on other keys (a Dev broker
-// registers with its own name server), and refuses top-level keys that
-// are neither Sections nor one of extra (sections a binary's plugins own).
-func LoadConfig(o config.Options, r Role, extra ...string) (*config.Config, error) {
-	cfg, err := Load(o, r)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.CheckTopLevel(cfg, append(Sections(), extra...)); err != nil {
-		return nil, err
-	}
-	return cfg, nil
-}
-
-// Load is LoadConfig without the check of top-level keys: Plan makes it,
-// with every other check, at once.
+// registers with its own name server). kernel.NewPlan checks the result.
 func Load(o config.Options, r Role) (*config.Config, error) {
 	if o.EnvKeep == nil {
-		o.EnvKeep = func(key string) bool { return EnvKeep(key, Sections()) }
+		o.EnvKeep = EnvKeep
 	}
 	cfg, err := config.Load(o)
 	if err != nil {
@@ -151,96 +149,20 @@ func Load(o config.Options, r Role) (*config.Config, error) {
 	return cfg, nil
 }
 
-// ModuleSections are the configuration sections of every stock module,
-// whichever role runs them (one file may serve every process): every
-// process decodes and checks all of them, before fx (Plan) and inside it
-// (Options), so --check-config refuses what a start would.
-func ModuleSections() []kernel.Section {
-	var out []kernel.Section
-	seen := map[string]bool{}
-	for _, r := range []Role{Namesrv, Broker, Dev} {
-		for _, p := range parts(r) {
-			if p.section != nil && !seen[p.section.Key] {
-				seen[p.section.Key] = true
-				out = append(out, *p.section)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b kernel.Section) int { return strings.Compare(a.Key, b.Key) })
-	return out
-}
-
-// Plan decodes and validates the whole configuration of role r before
-// anything is built or opened (mq --check-config, and every start): the
-// kernel's sections, every section of the plugins that plugins provide
-// and of every stock module, and the top-level keys (Sections, plus extra
-// for a binary's own). A broker needs broker.namesrv unless
-// broker.standalone is true. It returns every problem at once, in a
-// *kernel.PlanError.
-func Plan(cfg *config.Config, r Role, plugins fx.Option, extra ...kernel.Section) (*kernel.Plan, error) {
-	regs, err := kernel.LoadRegistries(cfg, plugins)
-	if err != nil {
-		return nil, err
-	}
-	secs := append(ModuleSections(), extra...)
-	known := kernel.KnownSections(Sections())
-	p, err := kernel.NewPlan(cfg, regs, secs, known)
-	var pe *kernel.PlanError
-	if err != nil && !errors.As(err, &pe) {
-		return nil, err
-	}
-	if r == Broker && p != nil {
-		if bc, ok := p.Section("broker").(*broker.Config); ok && bc != nil && len(bc.Namesrv) == 0 && !bc.Standalone {
-			if pe == nil {
-				pe = &kernel.PlanError{}
-			}
-			pe.Problems = append(pe.Problems, kernel.Problem{Key: "broker.namesrv",
-				Msg: "is empty: the broker would register with no name server and no client could find it (list the name servers, or set broker.standalone: true)"})
-		}
-	}
-	if pe != nil {
-		return p, pe
-	}
-	return p, nil
-}
-
-// Options composes the fx graph of role r on cfg. extra carries the
-// binary's plugins (each plugin's Module) and any other options; a broker
-// needs at least one transport and one storage engine, a name server one
-// transport.
-func Options(cfg *config.Config, r Role, extra ...fx.Option) fx.Option {
-	opts := []fx.Option{
-		kernel.Supply(cfg),
-		kernel.Module,
-		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
-			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
-			l.UseLogLevel(slog.LevelDebug)
-			// fx's failures are the caller's to report (mq prints one
-			// line per problem); their chain is for debugging.
-			l.UseErrorLevel(slog.LevelDebug)
-			return l
-		}),
-		fx.StartTimeout(30 * time.Second),
-		fx.StopTimeout(30 * time.Second),
-	}
-	for _, sec := range ModuleSections() {
-		opts = append(opts, kernel.AsSection(sec))
-	}
-	for _, p := range parts(r) {
-		opts = append(opts, p.module)
-	}
-	return fx.Options(append(opts, extra...)...)
-}
-
-// Run starts the app opts describes, waits for ctx (cancel it on SIGINT
-// and SIGTERM) and stops it. An app that shuts itself down with
-// ha.RestartExitCode (automatic failover: its commit log must be
-// truncated, which happens before the store opens) is stopped and started
-// again; another shutdown from inside stops Run.
-func Run(ctx context.Context, opts fx.Option) error {
+// Run starts the application of plan, waits for ctx (cancel it on SIGINT
+// and SIGTERM) and stops it; opts are added to the app (fx.NopLogger). An
+// app that shuts itself down with ha.RestartExitCode (automatic failover:
+// its commit log must be truncated, which happens before the store opens)
+// is stopped and started again from a new plan of the same configuration
+// and spec, so that nothing the previous run changed in its modules'
+// settings carries over; another shutdown from inside stops Run.
+func Run(ctx context.Context, plan *kernel.Plan, opts ...fx.Option) error {
 	for {
-		restart, err := runOnce(ctx, opts)
+		restart, err := runOnce(ctx, fx.Options(append([]fx.Option{plan.Options()}, opts...)...))
 		if err != nil || !restart || ctx.Err() != nil {
+			return err
+		}
+		if plan, err = kernel.NewPlan(plan.Config, plan.Spec); err != nil {
 			return err
 		}
 	}

@@ -29,9 +29,9 @@ func TestDLQResendReportsBrokersWithoutTheLetter(t *testing.T) {
 		"storage.dir=" + t.TempDir(), "storage.commitlog.segment_size=4MiB",
 		"console.listen=", "metrics.listen=", "log.level=error",
 	}}
-	cfg, err := loadConfig(g, roleBroker)
+	plan, err := planConfig(g, roleBroker)
 	require.NoError(t, err)
-	app := fxtest.New(t, appOptions(cfg, roleBroker), fx.NopLogger)
+	app := fxtest.New(t, plan.Options(), fx.NopLogger)
 	app.RequireStart()
 	defer app.RequireStop()
 

@@ -37,7 +37,7 @@ func TestEdgeGuideCommandLine(t *testing.T) {
 
 	require.Equal(t, "--set", args[len(args)-2])
 	g := &globalFlags{configFile: "../../config.edge.yaml", sets: []string{args[len(args)-1]}}
-	_, plan, err := planConfig(g, roleBroker)
+	plan, err := planConfig(g, roleBroker)
 	require.NoError(t, err)
 	bc, ok := plan.Section("broker").(*broker.Config)
 	require.True(t, ok, "broker section %T", plan.Section("broker"))
@@ -50,7 +50,7 @@ func TestEdgeGuideCommandLine(t *testing.T) {
 func TestSetAndEnvLists(t *testing.T) {
 	namesrvOf := func(t *testing.T, sets ...string) []string {
 		t.Helper()
-		_, plan, err := planConfig(&globalFlags{sets: sets}, roleBroker)
+		plan, err := planConfig(&globalFlags{sets: sets}, roleBroker)
 		require.NoError(t, err)
 		return plan.Section("broker").(*broker.Config).Namesrv
 	}
@@ -65,7 +65,7 @@ func TestSetAndEnvLists(t *testing.T) {
 		assert.Equal(t, []string{"10.0.0.1:9876", "10.0.0.3:9876"}, namesrvOf(t))
 	})
 	t.Run("set map", func(t *testing.T) {
-		_, plan, err := planConfig(&globalFlags{sets: []string{"broker.standalone=true", "broker.quota.topics={orders: {messages_per_sec: 100}}"}}, roleBroker)
+		plan, err := planConfig(&globalFlags{sets: []string{"broker.standalone=true", "broker.quota.topics={orders: {messages_per_sec: 100}}"}}, roleBroker)
 		require.NoError(t, err)
 		q := plan.Section("broker").(*broker.Config).Quota.Topics
 		require.Contains(t, q, "orders")

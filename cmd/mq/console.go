@@ -33,7 +33,7 @@ import (
 
 	"github.com/quivermq/quiver/client"
 	clientadmin "github.com/quivermq/quiver/client/admin"
-	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/modules/namesrv"
 )
@@ -556,46 +556,45 @@ func consoleCmd() *cobra.Command {
 	return cmd
 }
 
-// consoleOption serves the console inside `mq dev`: console.listen
+// consoleModule serves the console inside `mq dev`: console.listen
 // (default consoleDevListen, loopback; a busy default only logs) with
 // console.admin (default true in dev, where everything is local: the
 // console answers loopback Host names only, and actions need same-origin
 // requests with the session's CSRF token) and console.auth. Admin rights
 // on a non-loopback console.listen need console.auth (the start fails).
-func consoleOption(cfg *config.Config) fx.Option {
-	return fx.Invoke(func(lc fx.Lifecycle, log *slog.Logger) error {
-		cc := consoleConfig{Admin: true}
-		if err := cfg.Decode("console", &cc); err != nil {
-			return err
-		}
-		ca, err := parseConsoleAuth(cc.Auth)
-		if err != nil {
-			return err
-		}
-		soft := !cfg.Exists("console.listen")
-		if soft {
-			cc.Listen = consoleDevListen
-		}
-		if cc.Listen == "" {
-			return nil
-		}
-		ns := cfg.String("namesrv.listen")
-		if ns == "" {
-			ns = namesrv.NewConfig().Listen
-		}
-		c := newConsole(ns, cc.Admin, nil, log)
-		c.auth = ca
-		lc.Append(fx.Hook{
-			OnStart: func(ctx context.Context) error {
-				err := c.Start(ctx, cc.Listen, consoleSampleInterval)
-				if err != nil && soft {
-					log.Warn("console not served: default address busy (set console.listen)", "addr", cc.Listen, "err", err)
-					return nil
-				}
-				return err
-			},
-			OnStop: c.Stop,
-		})
+var consoleModule = fx.Invoke(func(lc fx.Lifecycle, log *slog.Logger, p *kernel.Plan) error {
+	planned, err := kernel.Setting[*consoleConfig](p, consoleSection.Key)
+	if err != nil {
+		return err
+	}
+	ns, err := kernel.Setting[*namesrv.Config](p, "namesrv")
+	if err != nil {
+		return err
+	}
+	cc := *planned // the plan's values stay as planned
+	ca, err := parseConsoleAuth(cc.Auth)
+	if err != nil {
+		return err
+	}
+	soft := !p.Config.Exists("console.listen")
+	if soft {
+		cc.Listen = consoleDevListen
+	}
+	if cc.Listen == "" {
 		return nil
+	}
+	c := newConsole(ns.Listen, cc.Admin, nil, log)
+	c.auth = ca
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			err := c.Start(ctx, cc.Listen, consoleSampleInterval)
+			if err != nil && soft {
+				log.Warn("console not served: default address busy (set console.listen)", "addr", cc.Listen, "err", err)
+				return nil
+			}
+			return err
+		},
+		OnStop: c.Stop,
 	})
-}
+	return nil
+})

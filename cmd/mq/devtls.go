@@ -9,15 +9,23 @@ import (
 	"slices"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
 )
 
 // setupDevTLS turns TLS on for TCP with a development certificate kept in
 // <storage.dir>/tls (generated on first use), trusted by the process's own
-// dialers (the broker registering with its name server).
-// storageDir is the plan's absolute storage.dir.
-func setupDevTLS(cfg *config.Config, storageDir string, log io.Writer) error {
-	dir := filepath.Join(storageDir, "tls")
+// dialers (the broker registering with its name server). It sets the
+// keys in cfg before cfg is planned (each run of the process plans it).
+func setupDevTLS(cfg *config.Config, log io.Writer) error {
+	storageDir := cfg.String("storage.dir")
+	if storageDir == "" {
+		storageDir = kernel.DefaultStorageConfig().Dir
+	}
+	dir, err := filepath.Abs(filepath.Join(storageDir, "tls"))
+	if err != nil {
+		return fmt.Errorf("dev tls: %w", err)
+	}
 	certFile, keyFile := filepath.Join(dir, "dev-cert.pem"), filepath.Join(dir, "dev-key.pem")
 	if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/durable"
@@ -60,6 +60,25 @@ and --set. Example:
 	return cmd
 }
 
+// storeConfig reads the configuration mq store's commands open a store
+// with: the broker's, its top-level keys checked, with mq's storage
+// engines as they are (no failover truncation) and the process logger.
+func storeConfig(g *globalFlags) (*config.Config, *kernel.StorageRegistry, *slog.Logger, error) {
+	cfg, err := loadConfig(g, roleBroker)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := kernel.CheckTopLevel(cfg, spec(roleBroker)); err != nil {
+		return nil, nil, nil, err
+	}
+	regs, err := plugins().Registries()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	log, err := kernel.NewLogger(cfg)
+	return cfg, regs.Storage, log, err
+}
+
 func runMigrate(cmd *cobra.Command, g *globalFlags, f *migrateFlags) error {
 	from, err := filepath.Abs(f.from)
 	if err != nil {
@@ -75,16 +94,7 @@ func runMigrate(cmd *cobra.Command, g *globalFlags, f *migrateFlags) error {
 	if _, err := os.Stat(from); err != nil {
 		return fmt.Errorf("store migrate: source: %w", err)
 	}
-	cfg, err := loadConfig(g, roleBroker)
-	if err != nil {
-		return err
-	}
-	var reg *kernel.StorageRegistry
-	app := fx.New(kernel.Supply(cfg), kernel.Module, plugins(), fx.NopLogger, fx.Populate(&reg))
-	if err := app.Err(); err != nil {
-		return err
-	}
-	log, err := kernel.NewLogger(cfg)
+	cfg, reg, log, err := storeConfig(g)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 func TestProcessSection(t *testing.T) {
 	plan := func(sets ...string) (*processConfig, error) {
 		g := &globalFlags{sets: append([]string{"storage.dir=" + t.TempDir()}, sets...)}
-		_, p, err := planConfig(g, roleDev)
+		p, err := planConfig(g, roleDev)
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -9,8 +8,12 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/fx"
 
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/auth/acl"
 	"github.com/quivermq/quiver/plugins/auth/acl/acl2"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
@@ -22,10 +25,6 @@ import (
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 	"github.com/quivermq/quiver/server"
 )
-
-// sections are the top-level configuration keys some part of mq owns (acl
-// is the old spelling of auth.acl).
-var sections = []string{"acl", "auth", "broker", "console", "filter", "grpc", "log", "metrics", "namesrv", "process", "remoting", "retry", "schedule", "storage", "transaction", "transport", "transports"}
 
 type globalFlags struct {
 	configFile  string
@@ -75,29 +74,41 @@ const (
 )
 
 // plugins are the stock plugins every mq binary carries.
-func plugins() fx.Option {
-	return fx.Options(tcp.Module, quictransport.Module, natstransport.Module, commitlog.Module, pebblestore.Module, tag.Module, sql92.Module, acl.Module, acl2.Module)
+func plugins() kernel.Plugins {
+	return kernel.Plugins{
+		Storage:   []store.Provider{commitlog.NewProvider(), pebblestore.NewProvider()},
+		Transport: []transport.Provider{tcp.NewProvider(), quictransport.NewProvider(), natstransport.NewProvider()},
+		Filter:    []filter.Provider{tag.NewProvider(), sql92.NewProvider()},
+		Auth:      []auth.Provider{acl.NewProvider(), acl2.NewProvider()},
+	}
+}
+
+// spec is role r of mq: the stock composition (server.Spec) with mq's
+// plugins, mq's own sections (console, process) and, in mq dev, the
+// console.
+func spec(r role) kernel.Spec {
+	s := server.Spec(r, plugins(), consoleSection, processSection)
+	if r == roleDev {
+		s.Components = append(s.Components, kernel.Component{Module: consoleModule}) // console.go
+	}
+	return s
 }
 
 // loadConfig merges file, environment and --set, then applies role
-// defaults that depend on other keys.
+// defaults that depend on other keys; the plan (planConfig) checks it.
 func loadConfig(g *globalFlags, r role) (*config.Config, error) {
-	return server.LoadConfig(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets}, r, sections...)
+	return server.Load(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets}, r)
 }
 
 // planConfig loads the configuration of a server role and decodes and
-// validates all of it (server.Plan) before anything is built: every
+// validates all of it (kernel.NewPlan) before anything is built: every
 // problem comes back at once, one line each.
-func planConfig(g *globalFlags, r role) (*config.Config, *kernel.Plan, error) {
-	cfg, err := server.Load(config.Options{File: g.configFile, Env: os.Environ(), Sets: g.sets}, r)
+func planConfig(g *globalFlags, r role) (*kernel.Plan, error) {
+	cfg, err := loadConfig(g, r)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	plan, err := server.Plan(cfg, r, plugins(), consoleSection, processSection)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, plan, nil
+	return kernel.NewPlan(cfg, spec(r))
 }
 
 // consoleSection is mq's own section (the console of mq dev).
@@ -133,15 +144,6 @@ func refuseServerFlags(cmd *cobra.Command) error {
 	return nil
 }
 
-// appOptions composes the fx graph of a role (server.Options) with mq's
-// plugins.
-func appOptions(cfg *config.Config, r role, extra ...fx.Option) fx.Option {
-	if r == roleDev {
-		extra = append(extra, consoleOption(cfg)) // console.go
-	}
-	return server.Options(cfg, r, append([]fx.Option{plugins()}, extra...)...)
-}
-
 func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 	var devTLS bool
 	cmd := &cobra.Command{
@@ -149,7 +151,18 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, plan, err := planConfig(g, r)
+			cfg, err := loadConfig(g, r)
+			if err != nil {
+				return err
+			}
+			if devTLS && !g.checkConfig {
+				// Part of the configuration the plan checks (a check
+				// creates nothing, so it plans without the certificate).
+				if err := setupDevTLS(cfg, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			plan, err := kernel.NewPlan(cfg, spec(r))
 			if err != nil {
 				return err
 			}
@@ -157,28 +170,18 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 				// The plan decoded and validated every section; the graph
 				// is checked without running a constructor. Nothing is
 				// opened, bound or created.
-				if err := fx.ValidateApp(appOptions(cfg, r)); err != nil {
+				if err := fx.ValidateApp(plan.Options()); err != nil {
 					return rootCause(err)
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), "configuration OK")
 				return nil
 			}
 			if pc, ok := plan.Section("process").(*processConfig); ok && pc.MemoryLimit != 0 {
-				log, err := kernel.NewLogger(cfg)
-				if err != nil {
-					return err
-				}
-				applyProcess(pc, log)
+				applyProcess(pc, plan.Log.Logger())
 			}
-			if devTLS {
-				if err := setupDevTLS(cfg, plan.Storage.Dir, cmd.ErrOrStderr()); err != nil {
-					return err
-				}
-			}
-			// The app plans cfg again inside the graph, once per run: --tls
-			// changed cfg above, and a run restarted after a failover must
-			// not see the module configs the previous run changed.
-			return explainStart(run(cmd.Context(), appOptions(cfg, r)), plan)
+			// The app runs on this plan; a run restarted after a failover
+			// plans the same configuration anew (server.Run).
+			return explainStart(server.Run(cmd.Context(), plan), plan)
 		},
 	}
 	if r == roleDev {
@@ -188,29 +191,21 @@ func serverCmd(g *globalFlags, use, short string, r role) *cobra.Command {
 	return cmd
 }
 
-// run starts the app, waits for ctx (SIGINT/SIGTERM) and stops it.
-func run(ctx context.Context, opts fx.Option) error { return server.Run(ctx, opts) }
-
 func pluginsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "plugins",
 		Short: "List the plugins compiled into this binary",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st *kernel.StorageRegistry
-			var tr *kernel.TransportRegistry
-			var fl *kernel.FilterRegistry
-			var au *kernel.AuthRegistry
-			cfg := config.FromMap(map[string]any{})
-			app := fx.New(kernel.Supply(cfg), kernel.Module, plugins(), fx.NopLogger, fx.Populate(&st, &tr, &fl, &au))
-			if err := app.Err(); err != nil {
+			regs, err := plugins().Registries()
+			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "storage:   %s\n", strings.Join(st.IDs(), ", "))
-			fmt.Fprintf(out, "transport: %s\n", strings.Join(tr.IDs(), ", "))
-			fmt.Fprintf(out, "filter:    %s\n", strings.Join(fl.IDs(), ", "))
-			fmt.Fprintf(out, "auth:      %s\n", strings.Join(au.IDs(), ", "))
+			fmt.Fprintf(out, "storage:   %s\n", strings.Join(regs.Storage.IDs(), ", "))
+			fmt.Fprintf(out, "transport: %s\n", strings.Join(regs.Transport.IDs(), ", "))
+			fmt.Fprintf(out, "filter:    %s\n", strings.Join(regs.Filter.IDs(), ", "))
+			fmt.Fprintf(out, "auth:      %s\n", strings.Join(regs.Auth.IDs(), ", "))
 			return nil
 		},
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
@@ -78,16 +77,7 @@ func runStoreVerify(cmd *cobra.Command, g *globalFlags, f *verifyFlags) error {
 		}
 		return nil
 	}
-	cfg, err := loadConfig(g, roleBroker)
-	if err != nil {
-		return err
-	}
-	var reg *kernel.StorageRegistry
-	app := fx.New(kernel.Supply(cfg), kernel.Module, plugins(), fx.NopLogger, fx.Populate(&reg))
-	if err := app.Err(); err != nil {
-		return err
-	}
-	log, err := kernel.NewLogger(cfg)
+	cfg, reg, log, err := storeConfig(g)
 	if err != nil {
 		return err
 	}

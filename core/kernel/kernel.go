@@ -1,7 +1,8 @@
-// Package kernel assembles a Quiver process: it turns configuration into an
-// fx application, collects plugins from fx value groups into registries,
-// and opens the plugins the configuration selects. It is the only core
-// package that imports fx.
+// Package kernel assembles a Quiver process: it decodes and checks the
+// whole configuration of a role (a Spec: its plugins and components) into
+// a Plan before anything is built, then turns the plan into an fx
+// application that opens the plugins the plan selected. It is the only
+// core package that imports fx.
 package kernel
 
 import (
@@ -9,8 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/fx"
@@ -23,34 +22,6 @@ import (
 	"github.com/quivermq/quiver/core/store/retention"
 	"github.com/quivermq/quiver/core/transport"
 )
-
-// Group names of the plugin value groups.
-const (
-	GroupStorage   = "storage"
-	GroupTransport = "transport"
-	GroupFilter    = "filter"
-	GroupAuth      = "auth"
-)
-
-// AsStorage annotates a constructor of a storage provider for the group.
-func AsStorage(f any) any {
-	return fx.Annotate(f, fx.As(new(store.Provider)), fx.ResultTags(`group:"storage"`))
-}
-
-// AsTransport annotates a constructor of a transport provider.
-func AsTransport(f any) any {
-	return fx.Annotate(f, fx.As(new(transport.Provider)), fx.ResultTags(`group:"transport"`))
-}
-
-// AsFilter annotates a constructor of a filter provider.
-func AsFilter(f any) any {
-	return fx.Annotate(f, fx.As(new(filter.Provider)), fx.ResultTags(`group:"filter"`))
-}
-
-// AsAuth annotates a constructor of an auth provider.
-func AsAuth(f any) any {
-	return fx.Annotate(f, fx.As(new(auth.Provider)), fx.ResultTags(`group:"auth"`))
-}
 
 // Registry aliases for the four seams.
 type (
@@ -105,24 +76,26 @@ func DefaultStorageConfig() StorageConfig {
 		CleanAt: "04", DiskMaxUsedRatio: 0.75}
 }
 
-// NewLogger builds the process logger from log.level and log.format.
+// NewLogger builds the process logger from log.level and log.format (the
+// plan's check of the log section, for tools that open no application).
 func NewLogger(cfg *config.Config) (*slog.Logger, error) {
-	lc := LogConfig{Level: "info", Format: "text"}
-	if err := cfg.Decode("log", &lc); err != nil {
-		return nil, err
+	pl := &planner{cfg: cfg}
+	lc := pl.planLog()
+	if len(pl.problems) > 0 {
+		return nil, &PlanError{Problems: pl.problems}
 	}
+	return lc.Logger(), nil
+}
+
+// Logger is the process logger the (checked) log section describes.
+func (lc LogConfig) Logger() *slog.Logger {
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(lc.Level)); err != nil {
-		return nil, fmt.Errorf("config: log.level: %w", err)
-	}
+	_ = lvl.UnmarshalText([]byte(lc.Level)) // checked by planLog
 	opts := &slog.HandlerOptions{Level: lvl}
-	switch lc.Format {
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	if lc.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
-	return nil, fmt.Errorf("config: log.format: %q is neither text nor json", lc.Format)
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
 // NewRemotingConfig decodes the remoting section.
@@ -138,40 +111,6 @@ func NewRemotingConfig(cfg *config.Config) (RemotingConfig, error) {
 		return rc, fmt.Errorf("config: remoting.max_frame_size: %d is below 1KiB", rc.MaxFrameSize)
 	}
 	return rc, nil
-}
-
-type pluginsIn struct {
-	fx.In
-	Storage   []store.Provider     `group:"storage"`
-	Transport []transport.Provider `group:"transport"`
-	Filter    []filter.Provider    `group:"filter"`
-	Auth      []auth.Provider      `group:"auth"`
-}
-
-type registriesOut struct {
-	fx.Out
-	Storage   *StorageRegistry
-	Transport *TransportRegistry
-	Filter    *FilterRegistry
-	Auth      *AuthRegistry
-}
-
-func newRegistries(in pluginsIn) (registriesOut, error) {
-	var out registriesOut
-	var err error
-	if out.Storage, err = NewRegistry("storage engine", in.Storage, store.Provider.ID); err != nil {
-		return out, err
-	}
-	if out.Transport, err = NewRegistry("transport", in.Transport, transport.Provider.ID); err != nil {
-		return out, err
-	}
-	if out.Filter, err = NewRegistry("filter", in.Filter, filter.Provider.ID); err != nil {
-		return out, err
-	}
-	if out.Auth, err = NewRegistry("auth plugin", in.Auth, auth.Provider.ID); err != nil {
-		return out, err
-	}
-	return out, nil
 }
 
 var storageSharedKeys = []string{"engine", "dir", "flush", "flush_interval", "retention", "max_message_size", "clean_at", "disk_max_used_ratio"}
@@ -213,11 +152,11 @@ func openStore(ctx context.Context, sc StorageSettings, log *slog.Logger) (store
 	return st, nil
 }
 
-// Module provides the logger, remoting settings, plugin registries and the
-// enabled transports. The store is provided by StorageModule so processes
-// without one (mq namesrv) never open it.
+// Module provides, from the supplied plan, the logger, the remoting
+// settings, the guard and the enabled transports. The store is provided
+// by StorageModule so processes without one (mq namesrv) never open it.
 var Module = fx.Module("kernel",
-	fx.Provide(NewLogger, newPlanFx, newRegistries, newGuardFx,
+	fx.Provide(func(p *Plan) *slog.Logger { return p.Log.Logger() }, newGuardFx,
 		func(p *Plan) RemotingConfig { return p.Remoting },
 		func(p *Plan, log *slog.Logger) *transport.Set {
 			return transport.NewSet(p.Transports, p.TransportConfigs, transport.Deps{Logger: log.With("component", "transport"), MaxFrameSize: int(p.Remoting.MaxFrameSize)})
@@ -248,29 +187,3 @@ var StorageModule = fx.Module("kernel.storage",
 		return st, cl, nil
 	}),
 )
-
-// Supply returns the fx option that puts cfg in the graph.
-func Supply(cfg *config.Config) fx.Option { return fx.Supply(cfg) }
-
-// CheckTopLevel refuses top-level keys no section owns, each with a
-// close match or the known sections, and the layer that set it.
-func CheckTopLevel(cfg *config.Config, known []string) error {
-	known = slices.Compact(slices.Sorted(slices.Values(known)))
-	pl := &planner{cfg: cfg}
-	for _, k := range cfg.TopLevel() {
-		if slices.Contains(known, k) {
-			continue
-		}
-		msg := "unknown section " + k
-		if s := config.Suggest(k, known); s != "" {
-			msg += "; did you mean " + s + "?"
-		} else {
-			msg += " (known: " + strings.Join(known, ", ") + ")"
-		}
-		pl.problems = append(pl.problems, Problem{Msg: msg, Source: pl.source(k)})
-	}
-	if len(pl.problems) == 0 {
-		return nil
-	}
-	return &PlanError{Problems: pl.problems}
-}

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/transport"
@@ -25,6 +25,25 @@ func withQuietLog(m map[string]any) map[string]any {
 		m[k] = v
 	}
 	return m
+}
+
+// fakePlugins carries the fake transport and, when given, engines.
+func fakePlugins(eng ...store.Provider) kernel.Plugins {
+	return kernel.Plugins{Transport: []transport.Provider{newFakeTransport()}, Storage: eng}
+}
+
+// planApp plans give with the fake plugins and builds its app.
+func planApp(t *testing.T, give map[string]any, ps kernel.Plugins, opts ...fx.Option) (*fx.App, error) {
+	t.Helper()
+	spec := kernel.Spec{Plugins: ps, Components: []kernel.Component{{Module: kernel.StorageModule}}}
+	if len(ps.Storage) == 0 {
+		spec.Components = nil
+	}
+	p, err := kernel.NewPlan(config.FromMap(withQuietLog(give)), spec)
+	if err != nil {
+		return nil, err
+	}
+	return fx.New(append([]fx.Option{fx.NopLogger, p.Options()}, opts...)...), nil
 }
 
 func TestModuleTransports(t *testing.T) {
@@ -40,14 +59,11 @@ func TestModuleTransports(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var set *transport.Set
-			app := fxtest.New(t,
-				kernel.Supply(config.FromMap(withQuietLog(tt.give))),
-				kernel.Module,
-				fx.Provide(kernel.AsTransport(newFakeTransport)),
-				fx.Populate(&set),
-			)
-			app.RequireStart()
-			app.RequireStop()
+			app, err := planApp(t, tt.give, fakePlugins(), fx.Populate(&set))
+			require.NoError(t, err)
+			require.NoError(t, app.Err())
+			require.NoError(t, app.Start(context.Background()))
+			require.NoError(t, app.Stop(context.Background()))
 			require.NotNil(t, set)
 			assert.Equal(t, tt.want, set.IDs())
 		})
@@ -73,60 +89,39 @@ func TestModuleTransportErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var set *transport.Set
-			app := fx.New(fx.NopLogger,
-				kernel.Supply(config.FromMap(withQuietLog(tt.give))),
-				kernel.Module,
-				fx.Provide(kernel.AsTransport(newFakeTransport)),
-				fx.Populate(&set),
-			)
-			require.Error(t, app.Err())
-			assert.Contains(t, app.Err().Error(), tt.want)
+			_, err := planApp(t, tt.give, fakePlugins())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
 }
 
-func TestModuleDuplicatePlugin(t *testing.T) {
-	app := fx.New(fx.NopLogger,
-		kernel.Supply(config.FromMap(quietLog())),
-		kernel.Module,
-		fx.Provide(
-			kernel.AsFilter(func() fakeFilter { return fakeFilter{} }),
-			kernel.AsFilter(func() otherFilter { return otherFilter{} }),
-		),
-		fx.Invoke(func(*kernel.FilterRegistry) {}),
-	)
-	require.Error(t, app.Err())
-	assert.Contains(t, app.Err().Error(), `kernel: filter plugin "tag" registered twice`)
-	assert.Contains(t, app.Err().Error(), "kernel_test.fakeFilter")
-	assert.Contains(t, app.Err().Error(), "kernel_test.otherFilter")
+func TestPlanDuplicatePlugin(t *testing.T) {
+	_, err := planApp(t, map[string]any{}, kernel.Plugins{Filter: []filter.Provider{fakeFilter{}, otherFilter{}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `kernel: filter plugin "tag" registered twice`)
+	assert.Contains(t, err.Error(), "kernel_test.fakeFilter")
+	assert.Contains(t, err.Error(), "kernel_test.otherFilter")
 }
 
 func TestModuleValidates(t *testing.T) {
-	require.NoError(t, fx.ValidateApp(
-		kernel.Supply(config.FromMap(quietLog())),
-		kernel.Module,
-		kernel.StorageModule,
-		fx.Provide(kernel.AsTransport(newFakeTransport), kernel.AsStorage(func() *fakeEngine { return &fakeEngine{id: "commitlog"} })),
-		fx.Invoke(func(*transport.Set, store.Store, *kernel.AuthRegistry, *kernel.FilterRegistry) {}),
-	))
+	p, err := kernel.NewPlan(config.FromMap(withQuietLog(map[string]any{"transports": "fake"})),
+		kernel.Spec{Plugins: fakePlugins(&fakeEngine{id: "commitlog"}), Components: []kernel.Component{{Module: kernel.StorageModule}}})
+	require.NoError(t, err)
+	require.NoError(t, fx.ValidateApp(p.Options(), fx.Invoke(func(*transport.Set, store.Store, *kernel.Guard, *kernel.Plan) {})))
 }
 
 func TestStorageModuleClosesStore(t *testing.T) {
 	eng := &fakeEngine{id: "commitlog"}
 	var st store.Store
-	app := fxtest.New(t,
-		kernel.Supply(config.FromMap(withQuietLog(map[string]any{"transports": "fake", "storage.dir": t.TempDir()}))),
-		kernel.Module,
-		kernel.StorageModule,
-		fx.Provide(kernel.AsTransport(newFakeTransport), kernel.AsStorage(func() *fakeEngine { return eng })),
-		fx.Populate(&st),
-	)
-	app.RequireStart()
+	app, err := planApp(t, map[string]any{"transports": "fake", "storage.dir": t.TempDir()}, fakePlugins(eng), fx.Populate(&st))
+	require.NoError(t, err)
+	require.NoError(t, app.Err())
+	require.NoError(t, app.Start(context.Background()))
 	require.NotNil(t, eng.opened)
 	assert.Same(t, eng.opened, st)
 	assert.Zero(t, eng.opened.closed)
-	app.RequireStop()
+	require.NoError(t, app.Stop(context.Background()))
 	assert.Equal(t, 1, eng.opened.closed)
 }
 
@@ -212,7 +207,7 @@ func TestOpenStoreErrors(t *testing.T) {
 }
 
 func TestCheckTopLevel(t *testing.T) {
-	known := []string{"broker", "log", "storage"}
+	spec := kernel.Spec{Sections: []kernel.Section{moduleSection, {Key: "broker", Decode: moduleSection.Decode}}}
 	tests := []struct {
 		name string
 		give map[string]any
@@ -223,11 +218,12 @@ func TestCheckTopLevel(t *testing.T) {
 		{name: "one unknown", give: map[string]any{"broker.listen": ":1", "brokr.listen": ":2"},
 			want: []string{"unknown section brokr; did you mean broker?"}},
 		{name: "two unknown", give: map[string]any{"a": 1, "z.y": 2},
-			want: []string{"unknown section a (known: broker, log, storage)", "unknown section z (known: broker, log, storage)"}},
+			want: []string{"unknown section a (known: auth, broker, filter, log, mod, remoting, storage, transport, transports)",
+				"unknown section z (known: auth, broker, filter, log, mod, remoting, storage, transport, transports)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := kernel.CheckTopLevel(config.FromMap(tt.give), known)
+			err := kernel.CheckTopLevel(config.FromMap(tt.give), spec)
 			if len(tt.want) == 0 {
 				assert.NoError(t, err)
 				return
@@ -250,8 +246,8 @@ func TestNewLogger(t *testing.T) {
 	}{
 		{name: "defaults", give: map[string]any{}},
 		{name: "json debug", give: map[string]any{"log.level": "debug", "log.format": "json"}},
-		{name: "bad level", give: map[string]any{"log.level": "loud"}, wantErr: "config: log.level:"},
-		{name: "bad format", give: map[string]any{"log.format": "xml"}, wantErr: `config: log.format: "xml" is neither text nor json`},
+		{name: "bad level", give: map[string]any{"log.level": "loud"}, wantErr: `log.level: "loud" is none of debug, info, warn, error`},
+		{name: "bad format", give: map[string]any{"log.format": "xml"}, wantErr: `log.format: "xml" is neither text nor json`},
 		{name: "unknown key", give: map[string]any{"log.colour": "yes"}, wantErr: "unknown key log.colour"},
 	}
 	for _, tt := range tests {

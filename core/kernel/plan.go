@@ -10,11 +10,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
 
 	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/store/retention"
 	"github.com/quivermq/quiver/core/transport"
@@ -22,26 +25,26 @@ import (
 
 // Section is a module's configuration section: its top-level key and the
 // function that decodes it strictly and validates it (a module's
-// NewConfigFrom). server.Options feeds every stock module's section to
-// the plan through AsSection (server.parts lists them).
+// NewConfigFrom).
 type Section struct {
 	Key    string
 	Decode func(*config.Config) (any, error)
 }
 
-// GroupSection is the value group of module sections.
-const GroupSection = "config.section"
-
-// AsSection provides s to the plan's value group.
-func AsSection(s Section) fx.Option {
-	return fx.Provide(fx.Annotate(func() Section { return s }, fx.ResultTags(`group:"config.section"`)))
+// Component is one module of a role and the section it owns (nil when it
+// owns none).
+type Component struct {
+	Section *Section
+	Module  fx.Option
 }
 
-// KnownSections lists the top-level keys a process accepts besides the
-// kernel's and its modules' (those of the modules of other roles, so that
-// one file serves every process, and a binary's own). Supplied, it makes
-// the plan refuse other top-level keys.
-type KnownSections []string
+// Plugins are the plugins a binary carries, one plain list per seam.
+type Plugins struct {
+	Storage   []store.Provider
+	Transport []transport.Provider
+	Filter    []filter.Provider
+	Auth      []auth.Provider
+}
 
 // Registries are the four plugin registries.
 type Registries struct {
@@ -51,16 +54,63 @@ type Registries struct {
 	Auth      *AuthRegistry
 }
 
-// LoadRegistries collects the plugins that opts provide (each plugin's
-// Module) without building anything else: the plan needs their
-// descriptors before the application is assembled.
-func LoadRegistries(cfg *config.Config, plugins fx.Option) (Registries, error) {
+// Registries indexes the plugins by ID; two plugins of a seam with one ID
+// is an error.
+func (ps Plugins) Registries() (Registries, error) {
 	var r Registries
-	app := fx.New(Supply(cfg), Module, plugins, fx.NopLogger, fx.Populate(&r.Storage, &r.Transport, &r.Filter, &r.Auth))
-	if err := app.Err(); err != nil {
+	var err error
+	if r.Storage, err = NewRegistry("storage engine", ps.Storage, store.Provider.ID); err != nil {
 		return r, err
 	}
-	return r, nil
+	if r.Transport, err = NewRegistry("transport", ps.Transport, transport.Provider.ID); err != nil {
+		return r, err
+	}
+	if r.Filter, err = NewRegistry("filter", ps.Filter, filter.Provider.ID); err != nil {
+		return r, err
+	}
+	r.Auth, err = NewRegistry("auth plugin", ps.Auth, auth.Provider.ID)
+	return r, err
+}
+
+// Spec is a role as a value: the plugins of the binary, the role's
+// components in start order, the sections it decodes besides its
+// components' (those of the other roles and the binary's own, so that one
+// file serves every process) and the rules across sections (Check). The
+// plan (NewPlan), --check-config, mq plugins and the configuration
+// reference all read it.
+type Spec struct {
+	Plugins    Plugins
+	Components []Component
+	Sections   []Section
+	Check      func(*Plan) []Problem
+}
+
+// AllSections are the spec's sections, each key once, sorted by key.
+func (s Spec) AllSections() []Section {
+	all := slices.Clone(s.Sections)
+	for _, c := range s.Components {
+		if c.Section != nil {
+			all = append(all, *c.Section)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b Section) int { return strings.Compare(a.Key, b.Key) })
+	return slices.CompactFunc(all, func(a, b Section) bool { return a.Key == b.Key })
+}
+
+// TopLevel lists the top-level keys a plan of the spec accepts: the
+// kernel's, its sections' and the old spelling of each auth plugin's
+// section (acl.*), sorted.
+func (s Spec) TopLevel() []string {
+	keys := slices.Clone(kernelSections)
+	for _, a := range s.Plugins.Auth {
+		keys = append(keys, a.ID())
+	}
+	for _, sec := range s.AllSections() {
+		top, _, _ := strings.Cut(sec.Key, ".")
+		keys = append(keys, top)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 // StorageSettings are the engine-independent storage settings, decoded
@@ -97,8 +147,33 @@ type Plan struct {
 	Auth []AuthSettings
 	// Notices are one-line remarks about the configuration that are not
 	// problems (keys read under their old spelling); the caller logs them.
-	Notices  []string
-	sections map[string]any
+	Notices []string
+	// Spec is the role planned; Registries its plugins, indexed.
+	Spec       Spec
+	Registries Registries
+	sections   map[string]any
+}
+
+// Options is the application of the plan: the plan itself, the kernel and
+// the spec's components in order. Each start of a process plans anew
+// (NewPlan) and builds its app from that plan.
+func (p *Plan) Options() fx.Option {
+	opts := []fx.Option{fx.Supply(p), Module,
+		fx.WithLogger(func(log *slog.Logger) fxevent.Logger {
+			l := &fxevent.SlogLogger{Logger: log.With("component", "fx")}
+			l.UseLogLevel(slog.LevelDebug)
+			// fx's failures are the caller's to report (mq prints one
+			// line per problem); their chain is for debugging.
+			l.UseErrorLevel(slog.LevelDebug)
+			return l
+		}),
+		fx.StartTimeout(30 * time.Second), fx.StopTimeout(30 * time.Second)}
+	for _, c := range p.Spec.Components {
+		if c.Module != nil {
+			opts = append(opts, c.Module)
+		}
+	}
+	return fx.Options(opts...)
 }
 
 // AuthSettings are the settings of an enabled auth plugin, from its
@@ -122,15 +197,12 @@ const AuthSection = "auth"
 // kernelSections are the top-level keys the kernel owns.
 var kernelSections = []string{"log", "remoting", "storage", "transport", "transports", "filter", AuthSection}
 
-// Sections returns the top-level keys the kernel owns.
-func Sections() []string { return slices.Clone(kernelSections) }
-
 // Setting returns the decoded section key of a module.
 func Setting[T any](p *Plan, key string) (T, error) {
 	var zero T
 	v, ok := p.sections[key]
 	if !ok {
-		return zero, fmt.Errorf("kernel: no section %s in the plan (is its module composed with kernel.AsSection?)", key)
+		return zero, fmt.Errorf("kernel: no section %s in the plan (is it a section of the spec?)", key)
 	}
 	t, ok := v.(T)
 	if !ok {
@@ -428,34 +500,25 @@ func (pl *planner) children(section string) []string {
 	return out
 }
 
-// NewPlan decodes and validates the whole configuration: log, remoting,
-// storage (shared keys and storage.<engine> of every registered engine),
-// transports and transport.<id> of every registered transport, filter
-// and filter.<id>, the auth plugins' sections (auth.<id>, or the old
-// spelling <id>.*, as acl.enabled) and the
-// module sections. A plugin's section is decoded strictly whether or not
-// the plugin is enabled; one of a disabled plugin that differs from its
-// defaults is refused (its keys would do nothing). Every problem is
-// reported at once in a *PlanError, each with its key and the layer that
-// set it. With known non-nil, top-level keys outside the kernel's, the
-// modules' and known are refused too.
-func NewPlan(cfg *config.Config, regs Registries, sections []Section, known KnownSections) (*Plan, error) {
+// NewPlan decodes and validates the whole configuration of the role spec
+// describes, before anything is built: log, remoting, storage (shared
+// keys and storage.<engine> of every registered engine), transports and
+// transport.<id> of every registered transport, filter and filter.<id>,
+// the auth plugins' sections (auth.<id>, or the old spelling <id>.*, as
+// acl.enabled), every section of the spec, the top-level keys
+// (Spec.TopLevel) and the spec's Check. A plugin's section is decoded
+// strictly whether or not the plugin is enabled; one of a disabled
+// plugin that differs from its defaults is refused (its keys would do
+// nothing). Every problem is reported at once in a *PlanError, each with
+// its key and the layer that set it.
+func NewPlan(cfg *config.Config, spec Spec) (*Plan, error) {
+	regs, err := spec.Plugins.Registries()
+	if err != nil {
+		return nil, err
+	}
 	pl := &planner{cfg: cfg}
-	p := &Plan{Config: cfg, sections: map[string]any{}, TransportConfigs: map[string]any{}, FilterConfigs: map[string]any{}}
-
-	// log
-	p.Log = LogConfig{Level: "info", Format: "text"}
-	if err := cfg.Decode("log", &p.Log); err != nil {
-		pl.absorb("log", err, keysOf("log", &p.Log))
-	}
-	if _, err := parseLevel(p.Log.Level); err != nil {
-		pl.add("log.level", "%q is none of debug, info, warn, error", p.Log.Level)
-	}
-	if p.Log.Format != "text" && p.Log.Format != "json" {
-		pl.add("log.format", "%q is neither text nor json", p.Log.Format)
-	}
-
-	// remoting
+	p := &Plan{Config: cfg, Spec: spec, Registries: regs, sections: map[string]any{}, TransportConfigs: map[string]any{}, FilterConfigs: map[string]any{}}
+	p.Log = pl.planLog()
 	rc, err := NewRemotingConfig(cfg)
 	pl.absorb("remoting", err, keysOf("remoting", &rc))
 	p.Remoting = rc
@@ -464,41 +527,62 @@ func NewPlan(cfg *config.Config, regs Registries, sections []Section, known Know
 	pl.planTransports(p, regs.Transport)
 	pl.planFilters(p, regs.Filter)
 	pl.planAuth(p, regs.Auth)
-
-	// modules
-	topLevel := slices.Clone(kernelSections)
-	if regs.Auth != nil {
-		topLevel = append(topLevel, regs.Auth.IDs()...) // the old spelling acl.*
+	for _, s := range spec.AllSections() {
+		p.sections[s.Key], _ = pl.decodeAll(s.Key, s.Decode)
 	}
-	for _, s := range sections {
-		if _, dup := p.sections[s.Key]; dup {
-			return nil, fmt.Errorf("kernel: configuration section %s is provided twice", s.Key)
-		}
-		v, _ := pl.decodeAll(s.Key, s.Decode)
-		p.sections[s.Key] = v
-		top, _, _ := strings.Cut(s.Key, ".")
-		topLevel = append(topLevel, top)
-	}
-	if known != nil {
-		topLevel = append(topLevel, known...)
-		slices.Sort(topLevel)
-		topLevel = slices.Compact(topLevel)
-		for _, top := range cfg.TopLevel() {
-			if slices.Contains(topLevel, top) {
-				continue
-			}
-			msg := "unknown section " + top
-			if s := config.Suggest(top, topLevel); s != "" {
-				msg += "; did you mean " + s + "?"
-			}
-			pl.problems = append(pl.problems, Problem{Msg: msg, Source: pl.source(top)})
-		}
+	pl.checkTopLevel(spec.TopLevel())
+	sort.SliceStable(pl.problems, func(i, j int) bool { return pl.problems[i].Key < pl.problems[j].Key })
+	if spec.Check != nil { // the rules across sections, after the sections' own problems
+		pl.problems = append(pl.problems, spec.Check(p)...)
 	}
 	if len(pl.problems) > 0 {
-		sort.SliceStable(pl.problems, func(i, j int) bool { return pl.problems[i].Key < pl.problems[j].Key })
 		return p, &PlanError{Problems: pl.problems}
 	}
 	return p, nil
+}
+
+// planLog decodes and checks the log section.
+func (pl *planner) planLog() LogConfig {
+	lc := LogConfig{Level: "info", Format: "text"}
+	if err := pl.cfg.Decode("log", &lc); err != nil {
+		pl.absorb("log", err, keysOf("log", &lc))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(lc.Level)); err != nil {
+		pl.add("log.level", "%q is none of debug, info, warn, error", lc.Level)
+	}
+	if lc.Format != "text" && lc.Format != "json" {
+		pl.add("log.format", "%q is neither text nor json", lc.Format)
+	}
+	return lc
+}
+
+// checkTopLevel refuses top-level keys outside known, each with a close
+// match or the known keys, and the layer that set it.
+func (pl *planner) checkTopLevel(known []string) {
+	for _, top := range pl.cfg.TopLevel() {
+		if slices.Contains(known, top) {
+			continue
+		}
+		msg := "unknown section " + top
+		if s := config.Suggest(top, known); s != "" {
+			msg += "; did you mean " + s + "?"
+		} else {
+			msg += " (known: " + strings.Join(known, ", ") + ")"
+		}
+		pl.problems = append(pl.problems, Problem{Msg: msg, Source: pl.source(top)})
+	}
+}
+
+// CheckTopLevel refuses the top-level keys no part of spec owns (tools
+// that read the configuration without planning it: mq store).
+func CheckTopLevel(cfg *config.Config, spec Spec) error {
+	pl := &planner{cfg: cfg}
+	pl.checkTopLevel(spec.TopLevel())
+	if len(pl.problems) > 0 {
+		return &PlanError{Problems: pl.problems}
+	}
+	return nil
 }
 
 // planStorage decodes the storage section; with others set, the sections
@@ -767,31 +851,6 @@ func (pl *planner) authSection(p *Plan, id string) (section string, view *config
 	}
 	pl.aliases[canon] = id
 	return canon, view, true
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	err := l.UnmarshalText([]byte(s))
-	return l, err
-}
-
-type planIn struct {
-	fx.In
-	Config    *config.Config
-	Storage   *StorageRegistry
-	Transport *TransportRegistry
-	Filter    *FilterRegistry
-	Auth      *AuthRegistry
-	Sections  []Section     `group:"config.section"`
-	Known     KnownSections `optional:"true"`
-}
-
-// newPlanFx builds the plan inside the application (the same pass a
-// binary may run before it, see NewPlan).
-func newPlanFx(in planIn) (*Plan, error) {
-	secs := slices.Clone(in.Sections)
-	sort.Slice(secs, func(i, j int) bool { return secs[i].Key < secs[j].Key })
-	return NewPlan(in.Config, Registries{Storage: in.Storage, Transport: in.Transport, Filter: in.Filter, Auth: in.Auth}, secs, in.Known)
 }
 
 // Section returns the decoded section key (nil when the plan has none).

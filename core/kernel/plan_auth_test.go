@@ -11,6 +11,7 @@ import (
 	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/transport"
 )
 
 // aclConfig is the config of a fake auth plugin called acl.
@@ -27,15 +28,12 @@ func (c *aclConfig) Validate() error {
 	return nil
 }
 
-func authRegs(t *testing.T) kernel.Registries {
-	t.Helper()
+func authSpec() kernel.Spec {
 	p := auth.Define("acl", func() *aclConfig { return &aclConfig{Reload: 2e9} },
 		func(context.Context, *aclConfig, auth.Deps) (auth.Authenticator, auth.Authorizer, error) {
 			return auth.AllowAll{}, auth.AllowAll{}, nil
 		})
-	reg, err := kernel.NewRegistry("auth plugin", []auth.Provider{p}, auth.Provider.ID)
-	require.NoError(t, err)
-	return kernel.Registries{Storage: storageRegistry(t), Auth: reg}
+	return kernel.Spec{Plugins: kernel.Plugins{Storage: engines("pebble", "commitlog"), Transport: []transport.Provider{fakeTransport{id: "tcp"}}, Auth: []auth.Provider{p}}}
 }
 
 // TestPlanAuthSpellings: an auth plugin's section is auth.<id>; the old
@@ -59,7 +57,7 @@ func TestPlanAuthSpellings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := kernel.NewPlan(config.FromMap(tt.give), authRegs(t), nil, kernel.KnownSections{})
+			p, err := kernel.NewPlan(config.FromMap(tt.give), authSpec())
 			require.NoError(t, err)
 			require.Len(t, p.Auth, 1)
 			assert.Equal(t, "acl", p.Auth[0].Provider.ID())
@@ -74,7 +72,7 @@ func TestPlanAuthSpellings(t *testing.T) {
 		})
 	}
 
-	p, err := kernel.NewPlan(config.FromMap(map[string]any{"auth.acl.enabled": false}), authRegs(t), nil, kernel.KnownSections{})
+	p, err := kernel.NewPlan(config.FromMap(map[string]any{"auth.acl.enabled": false}), authSpec())
 	require.NoError(t, err)
 	assert.Empty(t, p.Auth, "disabled")
 }
@@ -111,7 +109,7 @@ func TestPlanAuthProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, err := config.Load(config.Options{Sets: tt.sets})
 			require.NoError(t, err)
-			_, err = kernel.NewPlan(cfg, authRegs(t), nil, kernel.KnownSections{})
+			_, err = kernel.NewPlan(cfg, authSpec())
 			var pe *kernel.PlanError
 			require.ErrorAs(t, err, &pe)
 			assert.Equal(t, tt.want, pe.Error())

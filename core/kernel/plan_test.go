@@ -14,6 +14,7 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 )
 
 type moduleConfig struct {
@@ -33,8 +34,9 @@ var moduleSection = kernel.Section{Key: "mod", Decode: func(c *config.Config) (a
 	return mc, errs.Err()
 }}
 
-func planRegs(t *testing.T) kernel.Registries {
-	return kernel.Registries{Storage: storageRegistry(t)}
+// planSpec is a spec of the fake engines and moduleSection.
+func planSpec() kernel.Spec {
+	return kernel.Spec{Plugins: kernel.Plugins{Storage: engines("pebble", "commitlog"), Transport: []transport.Provider{fakeTransport{id: "tcp"}}}, Sections: []kernel.Section{moduleSection}}
 }
 
 // TestPlanReportsEveryProblem: one pass collects the problems of every
@@ -48,7 +50,7 @@ func TestPlanReportsEveryProblem(t *testing.T) {
 		Env:  []string{"QUIVER_STORAGE__RETENTION=-1h", "QUIVER_MDO__X=1"},
 		Sets: []string{"storage.pebble.segment_size=1MiB", "storage.dirr=x"}})
 	require.NoError(t, err)
-	_, err = kernel.NewPlan(cfg, planRegs(t), []kernel.Section{moduleSection}, kernel.KnownSections{})
+	_, err = kernel.NewPlan(cfg, planSpec())
 	var pe *kernel.PlanError
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, strings.Join([]string{
@@ -64,7 +66,7 @@ func TestPlanReportsEveryProblem(t *testing.T) {
 
 func TestPlanSettings(t *testing.T) {
 	cfg := config.FromMap(map[string]any{"mod.limit": 5, "storage.dir": "rel", "storage.retention": "1h"})
-	p, err := kernel.NewPlan(cfg, planRegs(t), []kernel.Section{moduleSection}, nil)
+	p, err := kernel.NewPlan(cfg, planSpec())
 	require.NoError(t, err)
 	mc, err := kernel.Setting[*moduleConfig](p, "mod")
 	require.NoError(t, err)

@@ -2,8 +2,8 @@
 // tokenauth, written against the declared auth.Authenticator and
 // auth.Authorizer only: the stock name server and broker (package server),
 // the stock plugins it wants (TCP, the commit log, TAG and SQL92 filters)
-// and tokenauth.Module, registered through the same fx value group as the
-// stock ACL plugin (kernel.AsAuth).
+// and tokenauth, listed in the binary's kernel.Plugins beside the stock
+// ACL plugin's place.
 //
 //	go build -o mq-token ./examples/custom-auth
 //	./mq-token dev --set storage.dir=/tmp/q --set auth.token.enabled=true \
@@ -28,9 +28,12 @@ import (
 	"strings"
 	"syscall"
 
-	"go.uber.org/fx"
-
+	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/examples/custom-auth/tokenauth"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
@@ -40,8 +43,9 @@ import (
 )
 
 // plugins are what this binary carries: stock ones plus tokenauth.
-func plugins() fx.Option {
-	return fx.Options(tcp.Module, commitlog.Module, tag.Module, sql92.Module, tokenauth.Module)
+func plugins() kernel.Plugins {
+	return kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()}, Storage: []store.Provider{commitlog.NewProvider()},
+		Filter: []filter.Provider{tag.NewProvider(), sql92.NewProvider()}, Auth: []auth.Provider{tokenauth.NewProvider()}}
 }
 
 var roles = map[string]server.Role{"namesrv": server.Namesrv, "broker": server.Broker, "dev": server.Dev}
@@ -82,9 +86,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	// The plugin's section is auth.token, in the kernel's auth section:
 	// the binary adds no top-level key of its own.
-	cfg, err := server.LoadConfig(config.Options{File: *file, Env: os.Environ(), Sets: s}, r)
+	cfg, err := server.Load(config.Options{File: *file, Env: os.Environ(), Sets: s}, r)
 	if err != nil {
 		return err
 	}
-	return server.Run(ctx, server.Options(cfg, r, plugins()))
+	plan, err := kernel.NewPlan(cfg, server.Spec(r, plugins()))
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx, plan)
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/internal/testserver"
@@ -33,7 +34,9 @@ const (
 // complete.
 func TestGraphsValidate(t *testing.T) {
 	for name, r := range roles {
-		require.NoError(t, fx.ValidateApp(server.Options(config.FromMap(nil), r, plugins())), name)
+		plan, err := kernel.NewPlan(config.FromMap(map[string]any{"broker.standalone": true}), server.Spec(r, plugins()))
+		require.NoError(t, err, name)
+		require.NoError(t, fx.ValidateApp(plan.Options()), name)
 	}
 }
 

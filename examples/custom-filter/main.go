@@ -2,8 +2,8 @@
 // builds their own mq: the stock name server and broker (package server),
 // the stock plugins it wants (TCP, the commit log, TAG and SQL92 filters)
 // and one plugin of its own, regexfilter, which adds the expression type
-// REGEX. Nothing in Quiver knows about REGEX; the plugin registers through
-// the same fx value group as the stock filters (kernel.AsFilter).
+// REGEX. Nothing in Quiver knows about REGEX; the plugin is listed in the
+// binary's kernel.Plugins beside the stock filters.
 //
 //	go build -o mq-regex ./examples/custom-filter
 //	./mq-regex dev --set storage.dir=/tmp/q --set filter.regex.max_length=256
@@ -26,9 +26,11 @@ import (
 	"strings"
 	"syscall"
 
-	"go.uber.org/fx"
-
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/examples/custom-filter/regexfilter"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
@@ -38,8 +40,9 @@ import (
 )
 
 // plugins are what this binary carries: stock ones plus the REGEX filter.
-func plugins() fx.Option {
-	return fx.Options(tcp.Module, commitlog.Module, tag.Module, sql92.Module, regexfilter.Module)
+func plugins() kernel.Plugins {
+	return kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()}, Storage: []store.Provider{commitlog.NewProvider()},
+		Filter: []filter.Provider{tag.NewProvider(), sql92.NewProvider(), regexfilter.NewProvider()}}
 }
 
 var roles = map[string]server.Role{"namesrv": server.Namesrv, "broker": server.Broker, "dev": server.Dev}
@@ -78,9 +81,13 @@ func run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg, err := server.LoadConfig(config.Options{File: *file, Env: os.Environ(), Sets: s}, r)
+	cfg, err := server.Load(config.Options{File: *file, Env: os.Environ(), Sets: s}, r)
 	if err != nil {
 		return err
 	}
-	return server.Run(ctx, server.Options(cfg, r, plugins()))
+	plan, err := kernel.NewPlan(cfg, server.Spec(r, plugins()))
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx, plan)
 }

@@ -8,9 +8,8 @@
 //     core/ and its own packages;
 //   - modules/ never import plugins/;
 //   - nothing imports cmd/;
-//   - in plugins, only module.go imports go.uber.org/fx, and each plugin
-//     root package has a module.go declaring var Module = fx.Module(...);
-//     in core, only core/kernel imports fx.
+//   - plugins never import go.uber.org/fx (a plugin is a value a binary
+//     lists in kernel.Plugins); in core, only core/kernel imports fx.
 //
 // Test files follow the same rule except that they may also import
 // plugins/ and internal/, to run against a real transport or store and the
@@ -27,7 +26,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -59,8 +57,6 @@ type goFile struct {
 	Name    string // base name ("filter.go")
 	Test    bool
 	Imports []string
-	// HasModuleVar is set for a file declaring var Module = fx.Module(...).
-	HasModuleVar bool
 }
 
 // rel returns path relative to the module, or "" for other modules.
@@ -96,19 +92,11 @@ func checkFiles(mod string, files []goFile) []string {
 		}
 		out = append(out, fmt.Sprintf("%s/%s%s imports %s: %s", f.Pkg, f.Name, kind, imp, why))
 	}
-	modules := map[string]bool{} // plugin roots that have a module.go with var Module
-	roots := map[string]bool{}
 	for _, f := range files {
-		if root, ok := pluginRoot(f.Pkg); ok && f.Pkg == root && !f.Test {
-			roots[root] = true
-			if f.Name == "module.go" && f.HasModuleVar {
-				modules[root] = true
-			}
-		}
 		for _, imp := range f.Imports {
 			if isFx(imp) && !f.Test {
-				if under(f.Pkg, "plugins") && f.Name != "module.go" {
-					bad(f, imp, "in a plugin only module.go may import fx; expose New(cfg, deps) and keep fx in module.go")
+				if under(f.Pkg, "plugins") {
+					bad(f, imp, "a plugin does not import fx: expose NewProvider() for a binary's kernel.Plugins")
 				}
 				if under(f.Pkg, "core") && f.Pkg != "core/kernel" {
 					bad(f, imp, "core/kernel is the only core package that imports fx")
@@ -146,11 +134,6 @@ func checkFiles(mod string, files []goFile) []string {
 					bad(f, imp, "modules/ must not import plugins/ (depend on the core seam; cmd/mq wires plugins in)")
 				}
 			}
-		}
-	}
-	for root := range roots {
-		if !modules[root] {
-			out = append(out, fmt.Sprintf("%s: a plugin package needs module.go declaring var Module = fx.Module(...)", root))
 		}
 	}
 	sort.Strings(out)
@@ -219,7 +202,7 @@ func parseFiles(t *testing.T, mod string, pkgs []listedPackage) []goFile {
 			seen[name] = true
 			af, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
 			require.NoError(t, err)
-			f := goFile{Pkg: r, Name: name, Test: strings.HasSuffix(name, "_test.go"), HasModuleVar: hasModuleVar(af)}
+			f := goFile{Pkg: r, Name: name, Test: strings.HasSuffix(name, "_test.go")}
 			for _, is := range af.Imports {
 				imp, err := strconv.Unquote(is.Path.Value)
 				require.NoError(t, err)
@@ -229,36 +212,6 @@ func parseFiles(t *testing.T, mod string, pkgs []listedPackage) []goFile {
 		}
 	}
 	return files
-}
-
-// hasModuleVar reports a top-level `var Module = fx.Module(...)`.
-func hasModuleVar(f *ast.File) bool {
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.VAR {
-			continue
-		}
-		for _, s := range gd.Specs {
-			vs := s.(*ast.ValueSpec)
-			for i, n := range vs.Names {
-				if n.Name != "Module" || i >= len(vs.Values) {
-					continue
-				}
-				call, ok := vs.Values[i].(*ast.CallExpr)
-				if !ok {
-					continue
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok || sel.Sel.Name != "Module" {
-					continue
-				}
-				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "fx" {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 func TestDependencyRule(t *testing.T) {
@@ -286,9 +239,6 @@ func TestDependencyRule(t *testing.T) {
 // TestCheckFiles shows the checks fire, with messages naming the import.
 func TestCheckFiles(t *testing.T) {
 	const mod = "example.com/q"
-	moduleFile := func(pkg string) goFile {
-		return goFile{Pkg: pkg, Name: "module.go", Imports: []string{"go.uber.org/fx", mod + "/core/kernel"}, HasModuleVar: true}
-	}
 	tests := []struct {
 		name string
 		give []goFile
@@ -301,7 +251,6 @@ func TestCheckFiles(t *testing.T) {
 				{Pkg: "core/kernel", Name: "kernel.go", Imports: []string{"go.uber.org/fx", mod + "/core/store"}},
 				{Pkg: "core/kernel", Name: "kernel_test.go", Test: true, Imports: []string{"go.uber.org/fx/fxtest"}},
 				{Pkg: "core/remoting", Name: "remoting_test.go", Test: true, Imports: []string{mod + "/plugins/transport/tcp", mod + "/internal/testserver"}},
-				moduleFile("plugins/filter/tag"),
 				{Pkg: "plugins/filter/tag", Name: "tag.go", Imports: []string{mod + "/core/filter", mod + "/plugins/filter/tag/internal/x"}},
 				{Pkg: "plugins/filter/tag", Name: "tag_test.go", Test: true, Imports: []string{"go.uber.org/fx", mod + "/internal/testserver", mod + "/plugins/filter/tag"}},
 				{Pkg: "plugins/filter/tag/internal/x", Name: "x.go", Imports: []string{mod + "/core/message"}},
@@ -326,7 +275,6 @@ func TestCheckFiles(t *testing.T) {
 		{
 			name: "plugin imports another plugin, a module, internal",
 			give: []goFile{
-				moduleFile("plugins/storage/pebblestore"),
 				{Pkg: "plugins/storage/pebblestore", Name: "store.go", Imports: []string{
 					mod + "/plugins/storage/commitlog", mod + "/modules/broker", mod + "/internal/testserver", mod + "/client"}},
 				{Pkg: "plugins/storage/pebblestore", Name: "store_test.go", Test: true, Imports: []string{mod + "/plugins/transport/tcp", mod + "/modules/broker"}},
@@ -350,54 +298,24 @@ func TestCheckFiles(t *testing.T) {
 			want: []string{"modules/namesrv/namesrv.go imports example.com/q/cmd/mq: nothing imports cmd/"},
 		},
 		{
-			name: "fx outside module.go",
+			name: "fx in a plugin",
 			give: []goFile{
-				moduleFile("plugins/transport/quictransport"),
+				{Pkg: "plugins/transport/quictransport", Name: "module.go", Imports: []string{"go.uber.org/fx", mod + "/core/kernel"}},
 				{Pkg: "plugins/transport/quictransport", Name: "quic.go", Imports: []string{"go.uber.org/fx"}},
 				{Pkg: "plugins/transport/quictransport/internal/conn", Name: "conn.go", Imports: []string{"go.uber.org/fx/fxevent"}},
 				{Pkg: "core/store", Name: "store.go", Imports: []string{"go.uber.org/fx"}},
 			},
 			want: []string{
 				"core/store/store.go imports go.uber.org/fx: core/kernel is the only core package that imports fx",
-				"plugins/transport/quictransport/internal/conn/conn.go imports go.uber.org/fx/fxevent: in a plugin only module.go may import fx; expose New(cfg, deps) and keep fx in module.go",
-				"plugins/transport/quictransport/quic.go imports go.uber.org/fx: in a plugin only module.go may import fx; expose New(cfg, deps) and keep fx in module.go",
-			},
-		},
-		{
-			name: "plugin without module.go",
-			give: []goFile{
-				{Pkg: "plugins/auth/acl", Name: "acl.go", Imports: []string{mod + "/core/auth"}},
-				{Pkg: "plugins/auth/tlsauth", Name: "module.go", Imports: []string{"go.uber.org/fx"}},
-			},
-			want: []string{
-				"plugins/auth/acl: a plugin package needs module.go declaring var Module = fx.Module(...)",
-				"plugins/auth/tlsauth: a plugin package needs module.go declaring var Module = fx.Module(...)",
+				"plugins/transport/quictransport/internal/conn/conn.go imports go.uber.org/fx/fxevent: a plugin does not import fx: expose NewProvider() for a binary's kernel.Plugins",
+				"plugins/transport/quictransport/module.go imports go.uber.org/fx: a plugin does not import fx: expose NewProvider() for a binary's kernel.Plugins",
+				"plugins/transport/quictransport/quic.go imports go.uber.org/fx: a plugin does not import fx: expose NewProvider() for a binary's kernel.Plugins",
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, checkFiles(mod, tt.give))
-		})
-	}
-}
-
-func TestHasModuleVar(t *testing.T) {
-	tests := []struct {
-		give string
-		want bool
-	}{
-		{give: `var Module = fx.Module("x", fx.Provide(New))`, want: true},
-		{give: "var (\n\tA = 1\n\tModule = fx.Module(\"x\")\n)", want: true},
-		{give: `var Module = fx.Options()`, want: false},
-		{give: `var module = fx.Module("x")`, want: false},
-		{give: `func Module() {}`, want: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.give, func(t *testing.T) {
-			f, err := parser.ParseFile(token.NewFileSet(), "module.go", "package p\n"+tt.give+"\n", 0)
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, hasModuleVar(f))
 		})
 	}
 }

@@ -15,17 +15,25 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
-// stockFilters builds the TAG and SQL92 compilers the way the fx graph
-// does, from the filter section raw.
+// filterPlan plans the configuration raw with the stock filter plugins.
+func filterPlan(raw map[string]any) (*kernel.Plan, error) {
+	return kernel.NewPlan(config.FromMap(raw), kernel.Spec{Plugins: kernel.Plugins{
+		Filter: []filter.Provider{tag.NewProvider(), sql92.NewProvider()}, Transport: []transport.Provider{tcp.NewProvider()}}})
+}
+
+// stockFilters builds the TAG and SQL92 compilers the way the app does,
+// from the plan of the filter section raw.
 func stockFilters(tb testing.TB, raw map[string]any) map[string]filter.Compiler {
 	tb.Helper()
-	reg, err := kernel.NewRegistry("filter", []filter.Provider{tag.NewProvider(), sql92.NewProvider()}, filter.Provider.ID)
+	p, err := filterPlan(raw)
 	require.NoError(tb, err)
-	filters, err := NewFilters(config.FromMap(raw), reg)
+	filters, err := filtersFromPlan(p)
 	require.NoError(tb, err)
 	return filters
 }

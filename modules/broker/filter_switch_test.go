@@ -6,17 +6,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/filter"
-	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
-	"github.com/quivermq/quiver/plugins/filter/sql92"
-	"github.com/quivermq/quiver/plugins/filter/tag"
 )
 
-func TestNewFiltersPropertyFilter(t *testing.T) {
+func TestFiltersPropertyFilter(t *testing.T) {
 	tests := []struct {
 		name     string
 		give     map[string]any
@@ -46,22 +42,20 @@ func TestNewFiltersPropertyFilter(t *testing.T) {
 	}
 }
 
-func TestNewFiltersConfigErrors(t *testing.T) {
-	reg, err := kernel.NewRegistry("filter", []filter.Provider{tag.NewProvider(), sql92.NewProvider()}, filter.Provider.ID)
-	require.NoError(t, err)
+func TestFilterPlanErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		give map[string]any
 		want string
 	}{
-		{"misspelt switch", map[string]any{"filter.property_fliter": false}, "config: unknown key filter.property_fliter (known: property_filter and the filter plugins sql92, tag)"},
-		{"unknown plugin section", map[string]any{"filter.regex.x": 1, "filter.sq92.max_length": 1}, "config: unknown key filter.regex (known: property_filter and the filter plugins sql92, tag); unknown key filter.sq92 (known: property_filter and the filter plugins sql92, tag)"},
+		{"misspelt switch", map[string]any{"filter.property_fliter": false}, "unknown key filter.property_fliter; did you mean filter.property_filter?"},
+		{"unknown plugin section", map[string]any{"filter.regex.x": 1, "filter.sq92.max_length": 1}, "unknown key filter.regex\nunknown key filter.sq92; did you mean filter.sql92?"},
 		{"bad switch value", map[string]any{"filter.property_filter": "maybe"}, "filter.property_filter"},
 		{"plugin keys stay strict", map[string]any{"filter.sql92.max_lenght": 1}, "unknown key filter.sql92.max_lenght"}, //nolint:misspell // the typo is the test: an unknown key
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewFilters(config.FromMap(tt.give), reg)
+			_, err := filterPlan(tt.give)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 
 	"go.uber.org/fx"
 
@@ -44,55 +41,19 @@ func (r refused) Compile(string) (filter.Matcher, error) {
 	return nil, fmt.Errorf("%w (%s refused)", ErrPropertyFilterOff, r.typ)
 }
 
-// NewFilters builds one compiler per registered filter plugin, each with
-// its section filter.<id>. The section's one scalar key,
-// filter.property_filter (default true, RocketMQ's enablePropertyFilter),
-// is the broker-level switch: false refuses every expression type but TAG
-// when a consumer subscribes. Other keys must name registered plugins.
-func NewFilters(cfg *config.Config, reg *kernel.FilterRegistry) (map[string]filter.Compiler, error) {
-	sec := struct {
-		PropertyFilter bool           `koanf:"property_filter"`
-		Plugins        map[string]any `koanf:",remain"`
-	}{PropertyFilter: true}
-	if err := cfg.Decode("filter", &sec); err != nil {
-		return nil, err
-	}
-	var unknown config.Errors
-	for _, id := range slices.Sorted(maps.Keys(sec.Plugins)) {
-		if _, err := reg.Get(id); err != nil {
-			unknown = append(unknown, fmt.Errorf("unknown key filter.%s (known: property_filter and the filter plugins %s)", id, strings.Join(reg.IDs(), ", ")))
-		}
-	}
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("config: %w", unknown)
-	}
-	out := map[string]filter.Compiler{}
-	for _, id := range reg.IDs() {
-		p, _ := reg.Get(id)
-		c := p.NewConfig()
-		if err := cfg.Decode("filter."+id, c); err != nil {
-			return nil, err
-		}
-		comp, err := p.New(c)
-		if err != nil {
-			return nil, err
-		}
-		if !sec.PropertyFilter && p.Type() != filter.TypeTag {
-			comp = refused{typ: p.Type()}
-		}
-		out[p.Type()] = comp
-	}
-	return out, nil
-}
-
 // ConfigSection is the broker section, decoded by the kernel's plan.
 var ConfigSection = kernel.Section{Key: "broker", Decode: func(c *config.Config) (any, error) { return NewConfigFrom(c) }}
 
 func configFromPlan(p *kernel.Plan) (*Config, error) { return kernel.Setting[*Config](p, "broker") }
 
-// filtersFromPlan is NewFilters on the sections the plan decoded.
-func filtersFromPlan(p *kernel.Plan, reg *kernel.FilterRegistry) (map[string]filter.Compiler, error) {
+// filtersFromPlan builds one compiler per registered filter plugin, each
+// with its section filter.<id> as the plan decoded it. The section's one
+// scalar key, filter.property_filter (default true, RocketMQ's
+// enablePropertyFilter), is the broker-level switch: false refuses every
+// expression type but TAG when a consumer subscribes.
+func filtersFromPlan(p *kernel.Plan) (map[string]filter.Compiler, error) {
 	out := map[string]filter.Compiler{}
+	reg := p.Registries.Filter
 	for _, id := range reg.IDs() {
 		prov, _ := reg.Get(id)
 		c, ok := p.FilterConfigs[id]
@@ -117,7 +78,6 @@ type params struct {
 	Plan       *kernel.Plan
 	Store      store.Store
 	Transports *transport.Set
-	Filters    *kernel.FilterRegistry
 	Remoting   kernel.RemotingConfig
 	Logger     *slog.Logger
 	Guard      *kernel.Guard `optional:"true"`
@@ -127,7 +87,7 @@ type params struct {
 }
 
 func newFromFx(p params) (*Broker, error) {
-	filters, err := filtersFromPlan(p.Plan, p.Filters)
+	filters, err := filtersFromPlan(p.Plan)
 	if err != nil {
 		return nil, err
 	}

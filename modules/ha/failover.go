@@ -414,7 +414,7 @@ func (f *failover) fenceLocked(why string) {
 }
 
 // requestTruncateLocked records the cut and asks the process to restart:
-// the store is truncated before it opens again (see WrapStorage).
+// the store is truncated before it opens again (see Truncating).
 func (f *failover) requestTruncateLocked(cut, epoch, end int64) {
 	if f.restart == nil {
 		f.warn("the commit log must be truncated but no restart hook is set; staying fenced", "cut", cut, "end", end)

@@ -170,7 +170,7 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 // directory of the store: epoch and truncation files); restart, called
 // at most once, must stop the process's app and start it again (the
 // commit log is then truncated before the store opens, see
-// WrapStorage). Call it before Start, with ha.failover on.
+// Truncating). Call it before Start, with ha.failover on.
 func (s *Service) EnableFailover(dir string, restart func()) error {
 	if !s.cfg.Failover || s.lr == nil {
 		return nil

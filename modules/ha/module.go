@@ -57,18 +57,15 @@ func newFromFx(p params) (*Service, error) {
 // Module is replication (compose it with broker.Module): a SLAVE follows
 // its master; a master serves HA_PULL and, as SYNC_MASTER, acknowledges
 // sends once a slave has their bytes; with ha.failover the controllers
-// decide the role. It provides *Service (Lag, for metrics). Compose
-// StorageDecorator too, so that a truncation failover records is applied.
+// decide the role. It provides *Service (Lag, for metrics). Wrap the
+// storage engines with Truncating too, so that a truncation failover
+// records is applied.
 var Module = fx.Module("ha",
 	fx.Provide(configFromPlan, newFromFx),
 	fx.Invoke(func(lc fx.Lifecycle, s *Service) {
 		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
 	}),
 )
-
-// StorageDecorator applies WrapStorage to the process's storage registry;
-// it belongs at the root of the app (next to kernel.StorageModule).
-var StorageDecorator = fx.Decorate(WrapStorage)
 
 // ErrNoClusterCredential: a broker with ACL on that must act as a cluster
 // member — it pulls from a master (a SLAVE, or any member with

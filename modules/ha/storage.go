@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/quivermq/quiver/core/durable"
-	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
 )
 
@@ -16,29 +15,26 @@ import (
 // epoch served last and a pending truncation).
 func Dir(storageDir string) string { return filepath.Join(storageDir, "ha") }
 
-// WrapStorage decorates the storage registry (fx.Decorate) so that every
-// engine applies a truncation the failover service recorded before its
-// store opens: the cut needs the store closed, so the service records it
-// and restarts the app (RestartExitCode), and the next open cuts.
-func WrapStorage(reg *kernel.StorageRegistry, log *slog.Logger) (*kernel.StorageRegistry, error) {
-	var ps []store.Provider
-	for _, id := range reg.IDs() {
-		p, err := reg.Get(id)
-		if err != nil {
-			return nil, err
-		}
-		ps = append(ps, truncatingProvider{Provider: p, log: log.With("component", "ha")})
+// Truncating wraps each storage engine so that it applies a truncation
+// the failover service recorded before its store opens: the cut needs the
+// store closed, so the service records it and restarts the app
+// (RestartExitCode), and the next open cuts.
+func Truncating(engines []store.Provider) []store.Provider {
+	out := make([]store.Provider, len(engines))
+	for i, p := range engines {
+		out[i] = truncatingProvider{p}
 	}
-	return kernel.NewRegistry("storage engine", ps, store.Provider.ID)
+	return out
 }
 
-type truncatingProvider struct {
-	store.Provider
-	log *slog.Logger
-}
+type truncatingProvider struct{ store.Provider }
 
 func (p truncatingProvider) Open(ctx context.Context, cfg any, deps store.Deps) (store.Store, error) {
-	if err := ApplyTruncation(ctx, p.Provider, cfg, deps, p.log); err != nil {
+	log := deps.Logger
+	if log != nil {
+		log = log.With("component", "ha")
+	}
+	if err := ApplyTruncation(ctx, p.Provider, cfg, deps, log); err != nil {
 		return nil, err
 	}
 	return p.Provider.Open(ctx, cfg, deps)

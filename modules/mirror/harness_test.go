@@ -17,6 +17,10 @@ import (
 	"github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/plugins/filter/sql92"
 	"github.com/quivermq/quiver/plugins/filter/tag"
@@ -62,13 +66,16 @@ func (c *cluster) Start() {
 	if c.quic {
 		sets = append(sets, "transports=[tcp, quic]", "transport.quic.insecure_skip_verify=true")
 	}
-	cfg, err := server.LoadConfig(config.Options{Sets: sets}, server.Dev)
+	cfg, err := server.Load(config.Options{Sets: sets}, server.Dev)
 	require.NoError(c.t, err)
-	mods := []fx.Option{tcp.Module, commitlog.Module, tag.Module, sql92.Module}
+	ps := kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()}, Storage: []store.Provider{commitlog.NewProvider()},
+		Filter: []filter.Provider{tag.NewProvider(), sql92.NewProvider()}}
 	if c.quic {
-		mods = append(mods, quictransport.Module)
+		ps.Transport = append(ps.Transport, quictransport.NewProvider())
 	}
-	app := fx.New(server.Options(cfg, server.Dev, append(mods, fx.NopLogger)...))
+	plan, err := kernel.NewPlan(cfg, server.Spec(server.Dev, ps))
+	require.NoError(c.t, err)
+	app := fx.New(plan.Options(), fx.NopLogger)
 	require.NoError(c.t, app.Err())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -12,30 +12,27 @@ import (
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
-func moduleOptions(cfg *config.Config, out **Server) fx.Option {
-	return fx.Options(
-		kernel.Supply(cfg),
-		kernel.Module,
-		kernel.AsSection(ConfigSection), // as server.Options adds every stock section
-		tcp.Module,
-		Module,
-		fx.Populate(out),
-		fx.NopLogger,
-	)
+func moduleOptions(t *testing.T, cfg *config.Config, out **Server) fx.Option {
+	t.Helper()
+	plan, err := kernel.NewPlan(cfg, kernel.Spec{Plugins: kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()}},
+		Components: []kernel.Component{{Section: &ConfigSection, Module: Module}}})
+	require.NoError(t, err)
+	return fx.Options(plan.Options(), fx.Populate(out), fx.NopLogger)
 }
 
 func TestModuleGraph(t *testing.T) {
 	var s *Server
-	require.NoError(t, fx.ValidateApp(moduleOptions(config.FromMap(map[string]any{}), &s)))
+	require.NoError(t, fx.ValidateApp(moduleOptions(t, config.FromMap(map[string]any{}), &s)))
 }
 
 func TestModuleLifecycle(t *testing.T) {
 	cfg := config.FromMap(map[string]any{"namesrv.listen": "127.0.0.1:0", "log.level": "error"})
 	var s *Server
-	app := fxtest.New(t, moduleOptions(cfg, &s))
+	app := fxtest.New(t, moduleOptions(t, cfg, &s))
 	app.RequireStart()
 	addrs := s.Addrs()
 	require.Len(t, addrs, 1)
@@ -51,7 +48,7 @@ func TestModuleLifecycle(t *testing.T) {
 }
 
 func TestModuleBadConfig(t *testing.T) {
-	var s *Server
-	app := fx.New(moduleOptions(config.FromMap(map[string]any{"namesrv.bogus": "1"}), &s))
-	require.ErrorContains(t, app.Err(), "bogus")
+	_, err := kernel.NewPlan(config.FromMap(map[string]any{"namesrv.bogus": "1"}), kernel.Spec{
+		Plugins: kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()}}, Sections: []kernel.Section{ConfigSection}})
+	require.ErrorContains(t, err, "unknown key namesrv.bogus")
 }

@@ -138,7 +138,7 @@ func actionName(act auth.Action) string {
 // descriptor, so the plugin is written against *Config only.
 type Provider = auth.Descriptor[Config]
 
-// NewProvider returns the provider (kernel.AsAuth takes it).
+// NewProvider returns the provider, for a binary's kernel.Plugins.
 func NewProvider() *Provider {
 	return auth.Define(ID, func() *Config { return &Config{} },
 		func(_ context.Context, c *Config, _ auth.Deps) (auth.Authenticator, auth.Authorizer, error) {

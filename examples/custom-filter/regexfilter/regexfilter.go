@@ -17,9 +17,8 @@
 //
 // The plugin follows Quiver's plugin shape: a descriptor (Provider) with
 // an ID, the expression type, NewConfig and New; a Config for its section
-// filter.regex; and module.go, the only file that imports fx, registering
-// the provider with kernel.AsFilter. A binary carries it by adding Module
-// to its fx graph (see ../main.go).
+// filter.regex; and NewProvider, which a binary lists in its
+// kernel.Plugins (see ../main.go). The plugin imports no fx.
 package regexfilter
 
 import (

@@ -5,15 +5,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/filter/filtertest"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/message"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/examples/custom-filter/regexfilter"
+	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
 func TestConformance(t *testing.T) {
@@ -89,14 +89,13 @@ func TestMaxLength(t *testing.T) {
 	assert.ErrorContains(t, err, "filter.regex: max_length")
 }
 
-// TestModuleRegisters: Module puts the provider in the kernel's filter
-// registry, as every stock filter plugin does.
-func TestModuleRegisters(t *testing.T) {
-	var reg *kernel.FilterRegistry
-	app := fxtest.New(t, kernel.Supply(config.FromMap(nil)), kernel.Module, regexfilter.Module, fx.NopLogger, fx.Populate(&reg))
-	app.RequireStart()
-	defer app.RequireStop()
-	p, err := reg.Get(regexfilter.ID)
+// TestPlanRegisters: the provider in a binary's plugin list is in the
+// plan's filter registry, as every stock filter plugin is.
+func TestPlanRegisters(t *testing.T) {
+	p, err := kernel.NewPlan(config.FromMap(nil), kernel.Spec{Plugins: kernel.Plugins{
+		Filter: []filter.Provider{regexfilter.NewProvider()}, Transport: []transport.Provider{tcp.NewProvider()}}})
 	require.NoError(t, err)
-	assert.Equal(t, regexfilter.Type, p.Type())
+	f, err := p.Registries.Filter.Get(regexfilter.ID)
+	require.NoError(t, err)
+	assert.Equal(t, regexfilter.Type, f.Type())
 }

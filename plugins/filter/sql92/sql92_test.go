@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/message"
@@ -39,18 +38,6 @@ func TestConfigDefaults(t *testing.T) {
 	c := sql92.NewConfig()
 	assert.Equal(t, &sql92.Config{MaxLength: 4096, MaxDepth: 64, Enabled: true}, c)
 	assert.NoError(t, c.Validate())
-}
-
-func TestModule(t *testing.T) {
-	var in struct {
-		fx.In
-		Filters []filter.Provider `group:"filter"`
-	}
-	app := fx.New(fx.NopLogger, sql92.Module, fx.Populate(&in))
-	require.NoError(t, app.Err())
-	require.Len(t, in.Filters, 1)
-	assert.Equal(t, "sql92", in.Filters[0].ID())
-	assert.Equal(t, filter.TypeSQL92, in.Filters[0].Type())
 }
 
 func TestDisabled(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/filter/filtertest"
@@ -233,17 +232,6 @@ func TestProvider(t *testing.T) {
 	m, err := c.Compile("||")
 	assert.Error(t, err)
 	assert.Nil(t, m, "a failed Compile must return a nil interface, not a typed nil")
-}
-
-func TestModule(t *testing.T) {
-	var in struct {
-		fx.In
-		Filters []filter.Provider `group:"filter"`
-	}
-	app := fx.New(fx.NopLogger, tag.Module, fx.Populate(&in))
-	require.NoError(t, app.Err())
-	require.Len(t, in.Filters, 1)
-	assert.Equal(t, "tag", in.Filters[0].ID())
 }
 
 func TestMatchAllocs(t *testing.T) {

@@ -12,9 +12,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"go.uber.org/fx"
-
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/filter"
+	"github.com/quivermq/quiver/core/kernel"
+	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/storage/commitlog"
 	"github.com/quivermq/quiver/plugins/transport/quictransport"
@@ -47,10 +49,17 @@ func run(ctx context.Context, args []string) error {
 	if len(args) == 3 {
 		opts.File = args[2]
 	}
-	cfg, err := server.LoadConfig(opts, r)
+	cfg, err := server.Load(opts, r)
 	if err != nil {
 		return err
 	}
-	plugins := fx.Options(tcp.Module, quictransport.Module, commitlog.Module, tag.Module, suffixfilter.Module)
-	return server.Run(ctx, server.Options(cfg, r, plugins))
+	plan, err := kernel.NewPlan(cfg, server.Spec(r, kernel.Plugins{
+		Transport: []transport.Provider{tcp.NewProvider(), quictransport.NewProvider()},
+		Storage:   []store.Provider{commitlog.NewProvider()},
+		Filter:    []filter.Provider{tag.NewProvider(), suffixfilter.NewProvider()},
+	}))
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx, plan)
 }

@@ -6,22 +6,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/store"
 )
-
-func TestModuleProvidesStorage(t *testing.T) {
-	var got []store.Provider
-	app := fxtest.New(t, fx.NopLogger, Module,
-		fx.Invoke(fx.Annotate(func(ps []store.Provider) { got = ps }, fx.ParamTags(`group:"storage"`))))
-	app.RequireStart().RequireStop()
-	require.Len(t, got, 1)
-	assert.Equal(t, "pebble", got[0].ID())
-}
 
 // TestKernelOpenStore goes through the kernel's config path: strict
 // decoding of storage.pebble into NewConfig, Validate, then Open.
