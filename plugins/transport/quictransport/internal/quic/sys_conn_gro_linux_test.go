@@ -136,3 +136,24 @@ func TestGROSplitsCoalescedDatagrams(t *testing.T) {
 		})
 	}
 }
+
+// TestGROSegmentSize: the UDP_GRO control message's size in the host's
+// byte order, or byte-swapped as qemu-user hands it to a big-endian guest.
+func TestGROSegmentSize(t *testing.T) {
+	le := func(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
+	be := func(v uint32) []byte { return []byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)} }
+	for _, v := range []uint32{1, 1200, 1252, 1452, 65535} {
+		for _, b := range [][]byte{le(v), be(v)} {
+			got, ok := groSegmentSize(unix.UDP_GRO, b)
+			if !ok || got != int(v) {
+				t.Fatalf("size %d as %x: got %d, %v", v, b, got, ok)
+			}
+		}
+	}
+	if _, ok := groSegmentSize(unix.UDP_SEGMENT, le(1200)); ok {
+		t.Fatal("UDP_SEGMENT read as a GRO size")
+	}
+	if _, ok := groSegmentSize(unix.UDP_GRO, []byte{1, 2}); ok {
+		t.Fatal("a short control message read as a GRO size")
+	}
+}

@@ -5,6 +5,7 @@ package quic
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"net/netip"
 	"os"
 	"strconv"
@@ -101,12 +102,22 @@ func enableGRO(conn syscall.RawConn) bool {
 }
 
 // groSegmentSize reads a UDP_GRO control message (QUIVER patch): the size
-// of the datagrams the kernel coalesced, an int.
+// of the datagrams the kernel coalesced, an int in the host's byte order.
+// qemu-user hands it to a big-endian guest without byte-swapping it (as it
+// does UDP_SEGMENT the other way, docs/guide/edge.md): a size out of range
+// whose swapped bytes are in range is read swapped. The two never both
+// fit: a size below 64 KiB swapped is 64 KiB or more.
 func groSegmentSize(typ int32, body []byte) (int, bool) {
 	if typ != unix.UDP_GRO || len(body) < 4 {
 		return 0, false
 	}
-	return int(int32(binary.NativeEndian.Uint32(body))), true
+	v := binary.NativeEndian.Uint32(body)
+	if v == 0 || v > maxGROSize {
+		if s := bits.ReverseBytes32(v); s > 0 && s <= maxGROSize {
+			v = s
+		}
+	}
+	return int(int32(v)), true
 }
 
 func appendUDPSegmentSizeMsg(b []byte, size uint16) []byte {
