@@ -517,7 +517,7 @@ func NewPlan(cfg *config.Config, spec Spec) (*Plan, error) {
 		return nil, err
 	}
 	pl := &planner{cfg: cfg}
-	p := &Plan{Config: cfg, Spec: spec, Registries: regs, sections: map[string]any{}, TransportConfigs: map[string]any{}, FilterConfigs: map[string]any{}}
+	p := &Plan{Config: cfg, Spec: spec, Registries: regs, sections: map[string]any{}}
 	p.Log = pl.planLog()
 	rc, err := NewRemotingConfig(cfg)
 	pl.absorb("remoting", err, keysOf("remoting", &rc))
@@ -592,17 +592,10 @@ func (pl *planner) planStorage(p *Plan, reg *StorageRegistry, others bool) {
 	cfg := pl.cfg
 	sc := DefaultStorageConfig()
 	shared := map[string]any{}
-	engines := []string{}
-	if reg != nil {
-		engines = reg.IDs()
-	}
+	engines := reg.IDs()
 	for _, k := range pl.children("storage") {
-		switch {
-		case slices.Contains(storageSharedKeys, k):
+		if slices.Contains(storageSharedKeys, k) {
 			shared[k] = cfg.Get("storage." + k)
-		case slices.Contains(engines, k):
-		default:
-			pl.unknown("storage."+k, append(slices.Clone(storageSharedKeys), engines...))
 		}
 	}
 	if err := config.FromMap(map[string]any{"storage": shared}).Decode("storage", &sc); err != nil {
@@ -635,39 +628,77 @@ func (pl *planner) planStorage(p *Plan, reg *StorageRegistry, others bool) {
 		sc.Dir = dir
 	}
 	p.Storage = StorageSettings{StorageConfig: sc, CleanHours: hours, engines: engines}
-	if reg == nil || len(engines) == 0 {
+	var off func(id string) string
+	if others {
+		off = func(id string) string {
+			return fmt.Sprintf("is set but storage.engine is %s: its keys do nothing (remove them, or set storage.engine: %s)", sc.Engine, id)
+		}
+	}
+	configs := planSeam(pl, "storage", reg, seamRule{selected: func(id string) bool { return id == sc.Engine }, off: off, scalars: storageSharedKeys})
+	if len(engines) == 0 {
 		return // a binary without storage (a name server)
 	}
-	if prov, err := reg.Get(sc.Engine); err != nil {
-		msg := err.Error()
-		if s := config.Suggest(sc.Engine, engines); s != "" {
-			msg += "; did you mean " + s + "?"
-		}
-		pl.add("storage.engine", "%s", msg)
-	} else {
-		p.Storage.Engine = prov
-	}
-	for _, id := range engines {
-		prov, _ := reg.Get(id)
-		sel := id == sc.Engine
-		c, changed := pl.decodePlugin("storage."+id, prov.NewConfig, sel)
-		if sel {
-			p.Storage.EngineConfig = c
-		} else if changed && others {
-			pl.add("storage."+id, "is set but storage.engine is %s: its keys do nothing (remove them, or set storage.engine: %s)", sc.Engine, id)
-		}
+	if prov, ok := pick(pl, "storage.engine", reg, sc.Engine); ok {
+		p.Storage.Engine, p.Storage.EngineConfig = prov, configs[sc.Engine]
 	}
 }
 
-func (pl *planner) planTransports(p *Plan, reg *TransportRegistry) {
-	cfg := pl.cfg
-	ids := []string{"tcp"}
-	if cfg.Exists("transports") {
-		ids = cfg.Strings("transports")
+// seamRule is how a seam selects its plugins: selected says whether
+// plugin id is in use (its section is validated and kept); off, when
+// set, words the problem of a section of a plugin not in use that
+// differs from its defaults (its keys would do nothing); scalars are the
+// seam's own keys beside the plugins' sections.
+type seamRule struct {
+	selected func(id string) bool
+	off      func(id string) string
+	scalars  []string
+}
+
+// planSeam checks the keys under prefix (the rule's scalars and one
+// section per registered plugin) and decodes the section <prefix>.<id> of
+// every plugin strictly, selected or not. It returns the sections of the
+// selected plugins, by ID.
+func planSeam[T interface{ NewConfig() any }](pl *planner, prefix string, reg *Registry[T], rule seamRule) map[string]any {
+	ids := reg.IDs()
+	for _, k := range pl.children(prefix) {
+		if !slices.Contains(rule.scalars, k) && !slices.Contains(ids, k) {
+			pl.unknown(prefix+"."+k, append(slices.Clone(rule.scalars), ids...))
+		}
 	}
-	var registered []string
-	if reg != nil {
-		registered = reg.IDs()
+	out := map[string]any{}
+	for _, id := range ids {
+		prov, _ := reg.Get(id)
+		sel := rule.selected(id)
+		c, changed := pl.decodePlugin(prefix+"."+id, prov.NewConfig, sel)
+		switch {
+		case sel:
+			out[id] = c
+		case changed && rule.off != nil:
+			pl.add(prefix+"."+id, "%s", rule.off(id))
+		}
+	}
+	return out
+}
+
+// pick returns the plugin id of reg, which key names; an unknown id is a
+// problem of key naming the registered plugins and a close match.
+func pick[T any](pl *planner, key string, reg *Registry[T], id string) (T, bool) {
+	prov, err := reg.Get(id)
+	if err != nil {
+		msg := err.Error()
+		if s := config.Suggest(id, reg.IDs()); s != "" {
+			msg += "; did you mean " + s + "?"
+		}
+		pl.add(key, "%s", msg)
+		return prov, false
+	}
+	return prov, true
+}
+
+func (pl *planner) planTransports(p *Plan, reg *TransportRegistry) {
+	ids := []string{"tcp"}
+	if pl.cfg.Exists("transports") {
+		ids = pl.cfg.Strings("transports")
 	}
 	seen := map[string]bool{}
 	for _, id := range ids {
@@ -676,50 +707,18 @@ func (pl *planner) planTransports(p *Plan, reg *TransportRegistry) {
 			continue
 		}
 		seen[id] = true
-		if reg == nil {
-			continue
-		}
-		prov, err := reg.Get(id)
-		if err != nil {
-			msg := err.Error()
-			if s := config.Suggest(id, registered); s != "" {
-				msg += "; did you mean " + s + "?"
-			}
-			pl.add("transports", "%s", msg)
-			continue
-		}
-		p.Transports = append(p.Transports, prov)
-	}
-	if reg == nil {
-		return
-	}
-	for _, k := range pl.children("transport") {
-		if !slices.Contains(registered, k) {
-			pl.unknown("transport."+k, registered)
+		if prov, ok := pick(pl, "transports", reg, id); ok {
+			p.Transports = append(p.Transports, prov)
 		}
 	}
-	for _, id := range registered {
-		prov, _ := reg.Get(id)
-		c, changed := pl.decodePlugin("transport."+id, prov.NewConfig, seen[id])
-		if seen[id] {
-			p.TransportConfigs[id] = c
-		} else if changed {
-			pl.add("transport."+id, "is set but %s is not enabled: its keys do nothing (add %s to transports, or remove them)", strings.ToUpper(id), id)
-		}
-	}
+	p.TransportConfigs = planSeam(pl, "transport", reg, seamRule{selected: func(id string) bool { return seen[id] },
+		off: func(id string) string {
+			return fmt.Sprintf("is set but %s is not enabled: its keys do nothing (add %s to transports, or remove them)", strings.ToUpper(id), id)
+		}})
 }
 
 func (pl *planner) planFilters(p *Plan, reg *FilterRegistry) {
 	p.PropertyFilter = true
-	if reg == nil {
-		return
-	}
-	registered := reg.IDs()
-	for _, k := range pl.children("filter") {
-		if k != "property_filter" && !slices.Contains(registered, k) {
-			pl.unknown("filter."+k, append([]string{"property_filter"}, registered...))
-		}
-	}
 	if pl.cfg.Exists("filter.property_filter") {
 		sec := struct {
 			PropertyFilter bool `koanf:"property_filter"`
@@ -729,11 +728,7 @@ func (pl *planner) planFilters(p *Plan, reg *FilterRegistry) {
 		}
 		p.PropertyFilter = sec.PropertyFilter
 	}
-	for _, id := range registered {
-		prov, _ := reg.Get(id)
-		c, _ := pl.decodePlugin("filter."+id, prov.NewConfig, true)
-		p.FilterConfigs[id] = c
-	}
+	p.FilterConfigs = planSeam(pl, "filter", reg, seamRule{selected: func(string) bool { return true }, scalars: []string{"property_filter"}})
 }
 
 // planAuth decodes the section auth.<id> of every auth plugin, whether
