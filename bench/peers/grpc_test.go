@@ -14,9 +14,20 @@ import (
 )
 
 // The official 4.x client (official.go) starts a go-cache janitor in a
-// package variable's initialisation; it lives as long as the process.
+// package variable's initialisation; it lives as long as the process. Its
+// push consumer's statistics goroutines sleep until the next minute, hour
+// or month, its expired-message cleaner for ConsumeTimeout (15 min),
+// before they look whether Shutdown closed them.
+var officialClientLingering = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).Start.func1.2"),
+	goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*statsItemSet).init.func4"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*statsItemSet).init.func5"),
+	goleak.IgnoreAnyFunction("github.com/apache/rocketmq-client-go/v2/consumer.(*statsItemSet).init.func6"),
+}
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/patrickmn/go-cache.(*janitor).Run"))
+	goleak.VerifyTestMain(m, officialClientLingering...)
 }
 
 // testMQ is the mq binary for the tests: $QUIVER_PEERS_MQ, or built from

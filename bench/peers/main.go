@@ -6,6 +6,7 @@
 //
 //	cd bench/peers && go run . -quick -rounds 3
 //	cd bench/peers && go run . -write ../../docs/lab/BENCHMARKS.md
+//	cd bench/peers && go run . -only 'official client: end-to-end' -e2etrace
 package main
 
 import (
@@ -40,6 +41,7 @@ type flags struct {
 	pprof       string
 	keep        bool
 	cpuprofile  string
+	e2etrace    bool
 }
 
 func main() {
@@ -59,6 +61,7 @@ func main() {
 	flag.StringVar(&f.pprof, "pprof", "", "start mq dev with --pprof ADDR (profiling; not for the recorded table)")
 	flag.BoolVar(&f.keep, "keep", false, "keep the temporary directory")
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the harness (the clients) to this file")
+	flag.BoolVar(&f.e2etrace, "e2etrace", false, "build mq with -tags e2etrace and print the broker's per-message timeline of each official-client end-to-end run (e.g. -only end-to-end; figures then include the tracing cost)")
 	flag.Parse()
 	if f.quick {
 		f.n, f.dur, f.latDur = 50_000, 5*time.Second, 3*time.Second
@@ -143,8 +146,12 @@ func run(ctx context.Context, f flags) error {
 	}
 	if f.mq == "" {
 		f.mq = filepath.Join(tmp, "mq")
-		logf("building mq from %s", root)
-		if err := build(ctx, root, f.mq, "./cmd/mq"); err != nil {
+		var tags []string
+		if f.e2etrace {
+			tags = append(tags, "e2etrace")
+		}
+		logf("building mq from %s (tags %v)", root, tags)
+		if err := build(ctx, root, f.mq, "./cmd/mq", tags...); err != nil {
 			return err
 		}
 	}
@@ -218,7 +225,13 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 	dir := filepath.Join(tmp, fmt.Sprintf("round%d-%s", round, mode))
 	defer os.RemoveAll(dir)
 	logf("round %d (%s durability): starting servers", round+1, mode)
-	q, err := startQuiver(ctx, f.mq, filepath.Join(dir, "quiver"), syncMode, f.pprof)
+	var tr *tracer
+	if f.e2etrace && !syncMode {
+		if tr, err = newTracer(filepath.Join(dir, "quiver-trace"), f.latDur); err != nil {
+			return err
+		}
+	}
+	q, err := startQuiverTraced(ctx, f.mq, filepath.Join(dir, "quiver"), syncMode, f.pprof, tr)
 	if err != nil {
 		return err
 	}
@@ -435,24 +448,47 @@ func runRound(ctx context.Context, f flags, tmp string, round int, syncMode bool
 			return err
 		}
 	}
-	if name := "official client: end-to-end at 5,000 msg/s, 1 KiB"; f.want(name) || f.want("latency") {
-		if err := eachOf(o, func(t target) error {
-			return withTopic(t, "e2e", func(topic string) error {
-				srv0 := t.serverCPU()
-				p50, p99, p999, err := latency(ctx, t, topic, 5000, f.latDur, 1024)
-				if err != nil {
-					return err
-				}
-				srvUs := float64((t.serverCPU() - srv0).Microseconds()) / (5000 * f.latDur.Seconds())
-				logf("  %-62s %-26s p50 %v p99 %v p999 %v (server CPU µs/msg %.1f)", name, label(t), p50, p99, p999, srvUs)
-				rep.add(name+": p50", "µs", true, 0, t.name(), float64(p50)/1e3)
-				rep.add(name+": p99", "µs", true, 1, t.name(), float64(p99)/1e3)
-				rep.add(name+": p999", "µs", true, 1, t.name(), float64(p999)/1e3)
-				rep.add(name+": server CPU per message", "µs", true, 1, t.name(), srvUs)
-				return nil
-			})
-		}); err != nil {
-			return err
+	// The official push consumer end to end (issue 44): its defaults
+	// (PullBatchSize 32, one message per consume call) and batch 32 (32
+	// per consume call), at 5,000 and 20,000 msg/s; with -e2etrace each
+	// Quiver run prints the broker's timeline of its window.
+	for _, ot := range []*officialTarget{o, ob} {
+		for _, rate := range e2eTraceRates {
+			name := fmt.Sprintf("official client: end-to-end at %s msg/s, 1 KiB", withThousands(fmt.Sprint(rate)))
+			tgt := [4]float64{1.2, 1, 1, 1.2} // p50, p99, p999, server CPU per message
+			if ot.batch > 0 {
+				name += fmt.Sprintf(", batch %d", ot.batch)
+				tgt = [4]float64{}
+			}
+			if !f.want(name) && !f.want("latency") {
+				continue
+			}
+			if err := eachOf(ot, func(t target) error {
+				return withTopic(t, "e2e", func(topic string) error {
+					srv0 := t.serverCPU()
+					p50, p99, p999, err := latency(ctx, t, topic, rate, f.latDur, 1024)
+					if err != nil {
+						return err
+					}
+					srvUs := float64((t.serverCPU() - srv0).Microseconds()) / (float64(rate) * f.latDur.Seconds())
+					logf("  %-62s %-26s p50 %v p99 %v p999 %v (server CPU µs/msg %.1f)", name, label(t), p50, p99, p999, srvUs)
+					rep.add(name+": p50", "µs", true, tgt[0], t.name(), float64(p50)/1e3)
+					rep.add(name+": p99", "µs", true, tgt[1], t.name(), float64(p99)/1e3)
+					rep.add(name+": p999", "µs", true, tgt[2], t.name(), float64(p999)/1e3)
+					rep.add(name+": server CPU per message", "µs", true, tgt[3], t.name(), srvUs)
+					if x, ok := t.(*officialTarget); ok && x.trace != nil {
+						tl, err := x.endWindow(ctx)
+						if err != nil {
+							return err
+						}
+						writeTimeline(os.Stdout, fmt.Sprintf("%s, %s, round %d (client p50 %v, p99 %v, p999 %v)",
+							name, label(t), round+1, p50, p99, p999), tl)
+					}
+					return nil
+				})
+			}); err != nil {
+				return err
+			}
 		}
 	}
 	if name := fmt.Sprintf("latency at %d msg/s, 1 KiB", f.rate); f.want(name) || f.want("latency") {
@@ -563,6 +599,9 @@ func render(f flags, r *report, e env) string {
 	fmt.Fprintf(&b, "Physical limits measured in the same run: loopback TCP %s MB/s (one socket pair, 1 MiB writes), "+
 		"disk sequential write %s MB/s and fdatasync p50 %s µs (`mq bench disk`).\n\n",
 		fmtNum(e.tcpMBps), fmtNum(e.diskMBps), fmtNum(e.fsyncP50))
+	if f.e2etrace {
+		b.WriteString("mq was built with -tags e2etrace (-e2etrace): Quiver's figures include the cost of recording its timeline.\n\n")
+	}
 	b.WriteString("| workload | Quiver min / **median** / max | JetStream min / **median** / max | ratio Q/J (median) | target | met |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, m := range r.rows {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -35,9 +36,14 @@ func repoRoot() (string, error) {
 	}
 }
 
-// build runs go build in dir and returns the binary path.
-func build(ctx context.Context, dir, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+// build runs go build in dir (with the build tags, if any) and writes
+// the binary to out.
+func build(ctx context.Context, dir, out, pkg string, tags ...string) error {
+	args := []string{"build", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("peers: go build %s: %v\n%s", pkg, err, b)
@@ -88,16 +94,35 @@ func (l *lockedBuf) tail(n int) string {
 }
 
 func startProc(name, dir, bin string, args ...string) (*proc, error) {
+	return startProcEnv(name, dir, bin, nil, nil, args...)
+}
+
+// startProcEnv is startProc with env added to the harness's environment
+// and the child's stderr copied to stderr too (when not nil; closed when
+// the child exits).
+func startProcEnv(name, dir, bin string, env []string, stderr io.WriteCloser, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	logs := &lockedBuf{}
 	cmd.Stdout, cmd.Stderr = logs, logs
+	if stderr != nil {
+		cmd.Stderr = io.MultiWriter(logs, stderr)
+	}
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("peers: start %s: %w", name, err)
 	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), logs: logs}
-	go func() { cmd.Wait(); close(p.done) }()
+	go func() {
+		_ = cmd.Wait() // the exit is seen through done (and the logs)
+		if stderr != nil {
+			stderr.Close()
+		}
+		close(p.done)
+	}()
 	return p, nil
 }
 

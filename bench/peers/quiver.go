@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -32,9 +33,18 @@ type quiverTarget struct {
 	grpcAddr string
 	admin    *client.Client
 	seq      atomic.Int64
+	// trace is set when mq records its end-to-end timeline (-e2etrace).
+	trace *tracer
 }
 
 func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr string) (*quiverTarget, error) {
+	return startQuiverTraced(ctx, mq, dir, syncFlush, pprofAddr, nil)
+}
+
+// startQuiverTraced is startQuiver; with tr, mq (built with -tags
+// e2etrace) records its timeline and writes its dumps and stderr where tr
+// says.
+func startQuiverTraced(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr string, tr *tracer) (*quiverTarget, error) {
 	np, err := freePort()
 	if err != nil {
 		return nil, err
@@ -66,11 +76,22 @@ func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	p, err := startProc("mq dev", dir, mq, args...)
+	var env []string
+	var stderr *os.File
+	if tr != nil {
+		env = tr.env()
+		if stderr, err = os.Create(tr.stderr); err != nil {
+			return nil, err
+		}
+	}
+	p, err := startProcEnv("mq dev", dir, mq, env, stderrOrNil(stderr), args...)
 	if err != nil {
+		if stderr != nil {
+			stderr.Close()
+		}
 		return nil, err
 	}
-	q := &quiverTarget{p: p, namesrv: ns, grpcAddr: fmt.Sprintf("127.0.0.1:%d", gp)}
+	q := &quiverTarget{p: p, namesrv: ns, grpcAddr: fmt.Sprintf("127.0.0.1:%d", gp), trace: tr}
 	if err := waitTCP(ctx, p, ns, 30*time.Second); err != nil {
 		p.stop()
 		return nil, err
@@ -97,6 +118,14 @@ func startQuiver(ctx context.Context, mq, dir string, syncFlush bool, pprofAddr 
 		time.Sleep(100 * time.Millisecond)
 	}
 	return q, nil
+}
+
+// stderrOrNil keeps a nil *os.File from becoming a non-nil io.WriteCloser.
+func stderrOrNil(f *os.File) io.WriteCloser {
+	if f == nil {
+		return nil
+	}
+	return f
 }
 
 func (q *quiverTarget) name() string { return "Quiver" }

@@ -308,6 +308,12 @@ func latency(ctx context.Context, t target, topic string, rate int, d time.Durat
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond) // the other queues' pulls are held too
+	// A traced broker's measured window starts here.
+	if w, ok := t.(windowed); ok {
+		if err := w.startWindow(ctx); err != nil {
+			return 0, 0, 0, err
+		}
+	}
 	var inflight sync.WaitGroup
 	var errs atomic.Int64
 	start := time.Now()
