@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -127,6 +128,7 @@ func TestConfigValidate(t *testing.T) {
 		{"batch", func(l *Link) { l.BatchSize = 5000 }, "mirror.links.0.batch_size"},
 		{"start", func(l *Link) { l.StartFrom = "middle" }, "mirror.links.0.start_from"},
 		{"rate", func(l *Link) { l.RateLimit = -1 }, "mirror.links.0.rate_limit"},
+		{"catch up", func(l *Link) { l.CatchUp = "random" }, "mirror.links.0.catch_up"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +143,7 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, c.Validate())
 	assert.Equal(t, time.Second, c.Links[0].CheckpointInterval, "defaults filled")
 	assert.Equal(t, config.ByteSize(1<<20), c.Links[0].BatchBytes)
+	assert.Equal(t, CatchUpOldestFirst, c.Links[0].CatchUp)
 	dup := &Config{Links: []Link{good(), good()}}
 	assert.ErrorContains(t, dup.Validate(), "names two links")
 }
@@ -156,4 +159,37 @@ func TestConfigDecode(t *testing.T) {
 	assert.True(t, c.Links[0].CreateTopics, "create_topics defaults to true")
 	_, err = NewConfigFrom(config.FromMap(map[string]any{"mirror.links": []any{map[string]any{"name": "e", "nope": 1}}}))
 	assert.Error(t, err, "unknown keys are refused")
+}
+
+// TestBucketLiveFirst: with a live write waiting for tokens, a backfill
+// (a newest-first link's gap) takes none: the live write gets the next
+// tokens although the backfill asked at the same time.
+func TestBucketLiveFirst(t *testing.T) {
+	b := newBucket(20)
+	require.True(t, b.take(context.Background(), 20, true)) // empty it
+	order := make(chan string, 2)
+	go func() {
+		if b.take(context.Background(), 10, true) {
+			order <- "live"
+		}
+	}()
+	require.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.waiting == 1
+	}, 5*time.Second, time.Millisecond, "the live write waits")
+	go func() {
+		if b.take(context.Background(), 10, false) {
+			order <- "backfill"
+		}
+	}()
+	assert.Equal(t, "live", <-order)
+	assert.Equal(t, "backfill", <-order)
+	b.mu.Lock()
+	assert.Zero(t, b.waiting)
+	b.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.False(t, b.take(ctx, 20, false), "an ended context")
 }
