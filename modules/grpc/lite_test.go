@@ -476,7 +476,7 @@ func TestLiteReceiveWaitsBounded(t *testing.T) {
 		waiting <- result{st, msgs}
 	}()
 	require.Eventually(t, func() bool {
-		st, _ := n.receive("b@1", "LW-P", "LW-G", 1, 200*time.Millisecond)
+		st, _ := n.receive("b@1", "LW-P", "LW-G", 1, 20*time.Millisecond) // short: a finds the slot free between probes
 		return st.GetCode() == grpcapi.Code_TOO_MANY_REQUESTS
 	}, 5*time.Second, 100*time.Millisecond, "a second waiting lite receive is refused while the only slot is taken")
 
