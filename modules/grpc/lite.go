@@ -69,12 +69,20 @@ func (s *Server) startLite(ctx context.Context) error {
 	}
 	x := newLiteIndex(s.cfg.Lite)
 	start := time.Now()
-	live, err := s.rebuildLite(ctx, x)
+	live, jr, err := s.rebuildLite(ctx, x)
 	if err != nil {
 		return err
 	}
 	if dir := s.b.DataDir(); dir != "" {
-		if x.j, err = openLiteJournal(filepath.Join(dir, "lite"), live); err != nil {
+		// Rewritten with what is live, unless all of it is: a million
+		// lite topics acked once each are a million live records, and
+		// copying them would double the start's work on the journal.
+		if jr.reuse {
+			x.j, err = reopenLiteJournal(filepath.Join(dir, "lite"), jr.good)
+		} else {
+			x.j, err = openLiteJournal(filepath.Join(dir, "lite"), live)
+		}
+		if err != nil {
 			return err
 		}
 	} else {
@@ -101,20 +109,37 @@ func liteParentQueues(topics map[string]*protocol.TopicConfig) []store.Queue {
 	return queues
 }
 
+// liteJournalRead is what a start read of the journal: its whole records
+// and where they end.
+type liteJournalRead struct {
+	records int
+	good    int64
+	reuse   bool // every record is live: the journal is kept as it is
+}
+
 // rebuildLite fills x: deletions and consumer offsets from the journal,
 // lite topics from the snapshot (lite_snapshot.go) and the records of the
 // LITE parent topics after it — all their records when there is no
 // snapshot to use. It answers the journal's live records.
-func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, error) {
+func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, liteJournalRead, error) {
+	var jr liteJournalRead
 	deleted := map[liteKey]int64{}
 	type goff struct {
 		group  string
 		offset int64
 	}
-	offsets := map[liteKey][]goff{} // the groups' committed offsets
+	// The groups' committed offsets: mostly one group per lite topic,
+	// held in the map's value; more in a slice.
+	type goffs struct {
+		first goff
+		more  []goff
+	}
+	offsets := map[liteKey]goffs{}
 	dir := s.b.DataDir()
 	if dir != "" {
-		if _, err := readLiteJournal(filepath.Join(dir, "lite", "lite.journal"), func(r liteRecord) {
+		var err error
+		if jr.good, err = readLiteJournal(filepath.Join(dir, "lite", "lite.journal"), func(r liteRecord) {
+			jr.records++
 			switch r.kind {
 			case liteRecDelete:
 				k := liteKey{r.parent, r.name}
@@ -122,16 +147,21 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 				delete(offsets, k)
 			case liteRecOffset:
 				k := liteKey{r.parent, r.name}
-				gs := offsets[k]
-				i := slices.IndexFunc(gs, func(g goff) bool { return g.group == r.group })
-				if i < 0 {
-					offsets[k] = append(gs, goff{r.group, r.value})
-				} else {
-					gs[i].offset = r.value
+				gs, ok := offsets[k]
+				switch {
+				case !ok || gs.first.group == r.group:
+					gs.first = goff{r.group, r.value}
+				default:
+					if i := slices.IndexFunc(gs.more, func(g goff) bool { return g.group == r.group }); i >= 0 {
+						gs.more[i].offset = r.value
+					} else {
+						gs.more = append(gs.more, goff{r.group, r.value})
+					}
 				}
+				offsets[k] = gs
 			}
 		}); err != nil {
-			return nil, err
+			return nil, jr, err
 		}
 	}
 	used := map[liteKey]bool{}
@@ -142,7 +172,7 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 	for _, q := range queues {
 		lo, hi, err := st.Offsets(q)
 		if err != nil {
-			return nil, fmt.Errorf("lite: offsets of %s: %w", q, err)
+			return nil, jr, fmt.Errorf("lite: offsets of %s: %w", q, err)
 		}
 		spans[q] = liteSpan{lo, hi}
 	}
@@ -285,11 +315,11 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 	}
 	select {
 	case err := <-errc:
-		return nil, err
+		return nil, jr, err
 	default:
 	}
 	if ierr != nil {
-		return nil, ierr
+		return nil, jr, ierr
 	}
 	// A deletion stays in the journal while records of the deleted topic
 	// may remain: the ones met, and after a snapshot (which spared reading
@@ -304,42 +334,62 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, e
 			}
 			cl, err := recordAt(ctx, st, q, sp.lo, &rr)
 			if err != nil {
-				return nil, fmt.Errorf("lite: %w", err)
+				return nil, jr, fmt.Errorf("lite: %w", err)
 			}
 			if o, ok := oldest[q.Topic]; !ok || cl < o {
 				oldest[q.Topic] = cl
 			}
 		}
 	}
-	var live []liteRecord
+	var keepD []liteKey
 	for k, b := range deleted {
 		keep := used[k]
 		if o, ok := oldest[k.parent]; ok && b >= o {
 			keep = true
 		}
 		if keep {
-			live = append(live, liteRecord{kind: liteRecDelete, parent: k.parent, name: k.name, value: b})
+			keepD = append(keepD, k)
 		}
 	}
-	for k, gs := range offsets {
+	var all []goff
+	nO := 0
+	for k, gg := range offsets {
+		all = append(append(all[:0], gg.first), gg.more...)
 		t := x.get(k.parent, k.name)
 		if t == nil {
 			t, _ = x.ensure(k.parent, k.name, now)
 			if t == nil {
+				delete(offsets, k)
 				continue
 			}
-			for _, g := range gs { // a topic retention emptied: it goes on from its readers' offsets
+			for _, g := range all { // a topic retention emptied: it goes on from its readers' offsets
 				t.base = max(t.base, g.offset)
 			}
 		}
-		for _, v := range gs {
+		for _, v := range all {
 			x.groupOf(t, v.group).committed = v.offset
-			live = append(live, liteRecord{kind: liteRecOffset, parent: k.parent, name: k.name, group: v.group, value: v.offset})
+		}
+		nO += len(all)
+	}
+	// The live records, unless every record of the journal is live (it is
+	// then kept as it is).
+	var live []liteRecord
+	jr.reuse = jr.records > 0 && len(keepD)+nO == jr.records
+	if !jr.reuse {
+		live = make([]liteRecord, 0, len(keepD)+nO)
+		for _, k := range keepD {
+			live = append(live, liteRecord{kind: liteRecDelete, parent: k.parent, name: k.name, value: deleted[k]})
+		}
+		for k, gg := range offsets {
+			all = append(append(all[:0], gg.first), gg.more...)
+			for _, v := range all {
+				live = append(live, liteRecord{kind: liteRecOffset, parent: k.parent, name: k.name, group: v.group, value: v.offset})
+			}
 		}
 	}
 	x.loaded.records = records
 	s.log.Info("grpc: lite parent records read", "records", records, "after_snapshot", snapshot)
-	return live, nil
+	return live, jr, nil
 }
 
 // sweepLite deletes expired lite topics each tick, a bounded number at a

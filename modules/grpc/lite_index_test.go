@@ -250,3 +250,36 @@ func TestLiteJournalCompact(t *testing.T) {
 		assert.Equal(t, want, final["s"+strconv.Itoa(k)], "s%d", k)
 	}
 }
+
+// TestLiteJournalReopen: a journal opened for appending as it is (every
+// record live) loses its torn tail and takes new records after the old.
+func TestLiteJournalReopen(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openLiteJournal(dir, nil)
+	require.NoError(t, err)
+	recs := []liteRecord{
+		{kind: liteRecOffset, parent: "chat", name: "s1", group: "g", value: 7},
+		{kind: liteRecDelete, parent: "chat", name: "s2", value: 1234},
+	}
+	require.NoError(t, j.append(recs))
+	require.NoError(t, j.append([]liteRecord{{kind: liteRecOffset, parent: "chat", name: "s3", group: "g", value: 9}}))
+	require.NoError(t, j.close())
+	path := dir + "/lite.journal"
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, st.Size()-3)) // a torn last record
+	n := 0
+	good, err := readLiteJournal(path, func(liteRecord) { n++ })
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+
+	j, err = reopenLiteJournal(dir, good)
+	require.NoError(t, err)
+	more := liteRecord{kind: liteRecOffset, parent: "chat", name: "s4", group: "g", value: 1}
+	require.NoError(t, j.append([]liteRecord{more}))
+	require.NoError(t, j.close())
+	var got []liteRecord
+	_, err = readLiteJournal(path, func(r liteRecord) { got = append(got, r) })
+	require.NoError(t, err)
+	assert.Equal(t, append(recs, more), got)
+}

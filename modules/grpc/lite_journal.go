@@ -71,8 +71,12 @@ func (r liteRecord) encode(b []byte) []byte {
 	return b
 }
 
-func decodeLiteRecord(p []byte) (liteRecord, error) {
-	bad := errors.New("malformed lite journal record")
+var errLiteRecord = errors.New("malformed lite journal record")
+
+// decodeLiteRecord decodes one record's payload; intern, if set, makes
+// the parent and group strings (few, repeated in every record).
+func decodeLiteRecord(p []byte, intern func([]byte) string) (liteRecord, error) {
+	bad := errLiteRecord
 	if len(p) < 1 {
 		return liteRecord{}, bad
 	}
@@ -84,7 +88,11 @@ func decodeLiteRecord(p []byte) (liteRecord, error) {
 		if k <= 0 || uint64(len(p)-k) < n {
 			return liteRecord{}, bad
 		}
-		ss[i] = string(p[k : k+int(n)])
+		if b := p[k : k+int(n)]; intern != nil && i != 1 {
+			ss[i] = intern(b)
+		} else {
+			ss[i] = string(b)
+		}
 		p = p[k+int(n):]
 	}
 	v, k := binary.Varint(p)
@@ -110,6 +118,17 @@ func readLiteJournal(path string, each func(liteRecord)) (int64, error) {
 	var good int64
 	var hdr [8]byte
 	buf := make([]byte, 0, 256)
+	interned := map[string]string{}
+	intern := func(b []byte) string {
+		if s, ok := interned[string(b)]; ok {
+			return s
+		}
+		s := string(b)
+		if len(interned) < 4096 {
+			interned[s] = s
+		}
+		return s
+	}
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return good, nil // end, or a torn header
@@ -125,7 +144,7 @@ func readLiteJournal(path string, each func(liteRecord)) (int64, error) {
 		if crc32.ChecksumIEEE(buf) != binary.BigEndian.Uint32(hdr[4:]) {
 			return good, nil
 		}
-		rec, err := decodeLiteRecord(buf)
+		rec, err := decodeLiteRecord(buf, intern)
 		if err != nil {
 			return good, nil
 		}
@@ -178,6 +197,31 @@ func openLiteJournal(dir string, live []liteRecord) (*liteJournal, error) {
 		return nil, fmt.Errorf("lite journal: %w", err)
 	}
 	return &liteJournal{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16), size: size, base: size}, nil
+}
+
+// reopenLiteJournal opens the journal in dir for appending as it is, cut
+// to its whole records (good bytes: a torn tail goes): the start found
+// every record of it live, so a rewrite would copy it unchanged.
+func reopenLiteJournal(dir string, good int64) (*liteJournal, error) {
+	path := filepath.Join(dir, "lite.journal")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lite journal: %w", err)
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() != good {
+		if err = f.Truncate(good); err == nil {
+			err = f.Sync()
+		}
+	}
+	if err == nil {
+		_, err = f.Seek(good, io.SeekStart)
+	}
+	if err != nil {
+		f.Close() //nolint:errcheck,gosec // the first error is the one to report
+		return nil, fmt.Errorf("lite journal: %w", err)
+	}
+	return &liteJournal{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16), size: good, base: good}, nil
 }
 
 // append writes recs and makes them durable.
