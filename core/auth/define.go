@@ -15,9 +15,8 @@ var ErrBadConfig = errors.New("auth: bad config")
 // C, its defaults and its open function. Define makes one; the kernel
 // sees only the Provider interface.
 type Descriptor[C any] struct {
-	id        string
-	newConfig func() *C
-	open      func(ctx context.Context, cfg *C, deps Deps) (Authenticator, Authorizer, error)
+	plugin.Base[C]
+	open func(ctx context.Context, cfg *C, deps Deps) (Authenticator, Authorizer, error)
 }
 
 var _ Provider = (*Descriptor[struct{}])(nil)
@@ -36,7 +35,7 @@ func Define[C any](id string, newConfig func() *C, open func(ctx context.Context
 	if id == "" || newConfig == nil || open == nil {
 		panic("auth: Define needs an id, newConfig and open")
 	}
-	return &Descriptor[C]{id: id, newConfig: newConfig, open: open}
+	return &Descriptor[C]{Base: plugin.NewBase("auth", id, newConfig, ErrBadConfig), open: open}
 }
 
 // ConfigOf returns cfg as the *C of the plugin id: nil (or a nil *C)
@@ -44,15 +43,6 @@ func Define[C any](id string, newConfig func() *C, open func(ctx context.Context
 func ConfigOf[C any](id string, cfg any, newConfig func() *C) (*C, error) {
 	return plugin.Config("auth."+id, cfg, newConfig, ErrBadConfig)
 }
-
-// ID implements Provider.
-func (d *Descriptor[C]) ID() string { return d.id }
-
-// NewConfig implements Provider: a pointer to the defaults (a *C).
-func (d *Descriptor[C]) NewConfig() any { return d.newConfig() }
-
-// Config converts the kernel's configuration value (see ConfigOf).
-func (d *Descriptor[C]) Config(cfg any) (*C, error) { return ConfigOf(d.id, cfg, d.newConfig) }
 
 // Open implements Provider.
 func (d *Descriptor[C]) Open(ctx context.Context, cfg any, deps Deps) (Authenticator, Authorizer, error) {

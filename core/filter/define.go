@@ -14,8 +14,8 @@ var ErrBadConfig = errors.New("filter: bad config")
 // C, its defaults and its compiler constructor. Define makes one; the
 // kernel sees only the Provider interface.
 type Descriptor[C any] struct {
-	id, typ     string
-	newConfig   func() *C
+	plugin.Base[C]
+	typ         string
 	newCompiler func(cfg *C) (Compiler, error)
 }
 
@@ -35,7 +35,7 @@ func Define[C any](id, typ string, newConfig func() *C, newCompiler func(cfg *C)
 	if id == "" || typ == "" || newConfig == nil || newCompiler == nil {
 		panic("filter: Define needs an id, a type, newConfig and newCompiler")
 	}
-	return &Descriptor[C]{id: id, typ: typ, newConfig: newConfig, newCompiler: newCompiler}
+	return &Descriptor[C]{Base: plugin.NewBase("filter", id, newConfig, ErrBadConfig), typ: typ, newCompiler: newCompiler}
 }
 
 // ConfigOf returns cfg as the *C of the filter id: nil (or a nil *C)
@@ -44,17 +44,8 @@ func ConfigOf[C any](id string, cfg any, newConfig func() *C) (*C, error) {
 	return plugin.Config("filter."+id, cfg, newConfig, ErrBadConfig)
 }
 
-// ID implements Provider.
-func (d *Descriptor[C]) ID() string { return d.id }
-
 // Type implements Provider.
 func (d *Descriptor[C]) Type() string { return d.typ }
-
-// NewConfig implements Provider: a pointer to the defaults (a *C).
-func (d *Descriptor[C]) NewConfig() any { return d.newConfig() }
-
-// Config converts the kernel's configuration value (see ConfigOf).
-func (d *Descriptor[C]) Config(cfg any) (*C, error) { return ConfigOf(d.id, cfg, d.newConfig) }
 
 // New implements Provider.
 func (d *Descriptor[C]) New(cfg any) (Compiler, error) {

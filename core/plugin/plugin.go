@@ -1,7 +1,9 @@
 // Package plugin holds what the descriptors of the four seams share
-// (store.Define, transport.Define, filter.Define, auth.Define): the one
-// checked conversion from the kernel's untyped configuration value to the
-// *C a plugin is written against. A plugin never sees the untyped value.
+// (store.Define, transport.Define, filter.Define, auth.Define): the
+// plugin's ID and defaults (Base, which each seam's Descriptor embeds) and
+// the one checked conversion from the kernel's untyped configuration
+// value to the *C a plugin is written against. A plugin never sees the
+// untyped value.
 package plugin
 
 import "fmt"
@@ -21,4 +23,30 @@ func Config[C any](name string, cfg any, newConfig func() *C, sentinel error) (*
 		return c, nil
 	}
 	return nil, fmt.Errorf("%s: config is %T, want %T: %w", name, cfg, (*C)(nil), sentinel)
+}
+
+// Base is what every seam's descriptor holds: the plugin's ID, its
+// defaults and the conversion of the kernel's value for its section
+// <seam>.<id>.
+type Base[C any] struct {
+	seam, id  string
+	newConfig func() *C
+	sentinel  error
+}
+
+// NewBase describes plugin id of seam (the section prefix: storage,
+// transport, filter, auth); sentinel is the seam's bad-config error.
+func NewBase[C any](seam, id string, newConfig func() *C, sentinel error) Base[C] {
+	return Base[C]{seam: seam, id: id, newConfig: newConfig, sentinel: sentinel}
+}
+
+// ID is the plugin's ID.
+func (b Base[C]) ID() string { return b.id }
+
+// NewConfig returns a pointer to the defaults (a *C).
+func (b Base[C]) NewConfig() any { return b.newConfig() }
+
+// Config converts the kernel's configuration value (see Config).
+func (b Base[C]) Config(cfg any) (*C, error) {
+	return Config(b.seam+"."+b.id, cfg, b.newConfig, b.sentinel)
 }

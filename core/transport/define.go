@@ -15,10 +15,9 @@ var ErrBadConfig = errors.New("transport: bad config")
 // type C, its defaults, and its listen and dial functions. Define makes
 // one; the kernel sees only the Provider interface.
 type Descriptor[C any] struct {
-	id        string
-	newConfig func() *C
-	listen    func(ctx context.Context, addr string, cfg *C, deps Deps) (Listener, error)
-	dial      func(ctx context.Context, addr string, cfg *C, deps Deps) (Conn, error)
+	plugin.Base[C]
+	listen func(ctx context.Context, addr string, cfg *C, deps Deps) (Listener, error)
+	dial   func(ctx context.Context, addr string, cfg *C, deps Deps) (Conn, error)
 }
 
 var _ Provider = (*Descriptor[struct{}])(nil)
@@ -38,7 +37,7 @@ func Define[C any](id string, newConfig func() *C,
 	if id == "" || newConfig == nil || listen == nil || dial == nil {
 		panic("transport: Define needs an id, newConfig, listen and dial")
 	}
-	return &Descriptor[C]{id: id, newConfig: newConfig, listen: listen, dial: dial}
+	return &Descriptor[C]{Base: plugin.NewBase("transport", id, newConfig, ErrBadConfig), listen: listen, dial: dial}
 }
 
 // ConfigOf returns cfg as the *C of the transport id: nil (or a nil *C)
@@ -46,15 +45,6 @@ func Define[C any](id string, newConfig func() *C,
 func ConfigOf[C any](id string, cfg any, newConfig func() *C) (*C, error) {
 	return plugin.Config("transport."+id, cfg, newConfig, ErrBadConfig)
 }
-
-// ID implements Provider.
-func (d *Descriptor[C]) ID() string { return d.id }
-
-// NewConfig implements Provider: a pointer to the defaults (a *C).
-func (d *Descriptor[C]) NewConfig() any { return d.newConfig() }
-
-// Config converts the kernel's configuration value (see ConfigOf).
-func (d *Descriptor[C]) Config(cfg any) (*C, error) { return ConfigOf(d.id, cfg, d.newConfig) }
 
 // Listen implements Provider.
 func (d *Descriptor[C]) Listen(ctx context.Context, addr string, cfg any, deps Deps) (Listener, error) {
