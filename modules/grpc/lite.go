@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,48 +121,30 @@ type liteJournalRead struct {
 // LITE parent topics after it — all their records when there is no
 // snapshot to use. It answers the journal's live records.
 func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, liteJournalRead, error) {
+	start := time.Now()
 	var jr liteJournalRead
+	// First the deletions alone (the snapshot and the records are read
+	// through them); the groups' offsets are applied to the index once it
+	// is built, by a second pass over the journal.
 	deleted := map[liteKey]int64{}
-	type goff struct {
-		group  string
-		offset int64
-	}
-	// The groups' committed offsets: mostly one group per lite topic,
-	// held in the map's value; more in a slice.
-	type goffs struct {
-		first goff
-		more  []goff
-	}
-	offsets := map[liteKey]goffs{}
+	nD := 0
 	dir := s.b.DataDir()
+	jpath := ""
 	if dir != "" {
+		jpath = filepath.Join(dir, "lite", "lite.journal")
 		var err error
-		if jr.good, err = readLiteJournal(filepath.Join(dir, "lite", "lite.journal"), func(r liteRecord) {
+		if jr.good, err = scanLiteJournal(jpath, func(kind byte, parent string, name []byte, _ string, value int64) {
 			jr.records++
-			switch r.kind {
-			case liteRecDelete:
-				k := liteKey{r.parent, r.name}
-				deleted[k] = max(deleted[k], r.value)
-				delete(offsets, k)
-			case liteRecOffset:
-				k := liteKey{r.parent, r.name}
-				gs, ok := offsets[k]
-				switch {
-				case !ok || gs.first.group == r.group:
-					gs.first = goff{r.group, r.value}
-				default:
-					if i := slices.IndexFunc(gs.more, func(g goff) bool { return g.group == r.group }); i >= 0 {
-						gs.more[i].offset = r.value
-					} else {
-						gs.more = append(gs.more, goff{r.group, r.value})
-					}
-				}
-				offsets[k] = gs
+			if kind == liteRecDelete {
+				nD++
+				k := liteKey{parent, string(name)}
+				deleted[k] = max(deleted[k], value)
 			}
 		}); err != nil {
 			return nil, jr, err
 		}
 	}
+	tJournal := time.Now()
 	used := map[liteKey]bool{}
 	now := time.Now().UnixMilli()
 	st := s.b.Store()
@@ -188,7 +169,7 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, l
 		switch {
 		case err == nil:
 			snapshot = true
-			s.log.Info("grpc: lite snapshot loaded", "topics", n, "took", time.Since(time.UnixMilli(now)))
+			s.log.Info("grpc: lite snapshot loaded", "topics", n, "took", time.Since(tJournal))
 		case errors.Is(err, os.ErrNotExist):
 			s.log.Info("grpc: no lite snapshot: the lite index is rebuilt from the parent topics")
 		default:
@@ -351,42 +332,81 @@ func (s *Server) rebuildLite(ctx context.Context, x *liteIndex) ([]liteRecord, l
 			keepD = append(keepD, k)
 		}
 	}
-	var all []goff
-	nO := 0
-	for k, gg := range offsets {
-		all = append(append(all[:0], gg.first), gg.more...)
-		t := x.get(k.parent, k.name)
-		if t == nil {
-			t, _ = x.ensure(k.parent, k.name, now)
-			if t == nil {
-				delete(offsets, k)
-				continue
+	tRecords := time.Now()
+	// The groups' offsets, in journal order: an offset after a deletion of
+	// its lite topic belongs to the one made again, those before it to the
+	// deleted one. A lite topic only offsets name (retention emptied it)
+	// is made, and goes on from its readers' offsets.
+	superseded := 0 // offset records a later one replaced
+	var made map[*liteTopic]bool
+	if jpath != "" && jr.records > nD {
+		if _, err := scanLiteJournal(jpath, func(kind byte, parent string, name []byte, group string, value int64) {
+			var t *liteTopic
+			if p := x.parents[parent]; p != nil {
+				t = p.topics[string(name)]
 			}
-			for _, g := range all { // a topic retention emptied: it goes on from its readers' offsets
-				t.base = max(t.base, g.offset)
+			switch kind {
+			case liteRecDelete:
+				if t == nil {
+					return
+				}
+				for _, g := range t.groups {
+					if g.committed >= 0 {
+						superseded++
+					}
+				}
+				if made[t] {
+					delete(made, t)
+					x.remove(t)
+				} else {
+					t.groups = nil
+				}
+			case liteRecOffset:
+				if t == nil {
+					t, _ = x.ensure(parent, string(name), now)
+					if t == nil {
+						superseded++ // over the quota: dropped
+						return
+					}
+					if made == nil {
+						made = map[*liteTopic]bool{}
+					}
+					made[t] = true
+				}
+				g := x.groupOf(t, group)
+				if g.committed >= 0 {
+					superseded++
+				}
+				g.committed = value
 			}
+		}); err != nil {
+			return nil, jr, err
 		}
-		for _, v := range all {
-			x.groupOf(t, v.group).committed = v.offset
+	}
+	for t := range made {
+		for _, g := range t.groups {
+			t.base = max(t.base, g.committed)
 		}
-		nO += len(all)
 	}
 	// The live records, unless every record of the journal is live (it is
 	// then kept as it is).
 	var live []liteRecord
-	jr.reuse = jr.records > 0 && len(keepD)+nO == jr.records
+	jr.reuse = jr.records > 0 && superseded == 0 && len(keepD) == nD
 	if !jr.reuse {
-		live = make([]liteRecord, 0, len(keepD)+nO)
+		live = make([]liteRecord, 0, len(keepD)+jr.records-nD-superseded)
 		for _, k := range keepD {
 			live = append(live, liteRecord{kind: liteRecDelete, parent: k.parent, name: k.name, value: deleted[k]})
 		}
-		for k, gg := range offsets {
-			all = append(append(all[:0], gg.first), gg.more...)
-			for _, v := range all {
-				live = append(live, liteRecord{kind: liteRecOffset, parent: k.parent, name: k.name, group: v.group, value: v.offset})
+		for _, t := range x.all {
+			for _, g := range t.groups {
+				if g.committed >= 0 {
+					live = append(live, liteRecord{kind: liteRecOffset, parent: t.parent.name, name: t.name, group: g.group, value: g.committed})
+				}
 			}
 		}
 	}
+	s.log.Info("grpc: lite index built", "journal_records", jr.records, "journal_kept", jr.reuse,
+		"journal", tJournal.Sub(start), "snapshot_and_records", tRecords.Sub(tJournal), "offsets", time.Since(tRecords))
 	x.loaded.records = records
 	s.log.Info("grpc: lite parent records read", "records", records, "after_snapshot", snapshot)
 	return live, jr, nil

@@ -73,39 +73,43 @@ func (r liteRecord) encode(b []byte) []byte {
 
 var errLiteRecord = errors.New("malformed lite journal record")
 
-// decodeLiteRecord decodes one record's payload; intern, if set, makes
-// the parent and group strings (few, repeated in every record).
-func decodeLiteRecord(p []byte, intern func([]byte) string) (liteRecord, error) {
-	bad := errLiteRecord
+// decodeLiteRecord decodes one record's payload; its strings are p's
+// bytes (valid while p is).
+func decodeLiteRecord(p []byte) (kind byte, parent, name, group []byte, value int64, err error) {
 	if len(p) < 1 {
-		return liteRecord{}, bad
+		return 0, nil, nil, nil, 0, errLiteRecord
 	}
-	r := liteRecord{kind: p[0]}
+	kind = p[0]
 	p = p[1:]
-	var ss [3]string
+	var ss [3][]byte
 	for i := range ss {
 		n, k := binary.Uvarint(p)
 		if k <= 0 || uint64(len(p)-k) < n {
-			return liteRecord{}, bad
+			return 0, nil, nil, nil, 0, errLiteRecord
 		}
-		if b := p[k : k+int(n)]; intern != nil && i != 1 {
-			ss[i] = intern(b)
-		} else {
-			ss[i] = string(b)
-		}
+		ss[i] = p[k : k+int(n)]
 		p = p[k+int(n):]
 	}
 	v, k := binary.Varint(p)
 	if k <= 0 {
-		return liteRecord{}, bad
+		return 0, nil, nil, nil, 0, errLiteRecord
 	}
-	r.parent, r.name, r.group, r.value = ss[0], ss[1], ss[2], v
-	return r, nil
+	return kind, ss[0], ss[1], ss[2], v, nil
 }
 
 // readLiteJournal reads every whole record of path; a missing file has
 // none. It answers where the whole records end.
 func readLiteJournal(path string, each func(liteRecord)) (int64, error) {
+	return scanLiteJournal(path, func(kind byte, parent string, name []byte, group string, value int64) {
+		each(liteRecord{kind: kind, parent: parent, name: string(name), group: group, value: value})
+	})
+}
+
+// scanLiteJournal reads every whole record of path as readLiteJournal
+// does, without making a string of each lite topic's name: name is valid
+// during the call only. The parent and group names (few, repeated in
+// every record) are made once.
+func scanLiteJournal(path string, each func(kind byte, parent string, name []byte, group string, value int64)) (int64, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -144,11 +148,11 @@ func readLiteJournal(path string, each func(liteRecord)) (int64, error) {
 		if crc32.ChecksumIEEE(buf) != binary.BigEndian.Uint32(hdr[4:]) {
 			return good, nil
 		}
-		rec, err := decodeLiteRecord(buf, intern)
+		kind, parent, name, group, value, err := decodeLiteRecord(buf)
 		if err != nil {
 			return good, nil
 		}
-		each(rec)
+		each(kind, intern(parent), name, intern(group), value)
 		good += 8 + int64(n)
 	}
 }

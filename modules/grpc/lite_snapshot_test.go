@@ -355,6 +355,7 @@ func TestLiteSnapshotOlderThanJournal(t *testing.T) {
 		case "old0":
 			assert.Equal(t, int64(0), e.Base)
 			assert.Len(t, e.Offs, 1, "made again: only its new message")
+			assert.Empty(t, e.Groups, "the offsets journalled before its deletion were the old one's")
 		case "keep3":
 			assert.Equal(t, int64(4), e.Groups["g"], "the acks after the snapshot")
 		}
