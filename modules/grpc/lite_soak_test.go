@@ -85,38 +85,45 @@ func TestLiteSoak(t *testing.T) {
 	name := func(i int) string { return "session-" + strconv.Itoa(i) }
 	rss0 := vmRSS(t)
 
-	// Send: one message to each lite topic, each its first (creation).
-	const workers = 8
-	lat := make([][]time.Duration, workers)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := longCtx(fmt.Sprintf("producer@%d", w))
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= total {
-					return
+	// sendPass sends one message to each of lite topics 0..count-1 from
+	// 8 concurrent senders and returns the sends' latencies, sorted.
+	sendPass := func(count int, tag string) []time.Duration {
+		const workers = 8
+		lat := make([][]time.Duration, workers)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := longCtx(fmt.Sprintf("producer@%d", w))
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= count {
+						return
+					}
+					lite := name(i)
+					sp := &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_LITE, LiteTopic: &lite}
+					t0 := time.Now()
+					r, err := n.cli.SendMessage(ctx, &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{msg("chat", tag+lite, "token", sp)}})
+					lat[w] = append(lat[w], time.Since(t0))
+					if err != nil || r.GetStatus().GetCode() != grpcapi.Code_OK {
+						t.Errorf("send %s: %v %v", lite, err, r.GetStatus())
+						return
+					}
 				}
-				lite := name(i)
-				sp := &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_LITE, LiteTopic: &lite}
-				t0 := time.Now()
-				r, err := n.cli.SendMessage(ctx, &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{msg("chat", "m-"+lite, "token", sp)}})
-				lat[w] = append(lat[w], time.Since(t0))
-				if err != nil || r.GetStatus().GetCode() != grpcapi.Code_OK {
-					t.Errorf("send %s: %v %v", lite, err, r.GetStatus())
-					return
-				}
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		all := slices.Concat(lat...)
+		slices.Sort(all)
+		return all
 	}
-	wg.Wait()
+
+	// Send: one message to each lite topic, each its first (creation).
+	start := time.Now()
+	all := sendPass(total, "m-")
 	sendTook := time.Since(start)
-	all := slices.Concat(lat...)
-	slices.Sort(all)
 	p99 := all[len(all)*99/100]
 	require.Equal(t, total, n.srv.LiteTopics())
 
@@ -158,6 +165,12 @@ func TestLiteSoak(t *testing.T) {
 	rss := vmRSS(t)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+
+	// The same sends to lite topics that exist (up to 200,000 of them):
+	// what a send costs without creating anything, to set against the
+	// creating sends' latency under the same concurrency.
+	again := sendPass(min(total, 200_000), "again-")
+	require.Equal(t, total, n.srv.LiteTopics(), "sends to existing lite topics created some")
 
 	// Restart: the clean stop writes the index snapshot; the start loads
 	// it and reads the parent queues' records after it, then the journal.
@@ -210,6 +223,7 @@ func TestLiteSoak(t *testing.T) {
 
 	t.Logf("lite soak: %d lite topics, 8 parent queues, load average %s", total, loadAvg())
 	t.Logf("send (creation): %v, %.0f/s, p50 %v, p99 %v, max %v", sendTook.Round(time.Millisecond), float64(total)/sendTook.Seconds(), all[len(all)/2], p99, all[len(all)-1])
+	t.Logf("send to an existing lite topic (%d): p50 %v, p99 %v, max %v", len(again), again[len(again)/2], again[len(again)*99/100], again[len(again)-1])
 	t.Logf("read (subscribe, receive, ack): %v, %.0f/s", readTook.Round(time.Millisecond), float64(total)/readTook.Seconds())
 	t.Logf("process RSS idle after reading: %d MiB (%d MiB before sending); heap in use %d MiB; %.0f bytes per lite topic of RSS growth",
 		rss>>20, rss0>>20, ms.HeapAlloc>>20, float64(rss-rss0)/float64(total))
