@@ -7,7 +7,6 @@ go 1.26.0
 
 require (
 	github.com/quivermq/quiver v0.0.0
-	go.uber.org/fx v1.24.0
 	golang.org/x/mod v0.41.0
 )
 
@@ -45,6 +44,7 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	go.etcd.io/bbolt v1.3.5 // indirect
 	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/fx v1.24.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
