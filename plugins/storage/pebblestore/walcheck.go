@@ -217,10 +217,18 @@ func walChainOK(b []byte, p, end int, logNum uint32, next uint64) bool {
 		}
 		if t := (enc - 1) % 4; t == 0 || t == 1 { // full, first
 			seq, count, ok := batchSeq(b[p+hdr : p+hdr+n])
-			if !ok || seq < next || (started && seq != next) {
+			switch {
+			case !ok && t == 1:
+				// A first chunk too short to hold the batch header: the
+				// writer starts a record in the last bytes of a block
+				// (often with no payload at all) and goes on in the next
+				// block. Its sequence number is not here to check; the
+				// chain ends with it.
+			case !ok || seq < next || (started && seq != next):
 				return false // before the damage, or not contiguous with the batch before it
+			default:
+				next, started = seq+uint64(count), true
 			}
-			next, started = seq+uint64(count), true
 		}
 		chunks++
 		p += hdr + n
