@@ -235,33 +235,7 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 		}
 		return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
 	}
-	hb := s.hold(got) // held.go
-	if hb == nil {
-		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
-	}
-	defer hb.release()
-	// Nothing is kept past the receive's deadline: the call's, or the
-	// messages' invisible time (then they are handed out again anyway).
-	deadline := start.Add(invisible)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	t := time.AfterFunc(time.Until(deadline), hb.expire)
-	defer t.Stop()
-	if err := send(ok()); err != nil {
-		return err
-	}
-	for {
-		r, more := hb.take()
-		if !more {
-			return nil
-		}
-		pm := s.toProto(r, invisible)
-		if err := stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Message{Message: pm}}); err != nil {
-			return err
-		}
-
-	}
+	return s.sendHeld(ctx, stream, send, got, start, invisible, nil) // held.go
 }
 
 // AckMessage acknowledges each entry's receipt handle.

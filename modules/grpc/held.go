@@ -1,9 +1,13 @@
 package grpc
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/modules/pop"
 )
 
@@ -103,6 +107,43 @@ func (s *Server) hold(got []pop.Received) *heldBatch {
 	}
 	hb.msgs = got[:kept]
 	return hb
+}
+
+// sendHeld holds recs within the receive budgets (hold), answers OK and
+// streams them one by one until all are sent, the stream fails or the
+// receive's deadline passes: the call's, or the messages' invisible time
+// from start (then they are handed out again anyway), so nothing is kept
+// past it. decorate, if not nil, adds to each message before it goes out.
+// TOO_MANY_REQUESTS when nothing fits the budgets.
+func (s *Server) sendHeld(ctx context.Context, stream grpcapi.MessagingService_ReceiveMessageServer, send func(*grpcapi.Status) error,
+	recs []pop.Received, start time.Time, invisible time.Duration, decorate func(pop.Received, *grpcapi.Message)) error {
+	hb := s.hold(recs)
+	if hb == nil {
+		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
+	}
+	defer hb.release()
+	deadline := start.Add(invisible)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	t := time.AfterFunc(time.Until(deadline), hb.expire)
+	defer t.Stop()
+	if err := send(ok()); err != nil {
+		return err
+	}
+	for {
+		r, more := hb.take()
+		if !more {
+			return nil
+		}
+		pm := s.toProto(r, invisible)
+		if decorate != nil {
+			decorate(r, pm)
+		}
+		if err := stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Message{Message: pm}}); err != nil {
+			return err
+		}
+	}
 }
 
 // take hands out the next message to send; false when all are sent or

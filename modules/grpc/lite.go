@@ -915,33 +915,11 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 	// grpc.receive_stream_buffer and grpc.receive_buffer while the stream
 	// does not read, dropped at the deadline (they go out again after
 	// their invisible time).
-	hb := s.hold(recs)
-	if hb == nil {
-		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
-	}
-	defer hb.release()
-	deadline := start.Add(invisible)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	t := time.AfterFunc(time.Until(deadline), hb.expire)
-	defer t.Stop()
-	if err := send(ok()); err != nil {
-		return err
-	}
-	for {
-		r, more := hb.take()
-		if !more {
-			return nil
-		}
-		pm := s.toProto(r, invisible)
+	return s.sendHeld(ctx, stream, send, recs, start, invisible, func(r pop.Received, pm *grpcapi.Message) {
 		name := names[r.Handle]
 		pm.SystemProperties.LiteTopic = &name
 		pm.SystemProperties.MessageType = grpcapi.MessageType_LITE
-		if err := stream.Send(&grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Message{Message: pm}}); err != nil {
-			return err
-		}
-	}
+	})
 }
 
 // journalLiteOffset makes a moved committed offset durable.
