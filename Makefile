@@ -16,7 +16,8 @@ PEBBLE_INTEROP = TestCrash|TestMaxBodyStored|TestSendModesAndConsume|TestTwoCons
 ## of every fuzz target, and bench/peers' tests (its own module: the gRPC
 ## 5.x client rows with tiny counts, skipped without node and
 ## rocketmq-client-nodejs; -mod=mod follows the root module's requirements
-## when bench/peers/go.mod lags behind), and internal/outside: a module of
+## when bench/peers/go.mod lags behind; and the e2etrace build's timeline,
+## about 40 s), and internal/outside: a module of
 ## its own that builds an app over QUIC and a server with an out-of-tree
 ## filter the way users do (a replace of Quiver alone), and crossarch (below). scripts/gotest.sh re-runs a failed
 ## package once and reports it as FLAKY if it then passes.
@@ -26,6 +27,7 @@ test: lint
 	QUIVER_STORAGE__ENGINE=pebble ./scripts/gotest.sh -short -count=1 -timeout 15m -run '$(PEBBLE_INTEROP)' ./interop/
 	./scripts/fuzz-short.sh
 	cd bench/peers && $(GO) test -mod=mod -short -count=1 -timeout 10m -run 'TestGRPC|TestWant' .
+	cd bench/peers && $(GO) test -mod=mod -count=1 -timeout 10m -run 'TestE2ETraceTimeline' .
 	cd internal/outside && $(GO) vet -mod=mod ./... && $(GO) test -mod=mod -count=1 -timeout 10m ./...
 	$(MAKE) --no-print-directory crossarch
 
