@@ -190,8 +190,14 @@ func TestBrokerUnderEmulation(t *testing.T) {
 				bin = build(t, root, bins, tg)
 			}
 			if len(tg.qemu) == 0 {
-				if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil {
-					t.Skipf("this kernel does not run %s binaries natively: %v %s", tg.goarch, err, out)
+				out, err := exec.Command(bin, "version").CombinedOutput()
+				switch {
+				case errors.Is(err, syscall.ENOEXEC):
+					// A kernel without the arch's personality (e.g. no
+					// IA32 emulation for 386) cannot exec it at all.
+					t.Skipf("this kernel does not run %s binaries natively: %v", tg.goarch, err)
+				case err != nil:
+					t.Fatalf("the %s binary started and failed: %v %s", tg.goarch, err, out)
 				}
 			}
 			run := append(slices.Clone(tg.qemu), bin)

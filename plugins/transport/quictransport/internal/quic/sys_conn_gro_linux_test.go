@@ -14,6 +14,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// kernelTakesGRO sets UDP_GRO on a fresh UDP socket of its own.
+func kernelTakesGRO() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1)
+}
+
 // groPair is a receiving oobConn and a sending socket on 127.0.0.1.
 func groPair(t *testing.T) (*oobConn, *net.UDPConn) {
 	t.Helper()
@@ -99,7 +109,14 @@ func TestGROSplitsCoalescedDatagrams(t *testing.T) {
 			}
 			oc, send := groPair(t)
 			if !tt.disable && !oc.gro {
-				t.Skip("the kernel refused UDP_GRO")
+				// Only a kernel that refuses the option excuses a
+				// connection without GRO; if a plain socket takes it,
+				// enableGRO failed where it should not have.
+				if err := kernelTakesGRO(); err == nil {
+					t.Fatal("the kernel takes UDP_GRO but the connection did not turn it on")
+				} else {
+					t.Skipf("the kernel refuses UDP_GRO: %v", err)
+				}
 			}
 			if tt.disable && oc.gro {
 				t.Fatal("QUIC_GO_DISABLE_GRO=true left GRO on")
