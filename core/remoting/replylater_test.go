@@ -154,3 +154,69 @@ func testReplyLater(t *testing.T, plain bool) {
 	assert.ErrorIs(t, err, remoting.ErrPeerClosed)
 	assert.Equal(t, int32(n), built.Load())
 }
+
+// TestReplyLaterAnswersAtOnce: on an idle tcp connection whose socket has
+// room (transport.SendRoomer), a late answer is built and written on the
+// caller's goroutine — its Sent has run when ReplyLater returns, no
+// writer goroutine's turn waited for. Once the client stops reading and
+// the socket fills, answers wait for the writer unbuilt, ReplyLater still
+// returns at once, and the client then reads every answer in order.
+func TestReplyLaterAnswersAtOnce(t *testing.T) {
+	const n, size = 512, 32 << 10 // 16 MiB: more than loopback's socket buffers take
+	r := newTestRouter(t)
+	ln, err := tcp.Listen(context.Background(), "127.0.0.1:0", tcpConfig(), 0)
+	require.NoError(t, err)
+	srv := remoting.NewServer(r, testLogger(t), remoting.ServerOptions{})
+	srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Close(ctx), "server close")
+	})
+	conn, err := net.Dial("tcp", ln.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	var frames []byte
+	for range n {
+		frames = append(frames, remoting.EncodeWithLength(remoting.NewRequest(codeLong, nil, nil))...)
+	}
+	_, err = conn.Write(frames)
+	require.NoError(t, err)
+	var polls []longPoll
+	ctx := ctxFor(t, 20*time.Second)
+	for range n {
+		select {
+		case lp := <-r.long:
+			polls = append(polls, lp)
+		case <-ctx.Done():
+			t.Fatal("long polls not received")
+		}
+	}
+	p := polls[0].p
+	rd := bufio.NewReaderSize(conn, 1<<20)
+	var built, sent atomic.Int32
+	answer := func(i int) {
+		a := &lateAnswer{req: polls[i].req, body: make([]byte, size), built: &built, sent: &sent}
+		a.body[0] = byte(i)
+		require.NoError(t, p.ReplyLater(a), "answer %d", i)
+	}
+
+	answer(0)
+	assert.Equal(t, int32(1), built.Load(), "an idle connection's answer is built by ReplyLater's caller")
+	assert.Equal(t, int32(1), sent.Load(), "an idle connection's answer is written by ReplyLater's caller")
+	c := readRawFrame(t, rd)
+	require.Equal(t, polls[0].req.Opaque, c.Opaque)
+
+	for i := 1; i < n; i++ { // the client reads nothing meanwhile
+		answer(i)
+	}
+	assert.Less(t, int(built.Load()), n, "answers built past the socket's room: the caller would have waited")
+	for i := 1; i < n; i++ {
+		c := readRawFrame(t, rd)
+		require.Equal(t, polls[i].req.Opaque, c.Opaque, "answer %d out of order", i)
+		require.Len(t, c.Body, size)
+		assert.Equal(t, byte(i), c.Body[0])
+	}
+	assert.Equal(t, int32(n), built.Load())
+	checkFor(t, 5*time.Second, func() bool { return sent.Load() == n }, "Sent not run for every answer written")
+}

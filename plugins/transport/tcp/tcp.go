@@ -244,6 +244,7 @@ type Conn struct {
 
 var _ transport.Conn = (*Conn)(nil)
 var _ transport.FrameBatcher = (*Conn)(nil)
+var _ transport.SendRoomer = (*Conn)(nil)
 
 // NewConn wraps an established connection.
 func NewConn(c net.Conn, cfg *Config, maxFrame int) *Conn {
