@@ -99,7 +99,7 @@ func Spec(r Role, plugins kernel.Plugins, sections ...kernel.Section) kernel.Spe
 // needNamesrv refuses a broker that would register with no name server.
 func needNamesrv(p *kernel.Plan) []kernel.Problem {
 	if bc, ok := p.Section("broker").(*broker.Config); ok && bc != nil && len(bc.Namesrv) == 0 && !bc.Standalone {
-		return []kernel.Problem{{Key: "broker.namesrv",
+		return []kernel.Problem{{Key: "broker.namesrv", Subject: true,
 			Msg: "is empty: the broker would register with no name server and no client could find it (list the name servers, or set broker.standalone: true)"}}
 	}
 	return nil

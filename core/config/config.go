@@ -373,14 +373,19 @@ type KeyError struct {
 	// Unknown says the key is not one the section has ("unknown key
 	// broker.lissten"); Msg may then hold a hint.
 	Unknown bool
+	// Subject says Msg goes on from Key as the rest of one sentence
+	// ("broker.namesrv is empty: ..."); otherwise it follows "Key: ".
+	Subject bool
 }
 
 func (e *KeyError) Error() string {
-	if e.Unknown {
-		if e.Msg != "" {
-			return "unknown key " + e.Key + "; " + e.Msg
-		}
+	switch {
+	case e.Unknown && e.Msg != "":
+		return "unknown key " + e.Key + "; " + e.Msg
+	case e.Unknown:
 		return "unknown key " + e.Key
+	case e.Subject:
+		return e.Key + " " + e.Msg
 	}
 	return e.Key + ": " + e.Msg
 }

@@ -211,31 +211,26 @@ func Setting[T any](p *Plan, key string) (T, error) {
 	return t, nil
 }
 
-// Problem is one thing wrong with the configuration.
+// Problem is one thing wrong with the configuration: a config.KeyError
+// (its fields mean the same) and the layer that set its key.
 type Problem struct {
 	// Key is the key or section at fault ("" for a problem of no key).
 	Key string
 	// Msg says what is wrong; for an unknown key, an optional hint.
 	Msg     string
 	Unknown bool
+	// Subject says Msg goes on from Key as one sentence ("storage.pebble
+	// is set but ..."); otherwise it follows "Key: ".
+	Subject bool
 	// Source is the layer that set Key: a file, an environment variable
 	// or "--set" ("" for defaults).
 	Source string
 }
 
 func (p Problem) String() string {
-	var s string
-	switch {
-	case p.Unknown && p.Msg != "":
-		s = "unknown key " + p.Key + "; " + p.Msg
-	case p.Unknown:
-		s = "unknown key " + p.Key
-	case p.Key == "":
-		s = p.Msg
-	case strings.HasPrefix(p.Msg, "is "), strings.HasPrefix(p.Msg, "and "):
-		s = p.Key + " " + p.Msg // "transport.quic is set but ...", "auth.acl.file and acl.file are both set ..."
-	default:
-		s = p.Key + ": " + p.Msg
+	s := p.Msg
+	if p.Key != "" || p.Unknown {
+		s = (&config.KeyError{Key: p.Key, Msg: p.Msg, Unknown: p.Unknown, Subject: p.Subject}).Error()
 	}
 	return s + sourceNote(p.Source)
 }
@@ -351,7 +346,7 @@ func (pl *planner) absorb(section string, err error, candidates func(key string)
 			pl.unknown(ke.Key, cands)
 			return
 		}
-		pl.problems = append(pl.problems, Problem{Key: ke.Key, Msg: ke.Msg, Unknown: ke.Unknown, Source: pl.source(ke.Key)})
+		pl.problems = append(pl.problems, Problem{Key: ke.Key, Msg: ke.Msg, Unknown: ke.Unknown, Subject: ke.Subject, Source: pl.source(ke.Key)})
 	default:
 		msg := strings.TrimPrefix(err.Error(), "config: ")
 		key := section
@@ -674,7 +669,7 @@ func planSeam[T interface{ NewConfig() any }](pl *planner, prefix string, reg *R
 		case sel:
 			out[id] = c
 		case changed && rule.off != nil:
-			pl.add(prefix+"."+id, "%s", rule.off(id))
+			pl.problems = append(pl.problems, Problem{Key: prefix + "." + id, Msg: rule.off(id), Subject: true, Source: pl.source(prefix + "." + id)})
 		}
 	}
 	return out
@@ -786,7 +781,8 @@ func (pl *planner) planAuth(p *Plan, reg *AuthRegistry) {
 		}
 		if !enabled {
 			if !reflect.DeepEqual(c, prov.NewConfig()) {
-				pl.add(section, "is set but %s.enabled is false: its keys do nothing (set %s.enabled: true, or remove them)", section, section)
+				pl.problems = append(pl.problems, Problem{Key: section, Subject: true, Source: pl.source(section),
+					Msg: fmt.Sprintf("is set but %s.enabled is false: its keys do nothing (set %s.enabled: true, or remove them)", section, section)})
 			}
 			continue
 		}
@@ -824,7 +820,7 @@ func (pl *planner) authSection(p *Plan, id string) (section string, view *config
 	for i, k := range old {
 		renamed[i] = AuthSection + "." + k
 		if pl.cfg.Exists(renamed[i]) {
-			pl.problems = append(pl.problems, Problem{Key: renamed[i], Source: pl.source(renamed[i]),
+			pl.problems = append(pl.problems, Problem{Key: renamed[i], Subject: true, Source: pl.source(renamed[i]),
 				Msg: fmt.Sprintf("and %s%s are both set: %s.* is the old spelling of %s.*; keep one", k, sourceNote(pl.source(k)), id, canon)})
 			both = true
 		}

@@ -112,3 +112,25 @@ func TestEngineGuard(t *testing.T) {
 	assert.Contains(t, err.Error(), "mq store migrate --from-engine pebble --from "+old+" --to-engine commitlog")
 	assert.False(t, errors.Is(err, store.ErrBadArgument))
 }
+
+// TestProblemString: a problem's producer says its form (Unknown,
+// Subject, no key); the words of its message decide nothing.
+func TestProblemString(t *testing.T) {
+	tests := []struct {
+		give kernel.Problem
+		want string
+	}{
+		{kernel.Problem{Key: "storage.dir", Msg: "must be set"}, "storage.dir: must be set"},
+		{kernel.Problem{Key: "mod.limit", Msg: "is 0 but must be positive"}, "mod.limit: is 0 but must be positive"},
+		{kernel.Problem{Key: "broker.namesrv", Msg: "is empty: list them", Subject: true, Source: "--set"}, "broker.namesrv is empty: list them (from --set)"},
+		{kernel.Problem{Key: "a.b", Msg: "and c.b are both set", Subject: true}, "a.b and c.b are both set"},
+		{kernel.Problem{Key: "mod.limt", Unknown: true, Msg: "did you mean mod.limit?", Source: "q.yaml"}, "unknown key mod.limt; did you mean mod.limit? (in q.yaml)"},
+		{kernel.Problem{Key: "mod.x", Unknown: true}, "unknown key mod.x"},
+		{kernel.Problem{Msg: "unknown section mdo", Source: "QUIVER_MDO__X"}, "unknown section mdo (from environment variable QUIVER_MDO__X)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.give.String())
+		})
+	}
+}

@@ -163,13 +163,13 @@ func (c *Config) Validate() error {
 		}
 		seen[l.Name] = true
 		if len(l.Target.Namesrv) == 0 {
-			errs.Add(k+"target.namesrv", "is empty: list the target cluster's name servers")
+			errs = append(errs, &config.KeyError{Key: k + "target.namesrv", Subject: true, Msg: "is empty: list the target cluster's name servers"})
 		}
 		if l.Source.Cluster != "" && l.Source.Cluster == l.Target.Cluster {
 			errs.Add(k+"target.cluster", "%q is also the source's cluster", l.Target.Cluster)
 		}
 		if len(l.Topics) == 0 && l.TopicPattern == "" {
-			errs.Add(k+"topics", "is empty and topic_pattern unset: name the topics to mirror")
+			errs = append(errs, &config.KeyError{Key: k + "topics", Subject: true, Msg: "is empty and topic_pattern unset: name the topics to mirror"})
 		}
 		for _, t := range l.Topics {
 			if err := protocol.ValidateTopic(t); err != nil {

@@ -120,8 +120,8 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"bad name", func(l *Link) { l.Name = "a b" }, "mirror.links.0.name"},
-		{"no target", func(l *Link) { l.Target.Namesrv = nil }, "mirror.links.0.target.namesrv"},
-		{"no topics", func(l *Link) { l.Topics = nil }, "mirror.links.0.topics"},
+		{"no target", func(l *Link) { l.Target.Namesrv = nil }, "mirror.links.0.target.namesrv is empty: list"},
+		{"no topics", func(l *Link) { l.Topics = nil }, "mirror.links.0.topics is empty and topic_pattern unset"},
 		{"bad pattern", func(l *Link) { l.Topics, l.TopicPattern = nil, "(" }, "mirror.links.0.topic_pattern"},
 		{"bad filter", func(l *Link) { l.Filter.Type = "XPATH" }, "mirror.links.0.filter.type"},
 		{"same cluster", func(l *Link) { l.Source.Cluster, l.Target.Cluster = "x", "x" }, "mirror.links.0.target.cluster"},
