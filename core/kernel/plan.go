@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -378,8 +379,8 @@ func structKeys(v any) []string {
 }
 
 // keysOf returns a candidates function for the struct of a section: the
-// keys of the struct at the unknown key's parent.
-func keysOf(section string, v any) func(string) []string {
+// keys of the struct at the unknown key's parent, and own at the top.
+func keysOf(section string, v any, own ...string) func(string) []string {
 	return func(key string) []string {
 		rest := strings.TrimPrefix(key, section+".")
 		t := reflect.TypeOf(v)
@@ -402,16 +403,24 @@ func keysOf(section string, v any) func(string) []string {
 				return nil
 			}
 		}
-		return structKeys(reflect.New(t).Interface())
+		keys := structKeys(reflect.New(t).Interface())
+		if len(parts) == 1 { // own keys sit directly under section
+			return append(keys, own...)
+		}
+		return keys
 	}
 }
 
-// decodePlugin decodes section into a fresh config of a plugin (newCfg)
-// strictly and, when validate is set, validates it. It returns the config
-// and whether it differs from the defaults.
-func (pl *planner) decodePlugin(section string, newCfg func() any, validate bool) (any, bool) {
+// decodePlugin decodes section of view, less the seam's own keys, into
+// a fresh config of a plugin (newCfg) strictly and, when validate is
+// set, validates it. It returns the config and whether it differs from
+// the defaults.
+func (pl *planner) decodePlugin(view *config.Config, section string, newCfg func() any, validate bool, own []string) (any, bool) {
 	decode := func(cfg *config.Config) (any, error) {
 		c := newCfg()
+		for _, k := range own {
+			cfg = cfg.Without(section + "." + k)
+		}
 		if err := cfg.Decode(section, c); err != nil {
 			return c, err
 		}
@@ -424,22 +433,22 @@ func (pl *planner) decodePlugin(section string, newCfg func() any, validate bool
 	}
 	// A section with problems may still say what it set (decodeAll
 	// decodes again without the unknown keys).
-	c, _ := pl.decodeAll(section, decode)
+	c := pl.decodeAll(view, section, decode, own...)
 	return c, !reflect.DeepEqual(c, newCfg())
 }
 
-// decodeAll runs decode on the configuration and absorbs its problems.
-// When it fails on unknown keys it runs again without them, so that the
-// values of the known keys are checked too and every problem of the
-// section is reported at once. ok is false when there was any problem.
-func (pl *planner) decodeAll(section string, decode func(*config.Config) (any, error)) (v any, ok bool) {
-	v, err := decode(pl.cfg)
+// decodeAll runs decode on cfg and absorbs its problems (an unknown key
+// directly under section may be one of own). When it fails on unknown
+// keys it runs again without them, so that the values of the known keys
+// are checked too and every problem of the section is reported at once.
+func (pl *planner) decodeAll(cfg *config.Config, section string, decode func(*config.Config) (any, error), own ...string) any {
+	v, err := decode(cfg)
 	if err == nil {
-		return v, true
+		return v
 	}
 	var cands func(string) []string
 	if v != nil {
-		cands = keysOf(section, v)
+		cands = keysOf(section, v, own...)
 	}
 	pl.absorb(section, err, cands)
 	var unknown []string
@@ -449,14 +458,14 @@ func (pl *planner) decodeAll(section string, decode func(*config.Config) (any, e
 		}
 	})
 	if len(unknown) == 0 {
-		return v, false
+		return v
 	}
-	v2, err := decode(pl.cfg.Without(unknown...))
+	v2, err := decode(cfg.Without(unknown...))
 	pl.absorb(section, err, nil) // the known keys' problems
 	if v2 != nil {
 		v = v2
 	}
-	return v, false
+	return v
 }
 
 // walkKeyErrors calls f for each *config.KeyError in err's tree.
@@ -523,7 +532,7 @@ func NewPlan(cfg *config.Config, spec Spec) (*Plan, error) {
 	pl.planFilters(p, regs.Filter)
 	pl.planAuth(p, regs.Auth)
 	for _, s := range spec.AllSections() {
-		p.sections[s.Key], _ = pl.decodeAll(s.Key, s.Decode)
+		p.sections[s.Key] = pl.decodeAll(pl.cfg, s.Key, s.Decode)
 	}
 	pl.checkTopLevel(spec.TopLevel())
 	sort.SliceStable(pl.problems, func(i, j int) bool { return pl.problems[i].Key < pl.problems[j].Key })
@@ -642,19 +651,29 @@ func (pl *planner) planStorage(p *Plan, reg *StorageRegistry, others bool) {
 // plugin id is in use (its section is validated and kept); off, when
 // set, words the problem of a section of a plugin not in use that
 // differs from its defaults (its keys would do nothing); scalars are the
-// seam's own keys beside the plugins' sections.
+// seam's keys beside the plugins' sections; own are the keys of every
+// plugin's section that the seam reads, not the plugin
+// (auth.<id>.enabled). section, when set, says where plugin id's section
+// is read: its key as the user spelled it and the configuration holding
+// it (default <prefix>.<id> of the configuration); ok false skips id.
 type seamRule struct {
 	selected func(id string) bool
 	off      func(id string) string
 	scalars  []string
+	own      []string
+	section  func(id string) (key string, view *config.Config, ok bool)
 }
 
 // planSeam checks the keys under prefix (the rule's scalars and one
-// section per registered plugin) and decodes the section <prefix>.<id> of
-// every plugin strictly, selected or not. It returns the sections of the
-// selected plugins, by ID.
+// section per registered plugin) and decodes the section of every plugin
+// strictly, selected or not. It returns the sections of the selected
+// plugins, by ID.
 func planSeam[T interface{ NewConfig() any }](pl *planner, prefix string, reg *Registry[T], rule seamRule) map[string]any {
 	ids := reg.IDs()
+	if pl.cfg.Exists(prefix) && len(pl.children(prefix)) == 0 {
+		sub := append(slices.Clone(rule.own), "<key>")[0] // auth.<id>.enabled, transport.<id>.<key>
+		pl.add(prefix, "must be a section, one key per %s (%s.<id>.%s; registered: %s)", reg.kind, prefix, sub, cmp.Or(strings.Join(ids, ", "), "none"))
+	}
 	for _, k := range pl.children(prefix) {
 		if !slices.Contains(rule.scalars, k) && !slices.Contains(ids, k) {
 			pl.unknown(prefix+"."+k, append(slices.Clone(rule.scalars), ids...))
@@ -662,14 +681,21 @@ func planSeam[T interface{ NewConfig() any }](pl *planner, prefix string, reg *R
 	}
 	out := map[string]any{}
 	for _, id := range ids {
+		key, view, ok := prefix+"."+id, pl.cfg, true
+		if rule.section != nil {
+			key, view, ok = rule.section(id)
+		}
+		if !ok {
+			continue
+		}
 		prov, _ := reg.Get(id)
 		sel := rule.selected(id)
-		c, changed := pl.decodePlugin(prefix+"."+id, prov.NewConfig, sel)
+		c, changed := pl.decodePlugin(view, key, prov.NewConfig, sel, rule.own)
 		switch {
 		case sel:
 			out[id] = c
 		case changed && rule.off != nil:
-			pl.problems = append(pl.problems, Problem{Key: prefix + "." + id, Msg: rule.off(id), Subject: true, Source: pl.source(prefix + "." + id)})
+			pl.problems = append(pl.problems, Problem{Key: key, Msg: rule.off(id), Subject: true, Source: pl.source(key)})
 		}
 	}
 	return out
@@ -726,74 +752,48 @@ func (pl *planner) planFilters(p *Plan, reg *FilterRegistry) {
 	p.FilterConfigs = planSeam(pl, "filter", reg, seamRule{selected: func(string) bool { return true }, scalars: []string{"property_filter"}})
 }
 
-// planAuth decodes the section auth.<id> of every auth plugin, whether
-// or not it is enabled: auth.<id>.enabled and auth.<id>.namesrv_enabled
-// are booleans, the rest is the plugin's config, decoded strictly and,
-// for an enabled plugin, validated; the keys of a disabled plugin that
-// differ from its defaults are refused. The enabled plugins go to p.Auth.
-// The old spelling <id>.* is read as auth.<id>.* (with a notice); one key
-// set in both spellings is a problem naming both.
+// planAuth plans the auth seam: the section of plugin <id> is
+// auth.<id>, or its old spelling <id>.* read as auth.<id>.* (with a
+// notice; one key set in both spellings is a problem naming both);
+// auth.<id>.enabled selects the plugin and auth.<id>.namesrv_enabled
+// makes name servers check with it too. The enabled plugins go to
+// p.Auth, sorted by ID.
 func (pl *planner) planAuth(p *Plan, reg *AuthRegistry) {
-	if reg == nil {
-		return
+	type authSec struct {
+		key              string
+		view             *config.Config
+		enabled, namesrv bool
 	}
-	ids := reg.IDs()
-	if pl.cfg.Exists(AuthSection) && len(pl.children(AuthSection)) == 0 {
-		pl.add(AuthSection, "must be a section, one key per auth plugin (auth.<id>.enabled; registered: %s)", strings.Join(ids, ", "))
-	}
-	for _, k := range pl.children(AuthSection) {
-		if !slices.Contains(ids, k) {
-			pl.unknown(AuthSection+"."+k, ids)
+	secs := map[string]authSec{}
+	for _, id := range reg.IDs() {
+		if key, view, ok := pl.authSection(p, id); ok {
+			secs[id] = authSec{key, view, pl.boolKey(view, key+".enabled"), pl.boolKey(view, key+"."+NamesrvKey)}
 		}
 	}
-	for _, id := range ids {
-		section, view, ok := pl.authSection(p, id)
-		if !ok {
-			continue
+	configs := planSeam(pl, AuthSection, reg, seamRule{own: []string{"enabled", NamesrvKey},
+		selected: func(id string) bool { return secs[id].enabled },
+		section:  func(id string) (string, *config.Config, bool) { s, ok := secs[id]; return s.key, s.view, ok },
+		off: func(id string) string {
+			return fmt.Sprintf("is set but %[1]s.enabled is false: its keys do nothing (set %[1]s.enabled: true, or remove them)", secs[id].key)
+		}})
+	for _, id := range reg.IDs() {
+		if c, ok := configs[id]; ok {
+			prov, _ := reg.Get(id)
+			p.Auth = append(p.Auth, AuthSettings{Provider: prov, Config: c, Namesrv: secs[id].namesrv})
 		}
-		prov, _ := reg.Get(id)
-		enabled, namesrv := false, false
-		for _, k := range []string{"enabled", NamesrvKey} {
-			key := section + "." + k
-			if !view.Exists(key) {
-				continue
-			}
-			switch v := strings.ToLower(view.String(key)); {
-			case truthy(v):
-				enabled = enabled || k == "enabled"
-				namesrv = namesrv || k == NamesrvKey
-			case v == "false" || v == "0" || v == "no" || v == "off" || v == "":
-			default:
-				pl.add(key, "%q is not a boolean (true or false)", view.String(key))
-			}
-		}
-		// The section less the guard's keys; nested keys (a map field,
-		// auth.token.tokens.alice) stay nested.
-		c := prov.NewConfig()
-		if err := view.Without(section+".enabled", section+"."+NamesrvKey).Decode(section, c); err != nil {
-			pl.absorb(section, err, func(key string) []string {
-				if !strings.Contains(strings.TrimPrefix(key, section+"."), ".") {
-					return append(structKeys(c), "enabled", NamesrvKey)
-				}
-				return keysOf(section, c)(key)
-			})
-			continue
-		}
-		if !enabled {
-			if !reflect.DeepEqual(c, prov.NewConfig()) {
-				pl.problems = append(pl.problems, Problem{Key: section, Subject: true, Source: pl.source(section),
-					Msg: fmt.Sprintf("is set but %s.enabled is false: its keys do nothing (set %s.enabled: true, or remove them)", section, section)})
-			}
-			continue
-		}
-		if v, ok := c.(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				pl.absorb(section, err, nil)
-				continue
-			}
-		}
-		p.Auth = append(p.Auth, AuthSettings{Provider: prov, Config: c, Namesrv: namesrv})
 	}
+}
+
+// boolKey reads key of view as a boolean, as environment strings spell
+// them (true, 1, yes, on; unset is false).
+func (pl *planner) boolKey(view *config.Config, key string) bool {
+	switch v := strings.ToLower(view.String(key)); {
+	case truthy(v):
+		return true
+	case v != "false" && v != "0" && v != "no" && v != "off" && v != "":
+		pl.add(key, "%q is not a boolean (true or false)", view.String(key))
+	}
+	return false
 }
 
 // authSection says where the section of auth plugin id is read: the

@@ -134,3 +134,26 @@ func TestProblemString(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanSeamNotASection: a seam's key set to a value instead of a
+// section is refused, naming the plugins' sections.
+func TestPlanSeamNotASection(t *testing.T) {
+	tests := []struct {
+		give string
+		want string
+	}{
+		{"storage=1", "storage: must be a section, one key per storage engine (storage.<id>.<key>; registered: commitlog, pebble) (from --set)"},
+		{"transport=1", "transport: must be a section, one key per transport (transport.<id>.<key>; registered: tcp) (from --set)"},
+		{"filter=1", "filter: must be a section, one key per filter (filter.<id>.<key>; registered: none) (from --set)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			cfg, err := config.Load(config.Options{Sets: []string{tt.give}})
+			require.NoError(t, err)
+			_, err = kernel.NewPlan(cfg, planSpec())
+			var pe *kernel.PlanError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tt.want, pe.Error())
+		})
+	}
+}
