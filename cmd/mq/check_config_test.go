@@ -8,34 +8,50 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestCheckConfigRefusesEveryMisspelledKey walks every top-level section
-// and every plugin's section of mq, in every role, with a misspelled key:
-// --check-config (planConfig) must refuse each one naming the key. The
-// start runs on the same plan, so "configuration OK" is never followed by
-// a start that fails on a key.
+// TestCheckConfigRefusesEveryMisspelledKey walks every section of mq, in
+// every role, with a misspelled key: the top-level sections (and the old
+// spelling of each auth plugin's, acl.*), every plugin's section (one
+// without keys too, filter.tag) and every section nested in one
+// (grpc.tls, namesrv.controller, transport.nats.tls: the parents of the
+// keys config.example.yaml must document). --check-config
+// (planConfig) must refuse each one naming the key. The start runs on the
+// same plan, so "configuration OK" is never followed by a start that fails
+// on a key.
 func TestCheckConfigRefusesEveryMisspelledKey(t *testing.T) {
-	regs, err := plugins().Registries()
-	require.NoError(t, err)
 	for _, r := range []role{roleNamesrv, roleBroker, roleDev} {
+		s := spec(r)
+		seen := map[string]bool{"transports": true} // a list, not a section
 		var sections []string
-		for _, s := range spec(r).TopLevel() {
-			if _, err := regs.Auth.Get(s); s != "transports" && err != nil { // a list; the old spelling of auth.<id>
-				sections = append(sections, s)
+		add := func(sec string) {
+			if !seen[sec] {
+				seen[sec] = true
+				sections = append(sections, sec)
 			}
 		}
-		for _, id := range regs.Storage.IDs() {
-			sections = append(sections, "storage."+id)
+		for _, sec := range s.TopLevel() {
+			add(sec)
 		}
-		for _, id := range regs.Transport.IDs() {
-			sections = append(sections, "transport."+id)
+		for _, p := range s.Plugins.Storage {
+			add("storage." + p.ID()) // a plugin without keys too (filter.tag)
 		}
-		for _, id := range regs.Filter.IDs() {
-			sections = append(sections, "filter."+id)
+		for _, p := range s.Plugins.Transport {
+			add("transport." + p.ID())
 		}
-		for _, id := range regs.Auth.IDs() {
-			sections = append(sections, "auth."+id)
+		for _, p := range s.Plugins.Filter {
+			add("filter." + p.ID())
 		}
-		require.Subset(t, sections, []string{"grpc", "mirror", "console", "process", "log", "namesrv", "broker"})
+		for _, p := range s.Plugins.Auth {
+			add("auth." + p.ID())
+		}
+		for _, k := range specKeys(t, s) {
+			for i := range k {
+				if k[i] == '.' {
+					add(k[:i])
+				}
+			}
+		}
+		require.Subset(t, sections, []string{"grpc", "mirror", "console", "process", "log", "namesrv", "broker", "acl",
+			"storage.pebble", "transport.quic", "filter.sql92", "filter.tag", "auth.acl", "namesrv.controller", "grpc.tls"})
 		for _, sec := range sections {
 			key := sec + ".listne"
 			t.Run(fmt.Sprintf("role%d/%s", r, key), func(t *testing.T) {

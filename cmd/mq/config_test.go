@@ -39,19 +39,14 @@ func koanfKeys(prefix string, v any) []string {
 	return out
 }
 
-// TestConfigExampleDocumentsEveryKey checks that config.example.yaml names
-// every key of every section and plugin compiled into mq: the kernel's
-// sections and every section and plugin of mq dev's spec (the spec every
-// role's plan reads).
-func TestConfigExampleDocumentsEveryKey(t *testing.T) {
-	cfg, err := config.Load(config.Options{File: "../../config.example.yaml"})
-	require.NoError(t, err)
+// specKeys lists every key of spec s: the kernel's sections and every
+// section and plugin of the spec.
+func specKeys(t *testing.T, s kernel.Spec) []string {
 	var want []string
 	want = append(want, koanfKeys("log.", kernel.LogConfig{})...)
 	want = append(want, koanfKeys("remoting.", kernel.RemotingConfig{})...)
 	want = append(want, koanfKeys("storage.", kernel.StorageConfig{})...)
 	want = append(want, "transports", "filter.property_filter")
-	s := spec(roleDev)
 	for _, sec := range s.AllSections() {
 		v, err := sec.Decode(config.FromMap(nil))
 		require.NoError(t, err, sec.Key)
@@ -70,6 +65,17 @@ func TestConfigExampleDocumentsEveryKey(t *testing.T) {
 		want = append(want, "auth."+p.ID()+".enabled", "auth."+p.ID()+"."+kernel.NamesrvKey)
 		want = append(want, koanfKeys("auth."+p.ID()+".", p.NewConfig())...)
 	}
+	return want
+}
+
+// TestConfigExampleDocumentsEveryKey checks that config.example.yaml names
+// every key of every section and plugin compiled into mq: the kernel's
+// sections and every section and plugin of mq dev's spec (the spec every
+// role's plan reads).
+func TestConfigExampleDocumentsEveryKey(t *testing.T) {
+	cfg, err := config.Load(config.Options{File: "../../config.example.yaml"})
+	require.NoError(t, err)
+	want := specKeys(t, spec(roleDev))
 	have := map[string]bool{}
 	for _, k := range cfg.Keys() {
 		have[k] = true
