@@ -61,22 +61,18 @@ and --set. Example:
 }
 
 // storeConfig reads the configuration mq store's commands open a store
-// with: the broker's, its top-level keys checked, with mq's storage
-// engines as they are (no failover truncation) and the process logger.
-func storeConfig(g *globalFlags) (*config.Config, *kernel.StorageRegistry, *slog.Logger, error) {
+// with (kernel.OpenStore): the broker's, the broker's spec with mq's
+// storage engines as they are (no failover truncation) and the process
+// logger.
+func storeConfig(g *globalFlags) (*config.Config, kernel.Spec, *slog.Logger, error) {
+	s := spec(roleBroker)
+	s.Plugins = plugins()
 	cfg, err := loadConfig(g, roleBroker)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	if err := kernel.CheckTopLevel(cfg, spec(roleBroker)); err != nil {
-		return nil, nil, nil, err
-	}
-	regs, err := plugins().Registries()
-	if err != nil {
-		return nil, nil, nil, err
+		return nil, s, nil, err
 	}
 	log, err := kernel.NewLogger(cfg)
-	return cfg, regs.Storage, log, err
+	return cfg, s, log, err
 }
 
 func runMigrate(cmd *cobra.Command, g *globalFlags, f *migrateFlags) error {
@@ -94,14 +90,14 @@ func runMigrate(cmd *cobra.Command, g *globalFlags, f *migrateFlags) error {
 	if _, err := os.Stat(from); err != nil {
 		return fmt.Errorf("store migrate: source: %w", err)
 	}
-	cfg, reg, log, err := storeConfig(g)
+	cfg, s, log, err := storeConfig(g)
 	if err != nil {
 		return err
 	}
 	open := func(engine, dir string) (store.Store, error) {
 		cfg.Set("storage.engine", engine)
 		cfg.Set("storage.dir", dir)
-		return kernel.OpenStore(cmd.Context(), cfg, reg, log)
+		return kernel.OpenStore(cmd.Context(), cfg, s, log)
 	}
 	src, err := open(f.fromEngine, from)
 	if err != nil {

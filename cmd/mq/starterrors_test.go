@@ -175,10 +175,9 @@ func TestStartErrors(t *testing.T) {
 // a broker would, and closes it.
 func openCommitlog(t *testing.T, dir string) {
 	t.Helper()
-	reg, err := kernel.NewRegistry("storage engine", []store.Provider{commitlog.NewProvider()}, store.Provider.ID)
-	require.NoError(t, err)
+	spec := kernel.Spec{Plugins: kernel.Plugins{Storage: []store.Provider{commitlog.NewProvider()}}}
 	cfg := config.FromMap(map[string]any{"storage.dir": dir, "storage.commitlog.segment_size": "1MiB"})
-	st, err := kernel.OpenStore(context.Background(), cfg, reg, slog.New(slog.DiscardHandler))
+	st, err := kernel.OpenStore(context.Background(), cfg, spec, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	require.FileExists(t, filepath.Join(dir, kernel.EngineFile))

@@ -77,7 +77,7 @@ func runStoreVerify(cmd *cobra.Command, g *globalFlags, f *verifyFlags) error {
 		}
 		return nil
 	}
-	cfg, reg, log, err := storeConfig(g)
+	cfg, sp, log, err := storeConfig(g)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func runStoreVerify(cmd *cobra.Command, g *globalFlags, f *verifyFlags) error {
 		cfg.Set("storage.commitlog.scrub_interval", "0s")
 	}
 	start := time.Now()
-	s, err := kernel.OpenStore(cmd.Context(), cfg, reg, log)
+	s, err := kernel.OpenStore(cmd.Context(), cfg, sp, log)
 	if err != nil {
 		return fmt.Errorf("store verify: open: %w", err)
 	}

@@ -115,14 +115,22 @@ func NewRemotingConfig(cfg *config.Config) (RemotingConfig, error) {
 
 var storageSharedKeys = []string{"engine", "dir", "flush", "flush_interval", "retention", "max_message_size", "clean_at", "disk_max_used_ratio"}
 
-// OpenStore opens the engine named by storage.engine with its section
-// storage.<engine> (tools that open a store without an application: mq
-// store verify, mq store migrate). It refuses a directory another engine
-// wrote (EngineMismatchError).
-func OpenStore(ctx context.Context, cfg *config.Config, reg *StorageRegistry, log *slog.Logger) (store.Store, error) {
+// OpenStore opens the engine of spec named by storage.engine with its
+// section storage.<engine>, for tools that open a store without an
+// application (mq store verify, mq store migrate): it plans the storage
+// section, where other engines' sections may be set too (migrate reads
+// two), and refuses top-level keys spec does not own (a broker's file may
+// hold any of its sections). It refuses a directory another engine wrote
+// (EngineMismatchError).
+func OpenStore(ctx context.Context, cfg *config.Config, spec Spec, log *slog.Logger) (store.Store, error) {
+	regs, err := spec.Plugins.Registries()
+	if err != nil {
+		return nil, err
+	}
 	pl := &planner{cfg: cfg}
 	p := &Plan{Config: cfg}
-	pl.planStorage(p, reg, false)
+	pl.planStorage(p, regs.Storage, false)
+	pl.checkTopLevel(spec.TopLevel())
 	if len(pl.problems) > 0 {
 		return nil, &PlanError{Problems: pl.problems}
 	}

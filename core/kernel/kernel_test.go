@@ -125,27 +125,26 @@ func TestStorageModuleClosesStore(t *testing.T) {
 	assert.Equal(t, 1, eng.opened.closed)
 }
 
-func storageRegistry(t *testing.T, eng ...store.Provider) *kernel.StorageRegistry {
-	t.Helper()
+// storageSpec is a spec of the storage engines eng (the fake pebble and
+// commitlog by default).
+func storageSpec(eng ...store.Provider) kernel.Spec {
 	if len(eng) == 0 {
 		eng = engines("pebble", "commitlog")
 	}
-	reg, err := kernel.NewRegistry("storage engine", eng, store.Provider.ID)
-	require.NoError(t, err)
-	return reg
+	return kernel.Spec{Plugins: kernel.Plugins{Storage: eng}}
 }
 
 func TestOpenStore(t *testing.T) {
 	dir := t.TempDir()
 	eng := &fakeEngine{id: "pebble"}
-	reg := storageRegistry(t, eng, &fakeEngine{id: "commitlog"})
+	spec := storageSpec(eng, &fakeEngine{id: "commitlog"})
 	cfg := config.FromMap(map[string]any{"storage": map[string]any{
 		"engine": "pebble", "dir": dir, "flush": "sync", "flush_interval": "250ms", "retention": "1h",
 		"max_message_size": "1MiB", "pebble": map[string]any{"segment_size": "64MiB"},
 		// Another engine's section is allowed (and ignored).
 		"commitlog": map[string]any{"segment_size": "1GiB"},
 	}})
-	st, err := kernel.OpenStore(context.Background(), cfg, reg, discardLogger())
+	st, err := kernel.OpenStore(context.Background(), cfg, spec, discardLogger())
 	require.NoError(t, err)
 	require.Same(t, eng.opened, st)
 	assert.Equal(t, config.ByteSize(64<<20), eng.opened.cfg.SegmentSize)
@@ -155,7 +154,7 @@ func TestOpenStore(t *testing.T) {
 
 func TestOpenStoreDefaults(t *testing.T) {
 	eng := &fakeEngine{id: "commitlog"}
-	st, err := kernel.OpenStore(context.Background(), config.FromMap(nil), storageRegistry(t, eng), discardLogger())
+	st, err := kernel.OpenStore(context.Background(), config.FromMap(nil), storageSpec(eng), discardLogger())
 	require.NoError(t, err)
 	require.NotNil(t, st)
 	def := kernel.DefaultStorageConfig()
@@ -192,48 +191,20 @@ func TestOpenStoreErrors(t *testing.T) {
 			want: `storage.retention:`},
 		{name: "bad size", give: map[string]any{"storage.max_message_size": "4XB"},
 			want: `storage.max_message_size: bad size "4XB"`},
+		{name: "unknown section", give: map[string]any{"storag.dir": dir},
+			want: `unknown section storag; did you mean storage?`},
+		{name: "unknown sections", give: map[string]any{"a": 1, "z.y": 2},
+			want: "unknown section a (known: auth, filter, log, remoting, storage, transport, transports)\nunknown section z (known: auth, filter, log, remoting, storage, transport, transports)"},
 		{name: "open fails", give: map[string]any{"storage.dir": dir}, open: errors.New("boom"),
 			want: "storage commitlog: open " + dir + ": boom"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reg := storageRegistry(t, &fakeEngine{id: "commitlog", openErr: tt.open}, &fakeEngine{id: "pebble"})
-			st, err := kernel.OpenStore(context.Background(), config.FromMap(tt.give), reg, discardLogger())
+			spec := storageSpec(&fakeEngine{id: "commitlog", openErr: tt.open}, &fakeEngine{id: "pebble"})
+			st, err := kernel.OpenStore(context.Background(), config.FromMap(tt.give), spec, discardLogger())
 			require.Error(t, err)
 			assert.Nil(t, st)
 			assert.Contains(t, err.Error(), tt.want)
-		})
-	}
-}
-
-func TestCheckTopLevel(t *testing.T) {
-	spec := kernel.Spec{Sections: []kernel.Section{moduleSection, {Key: "broker", Decode: moduleSection.Decode}}}
-	tests := []struct {
-		name string
-		give map[string]any
-		want []string
-	}{
-		{name: "all known", give: map[string]any{"broker.listen": ":1", "storage.engine": "x", "log.level": "info"}},
-		{name: "empty", give: map[string]any{}},
-		{name: "one unknown", give: map[string]any{"broker.listen": ":1", "brokr.listen": ":2"},
-			want: []string{"unknown section brokr; did you mean broker?"}},
-		{name: "two unknown", give: map[string]any{"a": 1, "z.y": 2},
-			want: []string{"unknown section a (known: auth, broker, filter, log, mod, remoting, storage, transport, transports)",
-				"unknown section z (known: auth, broker, filter, log, mod, remoting, storage, transport, transports)"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := kernel.CheckTopLevel(config.FromMap(tt.give), spec)
-			if len(tt.want) == 0 {
-				assert.NoError(t, err)
-				return
-			}
-			var pe *kernel.PlanError
-			require.True(t, errors.As(err, &pe), "%v", err)
-			require.Len(t, pe.Problems, len(tt.want))
-			for i, w := range tt.want {
-				assert.Equal(t, w, pe.Problems[i].String())
-			}
 		})
 	}
 }

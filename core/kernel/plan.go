@@ -578,17 +578,6 @@ func (pl *planner) checkTopLevel(known []string) {
 	}
 }
 
-// CheckTopLevel refuses the top-level keys no part of spec owns (tools
-// that read the configuration without planning it: mq store).
-func CheckTopLevel(cfg *config.Config, spec Spec) error {
-	pl := &planner{cfg: cfg}
-	pl.checkTopLevel(spec.TopLevel())
-	if len(pl.problems) > 0 {
-		return &PlanError{Problems: pl.problems}
-	}
-	return nil
-}
-
 // planStorage decodes the storage section; with others set, the sections
 // of the engines not selected are refused when they differ from their
 // defaults.

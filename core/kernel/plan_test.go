@@ -84,10 +84,10 @@ func TestPlanSettings(t *testing.T) {
 // whether the engine file says so or only the engine's directory does.
 func TestEngineGuard(t *testing.T) {
 	dir := t.TempDir()
-	reg := storageRegistry(t, &fakeEngine{id: "commitlog"}, &fakeEngine{id: "pebble"})
+	spec := storageSpec(&fakeEngine{id: "commitlog"}, &fakeEngine{id: "pebble"})
 	open := func(engine string) error {
 		cfg := config.FromMap(map[string]any{"storage.dir": dir, "storage.engine": engine})
-		st, err := kernel.OpenStore(context.Background(), cfg, reg, discardLogger())
+		st, err := kernel.OpenStore(context.Background(), cfg, spec, discardLogger())
 		if err == nil {
 			require.NoError(t, st.Close())
 		}
@@ -106,7 +106,7 @@ func TestEngineGuard(t *testing.T) {
 	old := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(old, "pebble"), 0o755))
 	cfg := config.FromMap(map[string]any{"storage.dir": old, "storage.engine": "commitlog"})
-	_, err = kernel.OpenStore(context.Background(), cfg, reg, discardLogger())
+	_, err = kernel.OpenStore(context.Background(), cfg, spec, discardLogger())
 	require.ErrorAs(t, err, &me)
 	assert.Equal(t, "pebble", me.Found)
 	assert.Contains(t, err.Error(), "mq store migrate --from-engine pebble --from "+old+" --to-engine commitlog")

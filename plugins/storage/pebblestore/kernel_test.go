@@ -15,8 +15,7 @@ import (
 // TestKernelOpenStore goes through the kernel's config path: strict
 // decoding of storage.pebble into NewConfig, Validate, then Open.
 func TestKernelOpenStore(t *testing.T) {
-	reg, err := kernel.NewRegistry("storage engine", []store.Provider{NewProvider()}, store.Provider.ID)
-	require.NoError(t, err)
+	spec := kernel.Spec{Plugins: kernel.Plugins{Storage: []store.Provider{NewProvider()}}}
 	tests := []struct {
 		name    string
 		give    map[string]any
@@ -36,7 +35,7 @@ func TestKernelOpenStore(t *testing.T) {
 			cfg := config.FromMap(map[string]any{"storage": map[string]any{
 				"engine": "pebble", "dir": dir, "flush": "sync", "pebble": tt.give,
 			}})
-			st, err := kernel.OpenStore(bg, cfg, reg, testLogger(t))
+			st, err := kernel.OpenStore(bg, cfg, spec, testLogger(t))
 			if tt.wantErr != "" {
 				assert.ErrorContains(t, err, tt.wantErr)
 				return
