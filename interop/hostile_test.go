@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/internal/testserver"
 )
 
@@ -102,7 +103,7 @@ func TestHostileClients(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		frame := remoting.EncodeWithLength(remoting.NewRequest(remoting.HeartBeat, nil, []byte(`{"clientID":"slow"}`)))
+		frame := codec.EncodeWithLength(remoting.NewRequest(remoting.HeartBeat, nil, []byte(`{"clientID":"slow"}`)))
 		for _, b := range frame {
 			if attackCtx.Err() != nil {
 				return

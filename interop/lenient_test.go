@@ -15,6 +15,7 @@ import (
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/internal/testserver"
 )
 
@@ -60,7 +61,7 @@ func (r *rawConn) send(hdr string, body []byte, opaque int32) *remoting.Command 
 		frame := make([]byte, binary.BigEndian.Uint32(n[:]))
 		_, err = io.ReadFull(r.c, frame)
 		require.NoError(r.t, err)
-		resp, err := remoting.Decode(frame)
+		resp, err := codec.Decode(frame)
 		require.NoError(r.t, err)
 		if resp.IsResponse() && resp.Opaque == opaque {
 			return resp

@@ -14,6 +14,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // SendRequest is one message for one queue (Java's
@@ -80,7 +81,7 @@ func (a *Admin) SendDirect(ctx context.Context, addr string, sr SendRequest) (*S
 // whether it stored the message is not known.
 func (a *Admin) SendDirectOneway(ctx context.Context, addr string, sr SendRequest) error {
 	req := sendRequest(sr)
-	req.Flag |= remoting.FlagOneway
+	req.Flag |= codec.FlagOneway
 	if err := a.c.SendOneway(ctx, addr, req); err != nil {
 		return fmt.Errorf("admin: oneway send to %s queue %d on %s: %w", sr.Topic, sr.QueueID, addr, err)
 	}

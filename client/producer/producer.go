@@ -20,6 +20,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // Option configures a Producer.
@@ -359,7 +360,7 @@ func (pr *prepared) request(q client.MessageQueue) *remoting.Command {
 	// header (about 1,250 bytes of stream data) fits one QUIC packet at an
 	// MTU of 1400 (1,366-byte packets after path MTU discovery), where the
 	// JSON one took two. The broker answers in the request's encoding.
-	req.SerializeType = remoting.SerializeRocketMQ
+	req.SerializeType = codec.SerializeRocketMQ
 	req.BodyParts = pr.parts
 	return req
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/plugins/auth/acl"
 )
@@ -263,8 +264,8 @@ func TestAdminCommands(t *testing.T) {
 		assert.Greater(t, st.Queues[0].LastTimestamp, int64(0))
 		require.Len(t, st.Clients, 1)
 		assert.Equal(t, "127.0.0.1@admin-test", st.Clients[0].ClientID)
-		assert.EqualValues(t, remoting.ServerVersion, st.Clients[0].Version)
-		assert.Equal(t, remoting.ServerLanguage, st.Clients[0].Language)
+		assert.EqualValues(t, codec.ServerVersion, st.Clients[0].Version)
+		assert.Equal(t, codec.ServerLanguage, st.Clients[0].Language)
 		assert.Contains(t, st.Clients[0].ClientAddr, "127.0.0.1:")
 		assert.Equal(t, "CLUSTERING", st.MessageModel)
 

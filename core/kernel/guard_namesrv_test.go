@@ -77,7 +77,7 @@ func TestGuardNamesrvOptIn(t *testing.T) {
 			assert.Len(t, g.Interceptors, 1, "the broker checks")
 			assert.Equal(t, tt.wantNamesrv, g.NamesrvChecked())
 			r := remoting.NewRouter()
-			r.RegisterFunc(remoting.GetRouteInfoByTopic, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+			r.Register(remoting.GetRouteInfoByTopic, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 				return remoting.NewResponse(req, remoting.Success, "")
 			})
 			g.ApplyNamesrv(r)

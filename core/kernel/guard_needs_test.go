@@ -65,7 +65,7 @@ func TestGuardDeclaredInterfaces(t *testing.T) {
 	}
 	for _, code := range []int32{remoting.SendMessage, remoting.SendMessageV2, remoting.SendReplyMessage, remoting.SendReplyMessageV2, remoting.PullMessage, remoting.HeartBeat, remoting.RegisterBroker, remoting.UpdateAndCreateTopic,
 		remoting.GetTopicStatsInfo, remoting.GetAllTopicConfig, remoting.CheckTransactionState, 4242} {
-		r.RegisterFunc(code, ok)
+		r.Register(code, ok)
 	}
 	g.Apply(r)
 

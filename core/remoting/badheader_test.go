@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
@@ -42,7 +43,7 @@ func TestWrongShapedHeaderAnswered(t *testing.T) {
 		t.Helper()
 		f, err := conn.ReadFrame(ctx)
 		require.NoError(t, err)
-		c, err := remoting.Decode(f)
+		c, err := codec.Decode(f)
 		require.NoError(t, err)
 		return c
 	}
@@ -108,7 +109,7 @@ func TestWrongShapedResponseFailsTheCall(t *testing.T) {
 		if _, err := readFull(conn, frame); err != nil {
 			return
 		}
-		req, err := remoting.Decode(frame)
+		req, err := codec.Decode(frame)
 		if err != nil {
 			return
 		}
@@ -181,7 +182,7 @@ func TestWrongShapedHeaderLogRateLimited(t *testing.T) {
 	for i := 0; i < n; i++ {
 		f, err := conn.ReadFrame(ctx)
 		require.NoError(t, err)
-		resp, err := remoting.Decode(f)
+		resp, err := codec.Decode(f)
 		require.NoError(t, err)
 		require.Equal(t, int32(i), resp.Opaque)
 		require.Equal(t, remoting.SystemError, resp.Code)

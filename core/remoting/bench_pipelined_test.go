@@ -16,7 +16,7 @@ import (
 // many requests and responses in flight on one socket.
 func BenchmarkInvokePipelined(b *testing.B) {
 	r := remoting.NewRouter()
-	r.RegisterFunc(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.SetExt("queueOffset", "12345")
 		return resp

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/internal/e2etrace"
 )
@@ -21,18 +22,15 @@ import (
 // (transport.FrameDeliverer).
 func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 	read := e2etrace.Now() // 0 unless built with -tags e2etrace
-	cmd, err := DecodeFor(frame, p.handler)
+	cmd, err := codec.DecodeWith(frame, codec.Options{RawSends: p.router != nil && p.router.rawSends.Load(), Recycler: p.recycler})
 	if err != nil {
-		var he *HeaderShapeError
+		var he *codec.HeaderShapeError
 		if errors.As(err, &he) {
 			p.answerBadHeader(ctx, he, frame)
 			return nil
 		}
 		p.log.Warn("closing connection: undecodable frame", "err", err, "bytes", len(frame))
 		return err
-	}
-	if p.recycler != nil {
-		cmd.frame, cmd.recycler = frame, p.recycler
 	}
 	if cmd.IsResponse() {
 		p.complete(cmd)
@@ -121,20 +119,20 @@ func (p *Peer) worker(ctx context.Context, req *Command) {
 // see as a timeout). Each bad frame costs one small answer written from
 // the reading goroutine (reading waits for it, so nothing piles up) and
 // WARN lines are rate-limited per connection.
-func (p *Peer) answerBadHeader(ctx context.Context, he *HeaderShapeError, frame []byte) {
+func (p *Peer) answerBadHeader(ctx context.Context, he *codec.HeaderShapeError, frame []byte) {
 	p.logBadHeader(he, len(frame))
 	if p.recycler != nil {
 		p.recycler.RecycleFrame(frame) // he refers to nothing in it
 	}
 	switch {
-	case he.Flag&FlagResponse != 0:
+	case he.Flag&codec.FlagResponse != 0:
 		p.complete(&Command{
-			Code: SystemError, Language: ServerLanguage, Opaque: he.Opaque, Flag: FlagResponse,
+			Code: SystemError, Language: codec.ServerLanguage, Opaque: he.Opaque, Flag: codec.FlagResponse,
 			Remark:        "undecodable response header: field " + he.Field + ": " + he.Problem,
 			ExtFields:     map[string]string{},
 			SerializeType: he.SerializeType,
 		})
-	case he.Flag&FlagOneway != 0:
+	case he.Flag&codec.FlagOneway != 0:
 	default:
 		req := &Command{Code: he.Code, Opaque: he.Opaque, SerializeType: he.SerializeType}
 		resp := NewResponse(req, SystemError, "malformed request header: field "+he.Field+": "+he.Problem)
@@ -149,7 +147,7 @@ func (p *Peer) answerBadHeader(ctx context.Context, he *HeaderShapeError, frame 
 // DEBUG.
 const badHeaderLogEvery = 10 * time.Second
 
-func (p *Peer) logBadHeader(he *HeaderShapeError, size int) {
+func (p *Peer) logBadHeader(he *codec.HeaderShapeError, size int) {
 	n := p.badHeaders.Add(1)
 	now := peerClock(time.Now())
 	last := p.badHeaderLogged.Load()
@@ -176,7 +174,7 @@ func (p *Peer) serve(ctx context.Context, req *Command) {
 		return
 	}
 	resp.Opaque = req.Opaque
-	resp.Flag |= FlagResponse
+	resp.Flag |= codec.FlagResponse
 	err := p.Send(ctx, resp)
 	if errors.Is(err, transport.ErrFrameTooLarge) {
 		// An answer the frame limit cannot carry would otherwise leave the
@@ -186,7 +184,7 @@ func (p *Peer) serve(ctx context.Context, req *Command) {
 		small := NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
 			req.Code, RequestCodeName(req.Code), err))
 		small.Opaque = req.Opaque
-		small.Flag |= FlagResponse
+		small.Flag |= codec.FlagResponse
 		err = p.Send(ctx, small)
 	}
 	if err != nil && !errors.Is(err, ErrPeerClosed) {

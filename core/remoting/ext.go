@@ -30,7 +30,7 @@ type Ext struct {
 // ReadExt starts reading c's extFields.
 func ReadExt(c *Command) *Ext { return &Ext{c: c} }
 
-func (e *Ext) get(k string) (string, bool) { return e.c.lookupExt(k) }
+func (e *Ext) get(k string) (string, bool) { return e.c.LookupExt(k) }
 
 func (e *Ext) fail(err *HeaderError) {
 	if e.Err == nil {

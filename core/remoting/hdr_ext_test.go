@@ -8,10 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 func TestResponseExtWithoutMap(t *testing.T) {
-	req := &remoting.Command{Code: remoting.SendMessage, Opaque: 5, SerializeType: remoting.SerializeRocketMQ}
+	req := &remoting.Command{Code: remoting.SendMessage, Opaque: 5, SerializeType: codec.SerializeRocketMQ}
 	resp := remoting.NewResponse(req, remoting.Success, "")
 	resp.SetExt("msgId", "ID")
 	resp.SetExt("queueId", "1")
@@ -26,15 +27,15 @@ func TestResponseExtWithoutMap(t *testing.T) {
 	assert.Equal(t, "ID", e.String("msgId"))
 	require.NoError(t, e.Err)
 
-	for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+	for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
 		resp.SerializeType = st
-		got, err := remoting.Decode(remoting.Encode(resp))
+		got, err := codec.Decode(codec.Encode(resp))
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"msgId": "ID", "queueId": "2", "queueOffset": "42"}, got.ExtFields, "serialize type %d", st)
 	}
 	// JSON writes the fields in the order set, no sorting.
-	resp.SerializeType = remoting.SerializeJSON
-	assert.Contains(t, string(remoting.Encode(resp)), `"extFields":{"msgId":"ID","queueId":"2","queueOffset":"42"}`)
+	resp.SerializeType = codec.SerializeJSON
+	assert.Contains(t, string(codec.Encode(resp)), `"extFields":{"msgId":"ID","queueId":"2","queueOffset":"42"}`)
 
 	assert.Equal(t, map[string]string{"msgId": "ID", "queueId": "2", "queueOffset": "42"}, resp.ExtMap())
 	resp.SetExt("after", "x") // the map now holds everything
@@ -48,13 +49,13 @@ func TestExtMapEntryShadowsField(t *testing.T) {
 	resp.ExtFields = map[string]string{"k": "from map"} // code assigning a map afterwards
 	assert.Equal(t, "from map", resp.Ext("k"))
 	assert.Equal(t, "list", resp.Ext("only"))
-	for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+	for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
 		resp.SerializeType = st
-		frame := remoting.Encode(resp)
-		got, err := remoting.Decode(frame)
+		frame := codec.Encode(resp)
+		got, err := codec.Decode(frame)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"k": "from map", "only": "list"}, got.ExtFields)
-		if st == remoting.SerializeJSON {
+		if st == codec.SerializeJSON {
 			assert.Equal(t, 1, countSubstr(string(frame), `"k":`), "a key is written once")
 		}
 	}
@@ -70,40 +71,14 @@ func countSubstr(s, sub string) int {
 	return n
 }
 
-func TestDecodePoolsSendAndPullRequestAndResponseMaps(t *testing.T) {
-	tests := []struct {
-		name string
-		give *remoting.Command
-		want bool
-	}{
-		{"send", &remoting.Command{Code: remoting.SendMessage}, true},
-		{"send v2", &remoting.Command{Code: remoting.SendMessageV2}, true},
-		{"batch", &remoting.Command{Code: remoting.SendBatchMessage}, true},
-		{"pull", &remoting.Command{Code: remoting.PullMessage}, true},
-		{"other request", &remoting.Command{Code: remoting.HeartBeat}, false},
-		{"response with code 10", &remoting.Command{Code: 10, Flag: remoting.FlagResponse}, true},
-		{"response with code 0", &remoting.Command{Code: 0, Flag: remoting.FlagResponse}, true},
-	}
-	for _, tt := range tests {
-		for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
-			tt.give.SerializeType = st
-			tt.give.ExtFields = map[string]string{"topic": "T"}
-			got, err := remoting.Decode(remoting.Encode(tt.give))
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, remoting.PooledExt(got), "%s, serialize type %d", tt.name, st)
-			assert.Equal(t, "T", got.Ext("topic"))
-		}
-	}
-}
-
-func TestRouterScopedHandlerReleasesHeaderMap(t *testing.T) {
+func TestKeepsNothingReleasesHeaderMap(t *testing.T) {
 	r := remoting.NewRouter()
 	var seen string
-	r.RegisterScoped(remoting.SendMessage, remoting.HandlerFunc(func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.SendMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		seen = req.Ext("topic")
 		return remoting.NewResponse(req, remoting.Success, "")
-	}))
-	r.RegisterFunc(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	}, remoting.Mode{KeepsNothing: true})
+	r.Register(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "")
 	})
 	var icSaw string
@@ -112,9 +87,8 @@ func TestRouterScopedHandlerReleasesHeaderMap(t *testing.T) {
 		return nil
 	})
 	decode := func(code int32) *remoting.Command {
-		c, err := remoting.Decode(remoting.Encode(&remoting.Command{Code: code, ExtFields: map[string]string{"topic": "T"}}))
+		c, err := codec.Decode(codec.Encode(&remoting.Command{Code: code, ExtFields: map[string]string{"topic": "T"}}))
 		require.NoError(t, err)
-		require.True(t, remoting.PooledExt(c))
 		return c
 	}
 
@@ -124,9 +98,8 @@ func TestRouterScopedHandlerReleasesHeaderMap(t *testing.T) {
 	assert.Equal(t, "T", seen)
 	assert.Equal(t, "T", icSaw)
 	assert.Nil(t, req.ExtFields, "the map went back to the pool")
-	assert.False(t, remoting.PooledExt(req))
 
-	req = decode(remoting.PullMessage) // registered with RegisterFunc: keeps its map
+	req = decode(remoting.PullMessage) // registered without KeepsNothing: keeps its map
 	r.Handle(context.Background(), nil, req)
 	assert.Equal(t, "T", req.ExtFields["topic"])
 
@@ -136,16 +109,16 @@ func TestRouterScopedHandlerReleasesHeaderMap(t *testing.T) {
 	assert.Equal(t, map[string]string{"topic": "T"}, own)
 }
 
-func TestRouterScopedReleasesOnInterceptorAnswer(t *testing.T) {
+func TestKeepsNothingReleasesOnInterceptorAnswer(t *testing.T) {
 	r := remoting.NewRouter()
-	r.RegisterScoped(remoting.SendMessage, remoting.HandlerFunc(func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command {
+	r.Register(remoting.SendMessage, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command {
 		t.Fatal("the interceptor answers first")
 		return nil
-	}))
+	}, remoting.Mode{KeepsNothing: true})
 	r.Use(func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.NoPermission, "no")
 	})
-	req, err := remoting.Decode(remoting.Encode(&remoting.Command{Code: remoting.SendMessage, ExtFields: map[string]string{"topic": "T"}}))
+	req, err := codec.Decode(codec.Encode(&remoting.Command{Code: remoting.SendMessage, ExtFields: map[string]string{"topic": "T"}}))
 	require.NoError(t, err)
 	resp := r.Handle(context.Background(), nil, req)
 	assert.Equal(t, remoting.NoPermission, resp.Code)
@@ -155,12 +128,12 @@ func TestRouterScopedReleasesOnInterceptorAnswer(t *testing.T) {
 // A recycled map must come back empty.
 func TestPooledMapComesBackEmpty(t *testing.T) {
 	r := remoting.NewRouter()
-	r.RegisterScoped(remoting.SendMessage, remoting.HandlerFunc(func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.SendMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return nil
-	}))
+	}, remoting.Mode{KeepsNothing: true})
 	for i := 0; i < 100; i++ {
 		ext := map[string]string{"k" + string(rune('a'+i%26)): "v"}
-		req, err := remoting.Decode(remoting.Encode(&remoting.Command{Code: remoting.SendMessage, ExtFields: ext}))
+		req, err := codec.Decode(codec.Encode(&remoting.Command{Code: remoting.SendMessage, ExtFields: ext}))
 		require.NoError(t, err)
 		require.Equal(t, ext, req.ExtFields, "iteration %d", i)
 		r.Handle(context.Background(), nil, req)

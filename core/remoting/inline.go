@@ -1,6 +1,6 @@
 package remoting
 
-// Requests served on the connection's reading goroutine (Router.Inline)
+// Requests served on the connection's reading goroutine (Mode.Inline)
 // and their answers, written together once the reader has drained what
 // arrived.
 //
@@ -24,12 +24,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 )
-
-// inliner is a Handler that says which requests may run on the reader
-// (Router implements it).
-type inliner interface{ inline(code int32) bool }
 
 // frameLookahead is a Conn that can tell, without blocking, whether a
 // whole frame is already buffered (the tcp transport): only the reading
@@ -55,7 +52,7 @@ type replyQueue struct {
 
 // runsInline reports whether req is served on the reader.
 func (p *Peer) runsInline(req *Command) bool {
-	return p.inl != nil && p.batch != nil && p.inl.inline(req.Code)
+	return p.router != nil && p.batch != nil && p.router.inline(req.Code)
 }
 
 // serveInline runs req's handler on the reading goroutine and queues its
@@ -70,7 +67,7 @@ func (p *Peer) serveInline(ctx context.Context, req *Command) {
 		return // no answer, or one sent later with Reply
 	}
 	resp.Opaque = req.Opaque
-	resp.Flag |= FlagResponse
+	resp.Flag |= codec.FlagResponse
 	p.queueReply(req, resp)
 }
 
@@ -79,16 +76,16 @@ func (p *Peer) serveInline(ctx context.Context, req *Command) {
 // does).
 func (p *Peer) queueReply(req, resp *Command) {
 	hb := headerPool.Get().(*[]byte)
-	*hb = AppendHeader((*hb)[:0], resp)
-	n, limit := len(*hb)+bodyLen(resp), p.batch.MaxFrameSize()
+	*hb = codec.AppendHeader((*hb)[:0], resp)
+	n, limit := len(*hb)+resp.BodyLen(), p.batch.MaxFrameSize()
 	if n > limit {
 		err := fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit)
 		p.log.Warn("response exceeds the frame limit: answered with an error", "code", req.Code, "err", err)
 		resp = NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
 			req.Code, RequestCodeName(req.Code), err))
 		resp.Opaque = req.Opaque
-		resp.Flag |= FlagResponse
-		*hb = AppendHeader((*hb)[:0], resp)
+		resp.Flag |= codec.FlagResponse
+		*hb = codec.AppendHeader((*hb)[:0], resp)
 		n = len(*hb)
 	}
 	r := &p.replies

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 )
 
@@ -99,10 +100,11 @@ type Peer struct {
 	cancellable  atomic.Int32
 	nextExpiry   atomic.Int64
 
-	// inl says which requests run on the reader; ahead tells it whether
-	// a whole frame is buffered; replies are their queued answers
-	// (inline.go), touched only by the reading goroutine.
-	inl     inliner
+	// router, when the handler is one, says which requests run on the
+	// reader and how sends are decoded; ahead tells the reader whether a
+	// whole frame is buffered; replies are the queued answers of requests
+	// run there (inline.go), touched only by the reading goroutine.
+	router  *Router
 	ahead   frameLookahead
 	replies replyQueue
 
@@ -163,8 +165,8 @@ func NewPeer(conn transport.Conn, h Handler, log *slog.Logger, opts PeerOptions)
 	if r, ok := conn.(transport.FrameRecycler); ok {
 		p.recycler = r
 	}
-	if i, ok := h.(inliner); ok {
-		p.inl = i
+	if r, ok := h.(*Router); ok {
+		p.router = r
 	}
 	if a, ok := conn.(frameLookahead); ok {
 		p.ahead = a
@@ -228,7 +230,7 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 	default:
 	}
 	hb := headerPool.Get().(*[]byte)
-	h := AppendHeader((*hb)[:0], c)
+	h := codec.AppendHeader((*hb)[:0], c)
 	err := p.writeFrame(ctx, h, c)
 	*hb = h
 	headerPool.Put(hb)
@@ -249,13 +251,13 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 // Reply sends a response prepared with NewResponse for a request whose
 // handler returned nil.
 func (p *Peer) Reply(ctx context.Context, resp *Command) error {
-	resp.Flag |= FlagResponse
+	resp.Flag |= codec.FlagResponse
 	return p.Send(ctx, resp)
 }
 
 // InvokeOneway sends req without waiting; the oneway bit is set.
 func (p *Peer) InvokeOneway(ctx context.Context, req *Command) error {
-	req.Flag |= FlagOneway
+	req.Flag |= codec.FlagOneway
 	return p.Send(ctx, req)
 }
 

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -141,8 +142,8 @@ func newTestRouter(t testing.TB) *testRouter {
 		resp.Body = req.Body
 		return resp
 	}
-	r.RegisterFunc(codeEcho, echo)
-	r.RegisterFunc(codeSleep, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeEcho, echo)
+	r.Register(codeSleep, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		n := r.inFlight.Add(1)
 		for {
 			m := r.maxSeen.Load()
@@ -158,10 +159,10 @@ func newTestRouter(t testing.TB) *testRouter {
 		}
 		return echo(ctx, p, req)
 	})
-	r.RegisterFunc(codePanic, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command {
+	r.Register(codePanic, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command {
 		panic("handler bug")
 	})
-	r.RegisterFunc(codeBlock, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeBlock, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		r.blocked.Add(1)
 		select {
 		case <-r.release:
@@ -169,11 +170,11 @@ func newTestRouter(t testing.TB) *testRouter {
 		}
 		return echo(ctx, p, req)
 	})
-	r.RegisterFunc(codeLong, func(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeLong, func(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		r.long <- longPoll{p, req}
 		return nil
 	})
-	r.RegisterFunc(codeOne, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeOne, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		r.oneway <- req
 		return echo(ctx, p, req) // must not be sent: the request is oneway
 	})
@@ -223,7 +224,7 @@ func TestInvokeOutOfOrder(t *testing.T) {
 
 func TestBodyPartsResponse(t *testing.T) {
 	r := remoting.NewRouter()
-	r.RegisterFunc(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.BodyParts = [][]byte{[]byte("record-1;"), {}, []byte("record-2;"), bytes.Repeat([]byte("z"), 100000)}
 		return resp
@@ -241,7 +242,7 @@ func TestBodyPartsResponse(t *testing.T) {
 func TestSentAfterWrite(t *testing.T) {
 	var sent atomic.Int32
 	r := remoting.NewRouter()
-	r.RegisterFunc(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		buf := bytes.Repeat([]byte("a"), 200000)
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.BodyParts = [][]byte{buf[:100000], buf[100000:]}
@@ -268,10 +269,10 @@ func TestInvokeBinaryHeader(t *testing.T) {
 	_, addr := startServer(t, r, remoting.ServerOptions{})
 	c := newClient(t, nil)
 	req := remoting.NewRequest(codeEcho, map[string]string{"k": "v"}, []byte("b"))
-	req.SerializeType = remoting.SerializeRocketMQ
+	req.SerializeType = codec.SerializeRocketMQ
 	resp, err := c.Invoke(ctxFor(t, 5*time.Second), addr, req)
 	require.NoError(t, err)
-	assert.Equal(t, remoting.SerializeRocketMQ, resp.SerializeType, "the answer uses the request's header type")
+	assert.Equal(t, codec.SerializeRocketMQ, resp.SerializeType, "the answer uses the request's header type")
 	assert.Equal(t, "v", resp.Ext("k"))
 	assert.Equal(t, "b", string(resp.Body))
 }
@@ -350,18 +351,18 @@ func TestOnewayGetsNoAnswer(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	one := remoting.NewRequest(codeOne, nil, nil)
-	one.Flag = remoting.FlagOneway
-	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(one)))
+	one.Flag = codec.FlagOneway
+	require.NoError(t, conn.WriteFrame(ctx, codec.Encode(one)))
 	select {
 	case <-r.oneway:
 	case <-ctx.Done():
 		t.Fatal("oneway request not delivered")
 	}
 	normal := remoting.NewRequest(codeEcho, nil, nil)
-	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(normal)))
+	require.NoError(t, conn.WriteFrame(ctx, codec.Encode(normal)))
 	f, err := conn.ReadFrame(ctx)
 	require.NoError(t, err)
-	resp, err := remoting.Decode(f)
+	resp, err := codec.Decode(f)
 	require.NoError(t, err)
 	assert.Equal(t, normal.Opaque, resp.Opaque, "a oneway request was answered")
 }
@@ -375,17 +376,17 @@ func TestStrayResponseIgnored(t *testing.T) {
 	conn, err := dialTCP(ctx, addr)
 	require.NoError(t, err)
 	defer conn.Close()
-	stray := &remoting.Command{Code: 0, Opaque: 99999, Flag: remoting.FlagResponse}
-	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(stray)))
+	stray := &remoting.Command{Code: 0, Opaque: 99999, Flag: codec.FlagResponse}
+	require.NoError(t, conn.WriteFrame(ctx, codec.Encode(stray)))
 	// A panicking oneway request gets no answer either.
 	one := remoting.NewRequest(codePanic, nil, nil)
-	one.Flag = remoting.FlagOneway
-	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(one)))
+	one.Flag = codec.FlagOneway
+	require.NoError(t, conn.WriteFrame(ctx, codec.Encode(one)))
 	req := remoting.NewRequest(codeEcho, nil, []byte("after"))
-	require.NoError(t, conn.WriteFrame(ctx, remoting.Encode(req)))
+	require.NoError(t, conn.WriteFrame(ctx, codec.Encode(req)))
 	f, err := conn.ReadFrame(ctx)
 	require.NoError(t, err)
-	resp, err := remoting.Decode(f)
+	resp, err := codec.Decode(f)
 	require.NoError(t, err)
 	assert.Equal(t, req.Opaque, resp.Opaque)
 	assert.Equal(t, "after", string(resp.Body))
@@ -397,7 +398,7 @@ func TestServerInitiatedRequest(t *testing.T) {
 	r := newTestRouter(t)
 	srv, addr := startServer(t, r, remoting.ServerOptions{OnConnect: func(p *remoting.Peer) { peers <- p }})
 	clientHandler := remoting.NewRouter()
-	clientHandler.RegisterFunc(codePing, func(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	clientHandler.Register(codePing, func(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Body = append([]byte("pong:"), req.Body...)
 		return resp
@@ -522,14 +523,14 @@ func TestRouterUnknownCode(t *testing.T) {
 
 func TestRouter(t *testing.T) {
 	r := remoting.NewRouter()
-	r.RegisterFunc(30, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command { return nil })
+	r.Register(30, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command { return nil })
 	r.Register(10, remoting.HandlerFunc(func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "ten")
 	}))
-	r.RegisterFunc(20, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command { return nil })
+	r.Register(20, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command { return nil })
 	assert.Equal(t, []int32{10, 20, 30}, r.Codes())
 	assert.PanicsWithValue(t, "remoting: request code 20 registered twice", func() {
-		r.RegisterFunc(20, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command { return nil })
+		r.Register(20, func(context.Context, *remoting.Peer, *remoting.Command) *remoting.Command { return nil })
 	})
 
 	ctx := context.Background()
@@ -851,7 +852,7 @@ func TestPeerValues(t *testing.T) {
 
 func BenchmarkInvoke(b *testing.B) {
 	r := remoting.NewRouter()
-	r.RegisterFunc(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.SetExt("queueOffset", "12345")
 		return resp

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -47,7 +48,7 @@ func readRawFrame(t *testing.T, r io.Reader) *remoting.Command {
 	frame := make([]byte, binary.BigEndian.Uint32(lb[:]))
 	_, err = io.ReadFull(r, frame)
 	require.NoError(t, err)
-	c, err := remoting.Decode(frame)
+	c, err := codec.Decode(frame)
 	require.NoError(t, err)
 	return c
 }
@@ -102,7 +103,7 @@ func testReplyLater(t *testing.T, plain bool) {
 	defer conn.Close()
 	var frames []byte
 	for range n + 1 {
-		frames = append(frames, remoting.EncodeWithLength(remoting.NewRequest(codeLong, nil, nil))...)
+		frames = append(frames, codec.EncodeWithLength(remoting.NewRequest(codeLong, nil, nil))...)
 	}
 	_, err = conn.Write(frames)
 	require.NoError(t, err)
@@ -178,7 +179,7 @@ func TestReplyLaterAnswersAtOnce(t *testing.T) {
 	defer conn.Close()
 	var frames []byte
 	for range n {
-		frames = append(frames, remoting.EncodeWithLength(remoting.NewRequest(codeLong, nil, nil))...)
+		frames = append(frames, codec.EncodeWithLength(remoting.NewRequest(codeLong, nil, nil))...)
 	}
 	_, err = conn.Write(frames)
 	require.NoError(t, err)

@@ -4,15 +4,24 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Interceptor runs before a request reaches its processor; a non-nil answer
-// short-circuits it (authentication, flow control).
+// short-circuits it (authentication, flow control). It runs on the
+// handler's goroutine with the handler's request, so it is bound by the
+// handler's Mode (it must not block before an Inline handler, nor keep
+// anything of a KeepsNothing handler's request).
 type Interceptor func(ctx context.Context, p *Peer, req *Command) *Command
+
+// AnswerFilter runs after a registered processor answered (a non-nil
+// answer) and returns the answer to send, resp or another: authorization
+// narrows a list to what the sender may see. It must be cheap for the
+// codes it leaves alone. It may read any request's ExtFields map.
+type AnswerFilter func(ctx context.Context, p *Peer, req *Command, resp *Command) *Command
 
 // Router dispatches requests by code to handlers that modules register.
 // Unknown codes answer REQUEST_CODE_NOT_SUPPORTED.
@@ -22,148 +31,140 @@ type Router struct {
 	interceptors []Interceptor
 	filters      []AnswerFilter
 	observers    []func(code int32, d time.Duration, respCode int32)
-	// deferred are the codes of DeferExt; mapReaders counts the
-	// interceptors added with Use and the answer filters, which may read
+	// mapReaders counts the interceptors and answer filters that may read
 	// a request's ExtFields map.
-	deferred   map[int32]bool
 	mapReaders int
-	// inlined maps the codes of Inline to their conditions (nil:
-	// always); replaced whole by Inline, read without the lock.
+	// rawSends: sends are decoded without their map (Mode.NoExtMap).
+	rawSends atomic.Bool
+	// inlined maps the codes of Mode.Inline to their conditions; replaced
+	// whole on registration, read without the lock.
 	inlined atomic.Pointer[map[int32]func() bool]
 }
 
-// AnswerFilter runs after a registered processor answered (a non-nil
-// answer) and returns the answer to send, resp or another: authorization
-// narrows a list to what the sender may see. It must be cheap for the
-// codes it leaves alone.
-type AnswerFilter func(ctx context.Context, p *Peer, req *Command, resp *Command) *Command
-
-// UseAnswerFilter adds an answer filter.
-func (r *Router) UseAnswerFilter(f AnswerFilter) {
-	r.mu.Lock()
-	r.filters = append(r.filters, f)
-	r.mapReaders++
-	r.mu.Unlock()
+// Mode is what a handler's author promises at registration, in exchange
+// for a faster path; the zero Mode promises nothing. The interceptors run
+// before the handler, so each promise binds them too.
+type Mode struct {
+	// KeepsNothing promises that the handler keeps no reference to
+	// req.Body, req.ExtFields or the bytes of req.RawExtFields once it
+	// returns; it may keep req and strings read from them (a held pull
+	// keeps req for its opaque). When it returns, the router releases the
+	// request (Command.Release): a pooled header map goes back to the
+	// decoder, the frame back to the transport, which reads the next
+	// frame into it. Checked by the race detector: in a -race build
+	// Release zeroes the frame, so a kept body reads zeros or races
+	// (TestKeepsNothingZeroesKeptBody).
+	KeepsNothing bool
+	// NoExtMap promises that the handler reads req's extFields only with
+	// Ext, ReadExt or RawExtFields, never through the field ExtFields,
+	// which is nil then. Only the send codes (SEND_MESSAGE,
+	// SEND_MESSAGE_V2, SEND_BATCH_MESSAGE) can promise it (another code
+	// panics): while every send handler registered does, every
+	// interceptor was added with it and no answer filter was, a
+	// connection decodes sends without building their map
+	// (codec.Options.RawSends). Checked by tests: the handler of every
+	// such send gets ExtFields nil (TestNoExtMapLeavesExtFieldsNil), so
+	// a handler that reads the field fails its own tests.
+	NoExtMap bool
+	// Inline, when not nil, promises that the handler, whenever Inline
+	// returns true, answers without blocking for long: from memory or the
+	// page cache, with no wait on the network, a disk flush, another
+	// request or a timer. The connection's reading goroutine then runs it
+	// itself instead of handing it to a worker, and writes the answers of
+	// a burst with one write (inline.go); while it runs, the connection
+	// reads nothing. Inline is asked per request (Always: every time), so
+	// it can withdraw the promise at run time (a replica that starts
+	// waiting for acks); it must be cheap and safe for concurrent use.
+	// The interceptors and answer filters run on the reader too.
+	Inline func() bool
 }
 
-// DeferExt declares that the handlers of codes read the request's
-// extFields only through RawExtFields, Command.Ext or ReadExt, never the
-// ExtFields field: a Peer serving r may then decode those requests
-// without building the map (ext_raw.go), as long as every interceptor was
-// added with UseLazy and there is no answer filter. Only SEND_MESSAGE,
-// SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE are deferred; other codes are
-// ignored.
-func (r *Router) DeferExt(codes ...int32) {
+// Always is a Mode.Inline that always holds.
+func Always() bool { return true }
+
+// NewRouter returns an empty router.
+func NewRouter() *Router { return &Router{handlers: map[int32]route{}} }
+
+type route struct {
+	h HandlerFunc
+	Mode
+}
+
+// Register binds code to h, with at most one Mode. Registering a code
+// twice, or NoExtMap for a code other than a send, is a programmer error
+// and panics, naming the code.
+func (r *Router) Register(code int32, h HandlerFunc, m ...Mode) {
+	rt := route{h: h}
+	if len(m) > 0 {
+		rt.Mode = m[0]
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.deferred == nil {
-		r.deferred = map[int32]bool{}
+	if _, dup := r.handlers[code]; dup {
+		panic(fmt.Sprintf("remoting: request code %d registered twice", code))
 	}
-	for _, c := range codes {
-		r.deferred[c] = true
+	if rt.NoExtMap && !isSend(code) {
+		panic(fmt.Sprintf("remoting: request code %d (%s) registered with NoExtMap: only sends are decoded without their map", code, RequestCodeName(code)))
 	}
+	r.handlers[code] = rt
+	if rt.Inline != nil {
+		in := map[int32]func() bool{code: rt.Inline}
+		if old := r.inlined.Load(); old != nil {
+			maps.Copy(in, *old)
+		}
+		r.inlined.Store(&in)
+	}
+	r.updateRawSends()
 }
 
-// deferExt implements extDeferrer.
-func (r *Router) deferExt(code int32) bool {
-	r.mu.RLock()
-	ok := r.mapReaders == 0 && r.deferred[code]
-	r.mu.RUnlock()
-	return ok
+func isSend(code int32) bool {
+	return code == SendMessage || code == SendMessageV2 || code == SendBatchMessage
 }
 
-// Inline declares that the handlers of codes answer without blocking
-// for long: from memory or the page cache, with no wait on the network,
-// a disk flush, another request or a timer (a send with
-// storage.flush=async and no synchronous replica, an offset query). A
-// Peer serving r runs such a request on the connection's reading
-// goroutine instead of handing it to a worker, and writes the answers of
-// a burst of them with one write once the reader has drained what arrived
-// (inline.go). cond, when not nil, is asked for each request and can
-// turn it off at run time (a replica that starts waiting for acks); it
-// must be cheap and safe for concurrent use. The interceptors and answer
-// filters run for these requests as for others, on the reader too, so
-// they must not block either. A handler that may block must not be
-// declared: while it waits, the connection reads nothing.
-func (r *Router) Inline(cond func() bool, codes ...int32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := map[int32]func() bool{}
-	if old := r.inlined.Load(); old != nil {
-		maps.Copy(m, *old)
+// updateRawSends decides whether sends are decoded without their map;
+// the caller holds mu.
+func (r *Router) updateRawSends() {
+	raw := r.mapReaders == 0
+	for _, c := range [...]int32{SendMessage, SendMessageV2, SendBatchMessage} {
+		if rt, ok := r.handlers[c]; ok && !rt.NoExtMap {
+			raw = false
+		}
 	}
-	for _, c := range codes {
-		m[c] = cond
-	}
-	r.inlined.Store(&m)
+	r.rawSends.Store(raw)
 }
 
-// inline implements inliner.
+// inline reports whether a request of code runs on the reader.
 func (r *Router) inline(code int32) bool {
 	m := r.inlined.Load()
 	if m == nil {
 		return false
 	}
 	cond, ok := (*m)[code]
-	return ok && (cond == nil || cond())
+	return ok && cond()
 }
 
-// NewRouter returns an empty router.
-func NewRouter() *Router { return &Router{handlers: map[int32]route{}} }
-
-type route struct {
-	h      Handler
-	scoped bool
-}
-
-// Register binds code to h. Registering a code twice is a programmer error
-// and panics, naming the code.
-func (r *Router) Register(code int32, h Handler) { r.register(code, route{h: h}) }
-
-// RegisterScoped binds code to h like Register, for a handler that keeps
-// no reference to req.ExtFields or req.Body once it returns (it may keep
-// req and the strings it read from the map). When it returns, the router
-// hands a pooled header map (SEND_MESSAGE, SEND_MESSAGE_V2,
-// SEND_BATCH_MESSAGE, PULL_MESSAGE requests) back to the decoder and the
-// request's frame back to the transport (transport.FrameRecycler), and
-// sets req.ExtFields and req.Body to nil. Interceptors must not keep the
-// map or the body either.
-func (r *Router) RegisterScoped(code int32, h Handler) {
-	r.register(code, route{h: h, scoped: true})
-}
-
-func (r *Router) register(code int32, rt route) {
+// Use adds an interceptor, with at most one Mode, of which only NoExtMap
+// means something here: the interceptor never reads the field ExtFields
+// of a send (Ext, ReadExt or no extFields at all). Without it the router
+// builds the map of a send before the interceptors run, and sends are
+// decoded with their map.
+func (r *Router) Use(i Interceptor, m ...Mode) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.handlers[code]; dup {
-		panic(fmt.Sprintf("remoting: request code %d registered twice", code))
+	r.interceptors = append(r.interceptors, i)
+	if len(m) == 0 || !m[0].NoExtMap {
+		r.mapReaders++
+		r.updateRawSends()
 	}
-	r.handlers[code] = rt
 }
 
-// RegisterFunc binds code to f.
-func (r *Router) RegisterFunc(code int32, f func(ctx context.Context, p *Peer, req *Command) *Command) {
-	r.Register(code, HandlerFunc(f))
-}
-
-// Use adds an interceptor. It may read any request's ExtFields map: the
-// router builds the map of a request decoded without it (DeferExt)
-// before the interceptors run.
-func (r *Router) Use(i Interceptor) {
+// UseAnswerFilter adds an answer filter.
+func (r *Router) UseAnswerFilter(f AnswerFilter) {
 	r.mu.Lock()
-	r.interceptors = append(r.interceptors, i)
+	defer r.mu.Unlock()
+	r.filters = append(r.filters, f)
 	r.mapReaders++
-	r.mu.Unlock()
-}
-
-// UseLazy adds an interceptor that reads the extFields of the requests
-// whose codes are deferred (DeferExt) only through Command.Ext or ReadExt,
-// or not at all, never through the ExtFields field (that would be nil):
-// unlike Use, it lets those requests be decoded without their map.
-func (r *Router) UseLazy(i Interceptor) {
-	r.mu.Lock()
-	r.interceptors = append(r.interceptors, i)
-	r.mu.Unlock()
+	r.updateRawSends()
 }
 
 // Observe adds f, called after each registered processor returns with the
@@ -180,12 +181,7 @@ func (r *Router) Observe(f func(code int32, d time.Duration, respCode int32)) {
 func (r *Router) Codes() []int32 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]int32, 0, len(r.handlers))
-	for c := range r.handlers {
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return slices.Sorted(maps.Keys(r.handlers))
 }
 
 // Handle implements Handler.
@@ -195,10 +191,10 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) (resp *Comma
 	ics, obs, fs := r.interceptors, r.observers, r.filters
 	needMap := r.mapReaders > 0
 	r.mu.RUnlock()
-	if needMap {
-		req.ensureExtMap() // decoded without it before Use was called
+	if needMap && req.ExtFields == nil {
+		req.ExtMap() // decoded without it before Use was called
 	}
-	if rt.scoped {
+	if rt.KeepsNothing {
 		defer req.Release()
 	}
 	for _, ic := range ics {
@@ -219,10 +215,10 @@ func (r *Router) Handle(ctx context.Context, p *Peer, req *Command) (resp *Comma
 		}()
 	}
 	if len(obs) == 0 {
-		return rt.h.Handle(ctx, p, req)
+		return rt.h(ctx, p, req)
 	}
 	t0 := time.Now()
-	resp = rt.h.Handle(ctx, p, req)
+	resp = rt.h(ctx, p, req)
 	d, rc := time.Since(t0), int32(-1)
 	if resp != nil {
 		rc = resp.Code

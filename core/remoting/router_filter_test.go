@@ -13,19 +13,19 @@ import (
 // refusal, not an unknown code's answer, not a held (nil) answer.
 func TestRouterAnswerFilter(t *testing.T) {
 	r := NewRouter()
-	r.RegisterFunc(1, func(_ context.Context, _ *Peer, req *Command) *Command {
+	r.Register(1, func(_ context.Context, _ *Peer, req *Command) *Command {
 		resp := NewResponse(req, Success, "")
 		resp.Body = []byte("a,b,c")
 		return resp
 	})
-	r.RegisterFunc(2, func(context.Context, *Peer, *Command) *Command { return nil })
+	r.Register(2, func(context.Context, *Peer, *Command) *Command { return nil })
 	r.Use(func(_ context.Context, _ *Peer, req *Command) *Command {
 		if req.Code == 3 {
 			return NewResponse(req, NoPermission, "refused")
 		}
 		return nil
 	})
-	r.RegisterFunc(3, func(_ context.Context, _ *Peer, req *Command) *Command { return NewResponse(req, Success, "") })
+	r.Register(3, func(_ context.Context, _ *Peer, req *Command) *Command { return NewResponse(req, Success, "") })
 	var seen []int32
 	r.UseAnswerFilter(func(_ context.Context, _ *Peer, req, resp *Command) *Command {
 		seen = append(seen, req.Code)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
@@ -77,7 +78,7 @@ func TestSentSend(t *testing.T) {
 	p := dialPeer(t, addr, 0, false)
 	var n atomic.Int32
 	req := counted(codeOne, []byte("x"), &n)
-	req.Flag |= remoting.FlagOneway
+	req.Flag |= codec.FlagOneway
 	require.NoError(t, p.Send(ctxFor(t, 5*time.Second), req))
 	assert.Equal(t, int32(1), n.Load(), "Send calls Sent before it returns")
 	got := <-r.oneway
@@ -104,13 +105,13 @@ func TestSentResponse(t *testing.T) {
 	held := make(chan *remoting.Command, 1)
 	var heldPeer atomic.Pointer[remoting.Peer]
 	rt := remoting.NewRouter()
-	rt.RegisterFunc(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	rt.Register(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Body = req.Body
 		resp.Sent = func() { n.Add(1) }
 		return resp
 	})
-	rt.RegisterFunc(codeLong, func(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	rt.Register(codeLong, func(_ context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		heldPeer.Store(p)
 		held <- req
 		return nil

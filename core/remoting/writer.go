@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 )
 
@@ -101,8 +102,8 @@ func (p *Peer) enqueue(req *Command) error {
 		return ErrPeerClosed
 	}
 	hb := headerPool.Get().(*[]byte)
-	*hb = AppendHeader((*hb)[:0], req)
-	n, max := len(*hb)+bodyLen(req), p.batch.MaxFrameSize()
+	*hb = codec.AppendHeader((*hb)[:0], req)
+	n, max := len(*hb)+req.BodyLen(), p.batch.MaxFrameSize()
 	if n > max {
 		headerPool.Put(hb)
 		return fmt.Errorf("remoting: write to %s: %w: %d bytes exceeds %d", p.RemoteAddr(), transport.ErrFrameTooLarge, n, max)
@@ -426,15 +427,15 @@ func (p *Peer) buildLate(f *outFrame) {
 	if resp == nil {
 		return
 	}
-	resp.Flag |= FlagResponse
+	resp.Flag |= codec.FlagResponse
 	hb := headerPool.Get().(*[]byte)
-	*hb = AppendHeader((*hb)[:0], resp)
+	*hb = codec.AppendHeader((*hb)[:0], resp)
 	if p.batch != nil {
-		if n, limit := len(*hb)+bodyLen(resp), p.batch.MaxFrameSize(); n > limit {
+		if n, limit := len(*hb)+resp.BodyLen(), p.batch.MaxFrameSize(); n > limit {
 			err := fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit)
 			p.log.Warn("response exceeds the frame limit: answered with an error", "err", err)
 			resp = NewResponse(resp, SystemError, fmt.Sprintf("the answer exceeds the frame limit (remoting.max_frame_size): %v", err))
-			*hb = AppendHeader((*hb)[:0], resp)
+			*hb = codec.AppendHeader((*hb)[:0], resp)
 		}
 	}
 	f.hdr, f.body, f.parts, f.sent = hb, resp.Body, resp.BodyParts, resp.Sent

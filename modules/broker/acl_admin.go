@@ -46,11 +46,11 @@ var errUnsignedRegistration = errors.New("broker: the name servers check ACL (au
 
 func (b *Broker) registerACLAdmin() {
 	r := b.router
-	r.RegisterFunc(remoting.UpdateAndCreateACLConfig, b.aclAdmin(updateACLConfigFailed, b.handleUpdateACL))
-	r.RegisterFunc(remoting.DeleteACLConfig, b.aclAdmin(deleteACLConfigFailed, b.handleDeleteACL))
-	r.RegisterFunc(remoting.UpdateGlobalWhiteAddrsConfig, b.aclAdmin(updateGlobalWhiteAddrsFailed, b.handleUpdateWhiteAddrs))
-	r.RegisterFunc(remoting.GetBrokerClusterACLInfo, b.aclAdmin(remoting.SystemError, b.handleACLInfo))
-	r.RegisterFunc(remoting.GetBrokerClusterACLConfig, b.aclAdmin(remoting.SystemError, b.handleACLConfig))
+	r.Register(remoting.UpdateAndCreateACLConfig, b.aclAdmin(updateACLConfigFailed, b.handleUpdateACL))
+	r.Register(remoting.DeleteACLConfig, b.aclAdmin(deleteACLConfigFailed, b.handleDeleteACL))
+	r.Register(remoting.UpdateGlobalWhiteAddrsConfig, b.aclAdmin(updateGlobalWhiteAddrsFailed, b.handleUpdateWhiteAddrs))
+	r.Register(remoting.GetBrokerClusterACLInfo, b.aclAdmin(remoting.SystemError, b.handleACLInfo))
+	r.Register(remoting.GetBrokerClusterACLConfig, b.aclAdmin(remoting.SystemError, b.handleACLConfig))
 }
 
 // AccountAdmin returns the enabled auth plugin that administers accounts,

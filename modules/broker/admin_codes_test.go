@@ -15,6 +15,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/store"
 )
 
@@ -31,8 +32,8 @@ func TestProducerConnectionList(t *testing.T) {
 	require.NoError(t, json.Unmarshal(resp.Body, &pc))
 	require.Len(t, pc.ConnectionSet, 1)
 	assert.Equal(t, "p1", pc.ConnectionSet[0].ClientID)
-	assert.Equal(t, remoting.ServerLanguage, pc.ConnectionSet[0].Language)
-	assert.EqualValues(t, remoting.ServerVersion, pc.ConnectionSet[0].Version)
+	assert.Equal(t, codec.ServerLanguage, pc.ConnectionSet[0].Language)
+	assert.EqualValues(t, codec.ServerVersion, pc.ConnectionSet[0].Version)
 	assert.Regexp(t, `^127\.0\.0\.1:\d+$`, pc.ConnectionSet[0].ClientAddr)
 
 	resp = h.invoke(remoting.GetProducerConnectionList, nil, nil)
@@ -45,7 +46,7 @@ func TestProducerConnectionList(t *testing.T) {
 func fakeConsumer(t *testing.T, h *harness, id, group, topic string) *remoting.Client {
 	t.Helper()
 	r := remoting.NewRouter()
-	r.RegisterFunc(remoting.GetConsumerRunningInfo, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.GetConsumerRunningInfo, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		if req.Ext("clientId") != id {
 			return remoting.Errorf(req, remoting.SystemError, "Can't find specified client instance of: "+req.Ext("clientId"))
 		}
@@ -53,7 +54,7 @@ func fakeConsumer(t *testing.T, h *harness, id, group, topic string) *remoting.C
 		resp.Body, _ = json.Marshal(map[string]any{"properties": map[string]string{"group": req.Ext("consumerGroup"), "jstack": req.Ext("jstackEnable")}})
 		return resp
 	})
-	r.RegisterFunc(remoting.ConsumeMessageDirectly, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.ConsumeMessageDirectly, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		m, _, err := message.DecodeStored(req.Body)
 		if err != nil {
 			return remoting.Errorf(req, remoting.SystemError, err.Error())
@@ -62,7 +63,7 @@ func fakeConsumer(t *testing.T, h *harness, id, group, topic string) *remoting.C
 		resp.Body = []byte(fmt.Sprintf(`{"consumeResult":"CR_SUCCESS","remark":"%s from %s"}`, m.Body, req.Ext("brokerName")))
 		return resp
 	})
-	r.RegisterFunc(remoting.GetConsumerStatusFromClient, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.GetConsumerStatusFromClient, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Body = []byte(fmt.Sprintf(`{"messageQueueTable":{{"brokerName":"broker-a","queueId":1,"topic":%q}:7,{"brokerName":"broker-a","queueId":0,"topic":%q}:5}}`, req.Ext("topic"), req.Ext("topic")))
 		return resp
@@ -384,7 +385,7 @@ func TestAllProducerInfoAndConsumeByWho(t *testing.T) {
 	require.Equal(t, remoting.Success, h.invoke(remoting.HeartBeat, nil, heartbeat("p1", "G1", "Who", "*")).Code)
 	resp = h.invoke(remoting.GetAllProducerInfo, nil, nil)
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
-	assert.Regexp(t, `^\{"data":\{"PG":\[\{"clientId":"p1","language":"`+remoting.ServerLanguage+`","lastUpdateTimestamp":[1-9]\d+,"remoteIP":"/127\.0\.0\.1:\d+","version":\d+\}\]\}\}$`, string(resp.Body))
+	assert.Regexp(t, `^\{"data":\{"PG":\[\{"clientId":"p1","language":"`+codec.ServerLanguage+`","lastUpdateTimestamp":[1-9]\d+,"remoteIP":"/127\.0\.0\.1:\d+","version":\d+\}\]\}\}$`, string(resp.Body))
 
 	require.Equal(t, remoting.Success, h.send("Who", 0, "x", nil).Code)
 	require.Equal(t, remoting.Success, h.send("Other", 0, "x", nil).Code)

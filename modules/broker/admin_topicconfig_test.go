@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // rawJavaRequest sends one request frame with a JSON header written as
@@ -34,7 +35,7 @@ func rawJavaRequest(t *testing.T, addr, header string) *remoting.Command {
 	resp := make([]byte, binary.BigEndian.Uint32(n[:]))
 	_, err = io.ReadFull(c, resp)
 	require.NoError(t, err)
-	cmd, err := remoting.Decode(resp)
+	cmd, err := codec.Decode(resp)
 	require.NoError(t, err)
 	return cmd
 }

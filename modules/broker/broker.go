@@ -164,15 +164,7 @@ func New(cfg *Config, deps Deps) (*Broker, error) {
 		b.router.Use(ic)
 	}
 	b.registerProcessors()
-	b.registerReply() // reply.go
-	// The send handlers read their headers without the map when no
-	// interceptor needs it (send_header.go).
-	b.router.DeferExt(remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
-	// Served on the connection's reader, answers written per burst
-	// (remoting.Router.Inline): sends when they answer from memory, and
-	// the offset codes, which read and update tables in memory.
-	b.router.Inline(b.sendsInline, remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
-	b.router.Inline(nil, remoting.QueryConsumerOffset, remoting.UpdateConsumerOffset, remoting.GetMaxOffset, remoting.GetMinOffset)
+	b.registerReply()                       // reply.go
 	b.AddReplicaMeta(b.groupsReplicaMeta()) // groupsreplica.go
 	return b, nil
 }

@@ -15,35 +15,38 @@ import (
 
 func (b *Broker) registerProcessors() {
 	r := b.router
-	// Scoped: these handlers keep nothing of req.ExtFields once they
-	// return (a held pull keeps req for its opaque, not the map), so the
-	// router recycles the request's header map.
-	r.RegisterScoped(remoting.SendMessage, remoting.HandlerFunc(b.handleSend))
-	r.RegisterScoped(remoting.SendMessageV2, remoting.HandlerFunc(b.handleSend))
-	r.RegisterScoped(remoting.SendBatchMessage, remoting.HandlerFunc(b.handleSendBatch))
-	r.RegisterScoped(remoting.PullMessage, remoting.HandlerFunc(b.handlePull))
-	r.RegisterFunc(remoting.HeartBeat, b.handleHeartbeat)
-	r.RegisterFunc(remoting.UnregisterClient, b.handleUnregisterClient)
-	r.RegisterFunc(remoting.GetConsumerListByGroup, b.handleConsumerList)
-	r.RegisterFunc(remoting.QueryConsumerOffset, b.handleQueryOffset)
-	r.RegisterFunc(remoting.UpdateConsumerOffset, b.handleUpdateOffset)
-	r.RegisterFunc(remoting.GetMaxOffset, b.handleMaxOffset)
-	r.RegisterFunc(remoting.GetMinOffset, b.handleMinOffset)
-	r.RegisterFunc(remoting.SearchOffsetByTimestamp, b.handleSearchOffset)
-	r.RegisterFunc(remoting.GetEarliestMsgStoreTime, b.handleEarliestTime)
-	r.RegisterFunc(remoting.ViewMessageByID, b.handleViewMessage)
-	r.RegisterFunc(remoting.QueryMessage, b.handleQueryMessage)
-	r.RegisterFunc(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
-	r.RegisterFunc(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
-	r.RegisterFunc(remoting.GetAllTopicConfig, b.handleAllTopicConfig)
-	r.RegisterFunc(remoting.GetAllConsumerOffset, b.handleAllConsumerOffset)
-	r.RegisterFunc(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroupConfig)
-	r.RegisterFunc(remoting.UpdateAndCreateSubscriptionGroup, b.handleCreateGroup)
-	r.RegisterFunc(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
-	r.RegisterFunc(remoting.CheckClientConfig, b.handleCheckClientConfig)
+	// Sends and pulls keep nothing of req's map or body once they return
+	// (a held pull keeps req for its opaque), and sends read their header
+	// without the map (send_header.go); sends answer from memory when
+	// sendsInline says so, the offset codes always do.
+	send := remoting.Mode{KeepsNothing: true, NoExtMap: true, Inline: b.sendsInline}
+	inline := remoting.Mode{Inline: remoting.Always}
+	r.Register(remoting.SendMessage, b.handleSend, send)
+	r.Register(remoting.SendMessageV2, b.handleSend, send)
+	r.Register(remoting.SendBatchMessage, b.handleSendBatch, send)
+	r.Register(remoting.PullMessage, b.handlePull, remoting.Mode{KeepsNothing: true})
+	r.Register(remoting.HeartBeat, b.handleHeartbeat)
+	r.Register(remoting.UnregisterClient, b.handleUnregisterClient)
+	r.Register(remoting.GetConsumerListByGroup, b.handleConsumerList)
+	r.Register(remoting.QueryConsumerOffset, b.handleQueryOffset, inline)
+	r.Register(remoting.UpdateConsumerOffset, b.handleUpdateOffset, inline)
+	r.Register(remoting.GetMaxOffset, b.handleMaxOffset, inline)
+	r.Register(remoting.GetMinOffset, b.handleMinOffset, inline)
+	r.Register(remoting.SearchOffsetByTimestamp, b.handleSearchOffset)
+	r.Register(remoting.GetEarliestMsgStoreTime, b.handleEarliestTime)
+	r.Register(remoting.ViewMessageByID, b.handleViewMessage)
+	r.Register(remoting.QueryMessage, b.handleQueryMessage)
+	r.Register(remoting.UpdateAndCreateTopic, b.handleCreateTopic)
+	r.Register(remoting.DeleteTopicInBroker, b.handleDeleteTopic)
+	r.Register(remoting.GetAllTopicConfig, b.handleAllTopicConfig)
+	r.Register(remoting.GetAllConsumerOffset, b.handleAllConsumerOffset)
+	r.Register(remoting.GetAllSubscriptionGroupConfig, b.handleAllGroupConfig)
+	r.Register(remoting.UpdateAndCreateSubscriptionGroup, b.handleCreateGroup)
+	r.Register(remoting.DeleteSubscriptionGroup, b.handleDeleteGroup)
+	r.Register(remoting.CheckClientConfig, b.handleCheckClientConfig)
 	locks := newLockTable(b.cfg.RebalanceLockMaxLiveTime)
-	r.RegisterFunc(remoting.LockBatchMQ, locks.handleLock)
-	r.RegisterFunc(remoting.UnlockBatchMQ, locks.handleUnlock)
+	r.Register(remoting.LockBatchMQ, locks.handleLock)
+	r.Register(remoting.UnlockBatchMQ, locks.handleUnlock)
 	b.registerStats()    // runtime.go, stats.go
 	b.registerACLAdmin() // acl_admin.go
 	b.registerAdmin()    // admin_*.go

@@ -17,6 +17,7 @@ import (
 	"github.com/quivermq/quiver/core/filter"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/plugins/filter/tag"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
@@ -99,7 +100,7 @@ func stall(tb testing.TB, b *Broker, addr, topic string, offset int64) *stalledC
 	for range stallPulls {
 		req := remoting.NewRequest(remoting.PullMessage, pullExt("GS", topic, 0, offset, pullSuspend|pullSubscription, 60*time.Second), nil)
 		s.opaques = append(s.opaques, req.Opaque)
-		frames = append(frames, remoting.EncodeWithLength(req)...)
+		frames = append(frames, codec.EncodeWithLength(req)...)
 	}
 	_, err = tc.Write(frames)
 	require.NoError(tb, err)
@@ -130,7 +131,7 @@ func (s *stalledConsumer) readAnswers(tb testing.TB) {
 		frame := make([]byte, binary.BigEndian.Uint32(lb[:]))
 		_, err = io.ReadFull(r, frame)
 		require.NoError(tb, err, "answer %d", i)
-		resp, err := remoting.Decode(frame)
+		resp, err := codec.Decode(frame)
 		require.NoError(tb, err)
 		got = append(got, resp.Opaque)
 		require.Equal(tb, remoting.Success, resp.Code, resp.Remark)

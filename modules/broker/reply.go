@@ -43,8 +43,8 @@ func ReplyTopic(cluster string) string { return cluster + "_" + replyTopicSuffix
 // registerReply routes SEND_REPLY_MESSAGE and SEND_REPLY_MESSAGE_V2.
 // Not scoped: the answer is built after the handler returns.
 func (b *Broker) registerReply() {
-	b.router.RegisterFunc(remoting.SendReplyMessage, b.handleSendReply)
-	b.router.RegisterFunc(remoting.SendReplyMessageV2, b.handleSendReply)
+	b.router.Register(remoting.SendReplyMessage, b.handleSendReply)
+	b.router.Register(remoting.SendReplyMessageV2, b.handleSendReply)
 }
 
 // findProducer returns the connection of the producer client clientID,

@@ -14,6 +14,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // fakeRequester is a producer client that heartbeats as id and answers
@@ -36,7 +37,7 @@ func startRequester(t *testing.T, h *harness, id string, code int32) *fakeReques
 	t.Helper()
 	f := &fakeRequester{}
 	r := remoting.NewRouter()
-	r.RegisterFunc(remoting.PushReplyMessageToClient, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.PushReplyMessageToClient, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		f.mu.Lock()
 		f.pushed = append(f.pushed, req)
 		f.mu.Unlock()
@@ -158,7 +159,7 @@ func TestReplyOneway(t *testing.T) {
 	h := startBroker(t, t.TempDir(), nil)
 	req := startRequester(t, h, "req1", remoting.Success)
 	r := remoting.NewRequest(remoting.SendReplyMessage, sendExt(ReplyTopic(protocol.DefaultCluster), 0, replyProps("req1")), []byte("one-way"))
-	r.Flag |= remoting.FlagOneway
+	r.Flag |= codec.FlagOneway
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, h.client.InvokeOneway(ctx, h.addr, r))

@@ -14,6 +14,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/store"
 )
 
@@ -51,7 +52,7 @@ func (b *Broker) RuntimeInfo() map[string]string {
 		"brokerVersionDesc": "V4_9_8",
 		// 4.x answered brokerVersion (MQVersion.CURRENT_VERSION) too, and
 		// rocketmq-exporter parses it as an int.
-		"brokerVersion": strconv.Itoa(remoting.ServerVersion),
+		"brokerVersion": strconv.Itoa(codec.ServerVersion),
 		// isSpecialServiceRunning: true on a master, as Java's.
 		"brokerActive": strconv.FormatBool(!b.IsSlave()),
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // javaRuntimeKeys are the fixed keys of Java's GET_BROKER_RUNTIME_INFO
@@ -172,7 +173,7 @@ func TestRuntimeInfoJavaKeys(t *testing.T) {
 	assert.LessOrEqual(t, st["commitLogDiskRatio"], 1.0)
 	assert.Contains(t, st, "pmdt<=0ms")
 	assert.Contains(t, st, "pmdt10s~")
-	assert.Equal(t, float64(remoting.ServerVersion), st["brokerVersion"])
+	assert.Equal(t, float64(codec.ServerVersion), st["brokerVersion"])
 	assert.Equal(t, "true", rt.Table["brokerActive"])
 	// The commit log's range and its first record's store time.
 	assert.Zero(t, st["commitLogMinOffset"])

@@ -29,7 +29,7 @@ type sendAlloc struct {
 }
 
 // sendsInline reports whether a send may run on its connection's reading
-// goroutine (remoting.Router.Inline): with storage.flush=async the store
+// goroutine (remoting.Mode.Inline): with storage.flush=async the store
 // copies the message into the page cache (the commit log's mapped
 // segment) and returns, so the send answers from memory. With sync flush
 // it waits for an fdatasync, with a synchronous replica for the slave's

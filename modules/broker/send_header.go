@@ -52,7 +52,7 @@ var shortKeys = [shFields]string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j
 
 // parseSendHeader reads h from req's extFields. h is the caller's (on its
 // stack: no allocation per send). A request decoded without its header map
-// (remoting.Router.DeferExt) is read from its raw entries, without
+// (remoting.Mode.NoExtMap) is read from its raw entries, without
 // building the map; the result and the error are those of
 // parseSendHeaderMap on the map (FuzzSendHeaderTyped checks it).
 func parseSendHeader(req *remoting.Command, h *sendHeader) error {

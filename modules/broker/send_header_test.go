@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // officialSendHeader is the JSON header rocketmq-client-go/v2 sends for a
@@ -23,21 +24,17 @@ func sendFrame(hdr string, body []byte) []byte {
 	return append(b, body...)
 }
 
-// deferringRouter is a router that takes sends without their header map,
-// as the broker's does when no interceptor needs it.
-func deferringRouter() *remoting.Router {
-	r := remoting.NewRouter()
-	r.DeferExt(remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage)
-	return r
-}
+// rawSends decodes sends without their header map, as the broker's
+// connections do when no interceptor needs it.
+var rawSends = codec.Options{RawSends: true}
 
 // decodeBoth decodes frame with its map and without (RawExtFields), as a
-// peer of deferringRouter does; ok is false when Decode refuses it.
-func decodeBoth(t testing.TB, frame []byte, r *remoting.Router) (withMap, raw *remoting.Command, ok bool) {
-	m, errMap := remoting.Decode(frame)
-	c, errRaw := remoting.DecodeFor(frame, r)
+// broker's connection does; ok is false when Decode refuses it.
+func decodeBoth(t testing.TB, frame []byte) (withMap, raw *remoting.Command, ok bool) {
+	m, errMap := codec.Decode(frame)
+	c, errRaw := codec.DecodeWith(frame, rawSends)
 	if (errMap == nil) != (errRaw == nil) {
-		t.Fatalf("frame %q: Decode: %v; DecodeFor: %v", frame, errMap, errRaw)
+		t.Fatalf("frame %q: Decode: %v; without the map: %v", frame, errMap, errRaw)
 	}
 	return m, c, errMap == nil
 }
@@ -81,10 +78,9 @@ func TestSendHeaderTyped(t *testing.T) {
 			wantErr: `the custom field <f> has bad value "1.5": not a 32-bit integer`,
 		},
 	}
-	r := deferringRouter()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			withMap, raw, ok := decodeBoth(t, sendFrame(tt.give, nil), r)
+			withMap, raw, ok := decodeBoth(t, sendFrame(tt.give, nil))
 			require.True(t, ok)
 			_, isRaw := raw.RawExtFields()
 			require.True(t, isRaw, "decoded without the map")
@@ -119,18 +115,17 @@ func FuzzSendHeaderTyped(f *testing.F) {
 	f.Add([]byte(`{"code":310,"extFields":{"a":"g","b":"T","e":" 1","g":1.5e3,"d":null,"m":true}}`))
 	f.Add([]byte{3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
 	f.Add([]byte{0, 0, 0, 1, 1, 2, 3, 4, 4, 5, 6, 9, 12, 0, 200, 7})
-	r := deferringRouter()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkSendHeaders(t, sendFrame(string(b), nil), r)
-		checkSendHeaders(t, b, r)
+		checkSendHeaders(t, sendFrame(string(b), nil))
+		checkSendHeaders(t, b)
 		for _, code := range []int32{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage} {
-			checkSendHeaders(t, sendFrame(genSendExt(code, b), nil), r)
+			checkSendHeaders(t, sendFrame(genSendExt(code, b), nil))
 		}
 	})
 }
 
-func checkSendHeaders(t *testing.T, frame []byte, r *remoting.Router) {
-	withMap, raw, ok := decodeBoth(t, frame, r)
+func checkSendHeaders(t *testing.T, frame []byte) {
+	withMap, raw, ok := decodeBoth(t, frame)
 	if !ok {
 		return
 	}
@@ -182,15 +177,14 @@ func genSendExt(code int32, b []byte) string {
 // without it (typed).
 func BenchmarkSendHeader(b *testing.B) {
 	frame := sendFrame(officialSendHeader, make([]byte, 1024))
-	r := deferringRouter()
 	for _, bc := range []struct {
 		name string
-		h    remoting.Handler
-	}{{"map", nil}, {"typed", r}} {
+		o    codec.Options
+	}{{"map", codec.Options{}}, {"typed", rawSends}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				req, err := remoting.DecodeFor(frame, bc.h)
+				req, err := codec.DecodeWith(frame, bc.o)
 				if err != nil {
 					b.Fatal(err)
 				}

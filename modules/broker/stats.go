@@ -23,12 +23,12 @@ func (b *Broker) registerStats() {
 	b.obs.bootMs = nowMs()
 	b.registerRuntime()
 	b.AddStoredListener(b.obs.observeStored)
-	b.router.UseLazy(rememberClient) // reads no extFields
+	b.router.Use(rememberClient, remoting.Mode{NoExtMap: true}) // reads no extFields
 	r := b.router
-	r.RegisterFunc(remoting.GetBrokerRuntimeInfo, b.handleRuntimeInfo)
-	r.RegisterFunc(remoting.GetTopicStatsInfo, b.handleTopicStats)
-	r.RegisterFunc(remoting.GetConsumeStats, b.handleConsumeStats)
-	r.RegisterFunc(remoting.GetConsumerConnectionList, b.handleConsumerConnections)
+	r.Register(remoting.GetBrokerRuntimeInfo, b.handleRuntimeInfo)
+	r.Register(remoting.GetTopicStatsInfo, b.handleTopicStats)
+	r.Register(remoting.GetConsumeStats, b.handleConsumeStats)
+	r.Register(remoting.GetConsumerConnectionList, b.handleConsumerConnections)
 }
 
 type clientVersionKey struct{}

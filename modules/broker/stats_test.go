@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // The statistics answers are RocketMQ's fastjson shapes: MessageQueue
@@ -48,8 +49,8 @@ func TestStatsShapes(t *testing.T) {
 	require.NoError(t, json.Unmarshal(resp.Body, &cc))
 	require.Len(t, cc.ConnectionSet, 1)
 	assert.Equal(t, "c1", cc.ConnectionSet[0].ClientID)
-	assert.Equal(t, remoting.ServerLanguage, cc.ConnectionSet[0].Language)
-	assert.EqualValues(t, remoting.ServerVersion, cc.ConnectionSet[0].Version)
+	assert.Equal(t, codec.ServerLanguage, cc.ConnectionSet[0].Language)
+	assert.EqualValues(t, codec.ServerVersion, cc.ConnectionSet[0].Version)
 	assert.NotEmpty(t, cc.ConnectionSet[0].ClientAddr)
 	assert.Contains(t, cc.SubscriptionTable, "StatsTopic")
 	assert.Equal(t, "CLUSTERING", cc.MessageModel)

@@ -528,7 +528,7 @@ func (c *Controller) handle(_ context.Context, _ *remoting.Peer, req *remoting.C
 // the registration check and the vouch for masters in answers. A deposed master is dropped from ns's routes
 // by the onChange New was given (see DropOnChange).
 func (c *Controller) Attach(ns *namesrv.Server) {
-	ns.Router().RegisterFunc(Heartbeat, c.handle)
+	ns.Router().Register(Heartbeat, c.handle)
 	ns.SetRegisterCheck(c.CheckRegistration)
 	ns.SetMasterVouch(c.Vouch)
 }

@@ -147,13 +147,13 @@ func New(cfg *Config, b *broker.Broker, dial remoting.DialFunc, log *slog.Logger
 	if cfg.Failover {
 		// Any member may become master: serve HA_PULL (refused unless
 		// master now); the role's hooks are set on each change.
-		b.Router().RegisterFunc(HAPull, s.handlePull)
+		b.Router().Register(HAPull, s.handlePull)
 		b.AddStoredListener(func([]*message.Ext, []store.Position) { s.broadcast() })
 		b.WatchReplicaMeta(s.broadcast) // a held HA_PULL answers the new versions at once
 		return s, nil
 	}
 	if s.role != broker.RoleSlave {
-		b.Router().RegisterFunc(HAPull, s.handlePull)
+		b.Router().Register(HAPull, s.handlePull)
 		b.AddStoredListener(func([]*message.Ext, []store.Position) { s.broadcast() })
 		b.WatchReplicaMeta(s.broadcast) // a held HA_PULL answers the new versions at once
 		if s.role == broker.RoleSyncMaster {

@@ -49,9 +49,9 @@ func TestSlaveCopiesChangedDocsAtOnce(t *testing.T) {
 		}
 	}
 	var none atomic.Int64
-	m.b.Router().RegisterFunc(versioned, answer(&version, &servedVersioned))
-	m.b.Router().RegisterFunc(plain, answer(&none, &servedPlain))
-	m.b.Router().RegisterFunc(barrier, answer(&barrierVersion, &none))
+	m.b.Router().Register(versioned, answer(&version, &servedVersioned))
+	m.b.Router().Register(plain, answer(&none, &servedPlain))
+	m.b.Router().Register(barrier, answer(&barrierVersion, &none))
 	m.b.AddReplicaMeta(broker.ReplicaMeta{Name: "versioned", Code: versioned, Version: version.Load})
 	m.b.AddReplicaMeta(broker.ReplicaMeta{Name: "plain", Code: plain})
 	m.b.AddReplicaMeta(broker.ReplicaMeta{Name: "barrier", Code: barrier, Version: barrierVersion.Load})

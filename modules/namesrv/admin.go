@@ -15,18 +15,18 @@ import (
 // DefaultRequestProcessor handles them: the KV config, write permission of
 // a broker's queues, the runtime settings and the topic lists.
 func (s *Server) registerAdmin() {
-	s.router.RegisterFunc(remoting.PutKVConfig, s.putKVConfig)
-	s.router.RegisterFunc(remoting.GetKVConfig, s.getKVConfig)
-	s.router.RegisterFunc(remoting.DeleteKVConfig, s.deleteKVConfig)
-	s.router.RegisterFunc(remoting.GetKVListByNamespace, s.getKVListByNamespace)
-	s.router.RegisterFunc(remoting.WipeWritePermOfBroker, s.wipeWritePermOfBroker)
-	s.router.RegisterFunc(remoting.AddWritePermOfBroker, s.addWritePermOfBroker)
-	s.router.RegisterFunc(remoting.GetNamesrvConfig, s.getNamesrvConfig)
-	s.router.RegisterFunc(remoting.UpdateNamesrvConfig, s.updateNamesrvConfig)
-	s.router.RegisterFunc(remoting.GetSystemTopicListFromNS, s.getSystemTopicList)
-	s.router.RegisterFunc(remoting.GetUnitTopicList, s.topicsBySysFlag(isUnitTopic))
-	s.router.RegisterFunc(remoting.GetHasUnitSubTopicList, s.topicsBySysFlag(hasUnitSub))
-	s.router.RegisterFunc(remoting.GetHasUnitSubUnunitTopicList, s.topicsBySysFlag(func(f int32) bool {
+	s.router.Register(remoting.PutKVConfig, s.putKVConfig)
+	s.router.Register(remoting.GetKVConfig, s.getKVConfig)
+	s.router.Register(remoting.DeleteKVConfig, s.deleteKVConfig)
+	s.router.Register(remoting.GetKVListByNamespace, s.getKVListByNamespace)
+	s.router.Register(remoting.WipeWritePermOfBroker, s.wipeWritePermOfBroker)
+	s.router.Register(remoting.AddWritePermOfBroker, s.addWritePermOfBroker)
+	s.router.Register(remoting.GetNamesrvConfig, s.getNamesrvConfig)
+	s.router.Register(remoting.UpdateNamesrvConfig, s.updateNamesrvConfig)
+	s.router.Register(remoting.GetSystemTopicListFromNS, s.getSystemTopicList)
+	s.router.Register(remoting.GetUnitTopicList, s.topicsBySysFlag(isUnitTopic))
+	s.router.Register(remoting.GetHasUnitSubTopicList, s.topicsBySysFlag(hasUnitSub))
+	s.router.Register(remoting.GetHasUnitSubUnunitTopicList, s.topicsBySysFlag(func(f int32) bool {
 		return !isUnitTopic(f) && hasUnitSub(f)
 	}))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // javaVersion is the version a RocketMQ 4.9.4 client sends.
@@ -68,7 +69,7 @@ func javaInvoke(t *testing.T, addr string, code int32, ext map[string]string, bo
 	buf := make([]byte, binary.BigEndian.Uint32(lb[:]))
 	_, err = io.ReadFull(conn, buf)
 	require.NoError(t, err)
-	resp, err := remoting.Decode(buf)
+	resp, err := codec.Decode(buf)
 	require.NoError(t, err)
 	require.True(t, resp.IsResponse())
 	require.Equal(t, int32(opaque), resp.Opaque)

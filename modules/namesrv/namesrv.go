@@ -76,15 +76,15 @@ func New(cfg *Config, transports *transport.Set, log *slog.Logger) (*Server, err
 		router:     remoting.NewRouter(),
 		held:       map[string]string{},
 	}
-	s.router.RegisterFunc(remoting.RegisterBroker, s.registerBroker)
-	s.router.RegisterFunc(remoting.UnregisterBroker, s.unregisterBroker)
-	s.router.RegisterFunc(remoting.RegisterTopicInNamesrv, s.registerTopic)
-	s.router.RegisterFunc(remoting.GetRouteInfoByTopic, s.getRouteInfoByTopic)
-	s.router.RegisterFunc(remoting.GetBrokerClusterInfo, s.getBrokerClusterInfo)
-	s.router.RegisterFunc(remoting.GetAllTopicListFromNameServer, s.getAllTopicList)
-	s.router.RegisterFunc(remoting.DeleteTopicInNamesrv, s.deleteTopic)
-	s.router.RegisterFunc(remoting.QueryDataVersion, s.queryDataVersion)
-	s.router.RegisterFunc(getTopicsByCluster, s.getTopicsByCluster)
+	s.router.Register(remoting.RegisterBroker, s.registerBroker)
+	s.router.Register(remoting.UnregisterBroker, s.unregisterBroker)
+	s.router.Register(remoting.RegisterTopicInNamesrv, s.registerTopic)
+	s.router.Register(remoting.GetRouteInfoByTopic, s.getRouteInfoByTopic)
+	s.router.Register(remoting.GetBrokerClusterInfo, s.getBrokerClusterInfo)
+	s.router.Register(remoting.GetAllTopicListFromNameServer, s.getAllTopicList)
+	s.router.Register(remoting.DeleteTopicInNamesrv, s.deleteTopic)
+	s.router.Register(remoting.QueryDataVersion, s.queryDataVersion)
+	s.router.Register(getTopicsByCluster, s.getTopicsByCluster)
 	s.registerAdmin()
 	return s, nil
 }

@@ -43,16 +43,16 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "retry"), fences: newFences()}
 	r := b.Router()
-	r.UseLazy(s.intercept) // reads the extFields of no send
+	r.Use(s.intercept, remoting.Mode{NoExtMap: true}) // reads the extFields of no send
 	if cfg.Enabled {
-		r.RegisterFunc(remoting.ConsumerSendMsgBack, s.handleSendBack)
+		r.Register(remoting.ConsumerSendMsgBack, s.handleSendBack)
 	} else {
-		r.RegisterFunc(remoting.ConsumerSendMsgBack, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+		r.Register(remoting.ConsumerSendMsgBack, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 			return remoting.Errorf(req, remoting.SystemError, "retry is disabled on this broker (retry.enabled=false); send the message back as a normal message")
 		})
 	}
-	r.RegisterFunc(ResendDLQ, s.handleResend)
-	r.RegisterFunc(remoting.InvokeBrokerToResetOffset, s.handleResetOffset)
+	r.Register(ResendDLQ, s.handleResend)
+	r.Register(remoting.InvokeBrokerToResetOffset, s.handleResetOffset)
 	return s, nil
 }
 

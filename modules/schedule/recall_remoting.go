@@ -182,14 +182,14 @@ func (s *Service) recallRefusal(err error) (int32, string) {
 // on a Java broker with recallMessageEnable=false. The header is read
 // first, as Java decodes it before its checks.
 func registerRecallOff(b *broker.Broker) {
-	b.Router().RegisterScoped(remoting.RecallMessage, remoting.HandlerFunc(func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	b.Router().Register(remoting.RecallMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.NoPermission, remarkRecallForbidden+" (schedule.enabled=false)")
 		resp.SetExt("MSG_REGION", msgRegion)
 		if _, err := parseRecallHeader(req); err != nil {
 			resp.Code, resp.Remark = remoting.SystemError, err.Error()
 		}
 		return resp
-	}))
+	}, remoting.Mode{KeepsNothing: true})
 }
 
 // sendAnswerExt adds the recall handle to the send answer of a held timer

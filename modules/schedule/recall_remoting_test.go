@@ -18,6 +18,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/plugins/filter/tag"
@@ -204,7 +205,7 @@ func (r *rawConn) frame(st byte, hdr, body []byte, opaque int32) *remoting.Comma
 		frame := make([]byte, binary.BigEndian.Uint32(n[:]))
 		_, err = io.ReadFull(r.c, frame)
 		require.NoError(r.t, err)
-		resp, err := remoting.Decode(frame)
+		resp, err := codec.Decode(frame)
 		require.NoError(r.t, err)
 		if resp.IsResponse() && resp.Opaque == opaque {
 			return resp
@@ -221,7 +222,7 @@ func (r *rawConn) json(ext string, opaque int32) *remoting.Command {
 		extPart = `"extFields":` + ext + `,`
 	}
 	hdr := fmt.Sprintf(`{"code":370,%s"flag":0,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":475}`, extPart, opaque)
-	return r.frame(remoting.SerializeJSON, []byte(hdr), nil, opaque)
+	return r.frame(codec.SerializeJSON, []byte(hdr), nil, opaque)
 }
 
 // TestRecallCraftedFrames: RECALL_MESSAGE headers in odd shapes get
@@ -271,10 +272,10 @@ func TestRecallCraftedFrames(t *testing.T) {
 
 	// The ROCKETMQ binary header, with a body Java ignores.
 	bin := remoting.NewRequest(remoting.RecallMessage, map[string]string{"producerGroup": "PG", "topic": "T", "recallHandle": handles[1]}, []byte("ignored"))
-	bin.Opaque, bin.SerializeType = 7, remoting.SerializeRocketMQ
-	enc := remoting.Encode(bin) // header-length word, header, body
+	bin.Opaque, bin.SerializeType = 7, codec.SerializeRocketMQ
+	enc := codec.Encode(bin) // header-length word, header, body
 	hl := binary.BigEndian.Uint32(enc[:4]) & 0xFFFFFF
-	resp = r.frame(remoting.SerializeRocketMQ, enc[4:4+hl], enc[4+hl:], 7)
+	resp = r.frame(codec.SerializeRocketMQ, enc[4:4+hl], enc[4+hl:], 7)
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	assert.Equal(t, "ID-1", resp.Ext("msgId"))
 

@@ -106,8 +106,8 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 	s.timer = t
 	b.AddPutHook(s.hook)
 	b.AddStoredListener(s.stored)
-	b.Router().RegisterFunc(remoting.GetAllDelayOffset, s.handleDelayOffsets)
-	b.Router().RegisterScoped(remoting.RecallMessage, remoting.HandlerFunc(s.handleRecall)) // recall_remoting.go
+	b.Router().Register(remoting.GetAllDelayOffset, s.handleDelayOffsets)
+	b.Router().Register(remoting.RecallMessage, s.handleRecall, remoting.Mode{KeepsNothing: true}) // recall_remoting.go
 	b.SetSendAnswerExt(s.sendAnswerExt)
 	b.AddReplicaMeta(broker.ReplicaMeta{Name: "delay offsets", Code: remoting.GetAllDelayOffset, Apply: s.applyMasterProgress})
 	return s, nil

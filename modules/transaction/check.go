@@ -9,6 +9,7 @@ import (
 
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/store"
 )
 
@@ -199,7 +200,7 @@ func (s *Service) sendCheck(ctx context.Context, c Check, log *slog.Logger) (str
 		}
 		// A fresh command per attempt: Send sets the flags in place.
 		r := *req
-		r.Opaque = remoting.NextOpaque()
+		r.Opaque = codec.NextOpaque()
 		if err := p.InvokeOneway(ctx, &r); err != nil {
 			log.Debug("check: send to producer", "remote", p.RemoteAddr(), "err", err)
 			continue

@@ -164,8 +164,8 @@ func New(cfg *Config, deps Deps) (*Service, error) {
 	if err := s.recover(context.Background()); err != nil {
 		return nil, err
 	}
-	s.b.Router().RegisterFunc(remoting.EndTransaction, s.handleEnd)
-	s.b.Router().UseLazy(s.refuseHalfPulls) // reads the extFields of pulls only
+	s.b.Router().Register(remoting.EndTransaction, s.handleEnd)
+	s.b.Router().Use(s.refuseHalfPulls, remoting.Mode{NoExtMap: true}) // reads the extFields of pulls only
 	return s, nil
 }
 

@@ -125,8 +125,8 @@ type router struct {
 
 func newRouter() *router {
 	r := &router{Router: remoting.NewRouter(), oneway: make(chan *remoting.Command, 16)}
-	r.RegisterFunc(CodeEcho, Echo)
-	r.RegisterFunc(CodeSleep, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(CodeEcho, Echo)
+	r.Register(CodeSleep, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		n := r.inFlight.Add(1)
 		defer r.inFlight.Add(-1)
 		for m := r.maxSeen.Load(); n > m && !r.maxSeen.CompareAndSwap(m, n); m = r.maxSeen.Load() {
@@ -138,7 +138,7 @@ func newRouter() *router {
 		}
 		return Echo(ctx, p, req)
 	})
-	r.RegisterFunc(CodeOneway, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(CodeOneway, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		select {
 		case r.oneway <- req:
 		case <-ctx.Done():
@@ -212,7 +212,7 @@ func testInvokeByOpaque(t *testing.T, tr Transport) {
 func testOnewayAndBodyParts(t *testing.T, tr Transport) {
 	r := newRouter()
 	big := bytes.Repeat([]byte("z"), 3<<20)
-	r.RegisterFunc(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(remoting.PullMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.BodyParts = [][]byte{[]byte("record-1;"), {}, big}
 		return resp
@@ -242,7 +242,7 @@ func testServerInitiated(t *testing.T, tr Transport) {
 	peers := make(chan *remoting.Peer, 1)
 	srv, addr := StartServer(t, tr, newRouter(), remoting.ServerOptions{OnConnect: func(p *remoting.Peer) { peers <- p }})
 	ch := remoting.NewRouter()
-	ch.RegisterFunc(CodePing, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	ch.Register(CodePing, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Body = append([]byte("pong:"), req.Body...)
 		return resp
@@ -320,7 +320,7 @@ func testServerClose(t *testing.T, tr Transport) {
 // 16×GOMAXPROCS parallel callers on one connection.
 func BenchmarkRoundTrip(b *testing.B, tr Transport) {
 	r := remoting.NewRouter()
-	r.RegisterFunc(CodeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(CodeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.SetExt("queueOffset", "12345")
 		return resp

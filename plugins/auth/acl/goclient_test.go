@@ -111,7 +111,7 @@ func startFakeBroker(t *testing.T, a *ACL) *fakeBroker {
 		return resp
 	})
 	var offset atomic.Int64
-	router.RegisterFunc(remoting.GetRouteInfoByTopic, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	router.Register(remoting.GetRouteInfoByTopic, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		route := protocol.TopicRouteData{
 			QueueDatas:  []protocol.QueueData{{BrokerName: "broker-a", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}},
 			BrokerDatas: []protocol.BrokerData{{Cluster: "c", BrokerName: "broker-a", BrokerAddrs: map[int64]string{0: b.addr}}},
@@ -120,26 +120,26 @@ func startFakeBroker(t *testing.T, a *ACL) *fakeBroker {
 		resp.Body = route.Encode()
 		return resp
 	})
-	router.RegisterFunc(remoting.HeartBeat, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	router.Register(remoting.HeartBeat, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		b.mu.Lock()
 		b.handled = append(b.handled, string(req.Body))
 		b.mu.Unlock()
 		return remoting.NewResponse(req, remoting.Success, "")
 	})
-	router.RegisterFunc(remoting.SendMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	router.Register(remoting.SendMessage, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.SetExt("msgId", "7F00000100002A9F0000000000000000")
 		resp.SetExt("queueId", "0")
 		resp.SetExtInt("queueOffset", offset.Add(1))
 		return resp
 	})
-	router.RegisterFunc(remoting.GetConsumerListByGroup, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	router.Register(remoting.GetConsumerListByGroup, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		// No consumer ids: the client gets no queues and never pulls.
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.Body = []byte(`{"consumerIdList":[]}`)
 		return resp
 	})
-	router.RegisterFunc(remoting.CheckClientConfig, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	router.Register(remoting.CheckClientConfig, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "")
 	})
 	ln, err := tcp.Listen(context.Background(), "127.0.0.1:0", tcp.NewConfig(), 0)

@@ -33,7 +33,7 @@ func TestLossyCompare(t *testing.T) {
 		t.Skip("set QUIVER_LOSSY_SECONDS to run (see the comment for the namespace set-up)")
 	}
 	r := remoting.NewRouter()
-	r.RegisterFunc(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.SetExt("queueOffset", "12345")
 		return resp

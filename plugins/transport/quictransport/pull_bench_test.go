@@ -27,7 +27,7 @@ func benchPull(b *testing.B, tr remotingtest.Transport) {
 		parts[i] = bytes.Repeat([]byte{byte(i)}, 1024)
 	}
 	r := remoting.NewRouter()
-	r.RegisterFunc(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeEcho, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		resp := remoting.NewResponse(req, remoting.Success, "")
 		resp.SetExt("nextBeginOffset", "12345")
 		resp.BodyParts = append([][]byte(nil), parts...)

@@ -77,7 +77,7 @@ func TestTransportSetTCPAndQUIC(t *testing.T) {
 	}
 	require.Len(t, lns, 2)
 	r := remoting.NewRouter()
-	r.RegisterFunc(codeEcho, remotingtest.Echo)
+	r.Register(codeEcho, remotingtest.Echo)
 	srv := remoting.NewServer(r, log, remoting.ServerOptions{})
 	for _, ln := range lns {
 		srv.Serve(ln)

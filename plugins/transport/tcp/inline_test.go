@@ -15,10 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/plugins/transport/tcp"
 )
 
-// The reader-served requests of remoting.Router.Inline over a real TCP
+// The reader-served requests of remoting.Mode.Inline over a real TCP
 // connection: their answers are written together once the reader has
 // drained what arrived.
 
@@ -75,7 +76,7 @@ func requests(code int32, first, n int) []byte {
 	for i := range n {
 		req := remoting.NewRequest(code, map[string]string{"i": "x"}, []byte("body"))
 		req.Opaque = int32(first + i)
-		b = append(b, remoting.EncodeWithLength(req)...)
+		b = append(b, codec.EncodeWithLength(req)...)
 	}
 	return b
 }
@@ -91,7 +92,7 @@ func readAnswers(t *testing.T, r *bufio.Reader, n int) []int32 {
 		frame := make([]byte, binary.BigEndian.Uint32(lb[:]))
 		_, err = io.ReadFull(r, frame)
 		require.NoError(t, err)
-		resp, err := remoting.Decode(frame)
+		resp, err := codec.Decode(frame)
 		require.NoError(t, err)
 		require.True(t, resp.IsResponse())
 		require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
@@ -105,11 +106,12 @@ func echoRouter(inline bool) *remoting.Router {
 	ok := func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
-	r.RegisterFunc(codeInline, ok)
-	r.RegisterFunc(codeWorker, ok)
+	var m remoting.Mode
 	if inline {
-		r.Inline(nil, codeInline)
+		m.Inline = remoting.Always
 	}
+	r.Register(codeInline, ok, m)
+	r.Register(codeWorker, ok)
 	return r
 }
 
@@ -180,7 +182,7 @@ func TestBlockingHandlerDoesNotStallInline(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	r.RegisterFunc(codeBlocking, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeBlocking, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -203,10 +205,9 @@ func TestInlineCondition(t *testing.T) {
 	var on atomic.Bool
 	var asked atomic.Int64
 	r := remoting.NewRouter()
-	r.RegisterFunc(codeInline, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(codeInline, func(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "")
-	})
-	r.Inline(func() bool { asked.Add(1); return on.Load() }, codeInline)
+	}, remoting.Mode{Inline: func() bool { asked.Add(1); return on.Load() }})
 	client, cc := inlineServer(t, r)
 	br := bufio.NewReader(client)
 	on.Store(true)

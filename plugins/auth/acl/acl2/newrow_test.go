@@ -56,7 +56,7 @@ func TestNewRowReachesEveryReader(t *testing.T) {
 	g, err := kernel.NewGuard(fxtest.NewLifecycle(t), config.FromMap(map[string]any{"declared": map[string]any{"enabled": true}}), reg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	r := remoting.NewRouter()
-	r.RegisterFunc(code, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
+	r.Register(code, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {
 		return remoting.NewResponse(req, remoting.Success, "")
 	})
 	g.Apply(r)

@@ -66,7 +66,7 @@ func startServer(t *testing.T, section map[string]any, more map[string]any) *ser
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
 	for _, code := range []int32{remoting.SendMessage, remoting.SendMessageV2, remoting.PullMessage, remoting.HeartBeat, remoting.UpdateAndCreateTopic} {
-		r.RegisterFunc(code, ok)
+		r.Register(code, ok)
 	}
 	ln, err := tcp.Listen(context.Background(), "127.0.0.1:0", tcp.NewConfig(), 0)
 	require.NoError(t, err)

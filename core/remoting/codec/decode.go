@@ -1,28 +1,123 @@
-package remoting
+// Package codec is RocketMQ's RemotingCommand on the wire: the frame
+// (header-length word, JSON or ROCKETMQ binary header, body), its decoding
+// and encoding, and the Command a handler reads. It knows nothing of
+// connections, calls or handlers (core/remoting).
+//
+// A request's decode, from the transport's frame to the fields its handler
+// reads, stays in decode.go: Decode or DecodeWith splits the frame, the
+// fast JSON parser (or the binary one) reads the header, and the
+// extFields land in a pooled map or, for a send whose handler reads no
+// map (Options.RawSends), as byte ranges of the header; the pools and the
+// shared strings sit at the end of the file. The handler then reads the
+// fields through Command (command.go: Ext, RawExtFields). Headers the
+// fast parser does not take go to the reference decoder (reference.go),
+// which is also the definition the fast path is fuzzed against; encoding
+// is encode.go.
+package codec
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/quivermq/quiver/core/transport"
 )
+
+// ErrBadHeader reports a frame whose header cannot be decoded.
+var ErrBadHeader = errors.New("remoting: malformed header")
+
+// MaxHeaderSize bounds the header length accepted by Decode (the low 24
+// bits allow 16 MiB; real headers are a few hundred bytes).
+const MaxHeaderSize = 1 << 20
+
+// Options say how DecodeWith decodes a connection's frames.
+type Options struct {
+	// RawSends keeps the extFields of SEND_MESSAGE, SEND_MESSAGE_V2 and
+	// SEND_BATCH_MESSAGE requests without their map, as byte ranges of
+	// the header in header order (Command.RawExtFields), with the same
+	// checks as for the map. Ext, SetExt, ExtMap and the encoders build
+	// the map on first use; the field ExtFields stays nil until then.
+	// Whoever serves the request must promise that nothing reads that
+	// field (remoting.Mode.NoExtMap).
+	RawSends bool
+	// Recycler, when set, takes the frame back when the command is
+	// released (Command.Release).
+	Recycler transport.FrameRecycler
+}
+
+// Decode parses a frame (without its total-length prefix) into a Command.
+// The body aliases frame.
+func Decode(frame []byte) (*Command, error) { return DecodeWith(frame, Options{}) }
+
+// DecodeWith is Decode with o: what it accepts and refuses is Decode's.
+func DecodeWith(frame []byte, o Options) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: frame of %d bytes has no header length", ErrBadHeader, len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	st := byte(word >> 24)
+	hl := int(word & 0xFFFFFF)
+	if hl > len(frame)-4 {
+		return nil, fmt.Errorf("%w: header length %d exceeds frame of %d bytes", ErrBadHeader, hl, len(frame))
+	}
+	if hl > MaxHeaderSize {
+		return nil, fmt.Errorf("%w: header length %d exceeds %d", ErrBadHeader, hl, MaxHeaderSize)
+	}
+	hdr := frame[4 : 4+hl]
+	var c *Command
+	var err error
+	switch st {
+	case SerializeJSON:
+		var ok bool
+		if c, ok = decodeJSONHeaderFast(hdr, o.RawSends); !ok {
+			c, err = decodeJSONHeaderStd(hdr)
+		}
+	case SerializeRocketMQ:
+		c, err = decodeBinaryHeader(hdr, o.RawSends)
+	default:
+		return nil, fmt.Errorf("%w: unknown serialize type %d", ErrBadHeader, st)
+	}
+	if err != nil {
+		var he *HeaderShapeError
+		if errors.As(err, &he) {
+			he.SerializeType = st
+		}
+		return nil, err
+	}
+	c.SerializeType = st
+	return c.withFrame(frame, hl, o.Recycler), nil
+}
+
+// withFrame sets c's body, the part of frame after its header of hl
+// bytes, and the recycler that takes frame back.
+func (c *Command) withFrame(frame []byte, hl int, r transport.FrameRecycler) *Command {
+	if body := frame[4+hl:]; len(body) > 0 {
+		c.Body = body
+	}
+	if r != nil {
+		c.frame, c.recycler = frame, r
+	}
+	return c
+}
 
 // decodeJSONHeaderFast parses the JSON header shape RocketMQ clients send
 // without reflection. It accepts only input that encoding/json would decode
 // to the same Command, and reports false for anything else (unusual
 // spellings, escapes it does not handle, invalid UTF-8, numbers that are
-// not plain int32s), so the caller falls back to encoding/json, which stays
-// the reference for odd input and for error messages.
-func decodeJSONHeaderFast(b []byte) (*Command, bool) { return decodeJSONHeaderFastFor(b, nil) }
-
-// decodeJSONHeaderFastFor is decodeJSONHeaderFast, keeping the extFields
-// entries without a map when d takes the request so (ext_raw.go): the code
-// must come before extFields (it does in the headers of the Go and Java
-// clients), and a command that turns out not to be such a request gets
-// its map built at the end.
-func decodeJSONHeaderFastFor(b []byte, d extDeferrer) (*Command, bool) {
+// not plain int32s), so the caller falls back to the reference decoder,
+// which stays the definition for odd input and for error messages. With
+// rawSends a send request keeps its extFields without a map
+// (Options.RawSends): its code must come before extFields (it does in the
+// headers of the Go and Java clients), and a command that turns out not
+// to be such a request gets its map built at the end.
+func decodeJSONHeaderFast(b []byte, rawSends bool) (*Command, bool) {
 	p := jsonParser{b: b}
 	c := &Command{}
-	// rawCode is the code wantsRaw was asked about, rawOK its answer.
+	// rawCode is the code rawExtCode was asked about, rawOK its answer.
 	rawCode, rawAsked, rawOK := int32(0), false, false
 	if !p.consume('{') {
 		return nil, false
@@ -62,7 +157,7 @@ func decodeJSONHeaderFastFor(b []byte, d extDeferrer) (*Command, bool) {
 				c.releaseExt() // a repeated extFields replaces the first
 				c.ExtFields = nil
 				if !rawAsked || rawCode != c.Code {
-					rawCode, rawAsked, rawOK = c.Code, true, wantsRaw(d, c.Code)
+					rawCode, rawAsked, rawOK = c.Code, true, rawSends && rawExtCode(c.Code)
 				}
 				if rawOK {
 					c.raw, ok = p.extRaw()
@@ -70,7 +165,7 @@ func decodeJSONHeaderFastFor(b []byte, d extDeferrer) (*Command, bool) {
 				}
 				// From the pool whatever the command: whether it goes back
 				// is known once the code and flag are (below).
-				c.ExtFields, ok = p.extFields(true)
+				c.ExtFields, ok = p.extFields()
 				c.pooledExt = ok && c.ExtFields != nil
 			case "serializeTypeCurrentRPC":
 				ok = p.skipValue(0)
@@ -100,7 +195,7 @@ func decodeJSONHeaderFastFor(b []byte, d extDeferrer) (*Command, bool) {
 		c.releaseExt()
 		return nil, false
 	}
-	if c.raw != nil && (c.Code != rawCode || c.IsResponse()) {
+	if c.raw != nil && (c.Code != rawCode || c.Flag&FlagResponse != 0) {
 		c.ensureExtMap() // the code changed after extFields, or a response
 	}
 	if !pooledExt(c) {
@@ -392,25 +487,18 @@ func (p *jsonParser) int32() (int32, bool) {
 	return int32(v), true
 }
 
-// extFields parses the extFields object into a new map, or into one from
-// the pool when pooled (given back here if parsing fails).
-func (p *jsonParser) extFields(pooled bool) (map[string]string, bool) {
+// extFields parses the extFields object into a map from the pool (given
+// back here if parsing fails).
+func (p *jsonParser) extFields() (map[string]string, bool) {
 	if p.null() {
 		return nil, true
 	}
 	if !p.consume('{') {
 		return nil, false
 	}
-	var m map[string]string
-	if pooled {
-		m = getExtMap()
-	} else {
-		m = make(map[string]string, 8) // one group: responses carry a few fields
-	}
-	if ok := p.extFieldsInto(m); !ok {
-		if pooled {
-			putExtMap(m)
-		}
+	m := getExtMap()
+	if !p.extFieldsInto(m) {
+		putExtMap(m)
 		return nil, false
 	}
 	return m, true
@@ -651,6 +739,201 @@ func (p *jsonParser) lit(s string) bool {
 	}
 	return false
 }
+
+func decodeBinaryHeader(b []byte, rawSends bool) (*Command, error) {
+	if len(b) < 21 {
+		return nil, fmt.Errorf("%w: binary header of %d bytes is shorter than 21", ErrBadHeader, len(b))
+	}
+	be := binary.BigEndian
+	c := &Command{
+		Code:     int32(int16(be.Uint16(b[0:]))),
+		Language: languageNames[b[2]],
+		Version:  int32(int16(be.Uint16(b[3:]))),
+		Opaque:   int32(be.Uint32(b[5:])),
+		Flag:     int32(be.Uint32(b[9:])),
+	}
+	p := 13
+	rl := int(int32(be.Uint32(b[p:])))
+	p += 4
+	if rl < 0 || rl > len(b)-p {
+		return nil, fmt.Errorf("%w: remark length %d", ErrBadHeader, rl)
+	}
+	c.Remark = string(b[p : p+rl])
+	p += rl
+	if len(b)-p < 4 {
+		return nil, fmt.Errorf("%w: missing extFields length", ErrBadHeader)
+	}
+	el := int(int32(be.Uint32(b[p:])))
+	p += 4
+	if el < 0 || el > len(b)-p {
+		return nil, fmt.Errorf("%w: extFields length %d", ErrBadHeader, el)
+	}
+	ext := b[p : p+el]
+	var err error
+	if c.Flag&FlagResponse == 0 && rawSends && rawExtCode(c.Code) {
+		r := getRawExt()
+		for len(ext) > 0 {
+			var k, v []byte
+			if k, v, ext, err = nextBinaryPair(ext); err != nil {
+				putRawExt(r)
+				return nil, err
+			}
+			r.fields = append(r.fields, RawField{k, v})
+		}
+		c.raw = r
+		return c, nil
+	}
+	if pooledExt(c) {
+		c.ExtFields, c.pooledExt = getExtMap(), true
+	} else {
+		c.ExtFields = make(map[string]string)
+	}
+	for len(ext) > 0 {
+		var k, v []byte
+		if k, v, ext, err = nextBinaryPair(ext); err != nil {
+			return nil, err
+		}
+		c.ExtFields[internBytes(k)] = internBytes(v)
+	}
+	return c, nil
+}
+
+// nextBinaryPair reads the key and value at the start of a binary
+// extFields block (the value non-nil, empty or not) and returns the rest.
+func nextBinaryPair(ext []byte) (k, v, rest []byte, err error) {
+	be := binary.BigEndian
+	if len(ext) < 2 {
+		return nil, nil, nil, fmt.Errorf("%w: truncated extFields key length", ErrBadHeader)
+	}
+	kl := int(be.Uint16(ext))
+	ext = ext[2:]
+	if kl > len(ext) {
+		return nil, nil, nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
+	}
+	k = ext[:kl]
+	ext = ext[kl:]
+	if len(ext) < 4 {
+		return nil, nil, nil, fmt.Errorf("%w: truncated extFields value length", ErrBadHeader)
+	}
+	vl := int(int32(be.Uint32(ext)))
+	ext = ext[4:]
+	if vl < 0 || vl > len(ext) {
+		return nil, nil, nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
+	}
+	return k, ext[:vl:vl], ext[vl:], nil
+}
+
+// The extFields maps of SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE and
+// PULL_MESSAGE requests, and of responses, are recycled: they are a
+// quarter of a broker's allocations under a publish load, and every
+// request fills one of about the same size. The ownership rule: Decode
+// takes the map from the pool for such a command (Command.pooledExt);
+// only Release gives it back: the router's, after a handler that keeps
+// nothing (remoting.Mode.KeepsNothing) returned, or a caller's done with
+// a response (consumer.PullEach). A pooled map that is never released is
+// simply collected.
+
+// The request codes the codec treats apart (remoting/codes.go names them
+// all; TestCodecCodes checks these against it).
+const (
+	sendMessage      int32 = 10
+	pullMessage      int32 = 11
+	sendMessageV2    int32 = 310
+	sendBatchMessage int32 = 320
+)
+
+// pooledExt reports whether c's decoded header map may go back to the
+// pool (its code and flag known): a response's, a send's or a pull's.
+func pooledExt(c *Command) bool {
+	return c.Flag&FlagResponse != 0 || c.Code == pullMessage || rawExtCode(c.Code)
+}
+
+// rawExtCode reports the request codes whose extFields may be kept
+// without a map (Options.RawSends), the sends: their maps are pooled, so
+// that a map built late goes back to the pool too.
+func rawExtCode(code int32) bool {
+	return code == sendMessage || code == sendMessageV2 || code == sendBatchMessage
+}
+
+// extMapSize is about the fields of SEND_MESSAGE_V2 (a..n) and PULL_MESSAGE.
+const extMapSize = 16
+
+// A new map starts small and grows to what its command needs (most
+// responses are not given back, and carry a few fields); one that comes
+// back keeps its size.
+var extMapPool = sync.Pool{New: func() any { return make(map[string]string) }}
+
+func getExtMap() map[string]string { return extMapPool.Get().(map[string]string) }
+
+func putExtMap(m map[string]string) {
+	if len(m) > 4*extMapSize {
+		return // an odd request grew it: let it go rather than keep it
+	}
+	clear(m)
+	extMapPool.Put(m)
+}
+
+// releaseExt gives a pooled ExtFields map (or the entries kept without a
+// map) back and leaves c without one.
+func (c *Command) releaseExt() {
+	c.releaseRaw()
+	if !c.pooledExt {
+		return
+	}
+	m := c.ExtFields
+	c.ExtFields, c.pooledExt = nil, false
+	if m != nil {
+		putExtMap(m)
+	}
+}
+
+// rawExt is a pooled list of RawFields.
+type rawExt struct{ fields []RawField }
+
+var rawExtPool = sync.Pool{New: func() any { return &rawExt{fields: make([]RawField, 0, extMapSize)} }}
+
+func getRawExt() *rawExt { return rawExtPool.Get().(*rawExt) }
+
+func putRawExt(r *rawExt) {
+	if cap(r.fields) > 4*extMapSize {
+		return // an odd request grew it
+	}
+	clear(r.fields) // no references into a recycled frame
+	r.fields = r.fields[:0]
+	rawExtPool.Put(r)
+}
+
+// ensureExtMap builds c's ExtFields map from entries kept without one, as
+// the decoder would have built it.
+func (c *Command) ensureExtMap() {
+	r := c.raw
+	if r == nil {
+		return
+	}
+	c.raw = nil
+	m := getExtMap()
+	for _, f := range r.fields {
+		k := internBytes(f.Key)
+		if f.Value == nil {
+			delete(m, k) // null: absent, as Java's header decoding sees it
+			continue
+		}
+		m[k] = internBytes(f.Value)
+	}
+	putRawExt(r)
+	c.ExtFields, c.pooledExt = m, true
+}
+
+// releaseRaw drops entries kept without a map.
+func (c *Command) releaseRaw() {
+	if r := c.raw; r != nil {
+		c.raw = nil
+		putRawExt(r)
+	}
+}
+
+// litTrue and litFalse are the values of JSON true and false (read-only).
+var litTrue, litFalse = []byte("true"), []byte("false")
 
 // interned are the strings every request header repeats: the JSON header's
 // own keys, the extFields keys of sends and pulls (RocketMQ 4.x names and

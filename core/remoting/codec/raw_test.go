@@ -1,7 +1,6 @@
-package remoting
+package codec
 
 import (
-	"context"
 	"encoding/binary"
 	"maps"
 	"testing"
@@ -9,11 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// deferAll takes every deferrable request without its map.
-type deferAll struct{}
-
-func (deferAll) deferExt(int32) bool { return true }
 
 func rawJSONFrame(hdr string, body []byte) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(hdr)))
@@ -55,7 +49,7 @@ func rawFieldsMap(fields []RawField) map[string]string {
 	return m
 }
 
-func TestDecodeForKeepsRawFields(t *testing.T) {
+func TestRawSendsKeepsRawFields(t *testing.T) {
 	tests := []struct {
 		name  string
 		give  []byte
@@ -112,7 +106,7 @@ func TestDecodeForKeepsRawFields(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, ref.ExtFields)
 
-			c, err := decode(tt.give, deferAll{})
+			c, err := DecodeWith(tt.give, Options{RawSends: true})
 			require.NoError(t, err)
 			fields, isRaw := c.RawExtFields()
 			assert.Equal(t, tt.isRaw, isRaw)
@@ -129,7 +123,7 @@ func TestDecodeForKeepsRawFields(t *testing.T) {
 	}
 }
 
-func TestDecodeForRefusesAsDecode(t *testing.T) {
+func TestRawSendsRefusesAsDecode(t *testing.T) {
 	for _, hdr := range []string{
 		`{"code":310,"extFields":{"a":[1]}}`,
 		`{"code":310,"extFields":{"a":{}}}`,
@@ -140,7 +134,7 @@ func TestDecodeForRefusesAsDecode(t *testing.T) {
 	} {
 		_, want := Decode(rawJSONFrame(hdr, nil))
 		require.Error(t, want, hdr)
-		_, got := decode(rawJSONFrame(hdr, nil), deferAll{})
+		_, got := DecodeWith(rawJSONFrame(hdr, nil), Options{RawSends: true})
 		require.Error(t, got, hdr)
 		assert.Equal(t, want.Error(), got.Error(), hdr)
 	}
@@ -148,60 +142,12 @@ func TestDecodeForRefusesAsDecode(t *testing.T) {
 	bad = bad[:len(bad)-1] // the value cut short
 	binary.BigEndian.PutUint32(bad, uint32(SerializeRocketMQ)<<24|uint32(len(bad)-4))
 	_, want := Decode(bad)
-	_, got := decode(bad, deferAll{})
+	_, got := DecodeWith(bad, Options{RawSends: true})
 	require.Error(t, got)
 	assert.Equal(t, want.Error(), got.Error())
 }
 
-// TestRouterDefersOnlyWithoutMapReaders: a Router takes the codes of
-// DeferExt without their map only while every interceptor was added with
-// UseLazy; an interceptor added with Use (ACL) sees the map.
-func TestRouterDefersOnlyWithoutMapReaders(t *testing.T) {
-	frame := rawJSONFrame(`{"code":310,"opaque":1,"extFields":{"a":"g","b":"T"}}`, nil)
-	r := NewRouter()
-	var handled map[string]string
-	r.RegisterScoped(SendMessageV2, HandlerFunc(func(_ context.Context, _ *Peer, req *Command) *Command {
-		if f, ok := req.RawExtFields(); ok {
-			handled = rawFieldsMap(f)
-		} else {
-			handled = maps.Clone(req.ExtFields)
-		}
-		return NewResponse(req, Success, "")
-	}))
-	r.UseLazy(func(_ context.Context, _ *Peer, req *Command) *Command { return nil })
-
-	c, err := DecodeFor(frame, r)
-	require.NoError(t, err)
-	_, isRaw := c.RawExtFields()
-	assert.False(t, isRaw, "no DeferExt yet")
-
-	r.DeferExt(SendMessageV2)
-	c, err = DecodeFor(frame, r)
-	require.NoError(t, err)
-	_, isRaw = c.RawExtFields()
-	require.True(t, isRaw)
-	r.Handle(context.Background(), nil, c)
-	assert.Equal(t, map[string]string{"a": "g", "b": "T"}, handled)
-
-	// Decoded before Use: the router builds the map for the interceptor.
-	early, err := DecodeFor(frame, r)
-	require.NoError(t, err)
-	var seen map[string]string
-	r.Use(func(_ context.Context, _ *Peer, req *Command) *Command {
-		seen = maps.Clone(req.ExtFields)
-		return nil
-	})
-	r.Handle(context.Background(), nil, early)
-	assert.Equal(t, map[string]string{"a": "g", "b": "T"}, seen)
-
-	c, err = DecodeFor(frame, r)
-	require.NoError(t, err)
-	_, isRaw = c.RawExtFields()
-	assert.False(t, isRaw, "an interceptor added with Use reads the map")
-	assert.Equal(t, map[string]string{"a": "g", "b": "T"}, c.ExtFields)
-}
-
-// FuzzDeferredExt: decoding a frame without its map (DecodeFor) accepts
+// FuzzDeferredExt: decoding a frame without its map (Options.RawSends) accepts
 // and refuses exactly what Decode does, with the same error, the same
 // command and entries whose meaning (RawExtFields: the last entry wins,
 // null removes) is Decode's map; the map built later is that map too.
@@ -231,7 +177,7 @@ func FuzzDeferredExt(f *testing.F) {
 
 func checkDeferredMatches(t *testing.T, frame []byte) {
 	ref, refErr := Decode(frame)
-	got, err := decode(frame, deferAll{})
+	got, err := DecodeWith(frame, Options{RawSends: true})
 	if refErr != nil || err != nil {
 		if refErr == nil || err == nil || refErr.Error() != err.Error() {
 			t.Fatalf("frame %q: Decode: %v; without the map: %v", frame, refErr, err)
@@ -245,7 +191,7 @@ func checkDeferredMatches(t *testing.T, frame []byte) {
 		if m := rawFieldsMap(fields); !maps.Equal(m, ref.ExtFields) {
 			t.Fatalf("frame %q: raw entries mean %q, Decode's map %q", frame, m, ref.ExtFields)
 		}
-		if !deferrableCode(got.Code) || got.IsResponse() {
+		if !rawExtCode(got.Code) || got.IsResponse() {
 			t.Fatalf("frame %q: code %d flag %d kept raw", frame, got.Code, got.Flag)
 		}
 	}

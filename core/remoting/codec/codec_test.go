@@ -1,4 +1,4 @@
-package remoting_test
+package codec_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 // jsonFrame builds a frame (without total length) by hand, per spec §1.2:
@@ -36,7 +37,7 @@ func TestDecodeCapturedGoHeader(t *testing.T) {
 	// The word in front is the header length with serialize type 0.
 	require.Equal(t, []byte{0, 0, 0, byte(len(capturedGoHeader))}, frame[:4])
 
-	c, err := remoting.Decode(frame)
+	c, err := codec.Decode(frame)
 	require.NoError(t, err)
 	assert.Equal(t, int32(105), c.Code)
 	assert.Equal(t, "GO", c.Language)
@@ -46,14 +47,14 @@ func TestDecodeCapturedGoHeader(t *testing.T) {
 	assert.Equal(t, "", c.Remark)
 	assert.Equal(t, map[string]string{"topic": "TopicA"}, c.ExtFields)
 	assert.Nil(t, c.Body)
-	assert.Equal(t, remoting.SerializeJSON, c.SerializeType)
+	assert.Equal(t, codec.SerializeJSON, c.SerializeType)
 	assert.False(t, c.IsResponse())
 	assert.False(t, c.IsOneway())
 
 	// With a body and the stream's total-length prefix stripped.
 	stream := binary.BigEndian.AppendUint32(nil, uint32(4+len(capturedGoHeader)+3))
 	stream = append(stream, jsonFrame(capturedGoHeader, []byte("abc"))...)
-	c, err = remoting.Decode(stream[4:])
+	c, err = codec.Decode(stream[4:])
 	require.NoError(t, err)
 	assert.Equal(t, []byte("abc"), c.Body)
 }
@@ -62,50 +63,50 @@ func TestDecodeJSONVariants(t *testing.T) {
 	tests := []struct {
 		name string
 		give string
-		want remoting.Command
+		want codec.Command
 	}{
 		{
 			name: "numeric language",
 			give: `{"code":0,"language":9,"opaque":3,"flag":1}`,
-			want: remoting.Command{Language: "GO", Opaque: 3, Flag: 1, ExtFields: map[string]string{}},
+			want: codec.Command{Language: "GO", Opaque: 3, Flag: 1, ExtFields: map[string]string{}},
 		},
 		{
 			name: "null extFields values are dropped",
 			give: `{"code":10,"extFields":{"a":null,"b":"x"}}`,
-			want: remoting.Command{Code: 10, ExtFields: map[string]string{"b": "x"}},
+			want: codec.Command{Code: 10, ExtFields: map[string]string{"b": "x"}},
 		},
 		{
 			name: "unknown fields and null remark",
 			give: `{"code":34,"remark":null,"serializeTypeCurrentRPC":"JSON","future":[1,{"x":2}]}`,
-			want: remoting.Command{Code: 34, ExtFields: map[string]string{}},
+			want: codec.Command{Code: 34, ExtFields: map[string]string{}},
 		},
 		{
 			name: "escapes as jsoniter writes them",
 			give: `{"code":10,"extFields":{"properties":"TAGS\u0001a\u0002KEYS\u0001k\u003c\u003e\u0026\u0002"}}`,
-			want: remoting.Command{Code: 10, ExtFields: map[string]string{"properties": "TAGS\x01a\x02KEYS\x01k<>&\x02"}},
+			want: codec.Command{Code: 10, ExtFields: map[string]string{"properties": "TAGS\x01a\x02KEYS\x01k<>&\x02"}},
 		},
 		{
 			name: "negative opaque and java language",
 			give: `{"code":1,"language":"JAVA","version":409,"opaque":-2147483648,"flag":3,"remark":"boom"}`,
-			want: remoting.Command{Code: 1, Language: "JAVA", Version: 409, Opaque: -2147483648, Flag: 3, Remark: "boom", ExtFields: map[string]string{}},
+			want: codec.Command{Code: 1, Language: "JAVA", Version: 409, Opaque: -2147483648, Flag: 3, Remark: "boom", ExtFields: map[string]string{}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := remoting.Decode(jsonFrame(tt.give, nil))
+			c, err := codec.Decode(jsonFrame(tt.give, nil))
 			require.NoError(t, err)
-			assert.Equal(t, &tt.want, remoting.ForgetPool(c))
+			assert.Equal(t, &tt.want, codec.ForgetPool(c))
 		})
 	}
 }
 
 // sampleCommands cover both header types' corners for the round trips.
-func sampleCommands() []*remoting.Command {
-	return []*remoting.Command{
+func sampleCommands() []*codec.Command {
+	return []*codec.Command{
 		{Code: 105, Language: "GO", Version: 317, Opaque: 1, ExtFields: map[string]string{"topic": "TopicA"}},
-		{Code: 0, Language: "JAVA", Version: 409, Opaque: 2, Flag: remoting.FlagResponse, Remark: "done",
+		{Code: 0, Language: "JAVA", Version: 409, Opaque: 2, Flag: codec.FlagResponse, Remark: "done",
 			ExtFields: map[string]string{"msgId": "7F00000100002A9F0000000000000000", "queueId": "0", "queueOffset": "5"}},
-		{Code: 10, Language: "GO", Version: 317, Opaque: -7, Flag: remoting.FlagOneway,
+		{Code: 10, Language: "GO", Version: 317, Opaque: -7, Flag: codec.FlagOneway,
 			ExtFields: map[string]string{"properties": "TAGS\x01a\x02KEYS\x01k1 k2\x02", "e": `quo"te\back/slash`, "": "empty key", "ctl": "\x00\x1f\n\r\t\x7f"},
 			Body:      []byte("hello body")},
 		{Code: 1, Language: "JAVA", Version: 409, Opaque: 9, Flag: 1, Remark: "ünïcödé ✓ 😀 \u2028\u2029 <>&",
@@ -116,19 +117,19 @@ func sampleCommands() []*remoting.Command {
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+	for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
 		for i, give := range sampleCommands() {
 			give.SerializeType = st
-			frame := remoting.Encode(give)
-			got, err := remoting.Decode(frame)
+			frame := codec.Encode(give)
+			got, err := codec.Decode(frame)
 			require.NoError(t, err, "type %d command %d", st, i)
-			assert.Equal(t, give, remoting.ForgetPool(got), "type %d command %d", st, i)
+			assert.Equal(t, give, codec.ForgetPool(got), "type %d command %d", st, i)
 			// EncodeWithLength is the same frame behind its total length.
-			wl := remoting.EncodeWithLength(give)
+			wl := codec.EncodeWithLength(give)
 			assert.Equal(t, uint32(len(frame)), binary.BigEndian.Uint32(wl))
 			assert.Equal(t, frame, wl[4:])
 			// AppendHeader appends: the prefix survives.
-			h := remoting.AppendHeader([]byte("prefix"), give)
+			h := codec.AppendHeader([]byte("prefix"), give)
 			assert.Equal(t, "prefix", string(h[:6]))
 			assert.Equal(t, frame[:len(frame)-len(give.Body)], h[6:])
 		}
@@ -136,36 +137,36 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestJSONHeaderDefaultLanguage(t *testing.T) {
-	c := &remoting.Command{Code: 3}
-	got, err := remoting.Decode(remoting.Encode(c))
+	c := &codec.Command{Code: 3}
+	got, err := codec.Decode(codec.Encode(c))
 	require.NoError(t, err)
-	assert.Equal(t, remoting.ServerLanguage, got.Language)
+	assert.Equal(t, codec.ServerLanguage, got.Language)
 	assert.Equal(t, map[string]string{}, got.ExtFields)
 }
 
 func TestBinaryLanguage(t *testing.T) {
 	tests := []struct{ give, want string }{
 		{"COBOL", "OTHER"},
-		{"", remoting.ServerLanguage}, // as in the JSON header
+		{"", codec.ServerLanguage}, // as in the JSON header
 		{"GO", "GO"},
 	}
 	for _, tt := range tests {
-		c := &remoting.Command{Code: 3, Language: tt.give, SerializeType: remoting.SerializeRocketMQ}
-		got, err := remoting.Decode(remoting.Encode(c))
+		c := &codec.Command{Code: 3, Language: tt.give, SerializeType: codec.SerializeRocketMQ}
+		got, err := codec.Decode(codec.Encode(c))
 		require.NoError(t, err)
 		assert.Equal(t, tt.want, got.Language, "language %q", tt.give)
 	}
 }
 
 func TestEncodeBodyParts(t *testing.T) {
-	for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
-		c := &remoting.Command{Code: 0, Flag: 1, Body: []byte("ignored"), SerializeType: st,
+	for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
+		c := &codec.Command{Code: 0, Flag: 1, Body: []byte("ignored"), SerializeType: st,
 			BodyParts: [][]byte{[]byte("rec1"), nil, []byte("rec2")}}
-		got, err := remoting.Decode(remoting.Encode(c))
+		got, err := codec.Decode(codec.Encode(c))
 		require.NoError(t, err)
 		assert.Equal(t, "rec1rec2", string(got.Body))
-		wl := remoting.EncodeWithLength(c)
-		assert.Equal(t, remoting.Encode(c), wl[4:])
+		wl := codec.EncodeWithLength(c)
+		assert.Equal(t, codec.Encode(c), wl[4:])
 		assert.Equal(t, uint32(len(wl)-4), binary.BigEndian.Uint32(wl))
 	}
 }
@@ -189,8 +190,8 @@ func TestJSONHeaderShape(t *testing.T) {
 		"uni":         "日本語",
 		`key"quoted"`: "v",
 	}
-	c := &remoting.Command{Code: 10, Language: "JAVA", Version: 409, Opaque: 42, Flag: 1, Remark: "r\x01\"", ExtFields: ext, Body: []byte("B")}
-	frame := remoting.Encode(c)
+	c := &codec.Command{Code: 10, Language: "JAVA", Version: 409, Opaque: 42, Flag: 1, Remark: "r\x01\"", ExtFields: ext, Body: []byte("B")}
+	frame := codec.Encode(c)
 	word := binary.BigEndian.Uint32(frame)
 	require.Equal(t, byte(0), byte(word>>24), "serialize type")
 	hl := int(word & 0xFFFFFF)
@@ -242,7 +243,7 @@ func TestJSONHeaderShape(t *testing.T) {
 	assert.Equal(t, want, goClient.ExtFields)
 
 	// An empty custom header still carries "extFields":{}.
-	empty := remoting.Encode(&remoting.Command{Code: 34})
+	empty := codec.Encode(&codec.Command{Code: 34})
 	assert.Contains(t, string(empty[4:]), `"extFields":{}`)
 	assert.NotContains(t, string(empty[4:]), `"remark"`, "empty remark is omitted, as Java omits null")
 }
@@ -250,8 +251,8 @@ func TestJSONHeaderShape(t *testing.T) {
 func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	// appendJSONString must agree with encoding/json on valid strings.
 	for _, s := range []string{"", "plain", "\x00\x01\x1f", `"\`, "tab\there", "é😀", "\u2028\u2029", "\x7f", "<>&"} {
-		c := &remoting.Command{ExtFields: map[string]string{"k": s}}
-		frame := remoting.Encode(c)
+		c := &codec.Command{ExtFields: map[string]string{"k": s}}
+		frame := codec.Encode(c)
 		var h struct {
 			ExtFields map[string]string `json:"extFields"`
 		}
@@ -275,10 +276,10 @@ func TestBinaryKnownVector(t *testing.T) {
 		"0005"+hex.EncodeToString([]byte("topic"))+
 		"00000006"+hex.EncodeToString([]byte("TopicA"))+
 		hex.EncodeToString([]byte("body")))
-	c := &remoting.Command{Code: 105, Language: "GO", Version: 317, Opaque: 1,
-		ExtFields: map[string]string{"topic": "TopicA"}, Body: []byte("body"), SerializeType: remoting.SerializeRocketMQ}
-	assert.Equal(t, want, remoting.Encode(c))
-	got, err := remoting.Decode(want)
+	c := &codec.Command{Code: 105, Language: "GO", Version: 317, Opaque: 1,
+		ExtFields: map[string]string{"topic": "TopicA"}, Body: []byte("body"), SerializeType: codec.SerializeRocketMQ}
+	assert.Equal(t, want, codec.Encode(c))
+	got, err := codec.Decode(want)
 	require.NoError(t, err)
 	assert.Equal(t, c, got)
 
@@ -294,12 +295,12 @@ func TestBinaryKnownVector(t *testing.T) {
 		"0000000f"+ // 15
 		"0001"+hex.EncodeToString([]byte("a"))+"00000001"+hex.EncodeToString([]byte("1"))+
 		"0001"+hex.EncodeToString([]byte("b"))+"00000000")
-	c = &remoting.Command{Code: 17, Language: "JAVA", Version: 409, Opaque: -1, Flag: 1, Remark: "no",
-		ExtFields: map[string]string{"b": "", "a": "1"}, SerializeType: remoting.SerializeRocketMQ}
-	assert.Equal(t, want, remoting.Encode(c))
-	got, err = remoting.Decode(want)
+	c = &codec.Command{Code: 17, Language: "JAVA", Version: 409, Opaque: -1, Flag: 1, Remark: "no",
+		ExtFields: map[string]string{"b": "", "a": "1"}, SerializeType: codec.SerializeRocketMQ}
+	assert.Equal(t, want, codec.Encode(c))
+	got, err = codec.Decode(want)
 	require.NoError(t, err)
-	assert.Equal(t, c, remoting.ForgetPool(got))
+	assert.Equal(t, c, codec.ForgetPool(got))
 }
 
 // binHeader builds a ROCKETMQ frame from a header whose lengths may lie.
@@ -325,7 +326,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"three bytes", []byte{0, 0, 0}},
 		{"header length beyond frame", append(u32(16), "{}"...)},
 		{"header length 16M-1", append(u32(0xFFFFFF), "{}"...)},
-		{"header above MaxHeaderSize", append(u32(remoting.MaxHeaderSize+1), make([]byte, remoting.MaxHeaderSize+1)...)},
+		{"header above MaxHeaderSize", append(u32(codec.MaxHeaderSize+1), make([]byte, codec.MaxHeaderSize+1)...)},
 		{"serialize type 7", append(u32(7<<24|2), "{}"...)},
 		{"serialize type 255", append(u32(0xFF<<24|2), "{}"...)},
 		{"garbage JSON", jsonFrame("{oops", nil)},
@@ -353,8 +354,8 @@ func TestDecodeErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var err error
-			require.NotPanics(t, func() { _, err = remoting.Decode(tt.give) })
-			assert.ErrorIs(t, err, remoting.ErrBadHeader)
+			require.NotPanics(t, func() { _, err = codec.Decode(tt.give) })
+			assert.ErrorIs(t, err, codec.ErrBadHeader)
 		})
 	}
 }
@@ -362,16 +363,16 @@ func TestDecodeErrors(t *testing.T) {
 // TestDecodeEveryPrefix cuts valid frames at every byte: no panic, and any
 // cut inside the header is an error.
 func TestDecodeEveryPrefix(t *testing.T) {
-	for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+	for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
 		for _, c := range sampleCommands() {
 			c.SerializeType = st
-			frame := remoting.Encode(c)
+			frame := codec.Encode(c)
 			hl := int(binary.BigEndian.Uint32(frame) & 0xFFFFFF)
 			for n := range len(frame) {
 				var err error
-				require.NotPanics(t, func() { _, err = remoting.Decode(frame[:n]) }, "type %d cut at %d", st, n)
+				require.NotPanics(t, func() { _, err = codec.Decode(frame[:n]) }, "type %d cut at %d", st, n)
 				if n < 4+hl {
-					require.ErrorIs(t, err, remoting.ErrBadHeader, "type %d cut at %d", st, n)
+					require.ErrorIs(t, err, codec.ErrBadHeader, "type %d cut at %d", st, n)
 				}
 			}
 		}
@@ -379,95 +380,52 @@ func TestDecodeEveryPrefix(t *testing.T) {
 }
 
 func TestDecodeBodyAliasesFrame(t *testing.T) {
-	frame := remoting.Encode(&remoting.Command{Code: 1, Body: []byte("xyz")})
-	c, err := remoting.Decode(frame)
+	frame := codec.Encode(&codec.Command{Code: 1, Body: []byte("xyz")})
+	c, err := codec.Decode(frame)
 	require.NoError(t, err)
 	frame[len(frame)-1] = 'Q'
 	assert.Equal(t, "xyQ", string(c.Body), "Decode documents that the body aliases the frame")
 }
 
 func TestCommandHelpers(t *testing.T) {
-	a := remoting.NewRequest(remoting.PullMessage, nil, []byte("b"))
-	b := remoting.NewRequest(remoting.PullMessage, map[string]string{"x": "1"}, nil)
+	a := codec.NewRequest(remoting.PullMessage, nil, []byte("b"))
+	b := codec.NewRequest(remoting.PullMessage, map[string]string{"x": "1"}, nil)
 	assert.Greater(t, b.Opaque, a.Opaque, "opaques increase")
 	assert.NotNil(t, a.ExtFields)
-	assert.Equal(t, remoting.ServerLanguage, a.Language)
-	assert.Equal(t, int32(remoting.ServerVersion), a.Version)
+	assert.Equal(t, codec.ServerLanguage, a.Language)
+	assert.Equal(t, int32(codec.ServerVersion), a.Version)
 	assert.False(t, a.IsResponse())
 
-	a.SerializeType = remoting.SerializeRocketMQ
-	r := remoting.NewResponse(a, remoting.SystemError, "bad")
+	a.SerializeType = codec.SerializeRocketMQ
+	r := codec.NewResponse(a, remoting.SystemError, "bad")
 	assert.True(t, r.IsResponse())
 	assert.Equal(t, a.Opaque, r.Opaque)
-	assert.Equal(t, remoting.SerializeRocketMQ, r.SerializeType, "answers in the request's serialize type")
-	assert.Equal(t, r, remoting.Errorf(a, remoting.SystemError, "bad"))
+	assert.Equal(t, codec.SerializeRocketMQ, r.SerializeType, "answers in the request's serialize type")
+	assert.Equal(t, r, codec.NewResponse(a, remoting.SystemError, "bad"))
 
-	var c remoting.Command
+	var c codec.Command
 	c.SetExt("k", "v")
 	c.SetExtInt("n", -42)
 	assert.Equal(t, "v", c.Ext("k"))
 	assert.Equal(t, "-42", c.Ext("n"))
-	c.Flag = remoting.FlagOneway
+	c.Flag = codec.FlagOneway
 	assert.True(t, c.IsOneway())
 }
 
-func TestReadExt(t *testing.T) {
-	c := &remoting.Command{ExtFields: map[string]string{
-		"s": "str", "i": " 42 ", "big": "9223372036854775807", "bad": "x1", "b": "TRUE", "i32": "2147483648", "empty": "",
-	}}
-	e := remoting.ReadExt(c)
-	assert.Equal(t, "str", e.String("s"))
-	assert.Equal(t, int64(42), e.Int64("i"))
-	assert.Equal(t, int64(9223372036854775807), e.Int64("big"))
-	assert.Equal(t, int32(42), e.Int32("i"))
-	assert.Equal(t, int64(7), e.OptInt64("missing", 7))
-	assert.Equal(t, int64(7), e.OptInt64("empty", 7))
-	assert.Equal(t, int32(8), e.OptInt32("missing", 8))
-	assert.Equal(t, "", e.OptString("missing"))
-	assert.True(t, e.Bool("b"))
-	assert.False(t, e.Bool("missing"))
-	require.NoError(t, e.Err)
-
-	tests := []struct {
-		name string
-		read func(*remoting.Ext)
-		want string
-	}{
-		{"missing string", func(e *remoting.Ext) { e.String("nope") }, "the custom field <nope> is null"},
-		{"missing int", func(e *remoting.Ext) { e.Int64("nope") }, "the custom field <nope> is null"},
-		{"missing int32", func(e *remoting.Ext) { e.Int32("nope") }, "the custom field <nope> is null"},
-		{"bad int", func(e *remoting.Ext) { e.Int64("bad") }, `the custom field <bad> has bad value "x1": not an integer`},
-		{"bad opt int", func(e *remoting.Ext) { e.OptInt64("bad", 0) }, `the custom field <bad> has bad value "x1": not an integer`},
-		{"int32 overflow", func(e *remoting.Ext) { e.Int32("i32") }, `the custom field <i32> has bad value "2147483648": not a 32-bit integer`},
-		{"opt int32 overflow", func(e *remoting.Ext) { e.OptInt32("i32", 0) }, `the custom field <i32> has bad value "2147483648": not a 32-bit integer`},
-		{"first error kept", func(e *remoting.Ext) { e.String("first"); e.Int64("bad") }, "the custom field <first> is null"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := remoting.ReadExt(c)
-			tt.read(e)
-			require.Error(t, e.Err)
-			assert.Equal(t, tt.want, e.Err.Error())
-			var he *remoting.HeaderError
-			assert.ErrorAs(t, e.Err, &he)
-		})
-	}
-}
-
 func BenchmarkEncodeHeader(b *testing.B) {
-	c := &remoting.Command{Code: 0, Language: "JAVA", Version: 409, Opaque: 12345, Flag: 1,
+	c := &codec.Command{Code: 0, Language: "JAVA", Version: 409, Opaque: 12345, Flag: 1,
 		ExtFields: map[string]string{"msgId": "7F00000100002A9F0000000000001234", "queueId": "3", "queueOffset": "98765",
 			"transactionId": "C0A8000100002A9F0000000000001234", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}}
 	for _, st := range []struct {
 		name string
 		t    byte
-	}{{"json", remoting.SerializeJSON}, {"rocketmq", remoting.SerializeRocketMQ}} {
+	}{{"json", codec.SerializeJSON}, {"rocketmq", codec.SerializeRocketMQ}} {
 		b.Run(st.name, func(b *testing.B) {
 			c.SerializeType = st.t
 			buf := make([]byte, 0, 512)
 			b.ReportAllocs()
 			for b.Loop() {
-				buf = remoting.AppendHeader(buf[:0], c)
+				buf = codec.AppendHeader(buf[:0], c)
 			}
 			b.SetBytes(int64(len(buf)))
 		})
@@ -475,7 +433,7 @@ func BenchmarkEncodeHeader(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	send := &remoting.Command{Code: remoting.SendMessage, Language: "GO", Version: 317, Opaque: 77,
+	send := &codec.Command{Code: remoting.SendMessage, Language: "GO", Version: 317, Opaque: 77,
 		ExtFields: map[string]string{"producerGroup": "pg", "topic": "TopicA", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
 			"queueId": "1", "sysFlag": "0", "bornTimestamp": "1700000000000", "flag": "0", "properties": "UNIQ_KEY\x01C0A80001\x02TAGS\x01TagA\x02",
 			"reconsumeTimes": "0", "unitMode": "false", "batch": "false"},
@@ -483,19 +441,50 @@ func BenchmarkDecode(b *testing.B) {
 	for _, st := range []struct {
 		name string
 		t    byte
-	}{{"json", remoting.SerializeJSON}, {"rocketmq", remoting.SerializeRocketMQ}} {
+	}{{"json", codec.SerializeJSON}, {"rocketmq", codec.SerializeRocketMQ}} {
 		b.Run(st.name, func(b *testing.B) {
 			send.SerializeType = st.t
-			frame := remoting.Encode(send)
+			frame := codec.Encode(send)
 			b.SetBytes(int64(len(frame)))
 			b.ReportAllocs()
 			for b.Loop() {
-				c, err := remoting.Decode(frame)
+				c, err := codec.Decode(frame)
 				if err != nil {
 					b.Fatal(err)
 				}
-				remoting.Release(c) // as the router does after a scoped handler
+				codec.Release(c) // as the router does after a scoped handler
 			}
 		})
+	}
+}
+
+// TestCodecCodes: the codes the codec treats apart are remoting's.
+func TestCodecCodes(t *testing.T) {
+	assert.Equal(t, []int32{remoting.SendMessage, remoting.PullMessage, remoting.SendMessageV2, remoting.SendBatchMessage}, codec.CodecCodes)
+}
+
+func TestDecodePoolsSendAndPullRequestAndResponseMaps(t *testing.T) {
+	tests := []struct {
+		name string
+		give *codec.Command
+		want bool
+	}{
+		{"send", &codec.Command{Code: remoting.SendMessage}, true},
+		{"send v2", &codec.Command{Code: remoting.SendMessageV2}, true},
+		{"batch", &codec.Command{Code: remoting.SendBatchMessage}, true},
+		{"pull", &codec.Command{Code: remoting.PullMessage}, true},
+		{"other request", &codec.Command{Code: remoting.HeartBeat}, false},
+		{"response with code 10", &codec.Command{Code: 10, Flag: codec.FlagResponse}, true},
+		{"response with code 0", &codec.Command{Code: 0, Flag: codec.FlagResponse}, true},
+	}
+	for _, tt := range tests {
+		for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
+			tt.give.SerializeType = st
+			tt.give.ExtFields = map[string]string{"topic": "T"}
+			got, err := codec.Decode(codec.Encode(tt.give))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, codec.PooledExt(got), "%s, serialize type %d", tt.name, st)
+			assert.Equal(t, "T", got.Ext("topic"))
+		}
 	}
 }

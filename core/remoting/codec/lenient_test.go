@@ -1,4 +1,4 @@
-package remoting
+package codec
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ func decodeBoth(t *testing.T, hdr string) (c *Command, fastTook bool) {
 	t.Helper()
 	std, err := decodeJSONHeaderStd([]byte(hdr))
 	require.NoError(t, err)
-	fast, ok := decodeJSONHeaderFast([]byte(hdr))
+	fast, ok := decodeJSONHeaderFast([]byte(hdr), false)
 	if ok {
 		assert.Equal(t, std, ForgetPool(fast), "fast path and reference differ")
 	}
@@ -152,7 +152,7 @@ func TestFastPathTakesCommonLenientHeaders(t *testing.T) {
 		`{"code":310,"opaque":"5","flag":0,"extFields":{"a":"PG","b":"T","e":0,"f":true,"i":1.5,"n":null}}`,
 		`{"code":"11","extFields":{"queueId":3,"queueOffset":-1,"maxMsgNums":32,"sysFlag":2,"commitOffset":0}}`,
 	} {
-		_, ok := decodeJSONHeaderFast([]byte(s))
+		_, ok := decodeJSONHeaderFast([]byte(s), false)
 		assert.True(t, ok, s)
 	}
 }
@@ -189,7 +189,7 @@ func TestHeaderShapeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, ok := decodeJSONHeaderFast([]byte(tt.give))
+			_, ok := decodeJSONHeaderFast([]byte(tt.give), false)
 			require.False(t, ok, "the fast path took a wrong-shaped header")
 			_, err := Decode(jsonTestFrame(tt.give))
 			var he *HeaderShapeError

@@ -1,4 +1,4 @@
-package remoting
+package codec
 
 import (
 	"errors"
@@ -27,7 +27,7 @@ var jsonHeaderSamples = []string{
 func TestFastJSONHeaderMatchesEncodingJSON(t *testing.T) {
 	for _, s := range jsonHeaderSamples {
 		t.Run(s, func(t *testing.T) {
-			fast, ok := decodeJSONHeaderFast([]byte(s))
+			fast, ok := decodeJSONHeaderFast([]byte(s), false)
 			require.True(t, ok, "fast path refused a plain header")
 			std, err := decodeJSONHeaderStd([]byte(s))
 			require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestFastJSONHeaderDefersOddInput(t *testing.T) {
 	}
 	for _, s := range tests {
 		t.Run(s, func(t *testing.T) {
-			_, ok := decodeJSONHeaderFast([]byte(s))
+			_, ok := decodeJSONHeaderFast([]byte(s), false)
 			assert.False(t, ok)
 		})
 	}
@@ -84,7 +84,7 @@ func FuzzFastJSONHeader(f *testing.F) {
 }
 
 func checkFastMatchesStd(t *testing.T, b []byte) {
-	fast, ok := decodeJSONHeaderFast(b)
+	fast, ok := decodeJSONHeaderFast(b, false)
 	if !ok {
 		return
 	}

@@ -1,4 +1,4 @@
-package remoting
+package codec
 
 // ForgetPool clears c's pooled-map mark so tests can compare decoded
 // commands with literals; it returns c.
@@ -13,3 +13,7 @@ func PooledExt(c *Command) bool { return c.pooledExt }
 // Release gives c's pooled map back, as the router does after a scoped
 // handler.
 func Release(c *Command) { c.Release() }
+
+// CodecCodes are the request codes the codec treats apart, in the order
+// SEND_MESSAGE, PULL_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE.
+var CodecCodes = []int32{sendMessage, pullMessage, sendMessageV2, sendBatchMessage}

@@ -1,4 +1,4 @@
-package remoting_test
+package codec_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quivermq/quiver/core/remoting"
+	"github.com/quivermq/quiver/core/remoting/codec"
 )
 
 var knownLanguages = map[string]bool{
@@ -31,15 +32,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0, 0, 0})
 	f.Add([]byte{7, 0, 0, 2, '{', '}'})
 	for _, c := range sampleCommands() {
-		for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+		for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
 			c.SerializeType = st
-			f.Add(remoting.Encode(c))
+			f.Add(codec.Encode(c))
 		}
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		c, err := remoting.Decode(frame)
+		c, err := codec.Decode(frame)
 		if err != nil {
-			if !errors.Is(err, remoting.ErrBadHeader) {
+			if !errors.Is(err, codec.ErrBadHeader) {
 				t.Fatalf("error %v does not wrap ErrBadHeader", err)
 			}
 			return
@@ -47,19 +48,19 @@ func FuzzDecode(f *testing.F) {
 		if c.ExtFields == nil {
 			t.Fatal("decoded command has nil ExtFields")
 		}
-		enc := remoting.Encode(c)
-		if int(binary.BigEndian.Uint32(enc)&0xFFFFFF) > remoting.MaxHeaderSize {
+		enc := codec.Encode(c)
+		if int(binary.BigEndian.Uint32(enc)&0xFFFFFF) > codec.MaxHeaderSize {
 			return // escaping grew the header past what Decode accepts
 		}
-		c2, err := remoting.Decode(enc)
+		c2, err := codec.Decode(enc)
 		if err != nil {
 			t.Fatalf("re-encoded command does not decode: %v\nframe %q\nre-encoded %q", err, frame, enc)
 		}
 		want := *c
 		switch {
 		case want.Language == "":
-			want.Language = remoting.ServerLanguage
-		case want.SerializeType == remoting.SerializeRocketMQ && !knownLanguages[want.Language]:
+			want.Language = codec.ServerLanguage
+		case want.SerializeType == codec.SerializeRocketMQ && !knownLanguages[want.Language]:
 			want.Language = "OTHER"
 		}
 		if !bytes.Equal(want.Body, c2.Body) {
@@ -77,8 +78,8 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		// Encoding is deterministic and stable from here on.
-		if enc2 := remoting.Encode(c2); !bytes.Equal(remoting.Encode(&want), enc2) {
-			t.Fatalf("encoding not stable:\n%q\n%q", remoting.Encode(&want), enc2)
+		if enc2 := codec.Encode(c2); !bytes.Equal(codec.Encode(&want), enc2) {
+			t.Fatalf("encoding not stable:\n%q\n%q", codec.Encode(&want), enc2)
 		}
 	})
 }
@@ -91,7 +92,7 @@ func FuzzResponseExt(f *testing.F) {
 	f.Add([]byte("a\x00\x00\x00b"), true, "a")
 	f.Add([]byte("\"\\\x01\x00\xff\xfe\x00k\x00\u2028"), false, "k")
 	f.Fuzz(func(t *testing.T, pairs []byte, withMap bool, mapKey string) {
-		resp := remoting.NewResponse(&remoting.Command{Opaque: 1}, remoting.Success, "")
+		resp := codec.NewResponse(&codec.Command{Opaque: 1}, remoting.Success, "")
 		want := map[string]string{}
 		parts := bytes.Split(pairs, []byte{0})
 		for i := 0; i+1 < len(parts); i += 2 {
@@ -108,13 +109,13 @@ func FuzzResponseExt(f *testing.F) {
 				t.Fatalf("Ext(%q) = %q, want %q", k, got, v)
 			}
 		}
-		for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+		for _, st := range []byte{codec.SerializeJSON, codec.SerializeRocketMQ} {
 			resp.SerializeType = st
-			c, err := remoting.Decode(remoting.Encode(resp))
+			c, err := codec.Decode(codec.Encode(resp))
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
-			if st == remoting.SerializeJSON {
+			if st == codec.SerializeJSON {
 				// JSON carries valid UTF-8 only: compare after the encoder's
 				// replacement of invalid bytes.
 				for k, v := range want {
