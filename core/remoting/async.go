@@ -47,21 +47,9 @@ func (p *Peer) InvokeAsyncDeadline(ctx context.Context, req *Command, deadline t
 	if ctx.Done() != nil {
 		c.ctx = ctx
 	}
-	// Counted before the call is visible, so take never sees it uncounted.
-	p.asyncPending.Add(1)
-	if c.ctx != nil {
-		p.cancellable.Add(1)
-	}
-	deadlineNs := c.deadline
-	if !p.add(c) {
-		p.unswept(c)
+	if !p.pending.add(c) {
 		putCall(c)
 		return ErrPeerClosed
-	}
-	// After add: a sweep that resets nextExpiry either sees the call in
-	// the table or sees this lower bound.
-	if deadlineNs != 0 {
-		p.lowerExpiry(deadlineNs)
 	}
 	p.async.wakeIfIdle()
 	var err error
@@ -71,7 +59,7 @@ func (p *Peer) InvokeAsyncDeadline(ctx context.Context, req *Command, deadline t
 		err = p.Send(ctx, req)
 	}
 	if err != nil {
-		if p.take(c.opaque) != nil {
+		if p.pending.take(c.opaque) != nil {
 			putCall(c)
 			return err
 		}
@@ -195,7 +183,7 @@ func (p *Peer) asyncLoop() {
 		if closed {
 			return
 		}
-		if p.asyncPending.Load() > 0 {
+		if p.pending.swept.Load() > 0 {
 			if tick == nil {
 				tick = time.NewTicker(p.sweep)
 				tickC = tick.C
@@ -203,7 +191,7 @@ func (p *Peer) asyncLoop() {
 			continue
 		}
 		a.idle.Store(true)
-		if p.asyncPending.Load() > 0 {
+		if p.pending.swept.Load() > 0 {
 			// An InvokeAsync counted its call before idle was set, so it
 			// may not wake us: keep ticking (if it did wake us, the spare
 			// wake-up is harmless).

@@ -79,7 +79,7 @@ type Peer struct {
 	sem     chan struct{}
 	sweep   time.Duration
 
-	pending [pendingShards]pendingShard
+	pending pendingTable
 
 	// async: completed async calls waiting for the callback goroutine.
 	async asyncQueue
@@ -90,15 +90,6 @@ type Peer struct {
 	// recycler takes back request frames after scoped handlers (nil when
 	// the transport does not reuse them).
 	recycler transport.FrameRecycler
-
-	// asyncPending counts the swept calls (async ones, and sync ones with
-	// a deadline) in the pending table;
-	// cancellable counts those whose context can end before their
-	// deadline; nextExpiry is the earliest deadline (peer clock) of the
-	// async calls added since the last sweep.
-	asyncPending atomic.Int32
-	cancellable  atomic.Int32
-	nextExpiry   atomic.Int64
 
 	// router, when the handler is one, says which requests run on the
 	// reader and how sends are decoded; ahead tells the reader whether a
@@ -158,7 +149,7 @@ func NewPeer(conn transport.Conn, h Handler, log *slog.Logger, opts PeerOptions)
 		work:  make(chan *Command),
 		ID:    peerSeq.Add(1),
 	}
-	p.nextExpiry.Store(math.MaxInt64)
+	p.pending.nextExpiry.Store(math.MaxInt64) // no deadline yet
 	if b, ok := conn.(transport.FrameBatcher); ok {
 		p.batch = b
 	}
@@ -275,19 +266,7 @@ func (p *Peer) closeWith(cause error) error {
 			p.closeErr = fmt.Errorf("%w: %w", ErrPeerClosed, cause)
 		}
 		err = p.conn.Close()
-		var failed []*call
-		for i := range p.pending {
-			sh := &p.pending[i]
-			sh.mu.Lock()
-			sh.closed = true
-			for k, c := range sh.m {
-				delete(sh.m, k)
-				failed = append(failed, c)
-			}
-			sh.mu.Unlock()
-		}
-		for _, c := range failed {
-			p.unswept(c)
+		for _, c := range p.pending.close() {
 			if c.cb == nil {
 				c.ch <- nil
 				continue

@@ -1,13 +1,15 @@
 package remoting
 
 // The pending-call table: calls waiting for their response, keyed by
-// opaque in sharded maps, and the sweep that fails expired ones.
+// opaque in sharded maps, and the sweep that fails expired ones; sync
+// calls.
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,7 +35,7 @@ type call struct {
 	// on the peer clock (0: none).
 	ctx      context.Context
 	deadline int64
-	// swept: counted in asyncPending, watched by the sweep (async calls,
+	// swept: counted in the table's swept, watched by the sweep (async calls,
 	// and sync calls with a deadline of their own).
 	swept bool
 	resp  *Command
@@ -50,16 +52,36 @@ func putCall(c *call) {
 	callPool.Put(c)
 }
 
-func (p *Peer) shard(opaque int32) *pendingShard {
-	return &p.pending[uint32(opaque)%pendingShards]
+// pendingTable holds the calls waiting for their response.
+type pendingTable struct {
+	shards [pendingShards]pendingShard
+	// swept counts the calls the sweep watches (async ones, and sync ones
+	// with a deadline of their own); cancellable those of them whose
+	// context can end before their deadline; nextExpiry is the earliest
+	// deadline (peer clock) of those added since the last sweep.
+	swept       atomic.Int32
+	cancellable atomic.Int32
+	nextExpiry  atomic.Int64
 }
 
-// add registers c; false when the peer is closed.
-func (p *Peer) add(c *call) bool {
-	sh := p.shard(c.opaque)
+func (t *pendingTable) shard(opaque int32) *pendingShard {
+	return &t.shards[uint32(opaque)%pendingShards]
+}
+
+// add registers c, counted first when swept, so that take never sees it
+// uncounted; false when the table is closed.
+func (t *pendingTable) add(c *call) bool {
+	if c.swept {
+		t.swept.Add(1)
+		if c.ctx != nil {
+			t.cancellable.Add(1)
+		}
+	}
+	sh := t.shard(c.opaque)
 	sh.mu.Lock()
 	if sh.closed {
 		sh.mu.Unlock()
+		t.unswept(c)
 		return false
 	}
 	if sh.m == nil {
@@ -67,13 +89,18 @@ func (p *Peer) add(c *call) bool {
 	}
 	sh.m[c.opaque] = c
 	sh.mu.Unlock()
+	// After the insert: a sweep that resets nextExpiry either sees the
+	// call in the table or sees this lower bound.
+	if c.swept && c.deadline != 0 {
+		t.lowerExpiry(c.deadline)
+	}
 	return true
 }
 
 // take removes the call of opaque, if it is still pending: the caller
 // then delivers it.
-func (p *Peer) take(opaque int32) *call {
-	sh := p.shard(opaque)
+func (t *pendingTable) take(opaque int32) *call {
+	sh := t.shard(opaque)
 	sh.mu.Lock()
 	c, ok := sh.m[opaque]
 	if ok {
@@ -81,24 +108,100 @@ func (p *Peer) take(opaque int32) *call {
 	}
 	sh.mu.Unlock()
 	if ok {
-		p.unswept(c)
+		t.unswept(c)
 	}
 	return c
 }
 
-// unswept uncounts a call leaving the pending table.
-func (p *Peer) unswept(c *call) {
+// unswept uncounts a call leaving the table.
+func (t *pendingTable) unswept(c *call) {
 	if !c.swept {
 		return
 	}
-	p.asyncPending.Add(-1)
+	t.swept.Add(-1)
 	if c.ctx != nil {
-		p.cancellable.Add(-1)
+		t.cancellable.Add(-1)
 	}
 }
 
+// close refuses further calls and takes out every pending one.
+func (t *pendingTable) close() []*call {
+	var out []*call
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		sh.closed = true
+		for _, c := range sh.m {
+			t.unswept(c)
+			out = append(out, c)
+		}
+		sh.m = nil
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+func (t *pendingTable) lowerExpiry(at int64) {
+	for {
+		cur := t.nextExpiry.Load()
+		if at >= cur || t.nextExpiry.CompareAndSwap(cur, at) {
+			return
+		}
+	}
+}
+
+// expired takes out the swept calls whose deadline passed by now (peer
+// clock) or whose ctx ended, each with c.err saying which. It scans the
+// table only when one may have: a deadline is due or some call has a
+// context that can end.
+func (t *pendingTable) expired(now int64) []*call {
+	if t.cancellable.Load() == 0 && now < t.nextExpiry.Load() {
+		return nil
+	}
+	t.nextExpiry.Store(math.MaxInt64)
+	next := int64(math.MaxInt64)
+	var out []*call
+	var lastCtx context.Context
+	lastDone := false
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, c := range sh.m {
+			if !c.swept {
+				continue
+			}
+			var err error
+			if c.ctx != nil {
+				if c.ctx != lastCtx {
+					lastCtx, lastDone = c.ctx, c.ctx.Err() != nil
+				}
+				if lastDone {
+					err = c.ctx.Err()
+				}
+			}
+			if err == nil && c.deadline != 0 {
+				if c.deadline <= now {
+					err = context.DeadlineExceeded
+				} else {
+					next = min(next, c.deadline)
+				}
+			}
+			if err == nil {
+				continue
+			}
+			delete(sh.m, k)
+			t.unswept(c)
+			c.err = err
+			out = append(out, c)
+		}
+		sh.mu.Unlock()
+	}
+	t.lowerExpiry(next)
+	return out
+}
+
 func (p *Peer) complete(resp *Command) {
-	c := p.take(resp.Opaque)
+	c := p.pending.take(resp.Opaque)
 	if c == nil {
 		return
 	}
@@ -129,16 +232,13 @@ func (p *Peer) InvokeDeadline(ctx context.Context, req *Command, deadline time.T
 				return nil, ErrPeerClosed
 			}
 			c.deadline, c.swept = max(peerClock(deadline), 1), true
-			p.asyncPending.Add(1)
 		}
 	}
-	if !p.add(c) {
-		p.unswept(c)
+	if !p.pending.add(c) {
 		putCall(c)
 		return nil, ErrPeerClosed
 	}
 	if c.swept {
-		p.lowerExpiry(c.deadline)
 		p.async.wakeIfIdle()
 	}
 	// Queued for the writer goroutine where the transport has one: the
@@ -177,7 +277,7 @@ func (p *Peer) InvokeDeadline(ctx context.Context, req *Command, deadline time.T
 // when a response or Close got there first, its delivery is drained, so
 // c can go back to the pool.
 func (p *Peer) abandon(c *call) {
-	if p.take(c.opaque) == nil {
+	if p.pending.take(c.opaque) == nil {
 		<-c.ch
 	}
 	putCall(c)
@@ -191,63 +291,10 @@ func (p *Peer) failure() error {
 	return ErrPeerClosed
 }
 
-func (p *Peer) lowerExpiry(t int64) {
-	for {
-		cur := p.nextExpiry.Load()
-		if t >= cur || p.nextExpiry.CompareAndSwap(cur, t) {
-			return
-		}
-	}
-}
-
-// expire fails async calls whose deadline passed or whose ctx ended. It
-// scans the table only when one may have: a deadline is due or some call
-// has a context that can end.
+// expire fails the calls whose deadline passed or whose ctx ended.
 func (p *Peer) expire() {
-	now := peerClock(time.Now())
-	if p.cancellable.Load() == 0 && now < p.nextExpiry.Load() {
-		return
-	}
-	p.nextExpiry.Store(math.MaxInt64)
-	next := int64(math.MaxInt64)
-	var expired []*call
-	var lastCtx context.Context
-	lastDone := false
-	for i := range p.pending {
-		sh := &p.pending[i]
-		sh.mu.Lock()
-		for k, c := range sh.m {
-			if !c.swept {
-				continue
-			}
-			var err error
-			if c.ctx != nil {
-				if c.ctx != lastCtx {
-					lastCtx, lastDone = c.ctx, c.ctx.Err() != nil
-				}
-				if lastDone {
-					err = c.ctx.Err()
-				}
-			}
-			if err == nil && c.deadline != 0 {
-				if c.deadline <= now {
-					err = context.DeadlineExceeded
-				} else {
-					next = min(next, c.deadline)
-				}
-			}
-			if err == nil {
-				continue
-			}
-			delete(sh.m, k)
-			c.err = fmt.Errorf("remoting: request %d to %s: %w", c.code, p.RemoteAddr(), err)
-			expired = append(expired, c)
-		}
-		sh.mu.Unlock()
-	}
-	p.lowerExpiry(next)
-	for _, c := range expired {
-		p.unswept(c)
+	for _, c := range p.pending.expired(peerClock(time.Now())) {
+		c.err = fmt.Errorf("remoting: request %d to %s: %w", c.code, p.RemoteAddr(), c.err)
 		if c.cb == nil {
 			c.ch <- nil // c.err says why
 			continue
