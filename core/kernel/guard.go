@@ -10,7 +10,6 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/quivermq/quiver/core/auth"
-	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/remoting"
 )
 
@@ -131,28 +130,10 @@ func (g *Guard) Apply(r *remoting.Router) {
 	g.useFilters(r, g.filters)
 }
 
-// NewGuard opens every auth plugin whose section says enabled: true
-// (auth.acl.enabled, or its old spelling acl.enabled), with the rest of
-// its section (auth.acl.file, ...) decoded into the plugin's config, as
-// the plan does (planAuth): a section with problems is a *PlanError.
-// Plugins are closed on stop. The application builds its guard from the
-// plan instead (newGuardFx).
-func NewGuard(lc fx.Lifecycle, cfg *config.Config, reg *AuthRegistry, log *slog.Logger) (*Guard, error) {
-	pl := &planner{cfg: cfg}
-	p := &Plan{Config: cfg}
-	pl.planAuth(p, reg)
-	if len(pl.problems) > 0 {
-		return nil, &PlanError{Problems: pl.problems}
-	}
-	for _, n := range p.Notices {
-		log.Info(n)
-	}
-	return openGuard(lc, p.Auth, log)
-}
-
-// newGuardFx opens the auth plugins the plan enabled and logs the plan's
-// notices (once per process: every process builds a guard).
-func newGuardFx(lc fx.Lifecycle, p *Plan, log *slog.Logger) (*Guard, error) {
+// NewGuard opens the auth plugins the plan enabled (Plan.Auth) and logs
+// the plan's notices (once per process: every process builds a guard).
+// Plugins are closed on stop.
+func NewGuard(lc fx.Lifecycle, p *Plan, log *slog.Logger) (*Guard, error) {
 	for _, n := range p.Notices {
 		log.Info(n)
 	}

@@ -2,15 +2,12 @@ package kernel
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/quivermq/quiver/core/auth"
-	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/remoting"
 )
 
@@ -52,9 +49,7 @@ func (codeSignerProvider) Open(_ context.Context, cfg any, _ auth.Deps) (auth.Au
 
 func newTestGuard(t *testing.T, section map[string]any) *Guard {
 	t.Helper()
-	reg, err := NewRegistry("auth plugin", []auth.Provider{codeSignerProvider{}}, auth.Provider.ID)
-	require.NoError(t, err)
-	g, err := NewGuard(fxtest.NewLifecycle(t), config.FromMap(map[string]any{"fakeacl": section}), reg, slog.New(slog.DiscardHandler))
+	g, err := guardFor(t, map[string]any{"fakeacl": section}, codeSignerProvider{})
 	require.NoError(t, err)
 	return g
 }

@@ -3,15 +3,12 @@ package kernel
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/quivermq/quiver/core/auth"
-	"github.com/quivermq/quiver/core/config"
 	"github.com/quivermq/quiver/core/remoting"
 )
 
@@ -54,9 +51,7 @@ func (declaredProvider) Open(context.Context, any, auth.Deps) (auth.Authenticato
 // the guard authenticates every request and authorizes what its code
 // needs (guard_needs.go).
 func TestGuardDeclaredInterfaces(t *testing.T) {
-	reg, err := NewRegistry("auth plugin", []auth.Provider{declaredProvider{}}, auth.Provider.ID)
-	require.NoError(t, err)
-	g, err := NewGuard(fxtest.NewLifecycle(t), config.FromMap(map[string]any{"declared": map[string]any{"enabled": true}}), reg, slog.New(slog.DiscardHandler))
+	g, err := guardFor(t, map[string]any{"declared": map[string]any{"enabled": true}}, declaredProvider{})
 	require.NoError(t, err)
 	require.Len(t, g.Interceptors, 1)
 	r := remoting.NewRouter()
@@ -134,10 +129,7 @@ func (p mapProvider) Open(_ context.Context, cfg any, _ auth.Deps) (auth.Authent
 // the guard's own enabled and namesrv_enabled.
 func TestGuardDecodesNestedKeys(t *testing.T) {
 	got := &mapConfig{}
-	reg, err := NewRegistry("auth plugin", []auth.Provider{mapProvider{got: got}}, auth.Provider.ID)
-	require.NoError(t, err)
-	cfg := config.FromMap(map[string]any{"mapped": map[string]any{"enabled": true, NamesrvKey: false, "tokens": map[string]any{"alice": "a-token", "bob": "b-token"}}})
-	_, err = NewGuard(fxtest.NewLifecycle(t), cfg, reg, slog.New(slog.DiscardHandler))
+	_, err := guardFor(t, map[string]any{"mapped": map[string]any{"enabled": true, NamesrvKey: false, "tokens": map[string]any{"alice": "a-token", "bob": "b-token"}}}, mapProvider{got: got})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"alice": "a-token", "bob": "b-token"}, got.Tokens)
 }

@@ -164,7 +164,7 @@ func openStore(ctx context.Context, sc StorageSettings, log *slog.Logger) (store
 // settings, the guard and the enabled transports. The store is provided
 // by StorageModule so processes without one (mq namesrv) never open it.
 var Module = fx.Module("kernel",
-	fx.Provide(func(p *Plan) *slog.Logger { return p.Log.Logger() }, newGuardFx,
+	fx.Provide(func(p *Plan) *slog.Logger { return p.Log.Logger() }, NewGuard,
 		func(p *Plan) RemotingConfig { return p.Remoting },
 		func(p *Plan, log *slog.Logger) *transport.Set {
 			return transport.NewSet(p.Transports, p.TransportConfigs, transport.Deps{Logger: log.With("component", "transport"), MaxFrameSize: int(p.Remoting.MaxFrameSize)})

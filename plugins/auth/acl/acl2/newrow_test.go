@@ -51,9 +51,10 @@ func (declared) Open(context.Context, any, auth.Deps) (auth.Authenticator, auth.
 func TestNewRowReachesEveryReader(t *testing.T) {
 	const code int32 = 4999
 	ctx := context.Background()
-	reg, err := kernel.NewRegistry("auth plugin", []auth.Provider{declared{}}, auth.Provider.ID)
+	plan, err := kernel.NewPlan(config.FromMap(map[string]any{"transports": []string{}, "declared": map[string]any{"enabled": true}}),
+		kernel.Spec{Plugins: kernel.Plugins{Auth: []auth.Provider{declared{}}}})
 	require.NoError(t, err)
-	g, err := kernel.NewGuard(fxtest.NewLifecycle(t), config.FromMap(map[string]any{"declared": map[string]any{"enabled": true}}), reg, slog.New(slog.DiscardHandler))
+	g, err := kernel.NewGuard(fxtest.NewLifecycle(t), plan, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	r := remoting.NewRouter()
 	r.Register(code, func(_ context.Context, _ *remoting.Peer, req *remoting.Command) *remoting.Command {

@@ -51,10 +51,11 @@ func startServer(t *testing.T, section map[string]any, more map[string]any) *ser
 	for k, v := range more {
 		authSec[k] = v
 	}
-	reg, err := kernel.NewRegistry("auth plugin", []auth.Provider{acl2.NewProvider(), acl.NewProvider()}, auth.Provider.ID)
+	plan, err := kernel.NewPlan(config.FromMap(map[string]any{"transports": []string{}, "auth": authSec}),
+		kernel.Spec{Plugins: kernel.Plugins{Auth: []auth.Provider{acl2.NewProvider(), acl.NewProvider()}}})
 	require.NoError(t, err)
 	lc := fxtest.NewLifecycle(t)
-	g, err := kernel.NewGuard(lc, config.FromMap(map[string]any{"auth": authSec}), reg, slog.New(slog.DiscardHandler))
+	g, err := kernel.NewGuard(lc, plan, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	lc.RequireStart()
 	t.Cleanup(lc.RequireStop)
