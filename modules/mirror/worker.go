@@ -214,11 +214,15 @@ func (l *link) convert(msgs []*client.MessageExt) (items []message.BatchItem, of
 }
 
 // mirrored is m as the target stores it; ok is false when m came from
-// the target cluster (active-active: never send a message home).
+// the target cluster (active-active: never send a message home). The
+// item shares m's body and properties: m, pulled for the link alone, is
+// changed in place (copying each message's properties was about 4 % of a
+// catch-up's CPU) and must not be used as the source's message after.
 func mirrored(m *client.MessageExt, sourceCluster, targetCluster, linkName string) (message.BatchItem, bool) {
-	p := make(message.Properties, len(m.Properties)+6)
-	for k, v := range m.Properties {
-		p[k] = v
+	p := message.Properties(m.Properties)
+	if p == nil {
+		p = make(message.Properties, 6)
+		m.Properties = p
 	}
 	origin := p[broker.PropertyMirrorOrigin]
 	if origin == "" {
@@ -298,7 +302,16 @@ func (l *link) write(ctx context.Context, dst client.MessageQueue, items []messa
 			return 0, fmt.Errorf("target broker %s: %w", dst.BrokerName, client.ErrBrokerNotFound)
 		}
 	}
-	var body []byte
+	// Sized up front: grown append by append, a batch of 256 KiB cost
+	// more CPU than the rest of its encoding.
+	size := 0
+	for _, it := range items {
+		size += 26 + len(it.Body)
+		for k, v := range it.Properties {
+			size += len(k) + len(v) + 2
+		}
+	}
+	body := make([]byte, 0, size)
 	for _, it := range items {
 		body = message.AppendBatchItem(body, it)
 	}
