@@ -55,12 +55,9 @@ func (p *Peer) dispatch(ctx context.Context, frame []byte, inline bool) error {
 		}
 	}
 	p.handlers.Add(1)
-	switch {
-	case onReader:
-		p.serveInline(ctx, cmd)
-	case inline:
-		p.serve(ctx, cmd)
-	default:
+	if onReader || inline {
+		p.serve(ctx, cmd, onReader)
+	} else {
 		p.handOff(ctx, cmd)
 	}
 	return nil
@@ -93,7 +90,7 @@ func (p *Peer) handOff(ctx context.Context, req *Command) {
 func (p *Peer) worker(ctx context.Context, req *Command) {
 	defer p.bg.Done()
 	for {
-		p.serve(ctx, req)
+		p.serve(ctx, req, false)
 		if p.idleWorkers.Add(1) > maxIdleWorkers {
 			p.idleWorkers.Add(-1)
 			return
@@ -159,33 +156,27 @@ func (p *Peer) logBadHeader(he *codec.HeaderShapeError, size int) {
 	p.log.Debug("malformed header", "err", he, "code", he.Code, "opaque", he.Opaque, "flag", he.Flag, "bad_headers", n)
 }
 
-func (p *Peer) serve(ctx context.Context, req *Command) {
+// serve runs req's handler and sends its answer, or queues it when the
+// request runs on the reader (inline.go). The caller holds an in-flight
+// slot and counted the handler.
+func (p *Peer) serve(ctx context.Context, req *Command, onReader bool) {
 	defer func() {
 		<-p.sem
 		p.handlers.Done()
 	}()
-	var resp *Command
-	if p.handler == nil {
-		resp = NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
-	} else {
-		resp = p.safeHandle(ctx, req)
-	}
+	resp := p.safeHandle(ctx, req)
 	if resp == nil || req.IsOneway() {
-		return
+		return // no answer, or one sent later with Reply
 	}
 	resp.Opaque = req.Opaque
 	resp.Flag |= codec.FlagResponse
+	if onReader {
+		p.queueReply(req, resp)
+		return
+	}
 	err := p.Send(ctx, resp)
 	if errors.Is(err, transport.ErrFrameTooLarge) {
-		// An answer the frame limit cannot carry would otherwise leave the
-		// client waiting for its timeout (and retrying what may already
-		// be done): it gets an error answer that says why instead.
-		p.log.Warn("response exceeds the frame limit: answered with an error", "code", req.Code, "err", err)
-		small := NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
-			req.Code, RequestCodeName(req.Code), err))
-		small.Opaque = req.Opaque
-		small.Flag |= codec.FlagResponse
-		err = p.Send(ctx, small)
+		err = p.Send(ctx, p.tooLarge(req, err))
 	}
 	if err != nil && !errors.Is(err, ErrPeerClosed) {
 		p.log.Debug("write response", "code", req.Code, "err", err)
@@ -193,6 +184,9 @@ func (p *Peer) serve(ctx context.Context, req *Command) {
 }
 
 func (p *Peer) safeHandle(ctx context.Context, req *Command) (resp *Command) {
+	if p.handler == nil {
+		return NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("request handler panicked", "code", req.Code, "panic", r)
@@ -200,4 +194,13 @@ func (p *Peer) safeHandle(ctx context.Context, req *Command) (resp *Command) {
 		}
 	}()
 	return p.handler.Handle(ctx, p, req)
+}
+
+// tooLarge is the small error answer that replaces an answer to req the
+// frame limit cannot carry (err): without it the client would wait for
+// its timeout, and retry what may already be done.
+func (p *Peer) tooLarge(req *Command, err error) *Command {
+	p.log.Warn("response exceeds the frame limit: answered with an error", "code", req.Code, "err", err)
+	return NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
+		req.Code, RequestCodeName(req.Code), err))
 }

@@ -51,57 +51,37 @@ func (e *Ext) String(k string) string {
 func (e *Ext) OptString(k string) string { v, _ := e.get(k); return v }
 
 // Int64 returns a required integer field.
-func (e *Ext) Int64(k string) int64 {
-	v, ok := e.get(k)
-	if !ok {
-		e.fail(&HeaderError{Field: k, Reason: "missing"})
-		return 0
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		e.fail(&HeaderError{Field: k, Value: v, Reason: "not an integer"})
-	}
-	return n
-}
+func (e *Ext) Int64(k string) int64 { return e.int(k, 64, 0, true) }
 
 // OptInt64 returns an optional integer field, def when absent or empty.
-func (e *Ext) OptInt64(k string, def int64) int64 {
-	v, ok := e.get(k)
-	if !ok || v == "" {
-		return def
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		e.fail(&HeaderError{Field: k, Value: v, Reason: "not an integer"})
-	}
-	return n
-}
+func (e *Ext) OptInt64(k string, def int64) int64 { return e.int(k, 64, def, false) }
 
 // Int32 returns a required 32-bit integer field.
-func (e *Ext) Int32(k string) int32 {
+func (e *Ext) Int32(k string) int32 { return int32(e.int(k, 32, 0, true)) }
+
+// OptInt32 returns an optional 32-bit integer field.
+func (e *Ext) OptInt32(k string, def int32) int32 { return int32(e.int(k, 32, int64(def), false)) }
+
+// int reads an integer field of bits bits: def when it is absent (an
+// error when required) or empty and optional.
+func (e *Ext) int(k string, bits int, def int64, required bool) int64 {
 	v, ok := e.get(k)
-	if !ok {
+	if !ok && required {
 		e.fail(&HeaderError{Field: k, Reason: "missing"})
 		return 0
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-	if err != nil {
-		e.fail(&HeaderError{Field: k, Value: v, Reason: "not a 32-bit integer"})
-	}
-	return int32(n)
-}
-
-// OptInt32 returns an optional 32-bit integer field.
-func (e *Ext) OptInt32(k string, def int32) int32 {
-	v, ok := e.get(k)
-	if !ok || v == "" {
+	if !ok || (v == "" && !required) {
 		return def
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
 	if err != nil {
-		e.fail(&HeaderError{Field: k, Value: v, Reason: "not a 32-bit integer"})
+		reason := "not an integer"
+		if bits == 32 {
+			reason = "not a 32-bit integer"
+		}
+		e.fail(&HeaderError{Field: k, Value: v, Reason: reason})
 	}
-	return int32(n)
+	return n
 }
 
 // Bool returns an optional boolean field ("true" is true, as Java parses).

@@ -55,22 +55,6 @@ func (p *Peer) runsInline(req *Command) bool {
 	return p.router != nil && p.batch != nil && p.router.inline(req.Code)
 }
 
-// serveInline runs req's handler on the reading goroutine and queues its
-// answer. The caller holds an in-flight slot and counted the handler.
-func (p *Peer) serveInline(ctx context.Context, req *Command) {
-	defer func() {
-		<-p.sem
-		p.handlers.Done()
-	}()
-	resp := p.safeHandle(ctx, req)
-	if resp == nil || req.IsOneway() {
-		return // no answer, or one sent later with Reply
-	}
-	resp.Opaque = req.Opaque
-	resp.Flag |= codec.FlagResponse
-	p.queueReply(req, resp)
-}
-
 // queueReply encodes resp and queues it; an answer the frame limit cannot
 // carry is replaced by a small error answer that says why (as serve
 // does).
@@ -79,12 +63,7 @@ func (p *Peer) queueReply(req, resp *Command) {
 	*hb = codec.AppendHeader((*hb)[:0], resp)
 	n, limit := len(*hb)+resp.BodyLen(), p.batch.MaxFrameSize()
 	if n > limit {
-		err := fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit)
-		p.log.Warn("response exceeds the frame limit: answered with an error", "code", req.Code, "err", err)
-		resp = NewResponse(req, SystemError, fmt.Sprintf("the answer to request %d (%s) exceeds the frame limit (remoting.max_frame_size): %v",
-			req.Code, RequestCodeName(req.Code), err))
-		resp.Opaque = req.Opaque
-		resp.Flag |= codec.FlagResponse
+		resp = p.tooLarge(req, fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit))
 		*hb = codec.AppendHeader((*hb)[:0], resp)
 		n = len(*hb)
 	}

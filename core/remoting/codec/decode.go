@@ -117,8 +117,8 @@ func (c *Command) withFrame(frame []byte, hl int, r transport.FrameRecycler) *Co
 func decodeJSONHeaderFast(b []byte, rawSends bool) (*Command, bool) {
 	p := jsonParser{b: b}
 	c := &Command{}
-	// rawCode is the code rawExtCode was asked about, rawOK its answer.
-	rawCode, rawAsked, rawOK := int32(0), false, false
+	// rawCode is the code of the command when its extFields were kept raw.
+	var rawCode int32
 	if !p.consume('{') {
 		return nil, false
 	}
@@ -156,11 +156,9 @@ func decodeJSONHeaderFast(b []byte, rawSends bool) (*Command, bool) {
 			case "extFields":
 				c.releaseExt() // a repeated extFields replaces the first
 				c.ExtFields = nil
-				if !rawAsked || rawCode != c.Code {
-					rawCode, rawAsked, rawOK = c.Code, true, rawSends && rawExtCode(c.Code)
-				}
-				if rawOK {
+				if rawSends && rawExtCode(c.Code) {
 					c.raw, ok = p.extRaw()
+					rawCode = c.Code
 					break
 				}
 				// From the pool whatever the command: whether it goes back
