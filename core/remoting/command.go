@@ -1,8 +1,12 @@
 // Package remoting serves and makes RocketMQ remoting calls over frame
-// connections: a Peer per connection matches responses to pending calls
-// by opaque, runs oneway and async calls, and hands requests to a Router,
-// which dispatches request codes to the handlers modules register. The
-// RemotingCommand and its wire format are package codec.
+// connections; the RemotingCommand and its wire format are package codec.
+// A Peer is one connection, made of parts with one job each: its reader
+// (Run, dispatch.go: decode, then a worker goroutine or, for Inline
+// handlers, the reader itself with answers batched, inline.go), its
+// pending-call table (pending.go; async callbacks and the sweep,
+// async.go) and its writer (writer.go). The Router (router.go) dispatches
+// request codes to the handlers modules register, each with the Mode its
+// author promises; Server and Client own the Peers.
 package remoting
 
 import "github.com/quivermq/quiver/core/remoting/codec"

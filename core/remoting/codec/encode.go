@@ -24,8 +24,8 @@ func AppendHeader(b []byte, c *Command) []byte {
 }
 
 // Encode returns the whole frame of c, without the total-length prefix.
-// The body is c.BodyParts concatenated when set, else c.Body, as Peer.Send
-// writes it.
+// The body is c.BodyParts concatenated when set, else c.Body, as
+// remoting.Peer.Send writes it.
 func Encode(c *Command) []byte {
 	b := AppendHeader(make([]byte, 0, 256+c.BodyLen()), c)
 	return appendBody(b, c)
