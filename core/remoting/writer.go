@@ -332,17 +332,14 @@ type LateReply interface {
 	MakeReply() *Command
 }
 
-// ReplyLater has r, the answer to a request whose handler returned nil,
-// built (r.MakeReply) and written. On an idle connection whose transport
-// says the frame fits its socket now (transport.SendRoomer) that happens
-// on the caller's goroutine, saving the writer goroutine's wake-up;
-// otherwise r is queued for the connection's writer goroutine, which
-// builds it when its turn comes. The caller never waits on the socket: a
-// peer that stops reading holds up only its own connection's frames,
-// until the transport's write timeout closes it. Frames queued on one
-// connection are written in order. On a closed connection it returns
-// ErrPeerClosed; r is not built then, nor when the connection closes
-// before r's turn.
+// ReplyLater queues r, the answer to a request whose handler returned
+// nil, for the connection's writer goroutine, which builds it
+// (r.MakeReply) when its turn comes and writes it. It never writes or
+// waits on the caller's goroutine: a peer that stops reading holds up
+// only its own connection's frames, until the transport's write timeout
+// closes it. Frames queued on one connection are written in order. On a
+// closed connection it returns ErrPeerClosed; r is not built then, nor
+// when the connection closes before r's turn.
 func (p *Peer) ReplyLater(r LateReply) error {
 	select {
 	case <-p.done:
@@ -358,20 +355,8 @@ func (p *Peer) ReplyLater(r LateReply) error {
 		w.mu.Unlock()
 		return ErrPeerClosed
 	}
-	f := outFrame{late: r}
-	if rr, ok := p.conn.(transport.SendRoomer); ok && len(w.q) == 0 && w.writing == 0 {
-		w.writing++
-		w.mu.Unlock()
-		queue, err := p.replyNow(rr, &f)
-		w.mu.Lock()
-		w.writing--
-		if !queue || w.stopped {
-			w.mu.Unlock()
-			return err
-		}
-	}
 	first := len(w.q) == 0
-	w.q = append(w.q, f)
+	w.q = append(w.q, outFrame{late: r})
 	w.mu.Unlock()
 	if first {
 		select {
@@ -380,42 +365,6 @@ func (p *Peer) ReplyLater(r LateReply) error {
 		}
 	}
 	return nil
-}
-
-// replyNow builds f on the caller's goroutine and writes it there when
-// the socket has room for it; queue says it is built but must wait for
-// the writer goroutine.
-func (p *Peer) replyNow(rr transport.SendRoomer, f *outFrame) (queue bool, err error) {
-	p.buildLate(f)
-	if f.hdr == nil {
-		return false, nil // no answer
-	}
-	n := len(*f.hdr) + len(f.body)
-	for _, b := range f.parts {
-		n += len(b)
-	}
-	if n > directWriteMax || rr.SendRoom() < n+4 {
-		return true, nil
-	}
-	pp := getParts()
-	*pp = append(*pp, *f.hdr)
-	if len(f.parts) > 0 {
-		*pp = append(*pp, f.parts...)
-	} else if len(f.body) > 0 {
-		*pp = append(*pp, f.body)
-	}
-	err = p.conn.WriteFrame(context.Background(), *pp...)
-	putParts(pp)
-	headerPool.Put(f.hdr)
-	if err != nil {
-		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
-		p.closeWith(err) //nolint:errcheck // closing anyway; the first error is kept and reported
-		return false, err
-	}
-	if f.sent != nil {
-		f.sent()
-	}
-	return false, nil
 }
 
 // buildLate runs f's MakeReply and encodes its answer into f; an answer

@@ -93,17 +93,6 @@ type FrameBatcher interface {
 	MaxFrameSize() int
 }
 
-// SendRoomer is a Conn that can say how many bytes a write would hand to
-// the kernel now, without waiting for the peer to read: remoting writes a
-// held request's answer from the goroutine that woke it only when the
-// frame fits (a consumer that does not read never holds up another
-// connection's goroutine), and leaves it to the connection's writer
-// otherwise. SendRoom is conservative (half the socket's send buffer less
-// what is queued in it) and 0 when the room is unknown.
-type SendRoomer interface {
-	SendRoom() int
-}
-
 // Listener accepts frame connections.
 type Listener interface {
 	Accept(ctx context.Context) (Conn, error)

@@ -322,24 +322,24 @@ func (h *holdTable) hold(pr *pullRequest) {
 	}
 }
 
-// notify wakes requests on (topic, queue) whose offset is below max and
-// answers them once mu is released: an answer may be built and written on
-// this goroutine (Peer.ReplyLater), and its Sent may notify again
-// (priority.go).
+// notify wakes requests on (topic, queue) whose offset is below max. The
+// woken ones are queued on their connections under mu (an append each,
+// never a wait on a socket), so the list is filtered in place.
 func (h *holdTable) notify(topic string, queue int32, max int64) {
 	k := holdKey{topic, queue}
-	var buf [8]*pullRequest
-	woken := buf[:0]
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	list := h.q[k]
 	if len(list) == 0 {
-		h.mu.Unlock()
 		return
 	}
 	keep := list[:0]
 	for _, pr := range list {
 		if pr.offset < max {
-			woken = append(woken, pr)
+			if e2etrace.On && pr.peer != nil {
+				e2etrace.Found(pr.peer.ID, pr.req.Opaque, topic, queue, pr.offset, max)
+			}
+			h.answer(pr)
 		} else {
 			keep = append(keep, pr)
 		}
@@ -350,19 +350,10 @@ func (h *holdTable) notify(topic string, queue int32, max int64) {
 	} else {
 		h.q[k] = keep
 	}
-	h.mu.Unlock()
-	for _, pr := range woken {
-		if e2etrace.On && pr.peer != nil {
-			e2etrace.Found(pr.peer.ID, pr.req.Opaque, topic, queue, pr.offset, max)
-		}
-		h.answer(pr)
-	}
 }
 
-// answer has pr's answer built (MakeReply) and written on its connection,
-// at once when the connection is idle and its socket has room, else by
-// the connection's writer (Peer.ReplyLater). It does not wait on the
-// socket. Called without mu.
+// answer queues pr's answer on its connection; the connection's writer
+// builds it with MakeReply. It does not wait on the socket.
 func (h *holdTable) answer(pr *pullRequest) {
 	if err := pr.peer.ReplyLater(pr); err != nil {
 		h.b.log.Debug("answer held pull", "remote", pr.peer.RemoteAddr(), "err", err)

@@ -244,7 +244,6 @@ type Conn struct {
 
 var _ transport.Conn = (*Conn)(nil)
 var _ transport.FrameBatcher = (*Conn)(nil)
-var _ transport.SendRoomer = (*Conn)(nil)
 
 // NewConn wraps an established connection.
 func NewConn(c net.Conn, cfg *Config, maxFrame int) *Conn {
