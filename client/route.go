@@ -2,10 +2,8 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,19 +38,15 @@ func (r *TopicRoute) Brokers() []string {
 	return out
 }
 
-var unquotedKey = regexp.MustCompile(`([{,])(-?\d+):`)
-
 // ParseRoute decodes a GET_ROUTEINFO_BY_TOPIC body, accepting the
-// unquoted numeric keys a Java name server writes.
+// unquoted numeric keys a Java name server writes
+// (protocol.DecodeTopicRouteData).
 func ParseRoute(body []byte) (*protocol.TopicRouteData, error) {
-	var rd protocol.TopicRouteData
-	if err := json.Unmarshal(body, &rd); err != nil {
-		fixed := unquotedKey.ReplaceAll(body, []byte(`$1"$2":`))
-		if err2 := json.Unmarshal(fixed, &rd); err2 != nil {
-			return nil, fmt.Errorf("client: decode route: %w", err)
-		}
+	rd, err := protocol.DecodeTopicRouteData(body)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &rd, nil
+	return rd, nil
 }
 
 func buildRoute(topic string, rd *protocol.TopicRouteData) *TopicRoute {

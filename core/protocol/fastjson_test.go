@@ -307,3 +307,24 @@ func FuzzMQTable(f *testing.F) {
 		require.Equal(t, tbl.OffsetTable, back.OffsetTable)
 	})
 }
+
+// TestDecodeTopicRouteData: a route as Java 4.9's name server writes it
+// (brokerAddrs keyed by unquoted numbers) and as standard JSON decode to
+// the same value; a string holding what looks like such a key ("b,1:x")
+// is left as it is, and a body that is neither is refused.
+func TestDecodeTopicRouteData(t *testing.T) {
+	java := `{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"},"brokerName":"b,1:x","cluster":"c"}],"filterServerTable":{},"queueDatas":[{"brokerName":"b,1:x","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}`
+	std := `{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911","1":"127.0.0.1:10921"},"brokerName":"b,1:x","cluster":"c"}],"filterServerTable":{},"queueDatas":[{"brokerName":"b,1:x","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}`
+	a, err := DecodeTopicRouteData([]byte(java))
+	require.NoError(t, err)
+	b, err := DecodeTopicRouteData([]byte(std))
+	require.NoError(t, err)
+	assert.Equal(t, b, a)
+	require.Len(t, a.BrokerDatas, 1)
+	assert.Equal(t, "b,1:x", a.BrokerDatas[0].BrokerName)
+	assert.Equal(t, "127.0.0.1:10921", a.BrokerDatas[0].BrokerAddrs[1])
+	assert.Equal(t, int32(4), a.QueueDatas[0].WriteQueueNums)
+
+	_, err = DecodeTopicRouteData([]byte(`{"brokerDatas":[`))
+	assert.Error(t, err)
+}

@@ -181,6 +181,21 @@ func (r *TopicRouteData) Encode() []byte {
 	return b
 }
 
+// DecodeTopicRouteData reads a GET_ROUTEINFO_BY_TOPIC answer: standard
+// JSON, or what a Java name server's fastjson writes (brokerAddrs keyed by
+// unquoted numbers, {0:"..."}).
+func DecodeTopicRouteData(body []byte) (*TopicRouteData, error) {
+	var rd TopicRouteData
+	if err := json.Unmarshal(body, &rd); err == nil {
+		return &rd, nil
+	}
+	rd = TopicRouteData{}
+	if err := UnmarshalFastjson(body, &rd); err != nil {
+		return nil, fmt.Errorf("protocol: decode route: %w", err)
+	}
+	return &rd, nil
+}
+
 // ClusterInfo is the GET_BROKER_CLUSTER_INFO answer.
 type ClusterInfo struct {
 	BrokerAddrTable  map[string]*BrokerData `json:"brokerAddrTable"`

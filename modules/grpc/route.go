@@ -19,10 +19,7 @@ package grpc
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
-	"regexp"
 	"sort"
 	"time"
 
@@ -89,7 +86,7 @@ func (s *Server) routeBrokers(ctx context.Context, topic *grpcapi.Resource) ([]r
 		return remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": name}, nil)
 	})
 	if err == nil && resp.Code == remoting.Success && len(resp.Body) > 0 {
-		rd, perr := parseRoute(resp.Body)
+		rd, perr := protocol.DecodeTopicRouteData(resp.Body)
 		if perr != nil {
 			s.log.Warn("grpc: route from the name servers", "topic", name, "err", perr)
 		} else {
@@ -125,20 +122,6 @@ func (s *Server) routeBrokers(ctx context.Context, topic *grpcapi.Resource) ([]r
 
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
-}
-
-// unquotedKey finds the numeric map keys Java's fastjson leaves unquoted
-// (brokerAddrs: {0:"..."}), as client.ParseRoute does.
-var unquotedKey = regexp.MustCompile(`([{,])(-?\d+):`)
-
-func parseRoute(body []byte) (*protocol.TopicRouteData, error) {
-	var rd protocol.TopicRouteData
-	if err := json.Unmarshal(body, &rd); err != nil {
-		if err2 := json.Unmarshal(unquotedKey.ReplaceAll(body, []byte(`$1"$2":`)), &rd); err2 != nil {
-			return nil, fmt.Errorf("decode route: %w", err)
-		}
-	}
-	return &rd, nil
 }
 
 func routePermission(perm int32, readable, writable bool) grpcapi.Permission {
