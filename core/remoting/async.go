@@ -53,8 +53,8 @@ func (p *Peer) InvokeAsyncDeadline(ctx context.Context, req *Command, deadline t
 	}
 	p.async.wakeIfIdle()
 	var err error
-	if p.batch != nil && !directAsyncWrites {
-		err = p.enqueue(req)
+	if p.w.batch != nil && !directAsyncWrites {
+		err = p.w.enqueue(req)
 	} else {
 		err = p.Send(ctx, req)
 	}

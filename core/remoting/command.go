@@ -4,9 +4,10 @@
 // (Run, dispatch.go: decode, then a worker goroutine or, for Inline
 // handlers, the reader itself with answers batched, inline.go), its
 // pending-call table (pending.go; async callbacks and the sweep,
-// async.go) and its writer (writer.go). The Router (router.go) dispatches
-// request codes to the handlers modules register, each with the Mode its
-// author promises; Server and Client own the Peers.
+// async.go) and its writer (writer.go: a type handed the Conn, how to
+// fail it and how to start its goroutine). The Router (router.go)
+// dispatches request codes to the handlers modules register, each with
+// the Mode its author promises; Server and Client own the Peers.
 package remoting
 
 import "github.com/quivermq/quiver/core/remoting/codec"

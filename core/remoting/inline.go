@@ -44,15 +44,14 @@ const (
 // replyQueue is the reader's queue of encoded answers. Only the reading
 // goroutine touches it.
 type replyQueue struct {
-	q      []outFrame
-	bytes  int
-	frames [][][]byte
-	parts  [][]byte
+	q     []outFrame
+	bytes int
+	list  frameList
 }
 
 // runsInline reports whether req is served on the reader.
 func (p *Peer) runsInline(req *Command) bool {
-	return p.router != nil && p.batch != nil && p.router.inline(req.Code)
+	return p.router != nil && p.w.batch != nil && p.router.inline(req.Code)
 }
 
 // queueReply encodes resp and queues it; an answer the frame limit cannot
@@ -61,7 +60,7 @@ func (p *Peer) runsInline(req *Command) bool {
 func (p *Peer) queueReply(req, resp *Command) {
 	hb := headerPool.Get().(*[]byte)
 	*hb = codec.AppendHeader((*hb)[:0], resp)
-	n, limit := len(*hb)+resp.BodyLen(), p.batch.MaxFrameSize()
+	n, limit := len(*hb)+resp.BodyLen(), p.w.batch.MaxFrameSize()
 	if n > limit {
 		resp = p.tooLarge(req, fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit))
 		*hb = codec.AppendHeader((*hb)[:0], resp)
@@ -90,32 +89,8 @@ func (p *Peer) flushReplies(ctx context.Context) {
 	if len(r.q) == 0 {
 		return
 	}
-	for i := range r.q {
-		f := &r.q[i]
-		r.parts = append(r.parts, *f.hdr)
-		if len(f.parts) > 0 {
-			r.parts = append(r.parts, f.parts...)
-		} else if len(f.body) > 0 {
-			r.parts = append(r.parts, f.body)
-		}
-	}
-	at := 0
-	for i := range r.q {
-		n := r.q[i].nparts()
-		r.frames = append(r.frames, r.parts[at:at+n:at+n])
-		at += n
-	}
-	err := p.batch.WriteFrames(ctx, r.frames)
-	for i := range r.q {
-		headerPool.Put(r.q[i].hdr)
-		if err == nil && r.q[i].sent != nil {
-			r.q[i].sent()
-		}
-		r.q[i] = outFrame{}
-	}
-	clear(r.parts)
-	clear(r.frames)
-	r.q, r.parts, r.frames, r.bytes = r.q[:0], r.parts[:0], r.frames[:0], 0
+	err := p.w.writeOut(ctx, r.q, &r.list)
+	r.q, r.bytes = r.q[:0], 0
 	if err != nil {
 		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
 		p.closeWith(err) //nolint:errcheck // closing anyway; the first error is kept and reported

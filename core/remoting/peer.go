@@ -83,10 +83,8 @@ type Peer struct {
 
 	// async: completed async calls waiting for the callback goroutine.
 	async asyncQueue
-	// out: requests waiting for the writer goroutine (batch is nil when
-	// the transport cannot write several frames at once).
-	out   writeQueue
-	batch transport.FrameBatcher
+	// w writes the connection's frames (writer.go).
+	w writer
 	// recycler takes back request frames after scoped handlers (nil when
 	// the transport does not reuse them).
 	recycler transport.FrameRecycler
@@ -150,19 +148,32 @@ func NewPeer(conn transport.Conn, h Handler, log *slog.Logger, opts PeerOptions)
 		ID:    peerSeq.Add(1),
 	}
 	p.pending.nextExpiry.Store(math.MaxInt64) // no deadline yet
-	if b, ok := conn.(transport.FrameBatcher); ok {
-		p.batch = b
-	}
-	if r, ok := conn.(transport.FrameRecycler); ok {
-		p.recycler = r
-	}
-	if r, ok := h.(*Router); ok {
-		p.router = r
-	}
-	if a, ok := conn.(frameLookahead); ok {
-		p.ahead = a
-	}
+	p.w.conn, p.w.log, p.w.done, p.w.spawn = conn, p.log, p.done, p.spawn
+	p.w.fail = func(err error) { p.closeWith(err) } //nolint:errcheck // closing anyway; the first error is kept and reported
+	p.w.batch, _ = conn.(transport.FrameBatcher)
+	p.recycler, _ = conn.(transport.FrameRecycler)
+	p.router, _ = h.(*Router)
+	p.ahead, _ = conn.(frameLookahead)
 	return p
+}
+
+// spawn runs f on a goroutine Run waits for; false, f not run, when the
+// peer is closed. Under startMu, so a goroutine is started (bg.Add)
+// either before done is closed or not at all: Run's bg.Wait comes after.
+func (p *Peer) spawn(f func()) bool {
+	p.startMu.Lock()
+	defer p.startMu.Unlock()
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		f()
+	}()
+	return true
 }
 
 // RemoteAddr is the peer's address.
@@ -220,15 +231,7 @@ func (p *Peer) Send(ctx context.Context, c *Command) error {
 		return ErrPeerClosed
 	default:
 	}
-	hb := headerPool.Get().(*[]byte)
-	h := codec.AppendHeader((*hb)[:0], c)
-	err := p.writeFrame(ctx, h, c)
-	*hb = h
-	headerPool.Put(hb)
-	if err == nil && c.Sent != nil {
-		c.Sent()
-	}
-	if err != nil {
+	if err := p.w.send(ctx, c); err != nil {
 		// A frame refused for its size was not written (transports check
 		// the length first): the connection stays usable.
 		if !errors.Is(err, transport.ErrFrameTooLarge) {
@@ -274,8 +277,7 @@ func (p *Peer) closeWith(cause error) error {
 			c.err = p.failure()
 			p.async.push(p, c)
 		}
-		// Under startMu, so a goroutine is started (bg.Add) either before
-		// done is closed or not at all: Run's bg.Wait comes after.
+		// Under startMu: see spawn.
 		p.startMu.Lock()
 		close(p.done)
 		p.startMu.Unlock()

@@ -247,8 +247,8 @@ func (p *Peer) InvokeDeadline(ctx context.Context, req *Command, deadline time.T
 	// still ends the wait; the write itself is bounded by the transport's
 	// write timeout.
 	var err error
-	if p.batch != nil {
-		err = p.enqueue(req)
+	if p.w.batch != nil {
+		err = p.w.enqueue(req)
 	} else {
 		err = p.Send(ctx, req)
 	}

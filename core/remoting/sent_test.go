@@ -141,7 +141,7 @@ func TestSentResponse(t *testing.T) {
 }
 
 // TestSentInvokeDirect: a small request on an idle connection is written
-// by the caller (writeDirect).
+// by the caller (writer.enqueue).
 func TestSentInvokeDirect(t *testing.T) {
 	_, addr := startServer(t, newTestRouter(t), remoting.ServerOptions{})
 	p := dialPeer(t, addr, 0, false)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -14,43 +15,23 @@ import (
 	"github.com/quivermq/quiver/core/transport"
 )
 
-// writeFrame writes c's frame, its encoded header hdr followed by its body
-// or body parts.
-func (p *Peer) writeFrame(ctx context.Context, hdr []byte, c *Command) error {
-	switch {
-	case len(c.BodyParts) > 0:
-		pp := getParts()
-		*pp = append(append(*pp, hdr), c.BodyParts...)
-		err := p.conn.WriteFrame(ctx, *pp...)
-		putParts(pp)
-		return err
-	case len(c.Body) > 0:
-		return p.conn.WriteFrame(ctx, hdr, c.Body)
-	}
-	return p.conn.WriteFrame(ctx, hdr)
-}
+// writer is a connection's writing side: frames written from the caller
+// (send, and enqueue's on an idle connection) and a queue of encoded
+// requests, and of answers to build (ReplyLater), that its goroutine
+// writes with one flush per batch. The goroutine starts on first use
+// and ends with the connection. It is given all it uses of the Peer.
+type writer struct {
+	conn  transport.Conn
+	batch transport.FrameBatcher // nil: the transport writes frames one by one
+	log   *slog.Logger
+	// fail closes the connection after a failed write, the error kept
+	// as the cause; done is closed once the connection is gone; spawn
+	// runs the goroutine as one the connection waits for, false (and
+	// nothing run) once it is closed.
+	fail  func(error)
+	done  <-chan struct{}
+	spawn func(func()) bool
 
-var headerPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-// partsPool holds the part lists of frames written as vectors (the header
-// and the body's parts): transports hold nothing of the list once
-// WriteFrame returns.
-var partsPool = sync.Pool{New: func() any { p := make([][]byte, 0, 64); return &p }}
-
-func getParts() *[][]byte { return partsPool.Get().(*[][]byte) }
-
-func putParts(p *[][]byte) {
-	if cap(*p) > 4096 {
-		return
-	}
-	clear(*p)
-	*p = (*p)[:0]
-	partsPool.Put(p)
-}
-
-// writeQueue holds encoded requests, and answers to build (ReplyLater),
-// for the writer goroutine.
-type writeQueue struct {
 	started atomic.Bool
 	wake    chan struct{}
 
@@ -58,11 +39,9 @@ type writeQueue struct {
 	q       []outFrame
 	spare   []outFrame
 	stopped bool
-	writing int // the writer goroutine and callers writing directly
+	writing int // the goroutine and callers writing directly
 
-	// frames and parts are the writer goroutine's scratch lists.
-	frames [][][]byte
-	parts  [][]byte
+	list frameList // the goroutine's scratch
 }
 
 type outFrame struct {
@@ -77,14 +56,51 @@ type outFrame struct {
 	late LateReply
 }
 
-func (f *outFrame) nparts() int {
-	switch {
-	case len(f.parts) > 0:
-		return 1 + len(f.parts)
-	case len(f.body) > 0:
-		return 2
+// frameList is the scratch of one writing goroutine: the frames of a
+// batch as the part lists WriteFrames takes.
+type frameList struct {
+	frames [][][]byte
+	parts  [][]byte
+}
+
+var headerPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// partsPool holds the part lists of frames written as vectors (the header
+// and the body's parts): transports hold nothing of the list once
+// WriteFrame returns.
+var partsPool = sync.Pool{New: func() any { p := make([][]byte, 0, 64); return &p }}
+
+// send writes c from the caller's goroutine and runs its Sent once
+// written.
+func (w *writer) send(ctx context.Context, c *Command) error {
+	hb := headerPool.Get().(*[]byte)
+	*hb = codec.AppendHeader((*hb)[:0], c)
+	err := w.writeFrame(ctx, *hb, c)
+	headerPool.Put(hb)
+	if err == nil && c.Sent != nil {
+		c.Sent()
 	}
-	return 1
+	return err
+}
+
+// writeFrame writes c's frame, its encoded header hdr followed by its body
+// or body parts.
+func (w *writer) writeFrame(ctx context.Context, hdr []byte, c *Command) error {
+	switch {
+	case len(c.BodyParts) > 0:
+		pp := partsPool.Get().(*[][]byte)
+		*pp = append(append(*pp, hdr), c.BodyParts...)
+		err := w.conn.WriteFrame(ctx, *pp...)
+		if cap(*pp) <= 4096 {
+			clear(*pp)
+			*pp = (*pp)[:0]
+			partsPool.Put(pp)
+		}
+		return err
+	case len(c.Body) > 0:
+		return w.conn.WriteFrame(ctx, hdr, c.Body)
+	}
+	return w.conn.WriteFrame(ctx, hdr)
 }
 
 // directWriteMax is the largest frame enqueue writes from the caller's
@@ -92,41 +108,74 @@ func (f *outFrame) nparts() int {
 // for the peer to read.
 const directWriteMax = 64 << 10
 
-// enqueue encodes req and queues it for the writer goroutine. A small
-// frame that finds the queue empty and nobody writing is written by the
-// caller at once: on an idle connection that saves waking the writer
-// goroutine (a scheduler hand-off per request); under load frames queue
-// and go out together.
-func (p *Peer) enqueue(req *Command) error {
-	if !p.startWriter() {
+// enqueue encodes req and queues it for the writer goroutine (only on a
+// FrameBatcher). A small frame that finds the queue empty and nobody
+// writing is written by the caller at once, with the transport's write
+// timeout (no cancellation registration per call): on an idle connection
+// that saves waking the goroutine (a scheduler hand-off per request);
+// under load frames queue and go out together. A failed write fails the
+// connection, as the goroutine's does.
+func (w *writer) enqueue(req *Command) error {
+	if !w.start() {
 		return ErrPeerClosed
 	}
 	hb := headerPool.Get().(*[]byte)
 	*hb = codec.AppendHeader((*hb)[:0], req)
-	n, max := len(*hb)+req.BodyLen(), p.batch.MaxFrameSize()
+	n, max := len(*hb)+req.BodyLen(), w.batch.MaxFrameSize()
 	if n > max {
 		headerPool.Put(hb)
-		return fmt.Errorf("remoting: write to %s: %w: %d bytes exceeds %d", p.RemoteAddr(), transport.ErrFrameTooLarge, n, max)
+		return fmt.Errorf("remoting: write to %s: %w: %d bytes exceeds %d", w.conn.RemoteAddr(), transport.ErrFrameTooLarge, n, max)
 	}
-	w := &p.out
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
 		headerPool.Put(hb)
 		return ErrPeerClosed
 	}
-	if len(w.q) == 0 && w.writing == 0 && n <= directWriteMax {
-		w.writing++
-		w.mu.Unlock()
-		err := p.writeDirect(*hb, req)
-		headerPool.Put(hb)
-		w.mu.Lock()
-		w.writing--
-		w.mu.Unlock()
-		return err
+	if len(w.q) > 0 || w.writing > 0 || n > directWriteMax {
+		w.queueLocked(outFrame{hdr: hb, body: req.Body, parts: req.BodyParts, sent: req.Sent})
+		return nil
 	}
+	w.writing++
+	w.mu.Unlock()
+	err := w.writeFrame(context.Background(), *hb, req)
+	headerPool.Put(hb)
+	if err != nil {
+		err = fmt.Errorf("remoting: write to %s: %w", w.conn.RemoteAddr(), err)
+		w.fail(err)
+	} else if req.Sent != nil {
+		req.Sent()
+	}
+	w.mu.Lock()
+	w.writing--
+	w.mu.Unlock()
+	return err
+}
+
+// later queues r for the goroutine to build and write (Peer.ReplyLater).
+func (w *writer) later(r LateReply) error {
+	select {
+	case <-w.done:
+		return ErrPeerClosed
+	default:
+	}
+	if !w.start() {
+		return ErrPeerClosed
+	}
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return ErrPeerClosed
+	}
+	w.queueLocked(outFrame{late: r})
+	return nil
+}
+
+// queueLocked appends f to the queue, unlocks w.mu (held by the caller)
+// and wakes the goroutine if the queue was empty.
+func (w *writer) queueLocked(f outFrame) {
 	first := len(w.q) == 0
-	w.q = append(w.q, outFrame{hdr: hb, body: req.Body, parts: req.BodyParts, sent: req.Sent})
+	w.q = append(w.q, f)
 	w.mu.Unlock()
 	if first {
 		select {
@@ -134,56 +183,32 @@ func (p *Peer) enqueue(req *Command) error {
 		default:
 		}
 	}
-	return nil
 }
 
-// writeDirect writes one request frame from the caller's goroutine, with
-// the transport's write timeout (no cancellation registration per call);
-// a failed write closes the peer, as the writer goroutine's does. req.Sent
-// runs once the frame is written.
-func (p *Peer) writeDirect(hdr []byte, req *Command) error {
-	err := p.writeFrame(context.Background(), hdr, req)
-	if err != nil {
-		err = fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)
-		p.closeWith(err) //nolint:errcheck // closing anyway; the first error is kept and reported
-		return err
-	}
-	if req.Sent != nil {
-		req.Sent()
-	}
-	return nil
-}
-
-// startWriter starts the writer goroutine on first use; false when the
-// peer is closed.
-func (p *Peer) startWriter() bool {
-	if p.out.started.Load() {
+// start starts the goroutine on first use; false when the connection is
+// closed.
+func (w *writer) start() bool {
+	if w.started.Load() {
 		return true
 	}
-	p.startMu.Lock()
-	defer p.startMu.Unlock()
-	select {
-	case <-p.done:
-		return false
-	default:
-	}
-	if !p.out.started.Load() {
-		p.out.wake = make(chan struct{}, 1)
-		p.bg.Add(1)
-		go p.writeLoop()
-		p.out.started.Store(true)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started.Load() {
+		w.wake = make(chan struct{}, 1)
+		if !w.spawn(w.loop) {
+			return false
+		}
+		w.started.Store(true)
 	}
 	return true
 }
 
-// writeLoop writes whatever is queued, with one WriteFrames (one flush)
-// per batch of up to about writeChunk bytes, until the peer closes, and
-// then runs the Sent of each command of the batch. A failed write closes
-// the peer, failing the pending calls; frames still queued at close are
-// dropped (no Sent, late answers not built).
-func (p *Peer) writeLoop() {
-	defer p.bg.Done()
-	w := &p.out
+// loop writes whatever is queued, with one WriteFrames (one flush) per
+// batch of up to about writeChunk bytes, until the connection closes, and
+// then runs the Sent of each command of the batch. A failed write fails
+// the connection; frames still queued at close are dropped (no Sent, late
+// answers not built).
+func (w *writer) loop() {
 	defer func() {
 		w.mu.Lock()
 		w.stopped = true
@@ -199,7 +224,7 @@ func (p *Peer) writeLoop() {
 	for {
 		select {
 		case <-w.wake:
-		case <-p.done:
+		case <-w.done:
 			return
 		}
 		for {
@@ -212,13 +237,13 @@ func (p *Peer) writeLoop() {
 			w.q, w.spare = w.spare[:0], nil
 			w.writing++
 			w.mu.Unlock()
-			err := p.writeBatch(q)
+			err := w.writeBatch(q)
 			w.mu.Lock()
 			w.spare = q[:0]
 			w.writing--
 			w.mu.Unlock()
 			if err != nil {
-				p.closeWith(fmt.Errorf("remoting: write to %s: %w", p.RemoteAddr(), err)) //nolint:errcheck // closing anyway; the first error is kept and reported
+				w.fail(fmt.Errorf("remoting: write to %s: %w", w.conn.RemoteAddr(), err))
 				return
 			}
 		}
@@ -233,13 +258,13 @@ const writeChunk = 1 << 20
 
 // writeBatch builds the late answers of q and writes q in order, in
 // chunks of about writeChunk bytes, and clears q.
-func (p *Peer) writeBatch(q []outFrame) error {
+func (w *writer) writeBatch(q []outFrame) error {
 	start, size := 0, 0
 	var err error
 	for i := range q {
 		f := &q[i]
 		if f.late != nil {
-			p.buildLate(f)
+			w.buildLate(f)
 		}
 		if f.hdr != nil {
 			size += len(*f.hdr) + len(f.body)
@@ -248,7 +273,7 @@ func (p *Peer) writeBatch(q []outFrame) error {
 			}
 		}
 		if size >= writeChunk || i == len(q)-1 {
-			err = p.writeOut(q[start : i+1])
+			err = w.writeOut(context.Background(), q[start:i+1], &w.list)
 			start, size = i+1, 0
 			if err != nil {
 				break
@@ -264,39 +289,38 @@ func (p *Peer) writeBatch(q []outFrame) error {
 	return err
 }
 
-// writeOut writes the built frames of q, runs their Sent once written,
-// and clears q. Without a FrameBatcher each frame is written alone; one
-// the transport refuses for its size is dropped, as Send leaves the
-// connection usable then.
-func (p *Peer) writeOut(q []outFrame) error {
-	w := &p.out
+// writeOut writes the built frames of q with l as scratch, runs their
+// Sent once written, and clears q. Without a FrameBatcher each frame is
+// written alone; one the transport refuses for its size is dropped, as
+// Send leaves the connection usable then.
+func (w *writer) writeOut(ctx context.Context, q []outFrame, l *frameList) error {
 	for i := range q {
 		f := &q[i]
 		if f.hdr == nil {
 			continue // a late answer that was none
 		}
-		at := len(w.parts)
-		w.parts = append(w.parts, *f.hdr)
+		at := len(l.parts)
+		l.parts = append(l.parts, *f.hdr)
 		if len(f.parts) > 0 {
-			w.parts = append(w.parts, f.parts...)
+			l.parts = append(l.parts, f.parts...)
 		} else if len(f.body) > 0 {
-			w.parts = append(w.parts, f.body)
+			l.parts = append(l.parts, f.body)
 		}
-		w.frames = append(w.frames, w.parts[at:len(w.parts):len(w.parts)])
+		l.frames = append(l.frames, l.parts[at:len(l.parts):len(l.parts)])
 	}
 	var err error
 	var refused []bool
 	switch {
-	case len(w.frames) == 0:
-	case p.batch != nil:
-		err = p.batch.WriteFrames(context.Background(), w.frames)
+	case len(l.frames) == 0:
+	case w.batch != nil:
+		err = w.batch.WriteFrames(ctx, l.frames)
 	default:
-		for j, fr := range w.frames {
-			err = p.conn.WriteFrame(context.Background(), fr...)
+		for j, fr := range l.frames {
+			err = w.conn.WriteFrame(ctx, fr...)
 			if errors.Is(err, transport.ErrFrameTooLarge) {
-				p.log.Warn("queued frame exceeds the frame limit: dropped", "err", err)
+				w.log.Warn("queued frame exceeds the frame limit: dropped", "err", err)
 				if refused == nil {
-					refused = make([]bool, len(w.frames))
+					refused = make([]bool, len(l.frames))
 				}
 				refused[j], err = true, nil
 			}
@@ -316,9 +340,9 @@ func (p *Peer) writeOut(q []outFrame) error {
 		}
 		q[i] = outFrame{}
 	}
-	clear(w.parts)
-	clear(w.frames)
-	w.parts, w.frames = w.parts[:0], w.frames[:0]
+	clear(l.parts)
+	clear(l.frames)
+	l.parts, l.frames = l.parts[:0], l.frames[:0]
 	return err
 }
 
@@ -340,38 +364,13 @@ type LateReply interface {
 // closes it. Frames queued on one connection are written in order. On a
 // closed connection it returns ErrPeerClosed; r is not built then, nor
 // when the connection closes before r's turn.
-func (p *Peer) ReplyLater(r LateReply) error {
-	select {
-	case <-p.done:
-		return ErrPeerClosed
-	default:
-	}
-	if !p.startWriter() {
-		return ErrPeerClosed
-	}
-	w := &p.out
-	w.mu.Lock()
-	if w.stopped {
-		w.mu.Unlock()
-		return ErrPeerClosed
-	}
-	first := len(w.q) == 0
-	w.q = append(w.q, outFrame{late: r})
-	w.mu.Unlock()
-	if first {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
+func (p *Peer) ReplyLater(r LateReply) error { return p.w.later(r) }
 
 // buildLate runs f's MakeReply and encodes its answer into f; an answer
 // the frame limit cannot carry is replaced by a small error answer that
 // says why (as serve does), and a panic is logged and answers nothing.
-func (p *Peer) buildLate(f *outFrame) {
-	resp := p.makeLate(f.late)
+func (w *writer) buildLate(f *outFrame) {
+	resp := w.makeLate(f.late)
 	f.late = nil
 	if resp == nil {
 		return
@@ -379,10 +378,10 @@ func (p *Peer) buildLate(f *outFrame) {
 	resp.Flag |= codec.FlagResponse
 	hb := headerPool.Get().(*[]byte)
 	*hb = codec.AppendHeader((*hb)[:0], resp)
-	if p.batch != nil {
-		if n, limit := len(*hb)+resp.BodyLen(), p.batch.MaxFrameSize(); n > limit {
+	if w.batch != nil {
+		if n, limit := len(*hb)+resp.BodyLen(), w.batch.MaxFrameSize(); n > limit {
 			err := fmt.Errorf("%w: %d bytes exceeds %d", transport.ErrFrameTooLarge, n, limit)
-			p.log.Warn("response exceeds the frame limit: answered with an error", "err", err)
+			w.log.Warn("response exceeds the frame limit: answered with an error", "err", err)
 			resp = NewResponse(resp, SystemError, fmt.Sprintf("the answer exceeds the frame limit (remoting.max_frame_size): %v", err))
 			*hb = codec.AppendHeader((*hb)[:0], resp)
 		}
@@ -390,10 +389,10 @@ func (p *Peer) buildLate(f *outFrame) {
 	f.hdr, f.body, f.parts, f.sent = hb, resp.Body, resp.BodyParts, resp.Sent
 }
 
-func (p *Peer) makeLate(r LateReply) (resp *Command) {
+func (w *writer) makeLate(r LateReply) (resp *Command) {
 	defer func() {
 		if v := recover(); v != nil {
-			p.log.Error("late reply panicked", "panic", v)
+			w.log.Error("late reply panicked", "panic", v)
 			resp = nil
 		}
 	}()
