@@ -71,22 +71,19 @@ func (p *Peer) InvokeAsyncDeadline(ctx context.Context, req *Command, deadline t
 // startAsync starts the callback goroutine on the first async call; false
 // when the peer is closed.
 func (p *Peer) startAsync() bool {
-	if p.async.started.Load() {
+	a := &p.async
+	if a.started.Load() {
 		return true
 	}
-	p.startMu.Lock()
-	defer p.startMu.Unlock()
-	select {
-	case <-p.done:
-		return false
-	default:
-	}
-	if !p.async.started.Load() {
-		p.async.wake = make(chan struct{}, 1)
-		p.async.idle.Store(true) // no ticker yet: the first call wakes it
-		p.bg.Add(1)
-		go p.asyncLoop()
-		p.async.started.Store(true)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.started.Load() {
+		a.wake = make(chan struct{}, 1)
+		a.idle.Store(true) // no ticker yet: the first call wakes it
+		if !p.spawn(p.asyncLoop) {
+			return false
+		}
+		a.started.Store(true)
 	}
 	return true
 }
@@ -144,7 +141,6 @@ func deliver(c *call) {
 // asyncLoop runs callbacks and, while async calls are pending, sweeps for
 // expired ones every SweepInterval.
 func (p *Peer) asyncLoop() {
-	defer p.bg.Done()
 	a := &p.async
 	var tick *time.Ticker
 	var tickC <-chan time.Time

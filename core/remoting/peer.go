@@ -106,7 +106,7 @@ type Peer struct {
 	closeOnce sync.Once
 	closeErr  error // why pending calls failed; set before done is closed
 	handlers  sync.WaitGroup
-	// bg tracks the callback and writer goroutines; Run waits for them.
+	// bg tracks the workers and what spawn starts; Run waits for them.
 	bg      sync.WaitGroup
 	startMu sync.Mutex
 
