@@ -295,12 +295,3 @@ func (c *consumeQueue) closeFiles() {
 	}
 	c.mu.Unlock()
 }
-
-func sortQueues(qs []store.Queue) {
-	sort.Slice(qs, func(i, j int) bool {
-		if qs[i].Topic != qs[j].Topic {
-			return qs[i].Topic < qs[j].Topic
-		}
-		return qs[i].ID < qs[j].ID
-	})
-}

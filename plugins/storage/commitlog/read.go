@@ -35,7 +35,7 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("commitlog: read %s: %w", q, err)
 	}
-	cq := s.lookupQueue(q)
+	cq := s.queues.Get(q)
 	if cq == nil {
 		into.Status = store.NoMessageInQueue
 		return nil
@@ -137,7 +137,7 @@ func (s *Store) OffsetByTime(ctx context.Context, q store.Queue, ts int64) (int6
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("commitlog: offset by time: %w", err)
 	}
-	cq := s.lookupQueue(q)
+	cq := s.queues.Get(q)
 	if cq == nil {
 		return 0, nil
 	}

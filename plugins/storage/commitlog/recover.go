@@ -58,7 +58,7 @@ func (s *Store) recover() error {
 		cut = ckpt
 		verifyFrom = min(ckpt, last)
 	}
-	for _, cq := range s.queues {
+	for _, cq := range s.queues.Snapshot() {
 		if err := s.trimQueue(cq, cut, false); err != nil {
 			return err
 		}
@@ -72,7 +72,7 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
-	for _, cq := range s.queues {
+	for _, cq := range s.queues.Snapshot() {
 		if len(cq.pend) > 0 {
 			from := cq.next - int64(len(cq.pend)/cqEntrySize)
 			if err := s.writeEntries(cq, from, cq.pend); err != nil {
@@ -85,11 +85,11 @@ func (s *Store) recover() error {
 	if err := s.finishQueues(full); err != nil {
 		return err
 	}
-	for _, cq := range s.queues {
+	for _, cq := range s.queues.Snapshot() {
 		cq.max.Store(cq.next)
 	}
 	if end < cut {
-		for _, cq := range s.queues {
+		for _, cq := range s.queues.Snapshot() {
 			if err := s.trimQueue(cq, end, true); err != nil {
 				return err
 			}
@@ -98,7 +98,7 @@ func (s *Store) recover() error {
 	s.wrote.Store(end)
 	s.flushed = min(cut, end)
 	s.minPhys.Store(first)
-	for q, cq := range s.queues {
+	for _, cq := range s.queues.Snapshot() {
 		cq.mu.RLock()
 		lo := int64(0)
 		if len(cq.files) > 0 {
@@ -111,7 +111,7 @@ func (s *Store) recover() error {
 		}
 		cq.min.Store(mn)
 		if cq.next == 0 && len(cq.files) == 0 {
-			delete(s.queues, q)
+			s.queues.Delete(cq.q)
 		}
 	}
 	// Segments the scan did not reach get their last store time from mtime.
@@ -199,7 +199,7 @@ func (s *Store) loadQueues() error {
 			}
 			q := store.Queue{Topic: t.Name(), ID: int32(qid)}
 			cq := newConsumeQueue(q, filepath.Join(s.cqDir, t.Name(), id.Name()), s.perFile)
-			s.queues[q] = cq
+			s.queues.Set(q, cq)
 			if err := s.loadQueue(cq); err != nil {
 				return err
 			}

@@ -252,7 +252,7 @@ func (s *Store) layOutReplica(b *replicaBatch, recs [][]byte) error {
 		if err := checkTopic(q.Topic); err != nil || q.ID < 0 {
 			return fmt.Errorf("commitlog: append replica: record at %d has an unusable queue %s: %w", v.phys, q, store.ErrBadArgument)
 		}
-		cq := s.queueFor(q)
+		cq := s.queues.GetOrCreate(q)
 		if !cq.touched {
 			cq.touched, cq.saved = true, cq.next
 			s.touched = append(s.touched, cq)

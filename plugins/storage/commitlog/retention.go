@@ -48,13 +48,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t time.Time) (int64, error) {
 	s.minPhys.Store(newMin)
 
 	var freed int64
-	s.qmu.RLock()
-	queues := make([]*consumeQueue, 0, len(s.queues))
-	for _, cq := range s.queues {
-		queues = append(queues, cq)
-	}
-	s.qmu.RUnlock()
-	for _, cq := range queues {
+	for _, cq := range s.queues.Snapshot() {
 		n, err := s.trimQueueFront(cq, newMin)
 		freed += n
 		if err != nil {
@@ -138,16 +132,7 @@ func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 		return fmt.Errorf("commitlog: delete topic %s: %w", topic, store.ErrClosed)
 	}
 	s.lastQ = nil // the writer's cached queue may be dropped
-	s.qmu.Lock()
-	var drop []*consumeQueue
-	for q, cq := range s.queues {
-		if q.Topic == topic {
-			drop = append(drop, cq)
-			delete(s.queues, q)
-		}
-	}
-	s.qmu.Unlock()
-	for _, cq := range drop {
+	for _, cq := range s.queues.DeleteTopic(topic) {
 		cq.flushMu.Lock()
 		cq.mu.Lock()
 		for _, f := range cq.files {

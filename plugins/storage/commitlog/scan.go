@@ -399,7 +399,7 @@ func (s *Store) indexRecord(v recordView, phys int64, size int32, st scanState) 
 		s.log.Warn("commitlog: recovered record with an unusable queue", "offset", phys, "queue", q.String())
 		return nil //nolint:nilerr // the record is skipped (logged), not the recovery
 	}
-	cq := s.queueFor(q)
+	cq := s.queues.GetOrCreate(q)
 	qoff := v.queueOffset
 	if cq.scanned && qoff < cq.rnext {
 		s.log.Warn("commitlog: record repeats an earlier queue offset; not indexed", "offset", phys, "queue", q.String(), "queue_offset", qoff, "next", cq.rnext)
@@ -551,7 +551,7 @@ func (s *Store) rewriteEntry(cq *consumeQueue, off int64, e []byte) error {
 // a queue's last record (none of them found in the log: garbage, or the
 // entries of damaged last records) are dropped. The scan state goes.
 func (s *Store) finishQueues(full bool) error {
-	for _, cq := range s.queues {
+	for _, cq := range s.queues.Snapshot() {
 		if cq.rfixed > 0 {
 			s.noteDamage(store.CorruptionError{File: cq.q.String(), Offset: cq.rfixedFrom, Length: cq.rfixed,
 				Reason: fmt.Sprintf("%d consume-queue entries from %d disagreed with the commit log and were rewritten (first: %s)", cq.rfixed, cq.rfixedFrom, cq.rfixedWhy)},

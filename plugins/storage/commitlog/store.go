@@ -124,8 +124,7 @@ type Store struct {
 	segMu sync.RWMutex
 	segs  []*segment // contiguous, oldest first; the last is active
 
-	qmu    sync.RWMutex
-	queues map[store.Queue]*consumeQueue
+	queues *store.QueueTable[consumeQueue]
 
 	dirtyMu   sync.Mutex
 	dirtyQ    map[*consumeQueue]struct{} // queues with a tail to write
@@ -229,13 +228,15 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		maxMsg:    set.MaxMessageSize,
 		segSize:   int64(c.SegmentSize),
 		perFile:   int64(c.CQEntriesPerFile),
-		queues:    map[store.Queue]*consumeQueue{},
 		floors:    map[string]int64{},
 		dirtyQ:    map[*consumeQueue]struct{}{},
 		dirtyCQ:   map[*cqFile]struct{}{},
 		dirtyDirs: map[string]struct{}{},
 		stop:      make(chan struct{}),
 	}
+	s.queues = store.NewQueueTable(func(q store.Queue) *consumeQueue {
+		return newConsumeQueue(q, filepath.Join(s.cqDir, q.Topic, fmt.Sprint(q.ID)), s.perFile)
+	})
 	if !s.syncMode {
 		s.pop = newPopulator() // the writer maps segments (writemap.go)
 	}
@@ -280,7 +281,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 			s.pop.run(s.stop)
 		}()
 	}
-	s.log.Info("commitlog opened", "dir", s.dir, "flush", string(s.mode), "min", s.minPhys.Load(), "max", s.wrote.Load(), "queues", len(s.queues))
+	s.log.Info("commitlog opened", "dir", s.dir, "flush", string(s.mode), "min", s.minPhys.Load(), "max", s.wrote.Load(), "queues", s.queues.Len())
 	return s, nil
 }
 
@@ -723,13 +724,13 @@ func (s *Store) nextChunk(ch *chunk) *chunk {
 	return &s.chunks[len(s.chunks)-1]
 }
 
-// writerQueue is queueFor for the writer, remembering the last queue.
+// writerQueue is queues.GetOrCreate for the writer, remembering the last queue.
 // Called with s.mu held.
 func (s *Store) writerQueue(topic string, id int32) *consumeQueue {
 	if cq := s.lastQ; cq != nil && cq.q.ID == id && cq.q.Topic == topic {
 		return cq
 	}
-	cq := s.queueFor(store.Queue{Topic: topic, ID: id})
+	cq := s.queues.GetOrCreate(store.Queue{Topic: topic, ID: id})
 	s.lastQ = cq
 	return cq
 }
@@ -771,35 +772,12 @@ func (s *Store) undoWrite(written []chunk, created []*segment) {
 	}
 }
 
-// queueFor returns the consume queue of q, registering an empty one.
-func (s *Store) queueFor(q store.Queue) *consumeQueue {
-	s.qmu.RLock()
-	cq := s.queues[q]
-	s.qmu.RUnlock()
-	if cq != nil {
-		return cq
-	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	if cq = s.queues[q]; cq == nil {
-		cq = newConsumeQueue(q, filepath.Join(s.cqDir, q.Topic, fmt.Sprint(q.ID)), s.perFile)
-		s.queues[q] = cq
-	}
-	return cq
-}
-
-func (s *Store) lookupQueue(q store.Queue) *consumeQueue {
-	s.qmu.RLock()
-	defer s.qmu.RUnlock()
-	return s.queues[q]
-}
-
 // Offsets implements store.Store.
 func (s *Store) Offsets(q store.Queue) (int64, int64, error) {
 	if s.closed.Load() {
 		return 0, 0, fmt.Errorf("commitlog: offsets: %w", store.ErrClosed)
 	}
-	cq := s.lookupQueue(q)
+	cq := s.queues.Get(q)
 	if cq == nil {
 		return 0, 0, nil
 	}
@@ -810,16 +788,7 @@ func (s *Store) Offsets(q store.Queue) (int64, int64, error) {
 // Queues implements store.QueueLister: the queues holding or having held
 // messages, sorted by topic and id.
 func (s *Store) Queues() []store.Queue {
-	s.qmu.RLock()
-	out := make([]store.Queue, 0, len(s.queues))
-	for q, cq := range s.queues {
-		if cq.max.Load() > 0 {
-			out = append(out, q)
-		}
-	}
-	s.qmu.RUnlock()
-	sortQueues(out)
-	return out
+	return s.queues.Sorted(func(cq *consumeQueue) bool { return cq.max.Load() > 0 })
 }
 
 // failure returns the sticky write failure, if any.
@@ -917,11 +886,7 @@ func (s *Store) closeFiles() {
 		seg.f.Close()
 	}
 	s.segMu.Unlock()
-	s.qmu.Lock()
-	for _, cq := range s.queues {
-		cq.closeFiles()
-	}
-	s.qmu.Unlock()
+	s.queues.Exclusive((*consumeQueue).closeFiles)
 	s.ckMu.Lock()
 	if s.ckFile != nil {
 		s.ckFile.Close()

@@ -194,7 +194,7 @@ func (s *Store) verifyDamage(phys, end int64, why string, rep *store.VerifyRepor
 // verifyEntry checks the consume-queue entry of a record Verify read,
 // rewriting it when it points elsewhere.
 func (s *Store) verifyEntry(v recordView, phys int64, size int32, rep *store.VerifyReport) error {
-	cq := s.lookupQueue(store.Queue{Topic: string(v.topic), ID: v.queueID})
+	cq := s.queues.Get(store.Queue{Topic: string(v.topic), ID: v.queueID})
 	if cq == nil {
 		return nil // a deleted topic
 	}

@@ -248,12 +248,7 @@ func (s *Store) Verify(ctx context.Context, opts store.VerifyOptions) (store.Ver
 	if err := s.verifyKeys(ctx, p, nil, []byte{prefixEntry}, &rep); err != nil {
 		return rep, err
 	}
-	s.qmu.RLock()
-	queues := make([]*queueState, 0, len(s.queues))
-	for _, qs := range s.queues {
-		queues = append(queues, qs)
-	}
-	s.qmu.RUnlock()
+	queues := s.queues.Snapshot()
 	slices.SortFunc(queues, func(a, b *queueState) int {
 		return bytes.Compare(entryKey(nil, a.q, 0), entryKey(nil, b.q, 0))
 	})
@@ -484,7 +479,7 @@ func (s *Store) queuesFromEntries(cause error) {
 			break
 		}
 		pfx = appendQueuePrefix(pfx[:0], prefixEntry, q)
-		if _, known := s.queues[q]; known {
+		if s.queues.Get(q) != nil {
 			continue
 		}
 		mn := entryOffset(it.Key())
@@ -497,7 +492,7 @@ func (s *Store) queuesFromEntries(cause error) {
 		qs := &queueState{q: q}
 		qs.min.Store(mn)
 		qs.max.Store(mx)
-		s.queues[q] = qs
+		s.queues.Set(q, qs)
 		added++
 	}
 	if err := it.Error(); err != nil {
@@ -510,7 +505,7 @@ func (s *Store) queuesFromEntries(cause error) {
 // from the queues' last records when the end of the physical index cannot
 // be read.
 func (s *Store) endFromQueues() {
-	for _, qs := range s.queues {
+	for _, qs := range s.queues.Snapshot() {
 		_, mx := qs.offsets()
 		if mx == 0 {
 			continue

@@ -267,7 +267,7 @@ func (s *Store) SetQueueStart(q store.Queue, offset int64) error {
 	defer s.done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	qs := s.queueFor(q)
+	qs := s.queues.GetOrCreate(q)
 	mn, mx := qs.offsets()
 	if mn == offset && (mx > mn || qs.persisted) {
 		return nil

@@ -32,7 +32,7 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 		return err
 	}
 	defer s.done()
-	qs := s.lookupQueue(q)
+	qs := s.queues.Get(q)
 	if qs == nil {
 		into.Status = store.NoMessageInQueue
 		return nil
@@ -130,7 +130,7 @@ func (s *Store) Read(ctx context.Context, q store.Queue, offset int64, opts stor
 	}
 	into.SetBuffer(buf)
 	if removed && len(into.Records) == 0 {
-		if qs2 := s.lookupQueue(q); qs2 == nil || qs2 != qs {
+		if qs2 := s.queues.Get(q); qs2 == nil || qs2 != qs {
 			into.Status, into.NextOffset = store.NoMessageInQueue, 0
 			into.MinOffset, into.MaxOffset = 0, 0
 			return nil
@@ -292,7 +292,7 @@ func (s *Store) OffsetByTime(ctx context.Context, q store.Queue, ts int64) (int6
 		return 0, err
 	}
 	defer s.done()
-	qs := s.lookupQueue(q)
+	qs := s.queues.Get(q)
 	if qs == nil {
 		return 0, nil
 	}

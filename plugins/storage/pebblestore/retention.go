@@ -44,13 +44,7 @@ func (s *Store) DeleteBefore(ctx context.Context, t time.Time) (int64, error) {
 		min int64
 	}
 	var moves []move
-	s.qmu.RLock()
-	queues := make([]*queueState, 0, len(s.queues))
-	for _, qs := range s.queues {
-		queues = append(queues, qs)
-	}
-	s.qmu.RUnlock()
-	for _, qs := range queues {
+	for _, qs := range s.queues.Snapshot() {
 		mn, mx := qs.offsets()
 		if mn >= mx {
 			continue
@@ -215,12 +209,6 @@ func (s *Store) DeleteTopic(ctx context.Context, topic string) error {
 	if err := s.guard("delete topic", func() error { return s.db.Apply(b, pebble.Sync) }); err != nil {
 		return err
 	}
-	s.qmu.Lock()
-	for q := range s.queues {
-		if q.Topic == topic {
-			delete(s.queues, q)
-		}
-	}
-	s.qmu.Unlock()
+	s.queues.DeleteTopic(topic)
 	return nil
 }

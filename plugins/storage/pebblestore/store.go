@@ -65,13 +65,11 @@ package pebblestore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,8 +147,7 @@ type Store struct {
 	synced    atomic.Int64
 	syncs     atomic.Int64 // WAL sync requests issued, for tests
 
-	qmu    sync.RWMutex
-	queues map[store.Queue]*queueState
+	queues *store.QueueTable[queueState]
 
 	damage   damageLog
 	walStops *walStops
@@ -218,7 +215,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		mode:     mode,
 		interval: set.FlushInterval,
 		maxMsg:   set.MaxMessageSize,
-		queues:   map[store.Queue]*queueState{},
+		queues:   store.NewQueueTable(func(q store.Queue) *queueState { return &queueState{q: q} }),
 		stop:     make(chan struct{}),
 		walStops: &walStops{},
 	}
@@ -275,7 +272,7 @@ func Open(cfg *Config, deps store.Deps) (*Store, error) {
 		s.wg.Add(1)
 		go s.flushLoop()
 	}
-	s.log.Info("pebble store opened", "dir", s.dir, "flush", string(s.mode), "min", s.minPhys.Load(), "max", s.end.Load(), "queues", len(s.queues))
+	s.log.Info("pebble store opened", "dir", s.dir, "flush", string(s.mode), "min", s.minPhys.Load(), "max", s.end.Load(), "queues", s.queues.Len())
 	return s, nil
 }
 
@@ -543,7 +540,7 @@ func (s *Store) recover() error {
 		}
 		qs.min.Store(start)
 		qs.max.Store(mx)
-		s.queues[q] = qs
+		s.queues.Set(q, qs)
 	}
 	if err := qit.Error(); pebble.IsCorruptionError(err) {
 		s.queuesFromEntries(err) // the queue states Pebble cannot read
@@ -693,7 +690,7 @@ func (s *Store) appendLocked(items []item) ([]store.Position, int64, error) {
 	}
 	for i := range items {
 		it := &items[i]
-		qs := s.queueFor(it.q)
+		qs := s.queues.GetOrCreate(it.q)
 		if !qs.touched {
 			qs.touched, qs.pend = true, qs.max.Load()
 			s.touched = append(s.touched, qs)
@@ -784,36 +781,12 @@ func (s *Store) indexKeys(b *pebble.Batch, key, val []byte, q store.Queue, props
 	return key, val
 }
 
-// queueFor returns the state of q, registering an empty one. Called with
-// s.mu held.
-func (s *Store) queueFor(q store.Queue) *queueState {
-	s.qmu.RLock()
-	qs := s.queues[q]
-	s.qmu.RUnlock()
-	if qs != nil {
-		return qs
-	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	if qs = s.queues[q]; qs == nil {
-		qs = &queueState{q: q}
-		s.queues[q] = qs
-	}
-	return qs
-}
-
-func (s *Store) lookupQueue(q store.Queue) *queueState {
-	s.qmu.RLock()
-	defer s.qmu.RUnlock()
-	return s.queues[q]
-}
-
 // Offsets implements store.Store.
 func (s *Store) Offsets(q store.Queue) (int64, int64, error) {
 	if s.closed.Load() {
 		return 0, 0, fmt.Errorf("pebblestore: offsets: %w", store.ErrClosed)
 	}
-	qs := s.lookupQueue(q)
+	qs := s.queues.Get(q)
 	if qs == nil {
 		return 0, 0, nil
 	}
@@ -824,25 +797,7 @@ func (s *Store) Offsets(q store.Queue) (int64, int64, error) {
 // Queues implements store.QueueLister: the queues holding or having held
 // messages (or given a start offset), sorted by topic and id.
 func (s *Store) Queues() []store.Queue {
-	s.qmu.RLock()
-	out := make([]store.Queue, 0, len(s.queues))
-	for q, qs := range s.queues {
-		if qs.max.Load() > 0 {
-			out = append(out, q)
-		}
-	}
-	s.qmu.RUnlock()
-	sortQueues(out)
-	return out
-}
-
-func sortQueues(qs []store.Queue) {
-	slices.SortFunc(qs, func(a, b store.Queue) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	return s.queues.Sorted(func(qs *queueState) bool { return qs.max.Load() > 0 })
 }
 
 func (s *Store) failure() error {
