@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,5 +64,27 @@ func TestCheckConfigRefusesEveryMisspelledKey(t *testing.T) {
 				assert.Contains(t, err.Error(), key)
 			})
 		}
+	}
+}
+
+// TestCheckConfigRefusesMisspelledListEntryKey: a misspelled key inside a
+// list entry (a mirror link's) is refused, once: the planner's second
+// decode without the unknown keys cannot drop a key inside a list and
+// used to report it twice.
+func TestCheckConfigRefusesMisspelledListEntryKey(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mq.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`mirror:
+  links:
+    - name: a
+      topics: ["T"]
+      target: {namesrv: ["127.0.0.1:9876"]}
+      batch_sise: 64
+`), 0o600))
+	for _, r := range []role{roleNamesrv, roleBroker, roleDev} {
+		g := &globalFlags{configFile: file, sets: []string{"storage.dir=" + dir, "broker.namesrv=[127.0.0.1:9876]"}}
+		_, err := planConfig(g, r)
+		require.Error(t, err, "role %d accepted mirror.links[0].batch_sise", r)
+		assert.Equal(t, 1, strings.Count(err.Error(), "unknown key mirror.links[0].batch_sise"), "role %d: %s", r, err)
 	}
 }

@@ -461,7 +461,17 @@ func (pl *planner) decodeAll(cfg *config.Config, section string, decode func(*co
 		return v
 	}
 	v2, err := decode(cfg.Without(unknown...))
+	before := len(pl.problems)
 	pl.absorb(section, err, nil) // the known keys' problems
+	// A key inside a list entry (mirror.links[0].x) is no key Without
+	// can drop: the second decode finds it again, reported above.
+	kept := pl.problems[:before]
+	for _, p := range pl.problems[before:] {
+		if !p.Unknown || !slices.Contains(unknown, p.Key) {
+			kept = append(kept, p)
+		}
+	}
+	pl.problems = kept
 	if v2 != nil {
 		v = v2
 	}
