@@ -101,16 +101,20 @@ func decodeBatch(b []byte, n int) ([]BatchItem, error) {
 	return out, nil
 }
 
-// AppendBatchItem encodes one batch element as the client does.
+// AppendBatchItem encodes one batch element as the client does. The
+// properties are encoded in place and the lengths filled in after, so an
+// item costs no allocation beyond b's growth.
 func AppendBatchItem(b []byte, it BatchItem) []byte {
-	props := it.Properties.AppendEncoded(nil)
 	be := binary.BigEndian
-	b = be.AppendUint32(b, uint32(20+len(it.Body)+2+len(props)))
-	b = be.AppendUint32(b, 0)
-	b = be.AppendUint32(b, 0)
-	b = be.AppendUint32(b, uint32(it.Flag))
-	b = be.AppendUint32(b, uint32(len(it.Body)))
+	start := len(b)
+	b = append(b, make([]byte, 20)...) // total size, magic, CRC, flag, body length: filled in below
 	b = append(b, it.Body...)
-	b = be.AppendUint16(b, uint16(len(props)))
-	return append(b, props...)
+	b = append(b, 0, 0) // properties length
+	p := len(b)
+	b = it.Properties.AppendEncoded(b)
+	be.PutUint32(b[start:], uint32(len(b)-start))
+	be.PutUint32(b[start+12:], uint32(it.Flag))
+	be.PutUint32(b[start+16:], uint32(len(it.Body)))
+	be.PutUint16(b[p-2:], uint16(len(b)-p))
+	return b
 }

@@ -134,3 +134,20 @@ func TestDecodeBatchTruncated(t *testing.T) {
 		require.ErrorIs(t, err, message.ErrMalformed, "cut at %d", n)
 	}
 }
+
+// TestAppendBatchItemAllocatesNothing: with room in b, encoding an item
+// (properties included) allocates nothing; the mirror encodes every
+// pulled message so.
+func TestAppendBatchItemAllocatesNothing(t *testing.T) {
+	it := message.BatchItem{Flag: 2, Body: bytes.Repeat([]byte("x"), 1024),
+		Properties: message.Properties{"UNIQ_KEY": "C0A80001", "KEYS": "k1 k2", "TAGS": "t", "WAIT": "true"}}
+	b := make([]byte, 0, 4096)
+	allocs := testing.AllocsPerRun(100, func() { b = message.AppendBatchItem(b[:0], it) })
+	assert.Zero(t, allocs)
+	got, err := message.DecodeBatch(b)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, it.Flag, got[0].Flag)
+	assert.Equal(t, it.Body, got[0].Body)
+	assert.Equal(t, it.Properties, got[0].Properties)
+}
