@@ -397,8 +397,9 @@ func (s *Store) checkpoint() error {
 	if err != nil {
 		return err
 	}
-	// Every entry of a record below off is in a queue marked before off was
-	// published: write the tails, then sync the files they went to.
+	// Every entry of a record below off is in the tail of a queue marked
+	// before off was published (dispatchEntries): write the tails, then
+	// sync the files they went to.
 	s.dirtyMu.Lock()
 	queues := s.dirtyQ
 	s.dirtyQ = map[*consumeQueue]struct{}{}

@@ -546,18 +546,21 @@ func (s *Store) appendLocked(group []*appendReq) {
 // a tail that cannot be written for lack of space is not an error of this
 // append (its entries stay in the tail, readable) but stops the next ones
 // until it is written (diskfull.go). appendLocked and appendReplicaLocked
-// both dispatch through it.
+// both dispatch through it, before they publish the new end (wrote).
+//
+// The queues are marked after their entries are in the tails: a
+// checkpoint running meanwhile may take a mark as soon as it is set, and
+// must then find the entries to write. Marked first, a checkpoint could
+// take the mark of a still empty tail (its offset, read before the end
+// was published, did not cover the records, so it was right to write
+// nothing), and the next checkpoint, whose offset covers them, found no
+// mark and vouched for entries left in memory.
 func (s *Store) dispatchEntries() error {
 	for _, d := range s.disp {
 		var e [cqEntrySize]byte
 		putEntry(e[:], d.phys, d.size, d.tagsCode)
 		d.cq.pend = append(d.cq.pend, e[:]...)
 	}
-	s.dirtyMu.Lock()
-	for _, cq := range s.touched {
-		s.dirtyQ[cq] = struct{}{}
-	}
-	s.dirtyMu.Unlock()
 	var flushErr error
 	for _, cq := range s.touched {
 		if len(cq.pend) == 0 {
@@ -571,6 +574,11 @@ func (s *Store) dispatchEntries() error {
 			}
 		}
 	}
+	s.dirtyMu.Lock()
+	for _, cq := range s.touched {
+		s.dirtyQ[cq] = struct{}{}
+	}
+	s.dirtyMu.Unlock()
 	return flushErr
 }
 
