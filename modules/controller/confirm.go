@@ -60,17 +60,22 @@ type confirmState struct {
 // (no failover); for a group under failover only while the last
 // confirmation holds, addr is the master of the applied epoch, the epoch
 // started, and the leader is not deposing it.
+//
+// The confirmation is read before the group: a confirmation that no
+// longer names the group as revoking was given once this controller had
+// applied the election that ended the revocation, so the group read after
+// it is the new epoch's, never the deposed one.
 func (c *Controller) Vouch(name, addr string) bool {
-	g := c.fsm.Group(name)
-	if g == nil {
-		return true
-	}
 	c.mu.Lock()
 	_, revoking := c.revoking[name]
 	c.mu.Unlock()
 	c.cmu.Lock()
 	st := c.confirmed
 	c.cmu.Unlock()
+	g := c.fsm.Group(name)
+	if g == nil {
+		return true
+	}
 	return c.now().Before(st.until) && !st.revoking[name] && !revoking && g.MasterAddr == addr && g.Ready()
 }
 
@@ -135,9 +140,10 @@ func (c *Controller) confirmLoop(ctx context.Context) {
 		var err error
 		if c.raft.State() == raft.Leader {
 			ri.close()
-			err = c.confirmAsLeader(ctx, &leaderTerm)
+			var revoking []string
+			revoking, err = c.confirmAsLeader(ctx, &leaderTerm)
 			if err == nil {
-				c.setConfirmed(start.Add(c.vouchLease()), c.revokingNow())
+				c.setConfirmed(start.Add(c.vouchLease()), revoking)
 			}
 		} else {
 			leaderTerm = 0
@@ -159,31 +165,51 @@ func (c *Controller) confirmLoop(ctx context.Context) {
 }
 
 // confirmAsLeader verifies the leadership and waits for the commit index
-// read before it to be applied.
-func (c *Controller) confirmAsLeader(ctx context.Context, leaderTerm *uint64) error {
+// read before it to be applied; it returns the groups being deposed, read
+// before that commit index (see readIndex).
+func (c *Controller) confirmAsLeader(ctx context.Context, leaderTerm *uint64) ([]string, error) {
 	term := c.raft.CurrentTerm()
 	if *leaderTerm != term {
 		// A new leader knows the commit index once an entry of its term
 		// is committed: the barrier.
 		if err := c.raft.Barrier(c.vouchLease()).Error(); err != nil {
-			return fmt.Errorf("controller: barrier: %w", err)
+			return nil, fmt.Errorf("controller: barrier: %w", err)
 		}
 		*leaderTerm = term
 	}
-	ci, err := c.verifiedCommit()
+	ci, revoking, err := c.readIndex()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.waitApplied(ctx, ci)
+	return revoking, c.waitApplied(ctx, ci)
 }
 
-// verifiedCommit is the leader's read index: the commit index, returned
-// once a quorum confirmed the leadership after it was read.
+// readIndex is the leader's read index with the groups being deposed.
+// They are read before the commit index: an election is applied on the
+// leader before its revocation ends, so a group missing from the list
+// was either still undisputed when the commit index was read (a
+// confirmation given now runs out before any election of it can commit,
+// a lease after its revocation starts) or already re-elected, and then
+// the commit index covers the election. Read the other way round, an
+// election committed between the two reads was answered with neither
+// the revocation nor its entry, and a follower applying that answer
+// vouched for the deposed master until it applied the election.
+func (c *Controller) readIndex() (commit uint64, revoking []string, err error) {
+	revoking = c.revokingNow()
+	commit, err = c.verifiedCommit()
+	return commit, revoking, err
+}
+
+// verifiedCommit is the commit index, returned once a quorum confirmed
+// the leadership after it was read.
 func (c *Controller) verifiedCommit() (uint64, error) {
 	if c.raft.State() != raft.Leader {
 		return 0, errors.New("controller: not the leader")
 	}
 	ci := c.raft.CommitIndex()
+	if c.afterCommitRead != nil {
+		c.afterCommitRead()
+	}
 	// raft v1.7's verify future is not tied to raft's shutdown: one queued
 	// (verifyCh is buffered) just as the main loop exits is never answered,
 	// and a read-index connection waiting on it held Stop's transport
@@ -311,11 +337,11 @@ func (c *Controller) serveReadIndex(conn net.Conn) {
 			return
 		}
 		var res readIndexAnswer
-		ci, err := c.verifiedCommit()
+		ci, revoking, err := c.readIndex()
 		if err != nil {
 			res.Err = err.Error()
 		} else {
-			res.OK, res.Commit, res.Revoking = true, ci, c.revokingNow()
+			res.OK, res.Commit, res.Revoking = true, ci, revoking
 		}
 		out, _ := json.Marshal(res)
 		conn.SetWriteDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so

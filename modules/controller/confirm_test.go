@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,4 +157,55 @@ func TestMinorityControllerWithholdsMaster(t *testing.T) {
 	t.Logf("%d polls of a deposed master, %d vouched", w.polls.Load(), w.stale.Load())
 	assert.Positive(t, w.polls.Load())
 	assert.Zero(t, w.stale.Load(), "no controller vouched for a deposed master")
+}
+
+// TestReadIndexNamesRevocationOrElection: an election committed while
+// the leader answers a read index (after it read the commit index) must
+// show in the answer either as the revocation it ended or in the commit
+// index; answered with neither, a follower vouched for the deposed
+// master until it applied the election (seen as stale vouches in
+// TestMinorityControllerWithholdsMaster).
+func TestReadIndexNamesRevocationOrElection(t *testing.T) {
+	c := startControllers(t, 1)[0]
+	leaderOf(t, []*Controller{c})
+	// Only the read index below talks to raft: no checks, no confirmations.
+	c.cancel()
+	c.wg.Wait()
+	g, err := c.apply(Command{Op: opElect, Name: "b", Epoch: 0, MasterID: 0, MasterAddr: "10.0.0.1:1", Start: 100, Ready: true})
+	require.NoError(t, err)
+	require.False(t, c.revoked(g, c.now()), "the revocation starts")
+
+	var elected uint64
+	c.afterCommitRead = func() {
+		c.afterCommitRead = nil
+		// What check does a lease later: commit the election, end the revocation.
+		data, err := json.Marshal(Command{Op: opElect, Name: "b", Epoch: 1, MasterID: 1, MasterAddr: "10.0.0.2:1"})
+		if !assert.NoError(t, err) {
+			return
+		}
+		f := c.raft.Apply(data, applyTimeout)
+		if assert.NoError(t, f.Error()) && assert.IsType(t, &Group{}, f.Response()) {
+			elected = f.Index()
+		}
+		c.unrevoke("b")
+	}
+	cli, srv := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.serveReadIndex(srv)
+	}()
+	defer func() { cli.Close(); <-done }()
+	require.NoError(t, cli.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = cli.Write([]byte("{}\n"))
+	require.NoError(t, err)
+	line, err := bufio.NewReader(cli).ReadBytes('\n')
+	require.NoError(t, err)
+	var res readIndexAnswer
+	require.NoError(t, json.Unmarshal(line, &res))
+	require.True(t, res.OK, res.Err)
+	require.NotZero(t, elected, "the election was committed during the read index")
+	t.Logf("answer: commit %d, revoking %v; election at %d", res.Commit, res.Revoking, elected)
+	assert.True(t, slices.Contains(res.Revoking, "b") || res.Commit >= elected,
+		"the answer names the revocation or covers the election")
 }

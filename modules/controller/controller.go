@@ -66,6 +66,10 @@ type Controller struct {
 	confirmed confirmState // the last confirmation of the applied state (confirm.go)
 	confirmOK bool         // the last confirmation round worked (for logging transitions)
 
+	// afterCommitRead (tests) runs in verifiedCommit once the commit
+	// index is read: a point where raft may commit more meanwhile.
+	afterCommitRead func()
+
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stopping chan struct{} // closed by Stop before raft shuts down
