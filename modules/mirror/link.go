@@ -84,10 +84,7 @@ type queueState struct {
 	pairs  []pair
 	maxOff int64
 	lagTS  int64 // store time (ms) of the oldest message not yet mirrored, 0 if none
-	// lastBatch is the bytes of the queue's last pulled batch (the next
-	// one's buffer is sized from it).
-	lastBatch atomic.Int64
-	cancel    context.CancelFunc
+	cancel context.CancelFunc
 	// gaps are source ranges behind next not yet all written (catch_up
 	// newest_first: the live tail went first), oldest first; filling says
 	// a goroutine is writing them, gapTS is the store time (ms) of the

@@ -3,7 +3,6 @@ package mirror
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -50,98 +49,16 @@ func (l *link) work(ctx context.Context, q *queueState) {
 type fetched struct {
 	from int64
 	res  *consumer.PullResult
-	b    *batch
 	err  error
 }
 
 // pull reads a batch of q from offset from, held by the broker up to
 // pollWait when there is nothing new.
 func (l *link) pull(ctx context.Context, q *queueState, from int64) fetched {
-	res, b, err := l.pullBatch(ctx, q, from, l.cfg.BatchSize, math.MaxInt64)
-	return fetched{from: from, res: res, b: b, err: err}
-}
-
-// batch is one pull's messages as the target stores them: the records of
-// a SEND_BATCH_MESSAGE body, encoded while the pull's answer was decoded
-// (no message, property map or item is kept per message).
-type batch struct {
-	body []byte
-	recs []record
-	// firstStore is the store time (ms) of the first message pulled, 0
-	// if none; lastOff the source offset of the last one, -1 if none
-	// (both count messages left out for their origin too).
-	firstStore int64
-	lastOff    int64
-}
-
-// record is one message of a batch.
-type record struct {
-	end     int   // where its bytes end in batch.body
-	off     int64 // its source queue offset
-	bodyLen int
-}
-
-// split returns the end of the write that starts at record i: as many
-// records as fit in max body bytes, at least one.
-func (b *batch) split(i, max int) (end, bodyBytes int) {
-	end = i
-	for end < len(b.recs) && (end == i || bodyBytes+b.recs[end].bodyLen <= max) {
-		bodyBytes += b.recs[end].bodyLen
-		end++
-	}
-	return end, bodyBytes
-}
-
-// bytes returns the encoded records [i, end).
-func (b *batch) bytes(i, end int) []byte {
-	from := 0
-	if i > 0 {
-		from = b.recs[i-1].end
-	}
-	return b.body[from:b.recs[end-1].end]
-}
-
-// pullBatch pulls up to max messages of q from offset from (held by the
-// broker up to pollWait when there is nothing new) and encodes those
-// below offset to for the target, leaving out those whose origin is the
-// target cluster.
-func (l *link) pullBatch(ctx context.Context, q *queueState, from int64, max int, to int64) (*consumer.PullResult, *batch, error) {
-	target, source := "", ""
-	if p := l.targetCluster.Load(); p != nil {
-		target = *p
-	}
-	if p := l.sourceCluster.Load(); p != nil {
-		source = *p
-	}
-	// Sized from the queue's last batch: grown append by append, a batch
-	// of 256 KiB cost more CPU than the rest of its encoding.
-	size := q.lastBatch.Load()
-	b := &batch{body: make([]byte, 0, size+size/8+4096), lastOff: -1}
 	pctx, cancel := context.WithTimeout(ctx, pollWait)
 	defer cancel()
-	res, err := l.puller.PullEach(pctx, q.src, l.sel, from, max, func(m *client.MessageExt) {
-		if m.QueueOffset >= to {
-			return
-		}
-		if b.lastOff < 0 {
-			b.firstStore = m.StoreTimestamp.UnixMilli()
-		}
-		b.lastOff = m.QueueOffset
-		it, ok := mirrored(m, source, target, l.cfg.Name)
-		if !ok {
-			l.loopSkipped.Add(1)
-			return
-		}
-		b.body = message.AppendBatchItem(b.body, it)
-		b.recs = append(b.recs, record{end: len(b.body), off: m.QueueOffset, bodyLen: len(it.Body)})
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(b.body) > 0 {
-		q.lastBatch.Store(int64(len(b.body)))
-	}
-	return res, b, nil
+	res, err := l.puller.Pull(pctx, q.src, l.sel, from, l.cfg.BatchSize)
+	return fetched{from: from, res: res, err: err}
 }
 
 // start sets the position of a queue the checkpoint does not know.
@@ -189,7 +106,7 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 	if f.res == nil && f.err == nil {
 		f = l.pull(ctx, q, next)
 	}
-	res, b, err := f.res, f.b, f.err
+	res, err := f.res, f.err
 	if err != nil {
 		// The broker answers a held pull before the deadline: a timeout
 		// is a link that stopped answering (a cut uplink).
@@ -221,33 +138,38 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 	if l.jump(ctx, q, next, res.MaxOffset) {
 		return nil // the pulled batch is in the gap now
 	}
-	if b.lastOff >= 0 {
+	if len(res.Messages) > 0 {
 		q.mu.Lock()
-		q.lagTS = b.firstStore
+		q.lagTS = res.Messages[0].StoreTimestamp.UnixMilli()
 		q.mu.Unlock()
 	}
+	items, firstOff := l.convert(res.Messages)
 	if res.NextBeginOffset > next {
 		ch := make(chan fetched, 1)
 		from := res.NextBeginOffset
 		go func() { ch <- l.pull(ctx, q, from) }()
 		*ahead = ch
 	}
-	for start := 0; start < len(b.recs); {
-		end, bytes := b.split(start, int(l.cfg.BatchBytes))
+	for start := 0; start < len(items); {
+		end, bytes := start, 0
+		for end < len(items) && (end == start || bytes+len(items[end].Body) <= int(l.cfg.BatchBytes)) {
+			bytes += len(items[end].Body)
+			end++
+		}
 		if l.limiter != nil && !l.limiter.take(ctx, end-start, true) {
 			return ctx.Err()
 		}
-		off, err := l.write(ctx, dst, end-start, b.bytes(start, end))
+		off, err := l.write(ctx, dst, items[start:end])
 		if err != nil {
 			return onSide(sideTarget, err)
 		}
 		l.ok(sideTarget)
 		q.mu.Lock()
 		if q.dst == dst {
-			q.addPair(pair{Src: b.recs[start].off, Dst: off})
+			q.addPair(pair{Src: firstOff[start], Dst: off})
 		}
 		// Everything before this batch's last message is stored.
-		if n := b.recs[end-1].off + 1; n > q.next {
+		if n := firstOff[end-1] + 1; n > q.next {
 			q.next = n
 		}
 		q.mu.Unlock()
@@ -266,6 +188,29 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 	}
 	q.mu.Unlock()
 	return nil
+}
+
+// convert turns pulled messages into batch items for the target, in
+// order, leaving out those whose origin is the target cluster. offs holds
+// each item's source queue offset.
+func (l *link) convert(msgs []*client.MessageExt) (items []message.BatchItem, offs []int64) {
+	target, source := "", ""
+	if p := l.targetCluster.Load(); p != nil {
+		target = *p
+	}
+	if p := l.sourceCluster.Load(); p != nil {
+		source = *p
+	}
+	for _, m := range msgs {
+		it, ok := mirrored(m, source, target, l.cfg.Name)
+		if !ok {
+			l.loopSkipped.Add(1)
+			continue
+		}
+		items = append(items, it)
+		offs = append(offs, m.QueueOffset)
+	}
+	return items, offs
 }
 
 // mirrored is m as the target stores it; ok is false when m came from
@@ -344,11 +289,10 @@ func keepDueTime(p message.Properties, storeMs int64) {
 	}
 }
 
-// write sends n encoded records to target queue dst in one
-// SEND_BATCH_MESSAGE and returns the queue offset of the first (of its
-// first copy, if the target had it already). Errors are the caller's to
-// retry.
-func (l *link) write(ctx context.Context, dst client.MessageQueue, n int, body []byte) (int64, error) {
+// write sends items to target queue dst in one SEND_BATCH_MESSAGE and
+// returns the queue offset of the first (of its first copy, if the
+// target had it already). Errors are the caller's to retry.
+func (l *link) write(ctx context.Context, dst client.MessageQueue, items []message.BatchItem) (int64, error) {
 	addr, ok := l.dst.BrokerAddr(dst.BrokerName)
 	if !ok {
 		if _, err := l.dst.FetchRoute(ctx, dst.Topic); err != nil {
@@ -358,6 +302,19 @@ func (l *link) write(ctx context.Context, dst client.MessageQueue, n int, body [
 			return 0, fmt.Errorf("target broker %s: %w", dst.BrokerName, client.ErrBrokerNotFound)
 		}
 	}
+	// Sized up front: grown append by append, a batch of 256 KiB cost
+	// more CPU than the rest of its encoding.
+	size := 0
+	for _, it := range items {
+		size += 26 + len(it.Body)
+		for k, v := range it.Properties {
+			size += len(k) + len(v) + 2
+		}
+	}
+	body := make([]byte, 0, size)
+	for _, it := range items {
+		body = message.AppendBatchItem(body, it)
+	}
 	req := client.NewRequest(remoting.SendBatchMessage, map[string]string{
 		"a": Group(l.cfg.Name), "b": dst.Topic, "c": "TBW102", "d": "4", "e": strconv.Itoa(dst.QueueID),
 		"f": "0", "g": strconv.FormatInt(time.Now().UnixMilli(), 10), "h": "0", "i": "", "j": "0", "k": "false",
@@ -365,13 +322,13 @@ func (l *link) write(ctx context.Context, dst client.MessageQueue, n int, body [
 	}, body)
 	resp, err := l.dst.Invoke(ctx, addr, req)
 	if err != nil {
-		return 0, fmt.Errorf("write %d messages to %s: %w", n, dst, err)
+		return 0, fmt.Errorf("write %d messages to %s: %w", len(items), dst, err)
 	}
 	switch resp.Code {
 	case remoting.Success, remoting.FlushDiskTimeout, remoting.FlushSlaveTimeout, remoting.SlaveNotAvailable:
 		// Stored on the master: a replica's lag is not the link's to retry.
 	default:
-		return 0, fmt.Errorf("write %d messages to %s: %w", n, dst, client.NewBrokerError(addr, resp))
+		return 0, fmt.Errorf("write %d messages to %s: %w", len(items), dst, client.NewBrokerError(addr, resp))
 	}
 	off, err := strconv.ParseInt(resp.Ext("queueOffset"), 10, 64)
 	if err != nil {
@@ -477,7 +434,9 @@ func (l *link) fill(ctx context.Context, q *queueState) {
 // fillStep writes one batch of gap g from its start and moves the gap's
 // start past it.
 func (l *link) fillStep(ctx context.Context, q *queueState, g Gap, dst client.MessageQueue) error {
-	res, b, err := l.pullBatch(ctx, q, g.From, min(l.cfg.BatchSize, int(g.To-g.From)), g.To)
+	pctx, cancel := context.WithTimeout(ctx, pollWait)
+	res, err := l.puller.Pull(pctx, q.src, l.sel, g.From, min(l.cfg.BatchSize, int(g.To-g.From)))
+	cancel()
 	if err != nil {
 		return onSide(sideSource, fmt.Errorf("pull: %w", err))
 	}
@@ -492,29 +451,40 @@ func (l *link) fillStep(ctx context.Context, q *queueState, g Gap, dst client.Me
 		l.log.Warn("mirror: the source no longer holds the position (retention deleted what the link had not mirrored yet)",
 			"queue", q.src.String(), "position", g.From, "next", next)
 	}
-	if b.lastOff >= 0 {
+	var msgs []*client.MessageExt
+	for _, m := range res.Messages {
+		if m.QueueOffset < g.To {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) > 0 {
 		q.mu.Lock()
-		q.gapTS = b.firstStore
+		q.gapTS = msgs[0].StoreTimestamp.UnixMilli()
 		q.mu.Unlock()
 	}
-	for start := 0; start < len(b.recs); {
-		end, bytes := b.split(start, int(l.cfg.BatchBytes))
+	items, offs := l.convert(msgs)
+	for start := 0; start < len(items); {
+		end, bytes := start, 0
+		for end < len(items) && (end == start || bytes+len(items[end].Body) <= int(l.cfg.BatchBytes)) {
+			bytes += len(items[end].Body)
+			end++
+		}
 		if l.limiter != nil && !l.limiter.take(ctx, end-start, false) {
 			return ctx.Err()
 		}
-		if _, err := l.write(ctx, dst, end-start, b.bytes(start, end)); err != nil {
+		if _, err := l.write(ctx, dst, items[start:end]); err != nil {
 			return onSide(sideTarget, err)
 		}
 		l.ok(sideTarget)
-		l.advanceGap(q, g, b.recs[end-1].off+1)
+		l.advanceGap(q, g, offs[end-1]+1)
 		c := l.counters(q.src.Topic)
 		c.msgs.Add(int64(end - start))
 		c.bytes.Add(int64(bytes))
 		l.mirrored.Add(int64(end - start))
 		start = end
 	}
-	if b.lastOff >= 0 {
-		next = max(next, b.lastOff+1)
+	if len(msgs) > 0 {
+		next = max(next, msgs[len(msgs)-1].QueueOffset+1)
 	}
 	if next <= g.From {
 		return onSide(sideSource, fmt.Errorf("pull at %d of a gap to %d: %v, next %d", g.From, g.To, res.Status, next))
