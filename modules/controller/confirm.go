@@ -134,19 +134,17 @@ func (c *Controller) confirmLoop(ctx context.Context) {
 	defer t.Stop()
 	var ri readIndexClient
 	defer ri.close()
-	var leaderTerm uint64 // term in which this leader applied a barrier
 	for {
 		start := c.now()
 		var err error
 		if c.raft.State() == raft.Leader {
 			ri.close()
 			var revoking []string
-			revoking, err = c.confirmAsLeader(ctx, &leaderTerm)
+			revoking, err = c.confirmAsLeader(ctx)
 			if err == nil {
 				c.setConfirmed(start.Add(c.vouchLease()), revoking)
 			}
 		} else {
-			leaderTerm = 0
 			var res readIndexAnswer
 			res, err = c.confirmAsFollower(ctx, &ri)
 			if err == nil {
@@ -167,16 +165,7 @@ func (c *Controller) confirmLoop(ctx context.Context) {
 // confirmAsLeader verifies the leadership and waits for the commit index
 // read before it to be applied; it returns the groups being deposed, read
 // before that commit index (see readIndex).
-func (c *Controller) confirmAsLeader(ctx context.Context, leaderTerm *uint64) ([]string, error) {
-	term := c.raft.CurrentTerm()
-	if *leaderTerm != term {
-		// A new leader knows the commit index once an entry of its term
-		// is committed: the barrier.
-		if err := c.raft.Barrier(c.vouchLease()).Error(); err != nil {
-			return nil, fmt.Errorf("controller: barrier: %w", err)
-		}
-		*leaderTerm = term
-	}
+func (c *Controller) confirmAsLeader(ctx context.Context) ([]string, error) {
 	ci, revoking, err := c.readIndex()
 	if err != nil {
 		return nil, err
@@ -194,10 +183,32 @@ func (c *Controller) confirmAsLeader(ctx context.Context, leaderTerm *uint64) ([
 // election committed between the two reads was answered with neither
 // the revocation nor its entry, and a follower applying that answer
 // vouched for the deposed master until it applied the election.
+//
+// A new leader answers only once an entry of its term is committed (a
+// barrier), for followers too: before, its commit index may miss entries
+// of earlier terms that are committed, such as an election appended by a
+// leader that lost its majority during the revocation and committed by
+// the next leader's first entry, with no revocation in force any more.
 func (c *Controller) readIndex() (commit uint64, revoking []string, err error) {
+	if c.raft.State() != raft.Leader {
+		return 0, nil, errors.New("controller: not the leader")
+	}
+	term := c.raft.CurrentTerm()
+	if c.barrierTerm.Load() != term {
+		if err := c.raft.Barrier(c.vouchLease()).Error(); err != nil {
+			return 0, nil, fmt.Errorf("controller: barrier: %w", err)
+		}
+		c.barrierTerm.Store(term)
+	}
 	revoking = c.revokingNow()
 	commit, err = c.verifiedCommit()
-	return commit, revoking, err
+	if err != nil {
+		return 0, nil, err
+	}
+	if t := c.raft.CurrentTerm(); t != term {
+		return 0, nil, fmt.Errorf("controller: the term changed from %d to %d during the read index", term, t)
+	}
+	return commit, revoking, nil
 }
 
 // verifiedCommit is the commit index, returned once a quorum confirmed
@@ -402,11 +413,10 @@ func (m *muxLayer) acceptLoop() {
 			}
 			return
 		}
-		if m.blocked.Load() {
-			conn.Close()
+		conn, ok := m.track(conn)
+		if !ok {
 			continue
 		}
-		conn = m.track(conn)
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -471,23 +481,41 @@ func (m *muxLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.
 	if err != nil {
 		return nil, err
 	}
-	return m.track(conn), nil
+	tc, ok := m.track(conn)
+	if !ok {
+		return nil, fmt.Errorf("controller: dial %s: transport blocked", address)
+	}
+	return tc, nil
 }
 
 // setBlocked cuts this member off (true) or lets it talk again (false).
+// blocked changes under mu, where track registers connections: one
+// dialled or accepted while the layer is being blocked is either
+// registered before, and cut here, or refused by track.
 func (m *muxLayer) setBlocked(b bool) {
+	m.mu.Lock()
 	m.blocked.Store(b)
+	m.mu.Unlock()
 	if b {
 		m.cutAll()
 	}
 }
 
-func (m *muxLayer) track(conn net.Conn) net.Conn {
+// track registers conn to be cut by setBlocked and Close; it closes conn
+// and reports false when the layer is blocked.
+func (m *muxLayer) track(conn net.Conn) (net.Conn, bool) {
 	tc := &trackedConn{Conn: conn, m: m}
 	m.mu.Lock()
-	m.live[tc] = struct{}{}
+	blocked := m.blocked.Load()
+	if !blocked {
+		m.live[tc] = struct{}{}
+	}
 	m.mu.Unlock()
-	return tc
+	if blocked {
+		conn.Close()
+		return nil, false
+	}
+	return tc, true
 }
 
 func (m *muxLayer) cutAll() {

@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -66,6 +67,9 @@ type Controller struct {
 	confirmed confirmState // the last confirmation of the applied state (confirm.go)
 	confirmOK bool         // the last confirmation round worked (for logging transitions)
 
+	// barrierTerm is the last term in which this controller, as the
+	// leader, committed a barrier: its read index is good from then on.
+	barrierTerm atomic.Uint64
 	// afterCommitRead (tests) runs in verifiedCommit once the commit
 	// index is read: a point where raft may commit more meanwhile.
 	afterCommitRead func()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,9 +15,30 @@ import (
 	"github.com/quivermq/quiver/modules/namesrv"
 )
 
-type tlog struct{ t *testing.T }
+// tlog writes log lines to the test's log until stop: raft's connection
+// goroutines (NetworkTransport.handleConn) are not waited for by its
+// Close and may log a closed connection after the test ended, where
+// t.Log panics.
+type tlog struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
 
-func (w tlog) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+func (w *tlog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(p))
+	}
+	return len(p), nil
+}
+
+func (w *tlog) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
 
 // startControllers starts n controllers on loopback in one raft cluster.
 func startControllers(t *testing.T, n int) []*Controller {
@@ -25,7 +47,9 @@ func startControllers(t *testing.T, n int) []*Controller {
 	for range n {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
 	}
-	log := slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	tl := &tlog{t: t}
+	t.Cleanup(tl.stop) // registered first: runs after every Stop
+	log := slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var cs []*Controller
 	for i := range n {
 		cfg := NewConfig()
