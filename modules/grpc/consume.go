@@ -206,7 +206,6 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 	if s.recvHeld.full() {
 		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
 	}
-	start := time.Now()
 	// At most grpc.max_receive_waits receives wait at once (each waiting
 	// one holds a goroutine and its stream); beyond them a receive only
 	// looks and, finding nothing, answers TOO_MANY_REQUESTS at once, as
@@ -235,7 +234,7 @@ func (s *Server) ReceiveMessage(req *grpcapi.ReceiveMessageRequest, stream grpca
 		}
 		return send(status(grpcapi.Code_MESSAGE_NOT_FOUND, "no new message"))
 	}
-	return s.sendHeld(ctx, stream, send, got, start, invisible, nil) // held.go
+	return s.sendHeld(ctx, stream, send, got, invisible, nil) // held.go
 }
 
 // AckMessage acknowledges each entry's receipt handle.

@@ -111,18 +111,23 @@ func (s *Server) hold(got []pop.Received) *heldBatch {
 
 // sendHeld holds recs within the receive budgets (hold), answers OK and
 // streams them one by one until all are sent, the stream fails or the
-// receive's deadline passes: the call's, or the messages' invisible time
-// from start (then they are handed out again anyway), so nothing is kept
-// past it. decorate, if not nil, adds to each message before it goes out.
-// TOO_MANY_REQUESTS when nothing fits the budgets.
+// receive's deadline passes: the call's, or the end of the messages'
+// invisible time (their InvisibleUntil: then they are handed out again
+// anyway), so nothing is kept past it. decorate, if not nil, adds to each
+// message before it goes out. TOO_MANY_REQUESTS when nothing fits the
+// budgets.
+//
+// The invisible time runs from when the messages were handed out, not
+// from the start of the call: a receive that long-polled for longer than
+// its invisible time before a message came must still send it.
 func (s *Server) sendHeld(ctx context.Context, stream grpcapi.MessagingService_ReceiveMessageServer, send func(*grpcapi.Status) error,
-	recs []pop.Received, start time.Time, invisible time.Duration, decorate func(pop.Received, *grpcapi.Message)) error {
+	recs []pop.Received, invisible time.Duration, decorate func(pop.Received, *grpcapi.Message)) error {
+	deadline := heldUntil(recs, invisible)
 	hb := s.hold(recs)
 	if hb == nil {
 		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
 	}
 	defer hb.release()
-	deadline := start.Add(invisible)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
@@ -144,6 +149,22 @@ func (s *Server) sendHeld(ctx context.Context, stream grpcapi.MessagingService_R
 			return err
 		}
 	}
+}
+
+// heldUntil is when the first of recs becomes visible again; a record
+// without its InvisibleUntil counts invisible from now.
+func heldUntil(recs []pop.Received, invisible time.Duration) time.Time {
+	var until time.Time
+	for _, r := range recs {
+		u := r.InvisibleUntil
+		if u.IsZero() {
+			u = time.Now().Add(invisible)
+		}
+		if until.IsZero() || u.Before(until) {
+			until = u
+		}
+	}
+	return until
 }
 
 // take hands out the next message to send; false when all are sent or

@@ -830,7 +830,6 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 	if s.recvHeld.full() {
 		return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("the endpoint holds grpc.receive_buffer (%d bytes) of messages for consumers that do not read: try again later", s.recvHeld.limit)))
 	}
-	start := time.Now()
 	polling := wait > 0 && s.recvWaits.take()
 	full := wait > 0 && !polling
 	if full {
@@ -839,6 +838,7 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var got []liteDelivery
+	var taken int64 // epoch ms: when got was handed out, the start of its invisible time
 	notFound := func() error {
 		if full {
 			return send(status(grpcapi.Code_TOO_MANY_REQUESTS, fmt.Sprintf("polling full: grpc.max_receive_waits (%d) receives are waiting for messages; try again later", s.recvWaits.limit)))
@@ -850,7 +850,8 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 		c := x.subs[key]
 		var wake chan struct{}
 		if c != nil {
-			got = x.take(c, batch, invisible, time.Now().UnixMilli())
+			taken = time.Now().UnixMilli()
+			got = x.take(c, batch, invisible, taken)
 			wake = c.waiter()
 		}
 		x.mu.Unlock()
@@ -904,7 +905,8 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 			s.log.Warn("grpc: lite receive: read", "lite_topic", d.t.name, "offset", d.offset, "err", err)
 			break // the rest of the run goes out again after its invisible time
 		}
-		r := pop.Received{Message: m, Handle: liteHandle(d), Queue: m.QueueID, Offset: d.offset, Attempt: d.attempt}
+		r := pop.Received{Message: m, Handle: liteHandle(d), Queue: m.QueueID, Offset: d.offset, Attempt: d.attempt,
+			InvisibleUntil: time.UnixMilli(taken + invisible.Milliseconds())}
 		names[r.Handle] = d.t.name
 		recs = append(recs, r)
 	}
@@ -915,7 +917,7 @@ func (s *Server) liteReceive(stream grpcapi.MessagingService_ReceiveMessageServe
 	// grpc.receive_stream_buffer and grpc.receive_buffer while the stream
 	// does not read, dropped at the deadline (they go out again after
 	// their invisible time).
-	return s.sendHeld(ctx, stream, send, recs, start, invisible, func(r pop.Received, pm *grpcapi.Message) {
+	return s.sendHeld(ctx, stream, send, recs, invisible, func(r pop.Received, pm *grpcapi.Message) {
 		name := names[r.Handle]
 		pm.SystemProperties.LiteTopic = &name
 		pm.SystemProperties.MessageType = grpcapi.MessageType_LITE
