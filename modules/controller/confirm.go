@@ -195,7 +195,7 @@ func (c *Controller) readIndex() (commit uint64, revoking []string, err error) {
 	}
 	term := c.raft.CurrentTerm()
 	if c.barrierTerm.Load() != term {
-		if err := c.raft.Barrier(c.vouchLease()).Error(); err != nil {
+		if err := c.awaitFuture(c.raft.Barrier(c.vouchLease())); err != nil {
 			return 0, nil, fmt.Errorf("controller: barrier: %w", err)
 		}
 		c.barrierTerm.Store(term)
@@ -221,24 +221,28 @@ func (c *Controller) verifiedCommit() (uint64, error) {
 	if c.afterCommitRead != nil {
 		c.afterCommitRead()
 	}
-	// raft v1.7's verify future is not tied to raft's shutdown: one queued
-	// (verifyCh is buffered) just as the main loop exits is never answered,
-	// and a read-index connection waiting on it held Stop's transport
-	// close forever (seen once as a 30-minute hang in TestControllerFailover).
-	// Wait for the answer or for Stop; in that rare case the waiting
-	// goroutine stays until the process ends.
-	f := c.raft.VerifyLeader()
+	if err := c.awaitFuture(c.raft.VerifyLeader()); err != nil {
+		return 0, fmt.Errorf("controller: verify leadership: %w", err)
+	}
+	return ci, nil
+}
+
+// awaitFuture waits for f's answer or for Stop. raft v1.7's verify
+// future is not tied to raft's shutdown: one queued (verifyCh is
+// buffered) just as the main loop exits is never answered, and a
+// read-index connection waiting on it held Stop's transport close
+// forever (seen once as a 30-minute hang in TestControllerFailover); a
+// read index's barrier is waited for the same way. In that rare case the
+// waiting goroutine stays until the process ends.
+func (c *Controller) awaitFuture(f raft.Future) error {
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	select {
 	case err := <-errc:
-		if err != nil {
-			return 0, fmt.Errorf("controller: verify leadership: %w", err)
-		}
+		return err
 	case <-c.stopping:
-		return 0, errors.New("controller: stopping")
+		return errors.New("controller: stopping")
 	}
-	return ci, nil
 }
 
 // waitApplied waits up to one lease for raft to have applied index.

@@ -242,3 +242,16 @@ func askReadIndex(t *testing.T, c *Controller) readIndexAnswer {
 	require.True(t, res.OK, res.Err)
 	return res
 }
+
+// TestRevocationLeaseFromVisibility: the lease before an election counts
+// from when the revocation is visible to read indexes, not from the time
+// check read when it started: a follower confirmed in between (its
+// revoking list empty) vouches until a lease after it asked.
+func TestRevocationLeaseFromVisibility(t *testing.T) {
+	c, err := New(NewConfig(), nil, nil)
+	require.NoError(t, err)
+	g := &Group{Name: "b", Epoch: 1, MasterAddr: "10.0.0.1:1"}
+	checkStart := c.now().Add(-c.vouchLease()) // check read the time a lease ago
+	require.False(t, c.revoked(g, checkStart), "the revocation starts")
+	assert.False(t, c.revoked(g, c.now()), "no election right after the revocation became visible")
+}

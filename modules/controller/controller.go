@@ -373,7 +373,10 @@ func (c *Controller) revoked(g *Group, now time.Time) bool {
 	defer c.mu.Unlock()
 	at, ok := c.revoking[g.Name]
 	if !ok {
-		c.revoking[g.Name] = now
+		// The lease counts from when read indexes can see the revocation,
+		// not from now (read at the start of check, maybe well before): a
+		// confirmation asked in between runs until a lease after it.
+		c.revoking[g.Name] = c.now()
 		c.log.Warn("master lapsed: revoking it before the election", "broker", g.Name, "epoch", g.Epoch, "master", g.MasterAddr,
 			"wait", c.vouchLease())
 		return false
