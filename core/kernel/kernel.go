@@ -66,7 +66,8 @@ type StorageConfig struct {
 	// CleanAt are the hours expired data is deleted at ("04", "04;16").
 	CleanAt string `koanf:"clean_at"`
 	// DiskMaxUsedRatio deletes oldest data first, at any hour, while the
-	// store's disk is used above it (0 disables).
+	// store's disk is used above it (0 disables); used as df's Use% and
+	// Java's diskMaxUsedSpaceRatio read it (retention.UsedRatio).
 	DiskMaxUsedRatio float64 `koanf:"disk_max_used_ratio"`
 }
 

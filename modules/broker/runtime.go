@@ -16,6 +16,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/remoting/codec"
 	"github.com/quivermq/quiver/core/store"
+	"github.com/quivermq/quiver/core/store/retention"
 )
 
 // PhysOffsetRanger is implemented by stores that know their commit-log
@@ -183,7 +184,7 @@ func (b *Broker) logFigures(t map[string]string) {
 // diskFigures adds DefaultMessageStore's disk keys for the data
 // directory: commitLogDiskRatio (and its per-path twin) and
 // consumeQueueDiskRatio as the used share of its file system (Java's
-// UtilAll.getDiskPartitionSpaceUsedPercent: (total-free)/total), and
+// UtilAll.getDiskPartitionSpaceUsedPercent, retention.DiskUsage), and
 // commitLogDirCapacity in Java's "Total : 1.0 GiB, Free : 512.0 MiB."
 // format. A broker without a data directory (memory store) answers -1
 // ratios, Java's answer for a missing path, and a zero capacity.
@@ -195,7 +196,9 @@ func (b *Broker) diskFigures(t map[string]string) {
 	}
 	ratio := -1.0
 	if ok && total > 0 {
-		ratio = float64(total-free) / float64(total)
+		if r, err := retention.DiskUsage(dir); err == nil {
+			ratio = r
+		}
 		t["commitLogDiskRatio_"+dir] = javaDouble(ratio)
 	}
 	t["commitLogDiskRatio"] = javaDouble(ratio)

@@ -181,16 +181,32 @@ func cleanHour(now time.Time, cleanAt []int) bool {
 	return false
 }
 
-// DiskUsage is the used fraction of the file system holding dir.
+// DiskUsage is the used fraction of the file system holding dir, as
+// RocketMQ's UtilAll.getDiskPartitionSpaceUsedPercent reads it (and df's
+// Use%): see UsedRatio.
 func DiskUsage(dir string) (float64, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, fmt.Errorf("retention: statfs %s: %w", dir, err)
 	}
-	total := float64(st.Blocks) * float64(st.Bsize)
-	if total == 0 {
-		return 0, nil
+	return UsedRatio(uint64(st.Blocks), uint64(st.Bfree), uint64(st.Bavail)), nil
+}
+
+// UsedRatio is the used blocks over the blocks a writer could fill (used
+// plus available), rounded up to a whole percent as Java rounds it.
+// Blocks reserved for root (free, not available) count as neither: read
+// as used (1 - available/total), a file system with a large reserve
+// looked full and retention deleted everything older than half a minute
+// (this machine: 38 % used by df, 0.77 that way, above the 0.75 default).
+func UsedRatio(blocks, free, avail uint64) float64 {
+	used := blocks - min(free, blocks)
+	entire := used + avail
+	if entire == 0 {
+		return 0
 	}
-	free := float64(st.Bavail) * float64(st.Bsize)
-	return 1 - free/total, nil
+	pct := used * 100 / entire
+	if used*100%entire != 0 {
+		pct++
+	}
+	return float64(pct) / 100
 }

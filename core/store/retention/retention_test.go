@@ -98,3 +98,28 @@ func TestDiskUsage(t *testing.T) {
 	_, err = DiskUsage("/definitely/not/here")
 	assert.Error(t, err)
 }
+
+// TestUsedRatioAsJava: the used share is Java's and df's (used over used
+// plus available, rounded up to a whole percent); blocks reserved for
+// root are not counted as used. The first case is the statfs of the
+// machine where counting the reserve as used read 0.77 and retention
+// deleted every message older than half a minute.
+func TestUsedRatioAsJava(t *testing.T) {
+	tests := []struct {
+		name                string
+		blocks, free, avail uint64
+		want                float64
+	}{
+		{"large root reserve", 66053021, 57065973, 14888268, 0.38},
+		{"no reserve", 1000, 250, 250, 0.75},
+		{"rounded up", 1000, 749, 749, 0.26},
+		{"full for users, reserve left", 1000, 50, 0, 1},
+		{"empty", 1000, 1000, 1000, 0},
+		{"nothing known", 0, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.InDelta(t, tt.want, UsedRatio(tt.blocks, tt.free, tt.avail), 1e-9)
+		})
+	}
+}
