@@ -79,3 +79,58 @@ func TestReceiveLateInLongPoll(t *testing.T) {
 	slices.Sort(got)
 	assert.Equal(t, ids, got, "the messages popped late in the long poll are all sent")
 }
+
+// TestLiteReceiveLateInLongPoll is TestReceiveLateInLongPoll for a lite
+// receive, which counted its deadline from before its wait loop the same
+// way (79babed). The three lite messages are stored first in a lite topic
+// the client has not subscribed yet and become its messages all at once,
+// late in the long poll, when it subscribes from the topic's start: one
+// take hands out all three.
+func TestLiteReceiveLateInLongPoll(t *testing.T) {
+	const body, invisible = 200 << 10, 2 * time.Second
+	n := openLiteNode(t, t.TempDir(), nil)
+	n.parent("LL-P", 1)
+	require.Equal(t, grpcapi.Code_OK, n.sync("late@1", "LL-P", "LL-G", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, "s-idle").GetCode())
+	conn, err := grpclib.NewClient(n.srv.Addr().String(), grpclib.WithTransportCredentials(insecure.NewCredentials()),
+		grpclib.WithInitialWindowSize(64<<10), grpclib.WithInitialConnWindowSize(64<<10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	rs, err := grpcapi.NewMessagingServiceClient(conn).ReceiveMessage(n.ctxAs("late@1"), &grpcapi.ReceiveMessageRequest{
+		Group: res("LL-G"), MessageQueue: &grpcapi.MessageQueue{Topic: res("LL-P"), Id: -1},
+		BatchSize: 16, InvisibleDuration: durationpb.New(invisible), LongPollingTimeout: durationpb.New(8 * time.Second),
+	})
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, func() bool { return n.srv.ReceiveWaits() == 1 }, "the lite receive waits")
+	lite := "s-late"
+	var ids []string
+	for i := range 3 {
+		id := "lite-late-" + string(rune('1'+i))
+		ids = append(ids, id)
+		sr, err := n.cli.SendMessage(n.ctxAs("producer@1"), &grpcapi.SendMessageRequest{Messages: []*grpcapi.Message{
+			msg("LL-P", id, strings.Repeat("l", body), &grpcapi.SystemProperties{MessageType: grpcapi.MessageType_LITE, LiteTopic: &lite})}})
+		require.NoError(t, err)
+		require.Equal(t, grpcapi.Code_OK, sr.GetStatus().GetCode(), sr.GetStatus().GetMessage())
+	}
+	time.Sleep(invisible + 500*time.Millisecond) // past the invisible time counted from the call's start
+	from := &grpcapi.OffsetOption{OffsetType: &grpcapi.OffsetOption_Policy_{Policy: grpcapi.OffsetOption_MIN}}
+	require.Equal(t, grpcapi.Code_OK, n.sync("late@1", "LL-P", "LL-G", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, from, lite).GetCode())
+
+	r, err := rs.Recv()
+	require.NoError(t, err)
+	require.Equal(t, grpcapi.Code_OK, r.GetStatus().GetCode(), r.GetStatus().GetMessage())
+	time.Sleep(300 * time.Millisecond) // a client that reads a little later, within the invisible time
+	var got []string
+	for {
+		r, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if m := r.GetMessage(); m != nil {
+			got = append(got, m.GetSystemProperties().GetMessageId())
+			assert.Equal(t, int32(1), m.GetSystemProperties().GetDeliveryAttempt())
+		}
+	}
+	slices.Sort(got)
+	assert.Equal(t, ids, got, "the lite messages taken late in the long poll are all sent")
+}
