@@ -175,10 +175,10 @@ func runCrashRounds(t *testing.T, rounds int, sets []string, allowLoss func(acke
 // boundaries to crash across) when the engine under test is commitlog;
 // make test runs the crash tests again with QUIVER_STORAGE__ENGINE=pebble,
 // where commitlog keys are refused as doing nothing. The disk-space
-// trigger of retention is off: above disk_max_used_ratio (default 0.75
-// of statfs blocks, which a shared build machine can be above) the
-// cleaner deletes, every 10 s, everything stored more than about 32 s
-// before, and the crash tests read back every message since the first.
+// trigger of retention is off: on a build machine whose disk is used
+// above disk_max_used_ratio (0.75, as df's Use%) the cleaner deletes,
+// every 10 s, everything stored more than about 32 s before, and the
+// crash tests read back every message since the first.
 func engineSets(sets ...string) []string {
 	sets = append([]string{"storage.disk_max_used_ratio=0"}, sets...)
 	if e := os.Getenv("QUIVER_STORAGE__ENGINE"); e == "" || e == "commitlog" {

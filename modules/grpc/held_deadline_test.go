@@ -37,11 +37,7 @@ func TestReceiveLateInLongPoll(t *testing.T) {
 	const body, invisible = 200 << 10, 2 * time.Second
 	n := startNodeWith(t, true)
 	n.topic("LateT", 3) // a store read answers one such message: one per queue
-	conn, err := grpclib.NewClient(n.srv.Addr().String(), grpclib.WithTransportCredentials(insecure.NewCredentials()),
-		grpclib.WithInitialWindowSize(64<<10), grpclib.WithInitialConnWindowSize(64<<10))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	rs, err := grpcapi.NewMessagingServiceClient(conn).ReceiveMessage(n.ctx(), &grpcapi.ReceiveMessageRequest{
+	rs, err := smallWindowClient(t, n.srv.Addr().String()).ReceiveMessage(n.ctx(), &grpcapi.ReceiveMessageRequest{
 		Group: res("LateG"), MessageQueue: &grpcapi.MessageQueue{Topic: res("LateT"), Id: -1},
 		FilterExpression: &grpcapi.FilterExpression{Type: grpcapi.FilterType_TAG, Expression: "*"},
 		BatchSize:        16, InvisibleDuration: durationpb.New(invisible), LongPollingTimeout: durationpb.New(8 * time.Second),
@@ -60,23 +56,7 @@ func TestReceiveLateInLongPoll(t *testing.T) {
 	_, err = n.b.Put(context.Background(), msgs)
 	require.NoError(t, err)
 
-	r, err := rs.Recv()
-	require.NoError(t, err)
-	require.Equal(t, grpcapi.Code_OK, r.GetStatus().GetCode(), r.GetStatus().GetMessage())
-	time.Sleep(300 * time.Millisecond) // a client that reads a little later, within the invisible time
-	var got []string
-	for {
-		r, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if m := r.GetMessage(); m != nil {
-			got = append(got, m.GetSystemProperties().GetMessageId())
-			assert.Equal(t, int32(1), m.GetSystemProperties().GetDeliveryAttempt())
-		}
-	}
-	slices.Sort(got)
+	got := readLate(t, rs)
 	assert.Equal(t, ids, got, "the messages popped late in the long poll are all sent")
 }
 
@@ -91,11 +71,7 @@ func TestLiteReceiveLateInLongPoll(t *testing.T) {
 	n := openLiteNode(t, t.TempDir(), nil)
 	n.parent("LL-P", 1)
 	require.Equal(t, grpcapi.Code_OK, n.sync("late@1", "LL-P", "LL-G", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, nil, "s-idle").GetCode())
-	conn, err := grpclib.NewClient(n.srv.Addr().String(), grpclib.WithTransportCredentials(insecure.NewCredentials()),
-		grpclib.WithInitialWindowSize(64<<10), grpclib.WithInitialConnWindowSize(64<<10))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	rs, err := grpcapi.NewMessagingServiceClient(conn).ReceiveMessage(n.ctxAs("late@1"), &grpcapi.ReceiveMessageRequest{
+	rs, err := smallWindowClient(t, n.srv.Addr().String()).ReceiveMessage(n.ctxAs("late@1"), &grpcapi.ReceiveMessageRequest{
 		Group: res("LL-G"), MessageQueue: &grpcapi.MessageQueue{Topic: res("LL-P"), Id: -1},
 		BatchSize: 16, InvisibleDuration: durationpb.New(invisible), LongPollingTimeout: durationpb.New(8 * time.Second),
 	})
@@ -115,10 +91,31 @@ func TestLiteReceiveLateInLongPoll(t *testing.T) {
 	from := &grpcapi.OffsetOption{OffsetType: &grpcapi.OffsetOption_Policy_{Policy: grpcapi.OffsetOption_MIN}}
 	require.Equal(t, grpcapi.Code_OK, n.sync("late@1", "LL-P", "LL-G", grpcapi.LiteSubscriptionAction_PARTIAL_ADD, from, lite).GetCode())
 
+	got := readLate(t, rs)
+	assert.Equal(t, ids, got, "the lite messages taken late in the long poll are all sent")
+}
+
+// smallWindowClient is a client whose HTTP/2 flow windows (64 KiB) are
+// smaller than one of the tests' messages: a second message is sent only
+// once the client reads.
+func smallWindowClient(t *testing.T, addr string) grpcapi.MessagingServiceClient {
+	t.Helper()
+	conn, err := grpclib.NewClient(addr, grpclib.WithTransportCredentials(insecure.NewCredentials()),
+		grpclib.WithInitialWindowSize(64<<10), grpclib.WithInitialConnWindowSize(64<<10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return grpcapi.NewMessagingServiceClient(conn)
+}
+
+// readLate reads a receive's OK status, waits 300 ms (a client that reads
+// a little later, within the invisible time) and reads its messages to
+// the end; each must be a first delivery. It returns their ids, sorted.
+func readLate(t *testing.T, rs grpcapi.MessagingService_ReceiveMessageClient) []string {
+	t.Helper()
 	r, err := rs.Recv()
 	require.NoError(t, err)
 	require.Equal(t, grpcapi.Code_OK, r.GetStatus().GetCode(), r.GetStatus().GetMessage())
-	time.Sleep(300 * time.Millisecond) // a client that reads a little later, within the invisible time
+	time.Sleep(300 * time.Millisecond)
 	var got []string
 	for {
 		r, err := rs.Recv()
@@ -132,5 +129,5 @@ func TestLiteReceiveLateInLongPoll(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	assert.Equal(t, ids, got, "the lite messages taken late in the long poll are all sent")
+	return got
 }
