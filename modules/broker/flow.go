@@ -62,20 +62,21 @@ func newSendGate(capacity int, busyTimeout, storeBusyTimeout time.Duration, q *q
 }
 
 // enter admits a send of n messages and bytes for topic/group, or returns
-// the busy answer. release must be called when the send is done.
-func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, group string, n, bytes int) (release func(), busy *remoting.Command) {
+// the busy answer. An admitted send calls leave when it is done (a method,
+// not a returned closure: admitting a send allocates nothing).
+func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, group string, n, bytes int) (busy *remoting.Command) {
 	if g == nil {
-		return func() {}, nil
+		return nil
 	}
 	if what, limit, ok := g.quotas.take(topic, group, n, bytes); !ok {
 		g.busyQuota.Add(1)
-		return nil, remoting.NewResponse(req, remoting.SystemBusy, fmt.Sprintf(busyQuotaRemark, what, limit))
+		return remoting.NewResponse(req, remoting.SystemBusy, fmt.Sprintf(busyQuotaRemark, what, limit))
 	}
 	// The store-latency guard: a write stuck longer than storeBusy means
 	// the disk is not keeping up; queueing more would only add latency.
 	if g.writing.Load() > 0 && g.now().Sub(time.Unix(0, g.lastProgress.Load())) > time.Duration(g.storeBusy.Load()) {
 		g.busyStore.Add(1)
-		return nil, remoting.NewResponse(req, remoting.SystemBusy, busyStoreRemark)
+		return remoting.NewResponse(req, remoting.SystemBusy, busyStoreRemark)
 	}
 	start := g.now()
 	select {
@@ -87,17 +88,23 @@ func (g *sendGate) enter(ctx context.Context, req *remoting.Command, topic, grou
 			t.Stop()
 		case <-t.C:
 			g.busyQueue.Add(1)
-			return nil, remoting.NewResponse(req, remoting.SystemBusy, fmt.Sprintf(busyQueueRemark, g.now().Sub(start).Milliseconds(), len(g.slots)))
+			return remoting.NewResponse(req, remoting.SystemBusy, fmt.Sprintf(busyQueueRemark, g.now().Sub(start).Milliseconds(), len(g.slots)))
 		case <-ctx.Done():
 			t.Stop()
-			return nil, remoting.NewResponse(req, remoting.SystemBusy, "broker busy: request cancelled while queued")
+			return remoting.NewResponse(req, remoting.SystemBusy, "broker busy: request cancelled while queued")
 		}
 	}
 	g.inflight.Add(1)
-	return func() {
-		g.inflight.Add(-1)
-		<-g.slots
-	}, nil
+	return nil
+}
+
+// leave ends a send enter admitted.
+func (g *sendGate) leave() {
+	if g == nil {
+		return
+	}
+	g.inflight.Add(-1)
+	<-g.slots
 }
 
 // storeWrite marks a store write (the put of an admitted send) as under

@@ -181,9 +181,9 @@ func TestStoreGuardWatchesStoreWrites(t *testing.T) {
 	g.now = func() time.Time { return now }
 	req := remoting.NewRequest(remoting.SendMessage, nil, nil)
 	enter := func() *remoting.Command {
-		release, busy := g.enter(context.Background(), req, "T", "G", 1, 1)
+		busy := g.enter(context.Background(), req, "T", "G", 1, 1)
 		if busy == nil {
-			t.Cleanup(release)
+			t.Cleanup(g.leave)
 		}
 		return busy
 	}

@@ -75,11 +75,10 @@ func (t *clientTable) findProducer(clientID string) *remoting.Peer {
 func (b *Broker) handleSendReply(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	var h sendHeader
 	asked := remoting.ReadExt(req).OptInt32(sendKey(req.Code, shQueueID), -1)
-	release, resp := b.sendPrologue(ctx, req, &h)
-	if resp != nil {
+	if resp := b.sendPrologue(ctx, req, &h); resp != nil {
 		return resp
 	}
-	defer release()
+	defer b.gate.leave()
 	if max := b.current().MaxMessageSize; len(req.Body) > int(max) {
 		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d is over the limit %d", len(req.Body), max))
 	}

@@ -46,21 +46,20 @@ func (b *Broker) sendsInline() bool {
 // messages, then the put and sendAnswer.
 
 // sendPrologue reads req's header into h, enters the send gate and checks
-// the topic and queue (checkSend). It returns the error answer, or the
-// gate's release, which the caller defers.
-func (b *Broker) sendPrologue(ctx context.Context, req *remoting.Command, h *sendHeader) (release func(), resp *remoting.Command) {
+// the topic and queue (checkSend). It returns the error answer; without
+// one the send is in the gate, and the caller defers b.gate.leave.
+func (b *Broker) sendPrologue(ctx context.Context, req *remoting.Command, h *sendHeader) (resp *remoting.Command) {
 	if err := parseSendHeader(req, h); err != nil {
-		return nil, remoting.Errorf(req, remoting.SystemError, err.Error())
+		return remoting.Errorf(req, remoting.SystemError, err.Error())
 	}
-	release, busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body))
-	if busy != nil {
-		return nil, busy
+	if busy := b.gate.enter(ctx, req, h.topic, h.producerGroup, 1, len(req.Body)); busy != nil {
+		return busy
 	}
 	if resp := b.checkSend(ctx, req, h); resp != nil {
-		release()
-		return nil, resp
+		b.gate.leave()
+		return resp
 	}
-	return release, nil
+	return nil
 }
 
 // sendAnswer answers a put of msgs: the store's error, or SUCCESS with the
@@ -98,11 +97,11 @@ func (b *Broker) sendAnswer(ctx context.Context, req *remoting.Command, queueID 
 func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	var hdr sendHeader
 	h := &hdr
-	release, resp := b.sendPrologue(ctx, req, h)
+	resp := b.sendPrologue(ctx, req, h)
 	if resp != nil {
 		return resp
 	}
-	defer release()
+	defer b.gate.leave()
 	if max := b.current().MaxMessageSize; len(req.Body) > int(max) {
 		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the message body size %d is over the limit %d", len(req.Body), max))
 	}
@@ -165,11 +164,11 @@ func (b *Broker) handleSend(ctx context.Context, p *remoting.Peer, req *remoting
 func (b *Broker) handleSendBatch(ctx context.Context, p *remoting.Peer, req *remoting.Command) *remoting.Command {
 	var hdr sendHeader
 	h := &hdr
-	release, resp := b.sendPrologue(ctx, req, h)
+	resp := b.sendPrologue(ctx, req, h)
 	if resp != nil {
 		return resp
 	}
-	defer release()
+	defer b.gate.leave()
 	items, err := message.DecodeBatchLimit(req.Body, MaxBatchMessages)
 	if errors.Is(err, message.ErrBatchTooLarge) {
 		return remoting.Errorf(req, remoting.MessageIllegal, fmt.Sprintf("the batch is over the limit: %v", err))
@@ -232,16 +231,16 @@ func (b *Broker) checkSend(ctx context.Context, req *remoting.Command, h *sendHe
 	if protocol.IsSystemTopic(h.topic) || brokerOnlyTopic(h.topic) {
 		return remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("sending message to topic[%s] is forbidden", h.topic))
 	}
-	tc, ok := b.topics.get(h.topic)
+	tc, ok := b.topics.view(h.topic)
 	if !ok {
-		var err error
-		tc, err = b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultTopicQueueNums)
+		created, err := b.autoCreateTopic(h.topic, h.defaultTopic, h.defaultTopicQueueNums)
 		if err != nil {
 			return remoting.Errorf(req, remoting.SystemError, err.Error())
 		}
-		if tc == nil {
+		if created == nil {
 			return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", h.topic))
 		}
+		tc = *created
 	}
 	if tc.Perm&protocol.PermWrite == 0 {
 		return remoting.Errorf(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden", h.topic))

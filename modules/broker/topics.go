@@ -144,6 +144,18 @@ func (t *topicTable) close() error {
 	return err
 }
 
+// view is get by value: a send's checks read the topic without a copy
+// on the heap (Attributes is shared, never changed in place).
+func (t *topicTable) view(name string) (protocol.TopicConfig, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	c, ok := t.topics[name]
+	if !ok {
+		return protocol.TopicConfig{}, false
+	}
+	return *c, true
+}
+
 func (t *topicTable) get(name string) (*protocol.TopicConfig, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
