@@ -13,8 +13,12 @@ import (
 type filterCache struct {
 	compilers map[string]filter.Compiler
 	mu        sync.RWMutex
-	cache     map[string]filter.Matcher
+	cache     map[filterKey]filter.Matcher
 }
+
+// filterKey is a cached matcher's type and expression (a struct: looking
+// one up for a pull allocates nothing).
+type filterKey struct{ typ, expr string }
 
 const filterCacheMax = 4096
 
@@ -22,7 +26,7 @@ func newFilterCache(c map[string]filter.Compiler) *filterCache {
 	if c == nil {
 		c = map[string]filter.Compiler{}
 	}
-	return &filterCache{compilers: c, cache: map[string]filter.Matcher{}}
+	return &filterCache{compilers: c, cache: map[filterKey]filter.Matcher{}}
 }
 
 // compile returns the matcher of (type, expr). An empty type means TAG.
@@ -31,7 +35,7 @@ func (f *filterCache) compile(typ, expr string) (filter.Matcher, error) {
 	if typ == "" {
 		typ = filter.TypeTag
 	}
-	key := typ + "\x00" + expr
+	key := filterKey{typ, expr}
 	f.mu.RLock()
 	m, ok := f.cache[key]
 	f.mu.RUnlock()

@@ -85,7 +85,7 @@ func (b *Broker) handlePull(ctx context.Context, p *remoting.Peer, req *remoting
 	if why := b.groupHeldElsewhere(pr.group); why != "" {
 		return remoting.Errorf(req, remoting.NoPermission, why)
 	}
-	tc, ok := b.topics.get(pr.topic)
+	tc, ok := b.topics.view(pr.topic)
 	if !ok {
 		return remoting.Errorf(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please!", pr.topic))
 	}
