@@ -24,6 +24,20 @@ const (
 
 var framePools [maxFrameClass - minFrameClass + 1]sync.Pool
 
+// frameBoxes holds the empty *[]byte a pooled buffer travelled in once
+// getFrame took the buffer out: putFrame reuses one rather than boxing
+// each buffer it gives back anew (an allocation per frame).
+var frameBoxes sync.Pool
+
+// unbox takes the buffer out of v, a pool's *[]byte, and keeps the box.
+func unbox(v any) []byte {
+	p := v.(*[]byte)
+	b := *p
+	*p = nil
+	frameBoxes.Put(p)
+	return b
+}
+
 // frameClass is the smallest class whose buffers hold n bytes (those of
 // class c have a capacity of at least 1<<c), or -1 beyond the largest.
 func frameClass(n int) int {
@@ -45,7 +59,7 @@ func getFrame(n int, full bool) []byte {
 		return make([]byte, n)
 	}
 	if v := framePools[c-minFrameClass].Get(); v != nil {
-		return (*(v.(*[]byte)))[:n]
+		return unbox(v)[:n]
 	}
 	if !full && c > minFrameClass {
 		// Buffers allocated to their exact size join the class below
@@ -53,7 +67,7 @@ func getFrame(n int, full bool) []byte {
 		pool := &framePools[c-1-minFrameClass]
 		if v := pool.Get(); v != nil {
 			if b := *(v.(*[]byte)); cap(b) >= n {
-				return b[:n]
+				return unbox(v)[:n]
 			}
 			pool.Put(v)
 		}
@@ -71,6 +85,10 @@ func putFrame(b []byte) {
 	if c < minFrameClass || c > maxFrameClass {
 		return
 	}
-	b = b[:0]
-	framePools[c-minFrameClass].Put(&b)
+	p, _ := frameBoxes.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte)
+	}
+	*p = b[:0]
+	framePools[c-minFrameClass].Put(p)
 }
