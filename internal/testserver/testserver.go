@@ -8,11 +8,13 @@ package testserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,12 +44,17 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "quiver-mq-bin-")
-		if err != nil {
-			buildErr = err
+		// One directory for every test binary's mq, each named by its
+		// process id; those of processes that have ended are removed, so
+		// repeated test runs do not pile up a 50 MB binary each in the
+		// temporary directory (a test binary cannot remove its own at exit).
+		dir := filepath.Join(os.TempDir(), "quiver-mq-bin")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			buildErr = fmt.Errorf("testserver: %w", err)
 			return
 		}
-		buildBin = filepath.Join(dir, "mq")
+		removeEndedBinaries(dir)
+		buildBin = filepath.Join(dir, "mq-"+strconv.Itoa(os.Getpid()))
 		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/mq")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
@@ -59,6 +66,33 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return buildBin
+}
+
+// removeEndedBinaries removes the binaries in dir built for test
+// processes that are no longer running (mq-<pid>).
+func removeEndedBinaries(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "mq-"))
+		if err != nil || !strings.HasPrefix(e.Name(), "mq-") || pid == os.Getpid() || running(pid) {
+			continue
+		}
+		_ = os.Remove(filepath.Join(dir, e.Name())) // another process may have removed it first
+	}
+}
+
+// running reports whether process pid exists (signal 0 checks without
+// sending anything; a process of another user answers EPERM: running).
+func running(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH)
 }
 
 func moduleRoot() (string, error) {
