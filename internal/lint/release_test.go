@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quivermq/quiver/internal/platforms"
+	"github.com/quivermq/quiver/internal/testserver"
 )
 
 // releaseSizeBoundMiB is the documented upper bound on a linux/amd64
@@ -44,12 +45,10 @@ func staticBinary(t *testing.T) string {
 	t.Helper()
 	_, root := moduleRoot(t)
 	staticOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "quiver-release-")
-		if err != nil {
-			staticErr = err
+		staticBin, staticErr = testserver.BinaryPath("mq-release")
+		if staticErr != nil {
 			return
 		}
-		staticBin = filepath.Join(dir, "mq")
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=v0.0.0-release-test", "-o", staticBin, "./cmd/mq")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -24,7 +24,7 @@ func TestRemoveEndedBinaries(t *testing.T) {
 		_ = alive.Wait()
 	})
 	name := func(pid int) string { return "mq-" + strconv.Itoa(pid) }
-	for _, f := range []string{name(ended.Process.Pid), name(alive.Process.Pid), name(os.Getpid()), "mq-x", "other"} {
+	for _, f := range []string{name(ended.Process.Pid), "release-" + strconv.Itoa(ended.Process.Pid), name(alive.Process.Pid), name(os.Getpid()), "mq-x", "other"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o600))
 	}
 

@@ -44,17 +44,10 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		// One directory for every test binary's mq, each named by its
-		// process id; those of processes that have ended are removed, so
-		// repeated test runs do not pile up a 50 MB binary each in the
-		// temporary directory (a test binary cannot remove its own at exit).
-		dir := filepath.Join(os.TempDir(), "quiver-mq-bin")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			buildErr = fmt.Errorf("testserver: %w", err)
+		buildBin, buildErr = BinaryPath("mq")
+		if buildErr != nil {
 			return
 		}
-		removeEndedBinaries(dir)
-		buildBin = filepath.Join(dir, "mq-"+strconv.Itoa(os.Getpid()))
 		cmd := exec.Command("go", "build", "-o", buildBin, "./cmd/mq")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
@@ -68,16 +61,34 @@ func Binary(t testing.TB) string {
 	return buildBin
 }
 
-// removeEndedBinaries removes the binaries in dir built for test
-// processes that are no longer running (mq-<pid>).
+// BinaryPath is where a test binary builds an executable it keeps for
+// its whole run (name-<pid> in one shared directory). The executables of
+// test processes that have ended are removed first, so repeated test runs
+// do not pile up a 50 MB binary each in the temporary directory (a test
+// binary cannot remove its own at exit).
+func BinaryPath(name string) (string, error) {
+	dir := filepath.Join(os.TempDir(), "quiver-test-bin")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("testserver: %w", err)
+	}
+	removeEndedBinaries(dir)
+	return filepath.Join(dir, name+"-"+strconv.Itoa(os.Getpid())), nil
+}
+
+// removeEndedBinaries removes the files in dir named <name>-<pid> for
+// processes that are no longer running.
 func removeEndedBinaries(dir string) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "mq-"))
-		if err != nil || !strings.HasPrefix(e.Name(), "mq-") || pid == os.Getpid() || running(pid) {
+		i := strings.LastIndexByte(e.Name(), '-')
+		if i < 0 {
+			continue
+		}
+		pid, err := strconv.Atoi(e.Name()[i+1:])
+		if err != nil || pid == os.Getpid() || running(pid) {
 			continue
 		}
 		_ = os.Remove(filepath.Join(dir, e.Name())) // another process may have removed it first
