@@ -126,6 +126,9 @@ func startChromium(t *testing.T) *cdp {
 		"--remote-debugging-port=0", "--remote-allow-origins=*",
 		// evil.example is a page of the cross-site test, served on 127.0.0.1.
 		"--host-resolver-rules=MAP evil.example 127.0.0.1", "--user-data-dir="+profile, "--window-size=1280,900", "about:blank")
+	// Chromium keeps its singleton socket in a directory of TMPDIR,
+	// which a killed browser leaves behind: in the profile, it goes too.
+	cmd.Env = append(os.Environ(), "TMPDIR="+profile)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -475,9 +478,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 	t.Run("send test message", func(t *testing.T) {
 		b := b.sub(t)
-		b.open("/topics/" + topic)
+		b.open("/topics")
+		// The topic's data arrives a second late; a send made meanwhile
+		// keeps its answer when it does (the page once cleared it then).
+		b.eval(`(() => { const f = window.fetch; window.fetch = (u, o) => String(u).endsWith("/api/topics/` + topic + `") ?
+			new Promise(r => setTimeout(r, 1000)).then(() => f(u, o)) : f(u, o); })()`)
+		b.click(`#topics-table a[href="/topics/` + topic + `"]`)
 		b.submit("send-form", map[string]string{"tags": "probe", "keys": "console-sent", "body": "hello from the console", "properties": "origin=console\ntrace = 7"})
 		b.waitFor(`document.getElementById("send-result").textContent.includes("offsetMsgId")`, "sent")
+		b.waitFor(`document.querySelectorAll("#topic-queues tr").length === 3`, "the topic's late data")
+		require.Contains(t, b.text("#send-result"), "offsetMsgId", "the send's answer outlives the page's late data")
 		var ms []messageView
 		mqJSON(t, ns, &ms, "message", "query", "--topic", topic, "--key", "console-sent", "--output", "json")
 		require.Len(t, ms, 1)

@@ -161,6 +161,10 @@ const pages = {
     pager($("topics-pager"), p, n => nav("/topics?" + new URLSearchParams({q: f.q.value, page: n, size})));
   },
   async topic(name) {
+    // Cleared before the first await: a send made while the page loads
+    // keeps its result (cleared after it, the topic's data arriving late
+    // wiped the answer of a send already made).
+    $("send-result").textContent = "";
     $("topic-title").textContent = "Topic " + name;
     $("topic-messages").href = "/messages?" + new URLSearchParams({topic: name, begin: "-1h", end: "now"});
     const t = await api("/api/topics/" + enc(name));
@@ -168,7 +172,6 @@ const pages = {
     const cs = Object.entries(t.configs || {});
     table($("topic-configs"), ["Broker", "Read queues", "Write queues", "Perm", "Order"], cs.map(([a, c]) => [a, c.readQueueNums, c.writeQueueNums, c.perm, c.order]));
     if (cs.length) { const f = $("topic-update"), c = cs[0][1]; f.readQueues.value = c.readQueueNums; f.writeQueues.value = c.writeQueueNums; f.perm.value = c.perm; f.order.checked = !!c.order; }
-    $("send-result").textContent = "";
     const gs = await api("/api/topics/" + enc(name) + "/groups");
     table($("topic-groups"), ["Group", "Lag on this topic", "Last consumed", "Online clients", "Model", "Consume TPS (group)"], gs.map(g =>
       [link("/groups/" + enc(g.group), g.group), g.lag, fmt(g.lastConsumed), g.clients, g.messageModel, tps(g.consumeTps)]));
