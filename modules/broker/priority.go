@@ -134,6 +134,16 @@ func (t *prioTable) handed(pr *pullRequest, next, maxOffset int64) bool {
 // priorityHeld answers a pull held back by a higher queue: parked until a
 // higher queue is drained or its deadline passes, or, when it may not be
 // parked, "no new message" at its own offset, so the client asks again.
+//
+// A held pull woken before its deadline (MakeReply) that a higher queue
+// still holds back is parked again until the same deadline, not answered:
+// a wake-up says only that something may have changed — a drained queue's
+// wake-up runs once its answer is written, so it may come after the
+// client has pulled on and parked a pull that another higher queue holds
+// back, and a message stored in its own queue wakes a pull a higher
+// queue holds back too — and a long poll ends with a message or at its
+// deadline, as Java's PullRequestHoldService wakes a pull only for what
+// it can take.
 func (b *Broker) priorityHeld(pr *pullRequest, allowSuspend bool) *remoting.Command {
 	if allowSuspend {
 		wait, cfg := pr.suspend, b.current()
@@ -143,15 +153,14 @@ func (b *Broker) priorityHeld(pr *pullRequest, allowSuspend bool) *remoting.Comm
 		wait = min(wait, cfg.MaxSuspend)
 		if wait > 0 {
 			pr.deadline = time.Now().Add(wait)
-			b.holds.holdBlocked(pr)
+			b.parkBlocked(pr)
 			b.commitAfterPull(pr)
-			// A higher queue drained between the check and the park
-			// would have woken nobody: check again.
-			if !b.holds.prio.pulled(b, pr, time.Now()) {
-				b.holds.notify(pr.topic, prioBlockedQueue, math.MaxInt64)
-			}
 			return nil
 		}
+	} else if time.Now().Before(pr.deadline) {
+		// Woken early (a pull that was never held has no deadline).
+		b.parkBlocked(pr)
+		return nil
 	}
 	lo, hi, _ := b.store.Offsets(store.Queue{Topic: pr.topic, ID: pr.queueID})
 	resp := remoting.NewResponse(pr.req, remoting.PullNotFound, "held back by a higher priority queue")
@@ -163,6 +172,16 @@ func (b *Broker) priorityHeld(pr *pullRequest, allowSuspend bool) *remoting.Comm
 		b.commitAfterPull(pr)
 	}
 	return resp
+}
+
+// parkBlocked parks pr, held back by a higher queue, until its deadline.
+func (b *Broker) parkBlocked(pr *pullRequest) {
+	b.holds.holdBlocked(pr)
+	// A higher queue drained between the check and the park would have
+	// woken nobody: check again.
+	if !b.holds.prio.pulled(b, pr, time.Now()) {
+		b.holds.notify(pr.topic, prioBlockedQueue, math.MaxInt64)
+	}
 }
 
 // holdBlocked parks a pull held back by a higher queue. Unlike hold, a

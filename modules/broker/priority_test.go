@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -146,6 +147,51 @@ func TestPriorityPullHoldsLowerQueues(t *testing.T) {
 	resp, got = h.prioPull("G", "PT", 0, 96)
 	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
 	assert.Equal(t, "low-96", got[0])
+}
+
+// TestPriorityHeldPullWokenEarlyStaysHeld: a held low pull woken while a
+// higher queue still holds it back stays held until that queue is handed,
+// instead of ending its long poll with "no new message". The wake-up of a
+// drained queue runs once that queue's answer is written, so it may come
+// after the client has pulled on and parked a pull that another higher
+// queue holds back (TestPriorityPullHoldsLowerQueues failed so under
+// load: its held pull was answered at once, never seen held).
+func TestPriorityHeldPullWokenEarlyStaysHeld(t *testing.T) {
+	h := startBroker(t, t.TempDir(), nil)
+	h.priorityTopic("PT", 3)
+	require.Equal(t, remoting.Success, h.send("PT", 0, "low", message.Properties{message.PropertyPriority: "0"}).Code)
+	require.Equal(t, remoting.Success, h.send("PT", 1, "mid", message.Properties{message.PropertyPriority: "1"}).Code)
+	resp, _ := h.prioPull("G", "PT", 2, 0)
+	require.Equal(t, remoting.PullNotFound, resp.Code, resp.Remark)
+
+	woken := make(chan *remoting.Command, 1)
+	req := remoting.NewRequest(remoting.PullMessage, pullExt("G", "PT", 0, 0, pullSuspend|pullSubscription, 20*time.Second), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	require.NoError(t, h.client.InvokeAsync(ctx, h.addr, req, func(c *remoting.Command, err error) {
+		assert.NoError(t, err)
+		woken <- c
+	}))
+	require.Eventually(t, func() bool { return h.b.holds.held() == 1 }, 5*time.Second, 5*time.Millisecond)
+	// The late wake-up of a drained higher queue: queue 1 still holds
+	// "mid" back from the group, so the pull is parked again.
+	h.b.holds.notify("PT", prioBlockedQueue, math.MaxInt64)
+	require.Eventually(t, func() bool { return h.b.holds.held() == 1 }, 5*time.Second, 5*time.Millisecond, "parked again")
+	select {
+	case c := <-woken:
+		require.Failf(t, "the held pull was answered while queue 1 holds it back", "code %d: %s", c.Code, c.Remark)
+	default:
+	}
+
+	resp, got := h.prioPull("G", "PT", 1, 0)
+	require.Equal(t, remoting.Success, resp.Code, resp.Remark)
+	assert.Equal(t, []string{"mid"}, got)
+	c := <-woken // queue 1 handed: the low message
+	require.Equal(t, remoting.Success, c.Code, c.Remark)
+	msgs, err := message.DecodeAll(c.Body)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "low", string(msgs[0].Body))
 }
 
 // TestPriorityUnconsumedQueueStopsNothing: a higher queue the group does
