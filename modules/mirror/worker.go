@@ -24,12 +24,8 @@ const pollWait = 5 * time.Second
 // batch is pulled while one is written (two batches in memory at most).
 func (l *link) work(ctx context.Context, q *queueState) {
 	bo := l.backoff()
-	var ahead chan fetched // the next batch, pulled while one is written
-	defer func() {
-		if ahead != nil {
-			<-ahead // ctx is done: the pull returns at once
-		}
-	}()
+	var ahead *pullAhead // the next batch, pulled while one is written
+	defer func() { ahead.drop() }()
 	for ctx.Err() == nil {
 		if err := l.step(ctx, q, &ahead); err != nil {
 			if ctx.Err() != nil {
@@ -50,6 +46,29 @@ type fetched struct {
 	from int64
 	res  *consumer.PullResult
 	err  error
+}
+
+// pullAhead is the pull of the batch after the one being written.
+type pullAhead struct {
+	ch     chan fetched
+	cancel context.CancelFunc
+}
+
+// wait returns the pull's answer.
+func (a *pullAhead) wait() fetched {
+	f := <-a.ch
+	a.cancel()
+	return f
+}
+
+// drop cancels the pull and waits for its goroutine: a pull at the
+// source's end is held up to pollWait, and its batch is not the next one
+// once a write failed.
+func (a *pullAhead) drop() {
+	if a != nil {
+		a.cancel()
+		<-a.ch
+	}
 }
 
 // pull reads a batch of q from offset from, held by the broker up to
@@ -82,7 +101,7 @@ func (l *link) start(ctx context.Context, q *queueState) error {
 }
 
 // step is one pull (or the one pulled ahead) and its writes.
-func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) error {
+func (l *link) step(ctx context.Context, q *queueState, ahead **pullAhead) error {
 	q.mu.Lock()
 	known, next, dst := q.known, q.next, q.dst
 	if len(q.gaps) > 0 && !q.filling {
@@ -97,7 +116,7 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 	}
 	var f fetched
 	if *ahead != nil {
-		f = <-*ahead
+		f = (*ahead).wait()
 		*ahead = nil
 		if f.from != next {
 			f = fetched{} // pulled for a batch that was not written: again
@@ -145,10 +164,11 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 	}
 	items, firstOff := l.convert(res.Messages)
 	if res.NextBeginOffset > next {
-		ch := make(chan fetched, 1)
+		actx, cancel := context.WithCancel(ctx)
+		a := &pullAhead{ch: make(chan fetched, 1), cancel: cancel}
 		from := res.NextBeginOffset
-		go func() { ch <- l.pull(ctx, q, from) }()
-		*ahead = ch
+		go func() { a.ch <- l.pull(actx, q, from) }()
+		*ahead = a
 	}
 	for start := 0; start < len(items); {
 		end, bytes := start, 0
@@ -161,6 +181,11 @@ func (l *link) step(ctx context.Context, q *queueState, ahead *chan fetched) err
 		}
 		off, err := l.write(ctx, dst, items[start:end])
 		if err != nil {
+			// The retry pulls from q.next again: waiting for the batch
+			// after this one, held by an idle source, would delay it by
+			// up to pollWait instead of the backoff.
+			(*ahead).drop()
+			*ahead = nil
 			return onSide(sideTarget, err)
 		}
 		l.ok(sideTarget)
