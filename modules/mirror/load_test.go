@@ -38,6 +38,7 @@ func TestMirrorLoad(t *testing.T) {
 	produceFor := func(n int) []string {
 		var mu sync.Mutex
 		var ids []string
+		failed := map[string]int{} // send error → count
 		var wg sync.WaitGroup
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
@@ -51,24 +52,32 @@ func TestMirrorLoad(t *testing.T) {
 				sent++
 				err := p.SendAsync(ctx, func(_ context.Context, r *client.SendResult, err error) {
 					defer wg.Done()
-					if err == nil {
-						mu.Lock()
-						ids = append(ids, r.MsgID)
-						mu.Unlock()
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failed[err.Error()]++
+						return
 					}
+					ids = append(ids, r.MsgID)
 				}, client.NewMessage("load", body))
 				if err != nil {
+					mu.Lock()
+					failed["SendAsync: "+err.Error()]++
+					mu.Unlock()
 					wg.Done()
 				}
 			}
 		}
 		wg.Wait()
+		for e, n := range failed {
+			t.Logf("%d sends failed: %s", n, e)
+		}
 		return ids
 	}
 	start := time.Now()
 	sent := produceFor(rate * secs)
 	elapsed := time.Since(start)
-	require.Len(t, sent, rate*secs, "acknowledged sends")
+	require.Equal(t, rate*secs, len(sent), "acknowledged sends")
 	var got []*client.MessageExt
 	waitFor(t, 120*time.Second, "every message in the target", func() bool {
 		got = dst.readAll("load")
