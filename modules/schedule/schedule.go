@@ -407,7 +407,7 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 	}
 	now := s.now().UnixMilli()
 	next := off
-	var wait time.Duration
+	var headDue int64 // when the first record not due yet is due; 0: none
 	var batch []*message.Ext
 	for i, rec := range res.Records {
 		h, err := message.PeekHeader(rec)
@@ -417,7 +417,7 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 			continue
 		}
 		if due := DueMs(h.StoreTimestamp, l.delay); due > now {
-			wait = time.Duration(due-now) * time.Millisecond
+			headDue = due
 			break
 		}
 		m, err := release(rec, -1)
@@ -428,7 +428,7 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 		}
 		next = res.QueueOffsets[i] + 1
 	}
-	if wait == 0 && len(res.Records) == 0 && res.NextOffset > next {
+	if headDue == 0 && len(res.Records) == 0 && res.NextOffset > next {
 		next = res.NextOffset
 	}
 	if len(batch) > 0 {
@@ -445,10 +445,16 @@ func (s *Service) deliverLevel(ctx context.Context, l *level, res *store.ReadRes
 			s.log.Error("persist schedule progress", "err", err)
 		}
 	}
-	if wait == 0 && next == off {
-		return maxSleep, true
+	if headDue == 0 {
+		if next == off {
+			return maxSleep, true
+		}
+		return 0, true
 	}
-	return wait, wait == 0
+	// Counted from now, after the Put and the save: under load they can
+	// take hundreds of milliseconds, and a wait counted from before them
+	// would deliver the head that much late. Due meanwhile: go on at once.
+	return time.Duration(headDue-s.now().UnixMilli()) * time.Millisecond, false
 }
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }

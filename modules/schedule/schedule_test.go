@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -274,4 +275,45 @@ func TestApplyMasterProgressJavaBody(t *testing.T) {
 	assert.Equal(t, int64(3), n.s.Progress()[1], "capped at the 3 records this broker holds")
 	assert.Error(t, n.s.applyMasterProgress([]byte(`{"offsetTable":{1:`)), "a torn body")
 	assert.Equal(t, int64(3), n.s.Progress()[1], "progress kept")
+}
+
+// slowDelivery makes the Put that delivers the message with body slow by
+// d, as a store write or an fsync can be under load.
+func (n *node) slowDelivery(body string, d time.Duration) {
+	n.b.AddPutHook(func(ctx context.Context, m *message.Ext) (int64, bool, error) {
+		if ctx.Value(releasingKey{}) != nil && string(m.Body) == body {
+			time.Sleep(d)
+		}
+		return 0, false, nil
+	})
+}
+
+// TestWaitCountsFromAfterSlowDelivery: the wait for the next message of a
+// level, and for the next timer, counts from when the slow delivery before
+// it ended, not from before it: they used to be delivered as late as that
+// delivery took.
+func TestWaitCountsFromAfterSlowDelivery(t *testing.T) {
+	const slow = 700 * time.Millisecond
+	t.Run("level", func(t *testing.T) {
+		c := NewConfig()
+		c.DelayLevels = "1s"
+		n := startNode(t, t.TempDir(), c)
+		n.slowDelivery("first", slow)
+		n.put("T", message.Properties{"DELAY": "1"}, "first")
+		time.Sleep(800 * time.Millisecond) // "second" is read with "first", and due 100 ms after its slow delivery ends
+		second := n.putExt("T", message.Properties{"DELAY": "1"}, "second")
+		got := n.waitCount("T", 2, 10*time.Second)
+		require.Equal(t, "second", got[1].body)
+		assert.Less(t, got[1].storeMs-(second.StoreTimestamp+1000), (slow / 2).Milliseconds(), "late by the slow delivery before it")
+	})
+	t.Run("timer", func(t *testing.T) {
+		n := startNode(t, t.TempDir(), shortConfig())
+		n.slowDelivery("first", slow)
+		now := time.Now().UnixMilli()
+		n.put("T", message.Properties{message.PropertyTimerDeliverMS: strconv.FormatInt(now+300, 10)}, "first")
+		n.put("T", message.Properties{message.PropertyTimerDeliverMS: strconv.FormatInt(now+1500, 10)}, "second")
+		got := n.waitCount("T", 2, 10*time.Second)
+		require.Equal(t, "second", got[1].body)
+		assert.Less(t, got[1].storeMs-(now+1500), (slow / 2).Milliseconds(), "late by the slow delivery before it")
+	})
 }

@@ -131,6 +131,11 @@ func (t *timerService) run(ctx context.Context) {
 				wait = saveEvery
 			}
 		}
+		// The waits below count from now, after the delivery and the
+		// save: a Put or an fsync under load can take hundreds of
+		// milliseconds, and a wait counted from before them would
+		// deliver the next timer that much late.
+		now = t.s.now().UnixMilli()
 		switch {
 		case retry:
 			wait = time.Second
