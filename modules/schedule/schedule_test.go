@@ -152,7 +152,12 @@ func TestDelayLevelDelivery(t *testing.T) {
 // is delivered twice and a pending message still arrives.
 func TestLevelProgressSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, dir, shortConfig())
+	c := shortConfig()
+	// "late" must still be pending when the restarted broker answers
+	// GET_ALL_DELAY_OFFSET: a restart under -race on a busy machine takes
+	// up to half a second, which a 600 ms level does not outlast.
+	c.DelayLevels = "200ms 400ms 2s"
+	n := startNode(t, dir, c)
 	n.put("T", message.Properties{"DELAY": "1"}, "early")
 	n.waitCount("T", 1, 5*time.Second)
 	n.put("T", message.Properties{"DELAY": "3"}, "late")
