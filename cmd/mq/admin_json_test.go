@@ -120,7 +120,7 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 
 	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{ns}), producer.WithGroupName(P),
 		producer.WithInstanceName(fmt.Sprintf("walkp-%d", time.Now().UnixNano())), producer.WithRetry(2),
-		producer.WithTrace(&primitive.TraceConfig{NamesrvAddrs: []string{ns}, Access: primitive.Local}))
+		producer.WithTrace(officialTraceConfig(ns)))
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })
