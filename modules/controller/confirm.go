@@ -195,7 +195,7 @@ func (c *Controller) readIndex() (commit uint64, revoking []string, err error) {
 	}
 	term := c.raft.CurrentTerm()
 	if c.barrierTerm.Load() != term {
-		if err := c.awaitFuture(c.raft.Barrier(c.vouchLease())); err != nil {
+		if err := c.awaitFuture(func() raft.Future { return c.raft.Barrier(c.vouchLease()) }); err != nil {
 			return 0, nil, fmt.Errorf("controller: barrier: %w", err)
 		}
 		c.barrierTerm.Store(term)
@@ -221,27 +221,66 @@ func (c *Controller) verifiedCommit() (uint64, error) {
 	if c.afterCommitRead != nil {
 		c.afterCommitRead()
 	}
-	if err := c.awaitFuture(c.raft.VerifyLeader()); err != nil {
+	if err := c.awaitFuture(c.raft.VerifyLeader); err != nil {
 		return 0, fmt.Errorf("controller: verify leadership: %w", err)
 	}
 	return ci, nil
 }
 
-// awaitFuture waits for f's answer or for Stop. raft v1.7's verify
-// future is not tied to raft's shutdown: one queued (verifyCh is
-// buffered) just as the main loop exits is never answered, and a
-// read-index connection waiting on it held Stop's transport close
-// forever (seen once as a 30-minute hang in TestControllerFailover); a
-// read index's barrier is waited for the same way. In that rare case the
-// waiting goroutine stays until the process ends.
-func (c *Controller) awaitFuture(f raft.Future) error {
+// errStopping answers a raft question asked while the controller stops.
+var errStopping = errors.New("controller: stopping")
+
+// awaitFuture asks raft (ask: VerifyLeader or a Barrier) and waits for
+// the answer or for Stop. raft v1.7's verify future is not tied to raft's
+// shutdown: one still queued (verifyCh is buffered, and a verify that
+// reached its quorum is queued there again) when the main loop exits is
+// never answered, and a read-index connection waiting on it held Stop's
+// transport close forever (seen once as a 30-minute hang in
+// TestControllerFailover). So the wait returns at Stop, and Stop lets
+// raft answer every question asked before it (drainFutures) before it
+// shuts raft down; none is asked after.
+func (c *Controller) awaitFuture(ask func() raft.Future) error {
+	c.futMu.Lock()
+	if c.futClosed {
+		c.futMu.Unlock()
+		return errStopping
+	}
+	c.futures.Add(1)
+	c.futMu.Unlock()
+	f := ask()
 	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
+	go func() {
+		defer c.futures.Done()
+		errc <- f.Error()
+	}()
 	select {
 	case err := <-errc:
 		return err
 	case <-c.stopping:
-		return errors.New("controller: stopping")
+		return errStopping
+	}
+}
+
+// drainFutures refuses new raft questions and waits, bounded by ctx and
+// two raft timeouts, until raft answered those asked: a leader answers
+// a verify within a heartbeat round or when it steps down (its lease),
+// a follower at once.
+func (c *Controller) drainFutures(ctx context.Context) {
+	c.futMu.Lock()
+	c.futClosed = true
+	c.futMu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		c.futures.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(2 * c.cfg.RaftTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.log.Warn("controller: raft did not answer every read index before the stop: their goroutines stay")
+	case <-ctx.Done():
 	}
 }
 

@@ -78,6 +78,12 @@ type Controller struct {
 	wg       sync.WaitGroup
 	stopping chan struct{} // closed by Stop before raft shuts down
 	stopOnce sync.Once
+
+	// futures counts the raft questions awaitFuture asked and raft has
+	// not answered yet; futClosed (Stop) refuses new ones.
+	futMu     sync.Mutex
+	futures   sync.WaitGroup
+	futClosed bool
 }
 
 type beat struct {
@@ -194,6 +200,7 @@ func (c *Controller) Stop(ctx context.Context) error {
 	c.stopOnce.Do(func() { close(c.stopping) })
 	c.cancel()
 	c.wg.Wait()
+	c.drainFutures(ctx)
 	err := c.raft.Shutdown().Error()
 	c.trans.CloseStreams()
 	if cerr := c.trans.Close(); err == nil {
