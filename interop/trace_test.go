@@ -113,7 +113,7 @@ func TestOfficialGoClientTraces(t *testing.T) {
 	official := newTraceFlow(uniq("TraceGo"))
 	require.NoError(t, a.CreateTopic(ctx, admin.TopicConfig{Topic: official.topic, ReadQueueNums: 1, WriteQueueNums: 1}))
 	awaitRoute(t, srv.Namesrv, official.topic)
-	traceCfg := &primitive.TraceConfig{NamesrvAddrs: []string{srv.Namesrv}, Access: primitive.Local}
+	traceCfg := officialTraceConfig(srv.Namesrv)
 	p := newProducer(t, srv.Namesrv, producer.WithGroupName(official.pGroup), producer.WithTrace(traceCfg))
 	m := newMsg(official.topic, "traced by the Go client")
 	m.WithTag("TagA")
