@@ -64,6 +64,12 @@ const maxPullAllocs = 6
 // its read given back as the connection's writer does once written
 // (Command.Sent), allocates at most maxPullAllocs times on average.
 func TestPullAllocations(t *testing.T) {
+	if raceDetector {
+		// The pull's read result (and the buffer its records live in)
+		// comes from a sync.Pool, which drops a quarter of what it is
+		// given under -race: 10-11 allocations there, 6 without.
+		t.Skip("sync.Pool drops a quarter of what it is given under -race")
+	}
 	h := startBroker(t, t.TempDir(), nil)
 	for i := range 32 {
 		h.send("AllocP", 0, "m"+strconv.Itoa(i), nil)

@@ -1,0 +1,6 @@
+//go:build race
+
+package broker
+
+// raceDetector is true in builds with -race.
+const raceDetector = true
