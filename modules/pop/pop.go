@@ -209,10 +209,21 @@ func (s *Service) stored(msgs []*message.Ext, _ []store.Position) {
 		return
 	}
 	for _, m := range msgs {
-		if c, ok := s.sigs[m.Topic]; ok {
-			close(c)
-			delete(s.sigs, m.Topic)
-		}
+		s.wakeLocked(m.Topic)
+	}
+}
+
+// wake wakes the receives waiting on topic (ReceiveWait).
+func (s *Service) wake(topic string) {
+	s.sigMu.Lock()
+	s.wakeLocked(topic)
+	s.sigMu.Unlock()
+}
+
+func (s *Service) wakeLocked(topic string) {
+	if c, ok := s.sigs[topic]; ok {
+		close(c)
+		delete(s.sigs, topic)
 	}
 }
 
@@ -769,34 +780,44 @@ func (s *Service) answer(ctx context.Context, b *batch, err error) error {
 
 // ChangeInvisible makes the message handle names invisible for d from now
 // (0 makes it visible at once) and returns the handle that replaces h.
+// When that is sooner than before, it wakes the receives waiting on the
+// topic: they wait for the first invisible time they saw to pass (as a
+// consumer's nack, a ChangeInvisible with its retry backoff, would
+// otherwise be redelivered only when a receive's long poll ended).
 func (s *Service) ChangeInvisible(ctx context.Context, group, topic, h string, d time.Duration) (string, error) {
 	if d < 0 || d > MaxInvisible {
 		return "", fmt.Errorf("%w: invisible duration %v (want [0, %v])", ErrBadArgument, d, MaxInvisible)
 	}
 	s.mu.Lock()
-	nh, b, err := s.changeInvisibleLocked(group, topic, h, d)
+	nh, sooner, b, err := s.changeInvisibleLocked(group, topic, h, d)
 	s.mu.Unlock()
 	if err := s.answer(ctx, b, err); err != nil {
 		return "", err
 	}
+	if sooner {
+		s.wake(topic)
+	}
 	return nh, nil
 }
 
-func (s *Service) changeInvisibleLocked(group, topic, h string, d time.Duration) (string, *batch, error) {
+// changeInvisibleLocked commits the new invisible time; sooner reports
+// that it is before the old one. Called with s.mu held.
+func (s *Service) changeInvisibleLocked(group, topic, h string, d time.Duration) (nh string, sooner bool, b *batch, err error) {
 	k, hd, e, err := s.lookupLocked(group, topic, h)
 	if err == nil && e == nil {
 		err = fmt.Errorf("%w: message %s/%d at %d was acked", ErrInvalidHandle, topic, hd.queue, hd.offset)
 	}
 	if err != nil {
 		b, err := s.settledLocked(err)
-		return "", b, err
+		return "", false, b, err
 	}
 	r := record{Kind: kindInv, Group: k.group, Topic: k.topic, Queue: k.queue, Offset: hd.offset, Until: s.now().Add(d).UnixMilli(), Nonce: nonce()}
-	b, err := s.commitLocked([]record{r})
+	sooner = r.Until < e.until
+	b, err = s.commitLocked([]record{r})
 	if err != nil {
-		return "", nil, err
+		return "", false, nil, err
 	}
-	return encodeHandle(s.key, group, topic, handle{queue: k.queue, offset: hd.offset, nonce: r.Nonce, attempt: e.attempt}), b, nil
+	return encodeHandle(s.key, group, topic, handle{queue: k.queue, offset: hd.offset, nonce: r.Nonce, attempt: e.attempt}), sooner, b, nil
 }
 
 // ForwardToDLQ stores the message handle names in %DLQ%<group> (with its

@@ -335,6 +335,39 @@ func TestReceiveWait(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
+// TestChangeInvisibleWakesWaitingReceive: a receive waiting while the
+// only message in flight is invisible for a minute gets it at once when
+// ChangeInvisible makes it visible (a consumer's nack), not when the
+// minute it saw when it began waiting has passed.
+func TestChangeInvisibleWakesWaitingReceive(t *testing.T) {
+	n := newNode(t, engines[0])
+	n.topic("T", 1)
+	n.put("T", 0, "", "m")
+	ctx := context.Background()
+	first := n.receive("G", "T", nil, 1, time.Minute)
+	require.Len(t, first, 1)
+	done := make(chan []Received, 1)
+	go func() {
+		got, err := n.s.ReceiveWait(ctx, "G", "T", nil, 1, time.Minute, time.Minute)
+		assert.NoError(t, err)
+		done <- got
+	}()
+	require.Eventually(t, func() bool {
+		n.s.sigMu.Lock()
+		defer n.s.sigMu.Unlock()
+		return n.s.sigs["T"] != nil
+	}, 10*time.Second, time.Millisecond, "the receive waits")
+	_, err := n.s.ChangeInvisible(ctx, "G", "T", first[0].Handle, 0)
+	require.NoError(t, err)
+	select {
+	case got := <-done:
+		assert.Equal(t, []string{"m"}, bodies(got))
+		assert.Equal(t, int32(2), got[0].Attempt)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting receive missed the message made visible")
+	}
+}
+
 // TestStoreWakesOnlyItsTopic: a stored message wakes the receives
 // waiting on its topic and no other (with 10,000 receives waiting on other
 // topics, waking all of them on every send queued their scans ahead of the
