@@ -26,8 +26,13 @@ func TestTLSWithOfficialClient(t *testing.T) {
 	srv := testserver.StartDev(t, testserver.Options{TLS: true})
 	// The official client keeps UseTls in a process-wide default config
 	// that WithTls mutates: turn it off again for the tests that follow.
+	// The producer needs an instance name of its own: the client keeps
+	// every instance it creates for the life of the process, and refuses
+	// one whose name it has seen with other name servers (this test's
+	// second run under -count=2, with the default name).
 	t.Cleanup(func() {
-		_, err := rocketmq.NewProducer(producer.WithNameServer([]string{srv.Namesrv}), producer.WithTls(false))
+		_, err := rocketmq.NewProducer(producer.WithNameServer([]string{srv.Namesrv}),
+			producer.WithInstanceName(uniq("tlsoff")), producer.WithTls(false))
 		require.NoError(t, err)
 	})
 	topic := uniq("TLS")
