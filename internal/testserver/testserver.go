@@ -62,36 +62,34 @@ func Binary(t testing.TB) string {
 }
 
 // BinaryPath is where a test binary builds an executable it keeps for
-// its whole run (name-<pid> in one shared directory). The executables of
-// test processes that have ended are removed first, so repeated test runs
-// do not pile up a 50 MB binary each in the temporary directory (a test
-// binary cannot remove its own at exit).
+// its whole run: name, in a directory of its own process id within one
+// shared directory (the file keeps its name: guides run `mq` from PATH).
+// The directories of test processes that have ended are removed first,
+// so repeated test runs do not pile up a 50 MB binary each in the
+// temporary directory (a test binary cannot remove its own at exit).
 func BinaryPath(name string) (string, error) {
-	dir := filepath.Join(os.TempDir(), "quiver-test-bin")
+	base := filepath.Join(os.TempDir(), "quiver-test-bin")
+	removeEndedBinaries(base)
+	dir := filepath.Join(base, strconv.Itoa(os.Getpid()))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("testserver: %w", err)
 	}
-	removeEndedBinaries(dir)
-	return filepath.Join(dir, name+"-"+strconv.Itoa(os.Getpid())), nil
+	return filepath.Join(dir, name), nil
 }
 
-// removeEndedBinaries removes the files in dir named <name>-<pid> for
-// processes that are no longer running.
-func removeEndedBinaries(dir string) {
-	entries, err := os.ReadDir(dir)
+// removeEndedBinaries removes the directories in base named by the id of
+// a process that is no longer running.
+func removeEndedBinaries(base string) {
+	entries, err := os.ReadDir(base)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		i := strings.LastIndexByte(e.Name(), '-')
-		if i < 0 {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !e.IsDir() || pid == os.Getpid() || running(pid) {
 			continue
 		}
-		pid, err := strconv.Atoi(e.Name()[i+1:])
-		if err != nil || pid == os.Getpid() || running(pid) {
-			continue
-		}
-		_ = os.Remove(filepath.Join(dir, e.Name())) // another process may have removed it first
+		_ = os.RemoveAll(filepath.Join(base, e.Name())) // another process may have removed it first
 	}
 }
 
