@@ -266,6 +266,13 @@ func produceLoop(t *testing.T, p rocketmq.Producer, topic, prefix string, l *led
 // l, with extra options after those; it shuts down when the test ends.
 func startLedgerConsumer(t *testing.T, nss []*node, topic string, l *ledger, extra ...consumer.Option) {
 	t.Helper()
+	require.NoError(t, tryLedgerConsumer(t, nss, topic, l, extra...))
+}
+
+// tryLedgerConsumer is startLedgerConsumer returning Start's error (the
+// official consumer shuts itself down when Start fails).
+func tryLedgerConsumer(t *testing.T, nss []*node, topic string, l *ledger, extra ...consumer.Option) error {
+	t.Helper()
 	opts := append([]consumer.Option{
 		consumer.WithNameServer(nsAddrs(nss...)),
 		consumer.WithGroupName(uniq("CG")), consumer.WithInstance(uniq("ci")),
@@ -275,8 +282,11 @@ func startLedgerConsumer(t *testing.T, nss []*node, topic string, l *ledger, ext
 	c, err := rocketmq.NewPushConsumer(opts...)
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, l.consume))
-	require.NoError(t, c.Start())
+	if err := c.Start(); err != nil {
+		return err
+	}
 	t.Cleanup(func() { c.Shutdown() })
+	return nil
 }
 
 func waitConsumed(t *testing.T, l *ledger, timeout time.Duration) {
