@@ -25,14 +25,21 @@ const { Producer } = require('rocketmq-client-nodejs');
   const [endpoints, typed, untyped] = process.argv.slice(2);
   const out = {};
   const p = new Producer({ endpoints, namespace: '', topics: [typed, untyped] });
+  // Each step says it is done on stderr, which the test prints when the
+  // script fails or is killed: a hang names its step.
+  const step = s => console.error(new Date().toISOString(), s);
   await p.startup();
+  step('started');
   out.fifo = (await p.send({ topic: typed, messageGroup: 'g1', body: Buffer.from('f') })).messageId;
+  step('fifo to the FIFO topic sent');
   try {
     await p.send({ topic: typed, body: Buffer.from('n') });
     out.normal = 'accepted';
   } catch (e) { out.normal = String(e && e.message || e); }
+  step('normal to the FIFO topic tried');
   out.untypedNormal = (await p.send({ topic: untyped, body: Buffer.from('n') })).messageId;
   out.untypedFifo = (await p.send({ topic: untyped, messageGroup: 'g1', body: Buffer.from('f') })).messageId;
+  step('both to the untyped topic sent');
   console.log(JSON.stringify(out));
   await p.shutdown();
   process.exit(0);
