@@ -24,7 +24,11 @@ const { Producer } = require('rocketmq-client-nodejs');
 (async () => {
   const [endpoints, typed, untyped] = process.argv.slice(2);
   const out = {};
-  const p = new Producer({ endpoints, namespace: '', topics: [typed, untyped] });
+  // One topic at startup: the client (1.0.8) waits for the server's
+  // first settings only after fetching every listed topic's route, and
+  // misses settings that arrive in between (startup then hangs until
+  // its 5-minute sync); untyped's route is fetched at its first send.
+  const p = new Producer({ endpoints, namespace: '', topics: [typed] });
   // Each step says it is done on stderr, which the test prints when the
   // script fails or is killed: a hang names its step.
   const step = s => console.error(new Date().toISOString(), s);
