@@ -23,6 +23,7 @@ import (
 	qproducer "github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/client/trace"
 	"github.com/quivermq/quiver/client/transports"
+	"github.com/quivermq/quiver/internal/officialtrace"
 	"github.com/quivermq/quiver/internal/testserver"
 )
 
@@ -113,7 +114,7 @@ func TestOfficialGoClientTraces(t *testing.T) {
 	official := newTraceFlow(uniq("TraceGo"))
 	require.NoError(t, a.CreateTopic(ctx, admin.TopicConfig{Topic: official.topic, ReadQueueNums: 1, WriteQueueNums: 1}))
 	awaitRoute(t, srv.Namesrv, official.topic)
-	traceCfg := officialTraceConfig(srv.Namesrv)
+	traceCfg := officialtrace.Config(srv.Namesrv)
 	p := newProducer(t, srv.Namesrv, producer.WithGroupName(official.pGroup), producer.WithTrace(traceCfg))
 	m := newMsg(official.topic, "traced by the Go client")
 	m.WithTag("TagA")

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quivermq/quiver/internal/officialtrace"
 	"github.com/quivermq/quiver/internal/testserver"
 	"github.com/quivermq/quiver/plugins/auth/acl"
 )
@@ -120,7 +121,7 @@ func TestAdminJSONEveryCommand(t *testing.T) {
 
 	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{ns}), producer.WithGroupName(P),
 		producer.WithInstanceName(fmt.Sprintf("walkp-%d", time.Now().UnixNano())), producer.WithRetry(2),
-		producer.WithTrace(officialTraceConfig(ns)))
+		producer.WithTrace(officialtrace.Config(ns)))
 	require.NoError(t, err)
 	require.NoError(t, p.Start())
 	t.Cleanup(func() { _ = p.Shutdown() })

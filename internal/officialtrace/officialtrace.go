@@ -1,4 +1,7 @@
-package main
+// Package officialtrace gives tests that trace with the official
+// RocketMQ Go client (4.x) a TraceConfig that survives a second test
+// server in the same process.
+package officialtrace
 
 import (
 	"sync/atomic"
@@ -6,7 +9,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
-// officialTraceConfig is the TraceConfig of an official Go client traced
+// Config is the TraceConfig of an official Go client traced
 // through the name server ns. The client keeps one trace client per
 // process (instance INNER_TRACE_CLIENT_DEFAULT) that no Shutdown removes,
 // and NewTraceDispatcher returns a nil dispatcher, on which the first
@@ -16,18 +19,18 @@ import (
 // resolves through one process-wide address instead, set here to the
 // current server, so the kept client is reused and the new dispatcher
 // looks its routes up on ns. Tests using it must not run in parallel.
-func officialTraceConfig(ns string) *primitive.TraceConfig {
-	officialTraceNamesrv.Store(ns)
-	return &primitive.TraceConfig{Resolver: officialTraceResolver{}, Access: primitive.Local}
+func Config(ns string) *primitive.TraceConfig {
+	namesrv.Store(ns)
+	return &primitive.TraceConfig{Resolver: resolver{}, Access: primitive.Local}
 }
 
-var officialTraceNamesrv atomic.Value // string
+var namesrv atomic.Value // string
 
-// officialTraceResolver resolves to officialTraceNamesrv.
-type officialTraceResolver struct{}
+// resolver resolves to namesrv.
+type resolver struct{}
 
-func (officialTraceResolver) Resolve() []string {
-	return []string{officialTraceNamesrv.Load().(string)}
+func (resolver) Resolve() []string {
+	return []string{namesrv.Load().(string)}
 }
 
-func (officialTraceResolver) Description() string { return "the current test server's name server" }
+func (resolver) Description() string { return "the current test server's name server" }
