@@ -30,14 +30,8 @@ func TestSendAllocations(t *testing.T) {
 	h := startBroker(t, t.TempDir(), nil)
 	h.send("AllocT", 0, "warm", nil) // creates the topic
 	req := remoting.NewRequest(remoting.SendMessage, sendExt("AllocT", 0, message.Properties{"TAGS": "T", "KEYS": "k1"}), make([]byte, 1024))
-	frame := codec.Encode(req)
 	const runs = 2000
-	cmds := make([]*remoting.Command, runs+1)
-	for i := range cmds {
-		c, err := codec.DecodeWith(append([]byte(nil), frame...), codec.Options{RawSends: true})
-		require.NoError(t, err)
-		cmds[i] = c
-	}
+	cmds := decodedCopies(t, req, runs+1, codec.Options{RawSends: true})
 	ctx := context.Background()
 	i := 0
 	var failed *remoting.Command
@@ -75,14 +69,8 @@ func TestPullAllocations(t *testing.T) {
 		h.send("AllocP", 0, "m"+strconv.Itoa(i), nil)
 	}
 	req := remoting.NewRequest(remoting.PullMessage, pullExt("AllocPG", "AllocP", 0, 0, pullSubscription, 0), nil)
-	frame := codec.Encode(req)
 	const runs = 2000
-	cmds := make([]*remoting.Command, runs+1)
-	for i := range cmds {
-		c, err := codec.Decode(append([]byte(nil), frame...))
-		require.NoError(t, err)
-		cmds[i] = c
-	}
+	cmds := decodedCopies(t, req, runs+1, codec.Options{})
 	ctx := context.Background()
 	i := 0
 	var failed *remoting.Command
@@ -99,4 +87,18 @@ func TestPullAllocations(t *testing.T) {
 	require.Nil(t, failed, "every pull found its messages")
 	t.Logf("allocations per pull of 32: %.1f", allocs)
 	assert.LessOrEqual(t, allocs, float64(maxPullAllocs))
+}
+
+// decodedCopies is n commands decoded from req's wire form with o, each
+// from its own copy of the frame (a handler may keep or recycle it).
+func decodedCopies(t *testing.T, req *remoting.Command, n int, o codec.Options) []*remoting.Command {
+	t.Helper()
+	frame := codec.Encode(req)
+	cmds := make([]*remoting.Command, n)
+	for i := range cmds {
+		c, err := codec.DecodeWith(append([]byte(nil), frame...), o)
+		require.NoError(t, err)
+		cmds[i] = c
+	}
+	return cmds
 }
