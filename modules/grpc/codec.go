@@ -21,7 +21,8 @@ import (
 // top-level messages fields first; over broker.MaxBatchMessages the
 // request is decoded as empty, carrying only the count, and SendMessage
 // refuses it as it refuses any batch over the limit. Everything else is
-// the standard proto codec.
+// the standard proto codec, with the endpoint's buffers (bufpool.go)
+// in place of grpc-go's default pool.
 
 // sendMessagesField is SendMessageRequest.messages' field number.
 const sendMessagesField protowire.Number = 1
@@ -41,16 +42,47 @@ func newSendCodec() encoding.CodecV2 {
 
 func (c sendCodec) Name() string { return protocodec.Name }
 
-func (c sendCodec) Marshal(v any) (mem.BufferSlice, error) { return c.std.Marshal(v) }
+// Marshal encodes v into a buffer of the endpoint's pool (one of at most
+// 1.5× its size; grpc-go's codec takes a 1MiB one for anything over
+// 32KiB); messages of a few hundred bytes are plain allocations.
+func (c sendCodec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.std.Marshal(v)
+	}
+	size := proto.Size(m)
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %T: %w", v, err)
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	buf := endpointBuffers.Get(size)
+	b, err := proto.MarshalOptions{}.MarshalAppend((*buf)[:0], m)
+	if err != nil {
+		endpointBuffers.Put(buf)
+		return nil, fmt.Errorf("marshal %T: %w", v, err)
+	}
+	*buf = b
+	return mem.BufferSlice{mem.NewBuffer(buf, endpointBuffers)}, nil
+}
 
 func (c sendCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	req, ok := v.(*grpcapi.SendMessageRequest)
+	m, ok := v.(proto.Message)
 	if !ok {
 		return c.std.Unmarshal(data, v)
 	}
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	buf := data.MaterializeToBuffer(endpointBuffers)
 	defer buf.Free()
 	b := buf.ReadOnlyData()
+	req, ok := v.(*grpcapi.SendMessageRequest)
+	if !ok {
+		if err := proto.Unmarshal(b, m); err != nil {
+			return fmt.Errorf("unmarshal %T: %w", v, err)
+		}
+		return nil
+	}
 	n, err := countField(b, sendMessagesField)
 	if err != nil {
 		return fmt.Errorf("send message request: %w", err)

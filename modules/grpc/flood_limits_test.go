@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -135,4 +136,38 @@ func TestSendCodecCountsFirst(t *testing.T) {
 func TestConnectionBuffersSmall(t *testing.T) {
 	assert.Less(t, grpcmod.ConnReadBuffer, 32<<10)
 	assert.LessOrEqual(t, grpcmod.ConnWriteBuffer, 32<<10)
+}
+
+// TestEncodedMessagesSizedToFit: an encoded answer is held in a buffer
+// little larger than itself until the transport has written it. With
+// grpc-go's default pool a message of 33KiB to 1MiB took a 1MiB buffer,
+// so 24 answers of a 64KiB message queued for consumers that stopped
+// reading held 24MiB; here about 2.4MiB.
+func TestEncodedMessagesSizedToFit(t *testing.T) {
+	codec := grpcmod.SendCodec()
+	resp := &grpcapi.ReceiveMessageResponse{Content: &grpcapi.ReceiveMessageResponse_Message{Message: &grpcapi.Message{
+		Topic: res("T"), Body: make([]byte, 64<<10), SystemProperties: &grpcapi.SystemProperties{MessageId: "01ABCDEF"}}}}
+	const n = 24
+	held := make([]mem.BufferSlice, 0, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		bs, err := codec.Marshal(resp)
+		require.NoError(t, err)
+		held = append(held, bs)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	size := proto.Size(resp)
+	t.Logf("%d encoded answers of %d bytes: heap grew %d bytes", n, size, grown)
+	assert.Less(t, grown, int64(n*size*2), "encoded answers hold buffers far larger than themselves")
+
+	var back grpcapi.ReceiveMessageResponse
+	require.NoError(t, codec.Unmarshal(held[0], &back))
+	assert.Len(t, back.GetMessage().GetBody(), 64<<10, "an encoded answer decodes")
+	for _, bs := range held {
+		bs.Free()
+	}
 }

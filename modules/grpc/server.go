@@ -19,6 +19,7 @@ import (
 
 	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/quivermq/quiver/core/grpcapi"
@@ -145,7 +146,10 @@ func (s *Server) Start(ctx context.Context) error {
 		// the write buffer is pooled between writes and the read buffer
 		// smaller (frames larger than it are read past it).
 		grpclib.ReadBufferSize(connReadBuffer), grpclib.WriteBufferSize(connWriteBuffer),
-		grpclib.SharedWriteBuffer(true))
+		grpclib.SharedWriteBuffer(true),
+		// Frames and messages read and written in the endpoint's
+		// finer-tiered buffers (bufpool.go).
+		experimental.BufferPool(endpointBuffers))
 	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20),
 		// Bounded like a remoting connection (docs/SECURITY.md): calls at
 		// once per connection, idle connections closed. Clients may ping
