@@ -36,13 +36,13 @@ import (
 )
 
 // The gRPC flood soak (issue 37): `mq dev` with its gRPC endpoint at the
-// default limits, four floods in turn — 10,000 concurrent ReceiveMessage
-// long polls over 10 connections, 2,000 connections (over the per-IP cap
-// of 1,000), 12 consumers that stop reading while messages flow, and
-// SendMessage calls of 80,000 messages — while a well-behaved client sends
-// one message and receives it back in a loop. Each flood gets a fresh
-// broker, whose RSS is read after 10 s of the well-behaved client alone
-// (idle) and sampled every 100 ms during the flood (peak); the
+// default limits, five floods in turn — 10,000 concurrent ReceiveMessage
+// long polls over 10 connections and over one, 2,000 connections (over
+// the per-IP cap of 1,000), 12 consumers that stop reading while messages
+// flow, and SendMessage calls of 80,000 messages — while a well-behaved
+// client sends one message and receives it back in a loop. Each flood
+// gets a fresh broker, whose RSS is read after 10 s of the well-behaved
+// client alone (idle) and sampled every 100 ms during the flood (peak); the
 // well-behaved client runs in a child process (this test binary) so as
 // not to share the flood's scheduler. The test reports RSS and the
 // client's latencies per flood (docs/lab/BENCHMARKS.md); it asserts only what
@@ -453,6 +453,12 @@ func TestGRPCFloodSoak(t *testing.T) {
 	results = append(results, runFlood(t, "none (probe only)", func(ctx context.Context, _ *testserver.Proc, _ string) string { <-ctx.Done(); return "no flood" }))
 	results = append(results, runFlood(t, "10,000 ReceiveMessage long polls on 10 connections", func(ctx context.Context, srv *testserver.Proc, gaddr string) string {
 		return floodStreams(t, ctx, gaddr, 10, 1000)
+	}))
+	// The issue's own form of it: one connection opening 10,000 streams
+	// (grpc.max_concurrent_streams admits 1,024 at once; the client
+	// queues the rest).
+	results = append(results, runFlood(t, "10,000 ReceiveMessage long polls on 1 connection", func(ctx context.Context, srv *testserver.Proc, gaddr string) string {
+		return floodStreams(t, ctx, gaddr, 1, 10000)
 	}))
 	results = append(results, runFlood(t, "2,000 connections from 127.0.0.1", func(ctx context.Context, srv *testserver.Proc, gaddr string) string {
 		return floodConns(t, ctx, gaddr, 2000)
