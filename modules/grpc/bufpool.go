@@ -14,12 +14,13 @@ import (
 // such consumers pinned 32MB of pooled buffers (the stalled-reader flood
 // of docs/lab/BENCHMARKS.md), and each such message cost a 1MiB clear.
 // Here the tiers step by at most 1.5× (2^k and 3·2^(k-1)), so a buffer is
-// at most half again its length; buffers over bufPoolMax are allocated to
-// their length and left to the collector.
+// at most half again its length, up to bufPoolMax (above the largest
+// request the endpoint reads: max_message_size 4MiB + 1MiB); larger
+// buffers are allocated to their length and left to the collector.
 
 const (
 	bufPoolMin = 256
-	bufPoolMax = 1 << 20
+	bufPoolMax = 8 << 20
 )
 
 // bufferPool is a mem.BufferPool of fine tiers. The zero value is not
