@@ -840,6 +840,14 @@ type ConnectionStats struct {
 	// application data space these carry only ACK (and padding or
 	// connection close) frames. It is included in PacketsSent (QUIVER patch).
 	AckOnlyPacketsSent uint64
+	// ProbePacketsSent counts the PTO probe packets sent: the ack-eliciting
+	// packets sent while probes were owed after the probe timeout fired
+	// (RFC 9002 §6.2.4), each carrying again the frames of the oldest
+	// packet not yet acknowledged (or a PING when there are none), which
+	// may leave room for new data. The timeout fires when an ACK is late,
+	// too, not only when a packet was lost. It is included in PacketsSent
+	// (QUIVER patch).
+	ProbePacketsSent uint64
 }
 
 // ConnectionStats returns statistics about the connection.
@@ -861,6 +869,7 @@ func (c *Conn) ConnectionStats() ConnectionStats {
 		PacketsLost:     c.connStats.PacketsLost.Load(),
 
 		AckOnlyPacketsSent: c.connStats.AckOnlyPacketsSent.Load(), // QUIVER patch
+		ProbePacketsSent:   c.connStats.ProbePacketsSent.Load(),   // QUIVER patch
 	}
 }
 

@@ -341,6 +341,7 @@ func (h *sentPacketHandler) SentPacket(
 		p.includedInBytesInFlight = true
 		if h.numProbesToSend > 0 {
 			h.numProbesToSend--
+			h.connStats.ProbePacketsSent.Add(1) // QUIVER patch
 		}
 	}
 	h.congestion.OnPacketSent(t, h.bytesInFlight, pn, size, isAckEliciting)

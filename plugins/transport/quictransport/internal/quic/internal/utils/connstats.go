@@ -16,4 +16,7 @@ type ConnectionStats struct {
 
 	// QUIVER patch: packets sent that elicit no ACK (ACK-only, mostly).
 	AckOnlyPacketsSent atomic.Uint64
+	// QUIVER patch: PTO probe packets sent (ack-eliciting packets sent while
+	// the loss-detection timer's probes were owed).
+	ProbePacketsSent atomic.Uint64
 }
