@@ -2,13 +2,16 @@ package controller
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -201,6 +204,45 @@ func TestReadIndexNamesRevocationOrElection(t *testing.T) {
 	t.Logf("answer: commit %d, revoking %v; election at %d", res.Commit, res.Revoking, elected)
 	assert.True(t, slices.Contains(res.Revoking, "b") || res.Commit >= elected,
 		"the answer names the revocation or covers the election")
+}
+
+// TestConfirmWaitsForTheFSM: a confirmation is given only once the FSM
+// holds every entry up to the read index, not once raft handed them to
+// the FSM's goroutine (raft's AppliedIndex): given before, Vouch read the
+// deposed master's group under a fresh confirmation until the FSM applied
+// the election (a stale vouch in TestMinorityControllerWithholdsMaster).
+func TestConfirmWaitsForTheFSM(t *testing.T) {
+	c := startControllers(t, 1)[0]
+	leaderOf(t, []*Controller{c})
+	require.Eventually(t, c.Confirmed, 5*time.Second, 5*time.Millisecond, "the term's barrier is committed")
+	c.cancel()
+	c.wg.Wait()
+	_, err := c.apply(Command{Op: opElect, Name: "b", Epoch: 0, MasterID: 0, MasterAddr: "10.0.0.1:1", Start: 100, Ready: true})
+	require.NoError(t, err)
+	_, err = c.confirmAsLeader(context.Background())
+	require.NoError(t, err)
+
+	// The FSM stalls before applying the election raft hands it.
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before Stop, registered after it
+	c.fsm.beforeApply = func(*raft.Log) { <-release }
+	before := c.raft.AppliedIndex()
+	data, err := json.Marshal(Command{Op: opElect, Name: "b", Epoch: 1, MasterID: 1, MasterAddr: "10.0.0.2:1", Start: 100, Ready: true})
+	require.NoError(t, err)
+	f := c.raft.Apply(data, applyTimeout)
+	require.Eventually(t, func() bool { return c.raft.AppliedIndex() > before }, 5*time.Second, time.Millisecond, "raft handed the election to the FSM")
+
+	_, err = c.confirmAsLeader(context.Background())
+	assert.Error(t, err, "no confirmation while the FSM has not applied the election")
+	assert.Equal(t, "10.0.0.1:1", c.fsm.Group("b").MasterAddr, "the FSM still holds the deposed master")
+
+	unblock()
+	require.NoError(t, f.Error())
+	_, err = c.confirmAsLeader(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.2:1", c.fsm.Group("b").MasterAddr)
 }
 
 // TestReadIndexAfterLeaderTermCommit: a leader answers a read index only

@@ -70,6 +70,9 @@ type Controller struct {
 	// barrierTerm is the last term in which this controller, as the
 	// leader, committed a barrier: its read index is good from then on.
 	barrierTerm atomic.Uint64
+	// appliedThrough is the highest index the FSM was found to hold
+	// every entry up to (confirm.go: applied; the confirm loop's).
+	appliedThrough uint64
 	// afterCommitRead (tests) runs in verifiedCommit once the commit
 	// index is read: a point where raft may commit more meanwhile.
 	afterCommitRead func()

@@ -122,6 +122,13 @@ type FSM struct {
 	// changed is closed and replaced whenever an entry or a snapshot
 	// changed the state (under mu).
 	changed chan struct{}
+	// index is the raft index of the last command entry Apply consumed
+	// (under mu). Raft hands barriers, no-ops and configuration entries
+	// to no FSM method, so it may stay below raft's applied index.
+	index uint64
+	// beforeApply (tests) runs at the start of each Apply: an FSM that
+	// has not applied an entry raft already handed it.
+	beforeApply func(*raft.Log)
 }
 
 // NewFSM returns an empty state; onChange may be nil.
@@ -164,13 +171,30 @@ func (f *FSM) Groups() []*Group {
 	return out
 }
 
+// Index is the raft index of the last command entry the FSM applied
+// (whatever its outcome); 0 before the first since the start.
+func (f *FSM) Index() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.index
+}
+
 // Apply implements raft.FSM: it returns the changed *Group, or an error.
 func (f *FSM) Apply(l *raft.Log) any {
-	var c Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return fmt.Errorf("controller: decode entry %d: %w", l.Index, err)
+	if f.beforeApply != nil {
+		f.beforeApply(l)
 	}
-	g, err := f.apply(c)
+	var c Command
+	err := json.Unmarshal(l.Data, &c)
+	var g *Group
+	if err == nil {
+		g, err = f.apply(c)
+	} else {
+		err = fmt.Errorf("controller: decode entry %d: %w", l.Index, err)
+	}
+	f.mu.Lock()
+	f.index = l.Index // after the state it changed
+	f.mu.Unlock()
 	if err != nil {
 		return err
 	}
