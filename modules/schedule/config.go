@@ -28,6 +28,9 @@ type Config struct {
 
 	// wheelSlot overrides the wheel's slot span (tests).
 	wheelSlot time.Duration
+	// now overrides the service's clock (tests); it must be safe to call
+	// from any goroutine.
+	now func() time.Time
 }
 
 // NewConfig returns the defaults.

@@ -84,6 +84,9 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "schedule"), levels: cfg.Levels(), now: time.Now, stopped: make(chan struct{})}
+	if cfg.now != nil {
+		s.now = cfg.now
+	}
 	n := int32(len(s.levels))
 	if _, err := b.EnsureTopic(&protocol.TopicConfig{TopicName: protocol.ScheduleTopic, ReadQueueNums: n, WriteQueueNums: n, Perm: protocol.PermRead | protocol.PermWrite}); err != nil {
 		return nil, fmt.Errorf("schedule: %w", err)
