@@ -151,14 +151,15 @@ func (c *cluster) producer(group string) (*client.Client, *producer.Producer) {
 }
 
 // readAll reads every message of topic in the cluster, per queue in
-// order.
+// order. Each request has its own timeout: a topic of 65,000 messages is
+// hundreds of pulls, more than one 30 s budget holds on a loaded host.
 func (c *cluster) readAll(topic string) []*client.MessageExt {
 	c.t.Helper()
 	cl := newClient(c.t, c.Namesrv)
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	r, err := cl.FetchRoute(ctx, topic)
+	cancel()
 	if err != nil {
 		return nil
 	}
@@ -168,10 +169,14 @@ func (c *cluster) readAll(topic string) []*client.MessageExt {
 	qs := append([]client.MessageQueue(nil), r.Subscribe...)
 	sort.Slice(qs, func(i, j int) bool { return qs[i].QueueID < qs[j].QueueID })
 	for _, mq := range qs {
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		maxOff, err := pc.MaxOffset(ctx, mq)
+		cancel()
 		require.NoError(c.t, err)
 		for off := int64(0); off < maxOff; {
+			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 			res, err := pc.Pull(ctx, mq, consumer.All(), off, 256)
+			cancel()
 			require.NoError(c.t, err)
 			if res.Status != consumer.Found {
 				break
@@ -182,6 +187,9 @@ func (c *cluster) readAll(topic string) []*client.MessageExt {
 	}
 	return out
 }
+
+// requestTimeout bounds one request of the harness's reads.
+const requestTimeout = 30 * time.Second
 
 // ids returns the UNIQ_KEYs of msgs with how often each appears.
 func ids(msgs []*client.MessageExt) map[string]int {

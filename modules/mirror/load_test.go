@@ -22,6 +22,13 @@ import (
 // store time minus source store time) percentiles and the catch-up
 // rate after a 3 s target outage; it asserts only 0 lost and 0
 // duplicates (the figures go to docs/lab/BENCHMARKS.md).
+//
+// At most maxInFlight sends wait for their answer: a host that cannot
+// take the rate (a 2-core box under -race does 2,000-3,500 msg/s) gets it
+// as fast as it takes it, the offered rate logged says so, and a send
+// times out only when the broker stalls, not because the producer queued
+// more than the send timeout lets through (1 in 10 runs failed so). The
+// waits poll the target's message count; it is read once.
 func TestMirrorLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load run")
@@ -40,6 +47,7 @@ func TestMirrorLoad(t *testing.T) {
 		var ids []string
 		failed := map[string]int{} // send error → count
 		var wg sync.WaitGroup
+		inflight := make(chan struct{}, maxInFlight)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		per := max(1, rate/100)
@@ -48,10 +56,12 @@ func TestMirrorLoad(t *testing.T) {
 		for sent := 0; sent < n; {
 			<-tick.C
 			for i := 0; i < per && sent < n; i++ {
+				inflight <- struct{}{}
 				wg.Add(1)
 				sent++
 				err := p.SendAsync(ctx, func(_ context.Context, r *client.SendResult, err error) {
 					defer wg.Done()
+					defer func() { <-inflight }()
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {
@@ -64,6 +74,7 @@ func TestMirrorLoad(t *testing.T) {
 					mu.Lock()
 					failed["SendAsync: "+err.Error()]++
 					mu.Unlock()
+					<-inflight
 					wg.Done()
 				}
 			}
@@ -79,10 +90,8 @@ func TestMirrorLoad(t *testing.T) {
 	elapsed := time.Since(start)
 	require.Equal(t, rate*secs, len(sent), "acknowledged sends")
 	var got []*client.MessageExt
-	waitFor(t, 120*time.Second, "every message in the target", func() bool {
-		got = dst.readAll("load")
-		return len(got) >= len(sent)
-	})
+	waitFor(t, 120*time.Second, "every message in the target", func() bool { return dst.count("load") >= int64(len(sent)) })
+	got = dst.readAll("load")
 	lost, dup := lostAndDup(sent, got)
 	assert.Empty(t, lost)
 	assert.Empty(t, dup)
@@ -111,10 +120,9 @@ func TestMirrorLoad(t *testing.T) {
 	dst.Start()
 	back := time.Now()
 	all := append(append([]string(nil), sent...), backlog...)
-	waitFor(t, 120*time.Second, "the backlog in the target", func() bool {
-		got = dst.readAll("load")
-		return len(got) >= len(all)
-	})
+	want := max(src.count("load"), int64(len(all))) // a send that timed out may be stored (and mirrored) all the same
+	waitFor(t, 120*time.Second, "the backlog in the target", func() bool { return dst.count("load") >= want })
+	got = dst.readAll("load")
 	lost, dup = lostAndDup(all, got)
 	assert.Empty(t, lost)
 	assert.Empty(t, dup)
@@ -140,6 +148,10 @@ func TestMirrorLoad(t *testing.T) {
 	t.Logf("catch-up: %d msgs after a 3 s outage in %v from the target's restart (first write after %v): %.0f msg/s overall, %.0f msg/s once writing (%.1fx the offered rate)",
 		len(backlog), took, first.Sub(back), float64(len(backlog))/took.Seconds(), float64(len(backlog))/pure.Seconds(), float64(len(backlog))/pure.Seconds()/float64(rate))
 }
+
+// maxInFlight bounds TestMirrorLoad's sends waiting for their answer:
+// at 2,000 msg/s, half a second of the 3 s send timeout.
+const maxInFlight = 1024
 
 func envInt(k string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
