@@ -26,8 +26,9 @@ func (l *link) work(ctx context.Context, q *queueState) {
 	bo := l.backoff()
 	var ahead *pullAhead // the next batch, pulled while one is written
 	defer func() { ahead.drop() }()
+	var held *batch // a batch whose write failed, written again by the retry
 	for ctx.Err() == nil {
-		if err := l.step(ctx, q, &ahead); err != nil {
+		if err := l.step(ctx, q, &ahead, &held); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -46,6 +47,16 @@ type fetched struct {
 	from int64
 	res  *consumer.PullResult
 	err  error
+}
+
+// batch is a pulled batch to write: its items, each one's source queue
+// offset, and the source offset after it. from is q.next when it was
+// pulled (or when the part not written yet was held).
+type batch struct {
+	from  int64
+	items []message.BatchItem
+	offs  []int64
+	end   int64
 }
 
 // pullAhead is the pull of the batch after the one being written.
@@ -100,8 +111,9 @@ func (l *link) start(ctx context.Context, q *queueState) error {
 	return nil
 }
 
-// step is one pull (or the one pulled ahead) and its writes.
-func (l *link) step(ctx context.Context, q *queueState, ahead **pullAhead) error {
+// step is one pull (or the one pulled ahead, or the batch whose write
+// failed) and its writes.
+func (l *link) step(ctx context.Context, q *queueState, ahead **pullAhead, held **batch) error {
 	q.mu.Lock()
 	known, next, dst := q.known, q.next, q.dst
 	if len(q.gaps) > 0 && !q.filling {
@@ -113,6 +125,27 @@ func (l *link) step(ctx context.Context, q *queueState, ahead **pullAhead) error
 			return onSide(sideSource, fmt.Errorf("start position: %w", err))
 		}
 		return nil
+	}
+	if b := *held; b != nil {
+		*held = nil
+		if b.from == next {
+			// Written again as it was pulled: pulled again at each retry,
+			// a target away for an hour cost every queue a batch (and a
+			// pull ahead) per backoff, over the source's uplink. The
+			// queue's end is still asked, for the lag the status shows.
+			mctx, cancel := context.WithTimeout(ctx, pollWait)
+			maxOff, err := l.puller.MaxOffset(mctx, q.src)
+			cancel()
+			if err != nil {
+				*held = b
+				return onSide(sideSource, fmt.Errorf("max offset: %w", err))
+			}
+			l.ok(sideSource)
+			q.mu.Lock()
+			q.maxOff = max(q.maxOff, maxOff)
+			q.mu.Unlock()
+			return l.writeBatch(ctx, q, dst, b, ahead, held)
+		}
 	}
 	var f fetched
 	if *ahead != nil {
@@ -170,6 +203,14 @@ func (l *link) step(ctx context.Context, q *queueState, ahead **pullAhead) error
 		go func() { a.ch <- l.pull(actx, q, from) }()
 		*ahead = a
 	}
+	return l.writeBatch(ctx, q, dst, &batch{from: next, items: items, offs: firstOff, end: res.NextBeginOffset}, ahead, held)
+}
+
+// writeBatch writes b to target queue dst, in writes of up to
+// batch_bytes, moving q's position past each; when a write fails, the
+// part not written is held for the retry.
+func (l *link) writeBatch(ctx context.Context, q *queueState, dst client.MessageQueue, b *batch, ahead **pullAhead, held **batch) error {
+	items, firstOff := b.items, b.offs
 	for start := 0; start < len(items); {
 		end, bytes := start, 0
 		for end < len(items) && (end == start || bytes+len(items[end].Body) <= int(l.cfg.BatchBytes)) {
@@ -181,11 +222,15 @@ func (l *link) step(ctx context.Context, q *queueState, ahead **pullAhead) error
 		}
 		off, err := l.write(ctx, dst, items[start:end])
 		if err != nil {
-			// The retry pulls from q.next again: waiting for the batch
-			// after this one, held by an idle source, would delay it by
-			// up to pollWait instead of the backoff.
+			// The retry writes what is left of this batch: waiting for
+			// the batch after it, held by an idle source, would delay it
+			// by up to pollWait instead of the backoff.
 			(*ahead).drop()
 			*ahead = nil
+			q.mu.Lock()
+			from := q.next
+			q.mu.Unlock()
+			*held = &batch{from: from, items: items[start:], offs: firstOff[start:], end: b.end}
 			return onSide(sideTarget, err)
 		}
 		l.ok(sideTarget)
@@ -205,8 +250,8 @@ func (l *link) step(ctx context.Context, q *queueState, ahead **pullAhead) error
 		start = end
 	}
 	q.mu.Lock()
-	if res.NextBeginOffset > q.next {
-		q.next = res.NextBeginOffset
+	if b.end > q.next {
+		q.next = b.end
 	}
 	if q.next >= q.maxOff {
 		q.lagTS = 0
