@@ -10,7 +10,7 @@ func (s *Server) WaitingPulls() int { return int(s.waiters.n.Load()) }
 
 // Conns are the open connections and those refused by the connection
 // limits so far (tests).
-func (s *Server) Conns() (open int, refused int64) { return s.lim.counts() }
+func (s *Server) Conns() (open int, refused int64) { return s.lim.Counts() }
 
 // HeldSettings is the size of the Telemetry settings the endpoint keeps
 // (tests).

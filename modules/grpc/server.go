@@ -24,6 +24,7 @@ import (
 
 	"github.com/quivermq/quiver/core/grpcapi"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
+	"github.com/quivermq/quiver/internal/netlimit"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/pop"
 	"github.com/quivermq/quiver/modules/schedule"
@@ -58,8 +59,8 @@ type Server struct {
 	log  *slog.Logger
 	srv  *grpclib.Server
 	ln   net.Listener
-	lim  *limitListener // ln, counting connections per IP
-	auth *guard         // nil: no auth plugin
+	lim  *netlimit.Listener // ln, counting connections per IP
+	auth *guard             // nil: no auth plugin
 	// waiters are the long-polling pulls (pull.go), woken by the
 	// broker's stored listener that Start registers once.
 	waiters  pullWaiters
@@ -175,7 +176,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
 	}
-	s.lim = newLimitListener(ln, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerIP, s.log)
+	s.lim = netlimit.NewListener(ln, s.cfg.MaxConnections, s.cfg.MaxConnectionsPerIP, "grpc", s.log)
 	s.ln = s.lim
 	s.listened.Do(func() { s.b.AddStoredListener(s.waiters.stored) })
 	s.srv = grpclib.NewServer(opts...)
