@@ -35,6 +35,7 @@ import (
 	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/core/kernel"
 	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/internal/netlimit"
 	"github.com/quivermq/quiver/modules/namesrv"
 )
 
@@ -116,7 +117,13 @@ func (c *consoleServer) Start(ctx context.Context, addr string, interval time.Du
 	c.interval = interval
 	c.hist.reset(interval)
 	sctx, cancel := context.WithCancel(context.Background())
-	srv := &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Bounded (docs/SECURITY.md): connections in all and per IP, header
+	// and body sizes (a form; a test message's body at most
+	// consoleMaxBody), slow and idle connections.
+	lim := netlimit.DefaultHTTP()
+	lim.MaxBodyBytes = consoleMaxBody
+	srv := lim.Server(c.handler(), c.log)
+	ln = lim.Listener(ln, "console", c.log)
 	c.mu.Lock()
 	c.srv, c.ln, c.cancel = srv, ln, cancel
 	c.mu.Unlock()
@@ -208,6 +215,8 @@ func (c *consoleServer) api(f func(ctx context.Context, a *adm, r *http.Request)
 				code = http.StatusForbidden
 			case errors.Is(err, errBadRequest):
 				code = http.StatusBadRequest
+			case errors.Is(err, netlimit.ErrTooLarge):
+				code = http.StatusRequestEntityTooLarge
 			}
 			w.WriteHeader(code)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
@@ -217,10 +226,39 @@ func (c *consoleServer) api(f func(ctx context.Context, a *adm, r *http.Request)
 	}
 }
 
+// A request's body is a form of at most consoleFormMaxBody, but for the
+// test message's (consoleSendPath), whose body field may be a message of
+// broker.max_message_size (4MiB), URL-encoded: consoleMaxBody.
+const (
+	consoleFormMaxBody = 64 << 10
+	consoleMaxBody     = 16 << 20
+	consoleSendPath    = "/api/messages/send"
+)
+
+// limitBodies bounds each request's body to what its route takes.
+func limitBodies(next http.Handler) http.Handler {
+	forms, send := netlimit.LimitBody(next, consoleFormMaxBody), netlimit.LimitBody(next, consoleMaxBody)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == consoleSendPath {
+			send.ServeHTTP(w, r)
+			return
+		}
+		forms.ServeHTTP(w, r)
+	})
+}
+
 var (
 	errForbidden  = errors.New("console is read-only (start it with --admin or console.admin: true)")
 	errBadRequest = errors.New("bad request")
 )
+
+// formError is a request's unparsable form: 413 if too large, else 400.
+func formError(err error) error {
+	if errors.Is(err, netlimit.ErrTooLarge) {
+		return fmt.Errorf("console: %w", err)
+	}
+	return badRequest("%v", err)
+}
 
 // badRequest is an error answered with 400.
 func badRequest(format string, args ...any) error {
@@ -384,7 +422,7 @@ func (c *consoleServer) handler() http.Handler {
 	c.traceRoutes(mux)  // console_trace.go
 	c.acl2Routes(mux)   // console_acl2.go
 	c.mirrorRoutes(mux) // console_mirror.go
-	return c.guard(mux)
+	return c.guard(limitBodies(mux))
 }
 
 type queueOffset struct {

@@ -17,6 +17,7 @@ import (
 	clientadmin "github.com/quivermq/quiver/client/admin"
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/protocol"
+	"github.com/quivermq/quiver/internal/netlimit"
 )
 
 // action is api for a POST that changes the cluster.
@@ -24,6 +25,9 @@ func (c *consoleServer) action(f func(ctx context.Context, a *adm, r *http.Reque
 	return c.api(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		if !c.allow {
 			return nil, errForbidden
+		}
+		if err := netlimit.ParseForm(r, consoleMaxBody); err != nil {
+			return nil, formError(err)
 		}
 		c.log.Info("console: action", "path", r.URL.Path, "remote", r.RemoteAddr, "user", loginUser(r))
 		return f(ctx, a, r)
@@ -192,7 +196,7 @@ func (c *consoleServer) apiRoutes(mux *http.ServeMux) {
 		}
 		return map[string]string{"deleted": topic}, nil
 	}))
-	mux.HandleFunc("POST /api/messages/send", c.action(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
+	mux.HandleFunc("POST "+consoleSendPath, c.action(func(ctx context.Context, a *adm, r *http.Request) (any, error) {
 		topic := strings.TrimSpace(r.FormValue("topic"))
 		if topic == "" {
 			return nil, badRequest("give a topic")

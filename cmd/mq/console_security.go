@@ -44,6 +44,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/quivermq/quiver/internal/netlimit"
 )
 
 const (
@@ -369,6 +371,14 @@ var errBadLogin = errors.New("wrong credentials")
 func (c *consoleServer) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if c.auth.mode == consoleAuthNone {
 		writeJSONError(w, http.StatusBadRequest, "console: no login configured (console.auth)")
+		return
+	}
+	if err := netlimit.ParseForm(r, consoleFormMaxBody); err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, netlimit.ErrTooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		writeJSONError(w, code, "console: "+err.Error())
 		return
 	}
 	l := &consoleLogin{expires: c.sessions.now().Add(consoleSessionTTL)}

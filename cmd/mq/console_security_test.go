@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -251,4 +254,66 @@ func TestConsoleLoginThrottle(t *testing.T) {
 	var e map[string]string
 	assert.Equal(t, http.StatusTooManyRequests, h.do("POST", "/api/login", url.Values{"password": {"right"}}, nil, &e))
 	assert.Contains(t, e["error"], "too many failed logins")
+}
+
+// TestConsoleBounded: the console is bounded as the other servers are
+// (internal/netlimit): a login form over 64KiB, which anyone may send, is
+// answered 413 without being read and leaves the throttle alone, as is
+// any body over it but the test message's (which may be 16MiB); a
+// correct login still works after; connections over 64 from one IP are
+// closed at accept.
+func TestConsoleBounded(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("correct horse"), bcrypt.MinCost)
+	require.NoError(t, err)
+	base := startTestConsole(t, true, string(hash))
+	h := newConsoleHTTP(t, base)
+	var e map[string]string
+	big := url.Values{"password": {strings.Repeat("p", 1<<20)}}
+	// (A client that does not wait for 100 Continue has its connection
+	// reset while it writes what is not read.)
+	wait := map[string]string{"Expect": "100-continue"}
+	for range 30 { // more than the throttle allows wrong guesses
+		require.Equal(t, http.StatusRequestEntityTooLarge, h.do("POST", "/api/login", big, wait, &e))
+	}
+	assert.Contains(t, e["error"], "too large")
+	var si sessionInfo
+	require.Equal(t, http.StatusOK, h.do("POST", "/api/login", url.Values{"password": {"correct horse"}}, nil, &si), "oversized logins were counted as guesses")
+	h.csrf = si.CSRF
+
+	// A form over 64KiB anywhere but the test message's route: 413.
+	assert.Equal(t, http.StatusRequestEntityTooLarge, h.do("POST", "/api/offset/reset", url.Values{"group": {strings.Repeat("g", 100<<10)}}, wait, &e))
+	// The test message's route reads up to 16MiB (it then fails on the
+	// closed name server, not on its size).
+	code := h.do("POST", consoleSendPath, url.Values{"topic": {"T"}, "body": {strings.Repeat("b", 1<<20)}}, nil, &e)
+	assert.NotEqual(t, http.StatusRequestEntityTooLarge, code, e["error"])
+	assert.Equal(t, http.StatusRequestEntityTooLarge, h.do("POST", consoleSendPath, url.Values{"topic": {"T"}, "body": {strings.Repeat("b", 17<<20)}}, wait, &e))
+
+	// Connections per IP: 70 opened at once, then each read briefly (all
+	// well within the 10 s a connection may take to send its request's
+	// header, after which the server closes it): a refused one is closed.
+	addr := strings.TrimPrefix(base, "http://")
+	var conns []net.Conn
+	for range 70 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the refusals land
+	kept := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			kept++
+		}
+	}
+	h.c.CloseIdleConnections()
+	assert.LessOrEqual(t, kept, 64, "connections from one IP over 64 were kept")
+	assert.GreaterOrEqual(t, kept, 60)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/store"
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/netlimit"
 	"github.com/quivermq/quiver/modules/broker"
 	"github.com/quivermq/quiver/modules/namesrv"
 )
@@ -188,7 +189,11 @@ func (s *Service) Start(ctx context.Context) error {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", s.ready)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Bounded as the console is (docs/SECURITY.md): connections, header
+	// and body sizes, slow and idle connections.
+	lim := netlimit.DefaultHTTP()
+	srv := lim.Server(mux, s.log)
+	ln = lim.Listener(ln, "metrics", s.log)
 	s.mu.Lock()
 	s.srv, s.ln = srv, ln
 	s.mu.Unlock()

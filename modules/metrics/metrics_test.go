@@ -2,11 +2,13 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,4 +88,58 @@ func TestConfig(t *testing.T) {
 			assert.Equal(t, tt.want, c.Listen)
 		})
 	}
+}
+
+// TestEndpointBounded: the metrics endpoint is bounded as the console is
+// (internal/netlimit.DefaultHTTP): connections over 64 from one IP are
+// closed at accept, a header over 64KiB is refused, and it still serves.
+func TestEndpointBounded(t *testing.T) {
+	s, err := New(&Config{Listen: "127.0.0.1:0"}, Deps{})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	defer func() { require.NoError(t, s.Stop(context.Background())) }()
+	var conns []net.Conn
+	for range 70 {
+		c, err := net.Dial("tcp", s.Addr())
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the refusals land
+	kept := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			kept++
+		}
+	}
+	assert.Equal(t, 64, kept, "connections kept from one IP")
+	for _, c := range conns {
+		_ = c.Close() // (again in the deferred close: harmless)
+	}
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cli := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.Addr()+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Big", strings.Repeat("h", 256<<10))
+	resp, err := cli.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+	require.Eventually(t, func() bool {
+		resp, err := cli.Get("http://" + s.Addr() + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 50*time.Millisecond, "the endpoint serves again once the connections closed")
 }
