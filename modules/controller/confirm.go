@@ -462,6 +462,7 @@ type muxLayer struct {
 	ln      net.Listener
 	adv     net.Addr
 	handle  func(net.Conn)
+	allow   func(net.Addr) bool
 	conns   chan net.Conn
 	closed  chan struct{}
 	once    sync.Once
@@ -474,7 +475,9 @@ type muxLayer struct {
 
 var _ raft.StreamLayer = (*muxLayer)(nil)
 
-func newMuxLayer(bind string, adv net.Addr, handle func(net.Conn)) (*muxLayer, error) {
+// newMuxLayer listens on bind; allow (nil: any) says which remote
+// addresses may connect (allow.go).
+func newMuxLayer(bind string, adv net.Addr, handle func(net.Conn), allow func(net.Addr) bool) (*muxLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -482,7 +485,7 @@ func newMuxLayer(bind string, adv net.Addr, handle func(net.Conn)) (*muxLayer, e
 	if adv == nil {
 		adv = ln.Addr()
 	}
-	m := &muxLayer{ln: ln, adv: adv, handle: handle, conns: make(chan net.Conn), closed: make(chan struct{}), live: map[net.Conn]struct{}{}}
+	m := &muxLayer{ln: ln, adv: adv, handle: handle, allow: allow, conns: make(chan net.Conn), closed: make(chan struct{}), live: map[net.Conn]struct{}{}}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -505,6 +508,10 @@ func (m *muxLayer) acceptLoop() {
 				continue
 			}
 			return
+		}
+		if m.allow != nil && !m.allow(conn.RemoteAddr()) {
+			conn.Close()
+			continue
 		}
 		conn, ok := m.track(conn)
 		if !ok {

@@ -54,6 +54,7 @@ type Controller struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	layer *muxLayer
+	allow *allowList // who may connect to the raft port (allow.go)
 	bolt  *boltStore
 
 	mu          sync.Mutex
@@ -137,7 +138,13 @@ func (c *Controller) Start(ctx context.Context) error {
 		bolt.Close()
 		return fmt.Errorf("controller: listen %s: %w", c.cfg.Listen, err)
 	}
-	layer, err := newMuxLayer(c.cfg.Listen, adv, c.serveReadIndex)
+	allow, err := newAllowList(ctx, c.cfg, c.log)
+	if err != nil {
+		bolt.Close()
+		return err
+	}
+	c.allow = allow
+	layer, err := newMuxLayer(c.cfg.Listen, adv, c.serveReadIndex, allow.allows)
 	if err != nil {
 		bolt.Close()
 		return fmt.Errorf("controller: listen %s: %w", c.cfg.Listen, err)

@@ -1,7 +1,9 @@
 package namesrv
 
 import (
+	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/quivermq/quiver/core/config"
@@ -31,6 +33,25 @@ type ControllerConfig struct {
 	CheckInterval time.Duration `koanf:"check_interval"`
 	// DefaultFailoverTimeout applies to groups whose brokers reported none.
 	DefaultFailoverTimeout time.Duration `koanf:"default_failover_timeout"`
+	// AllowFrom lists more addresses (IPs or CIDRs) whose connections the
+	// raft port accepts; it accepts the peers' own (Peers, resolved) and
+	// closes any other connection (the port is unauthenticated:
+	// docs/SECURITY.md). For controllers that reach each other through
+	// NAT.
+	AllowFrom []string `koanf:"allow_from"`
+}
+
+// ParseAllowFrom reads one allow_from entry: an IP or a CIDR.
+func ParseAllowFrom(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither an IP nor a CIDR", s)
+	}
+	ip = ip.Unmap()
+	return netip.PrefixFrom(ip, ip.BitLen()), nil
 }
 
 // NewControllerConfig returns the defaults.
@@ -64,6 +85,11 @@ func (c *ControllerConfig) Validate() error {
 		}
 		if !self {
 			errs.Add(controllerSection+".peers", "must include this controller's listen address %s", c.Listen)
+		}
+	}
+	for _, a := range c.AllowFrom {
+		if _, err := ParseAllowFrom(a); err != nil {
+			errs.Add(controllerSection+".allow_from", "%v", err)
 		}
 	}
 	if c.DataDir == "" {
