@@ -2,11 +2,15 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/quivermq/quiver/internal/netlimit"
 )
 
 // addPprofFlag gives a server subcommand the hidden --pprof ADDR flag:
@@ -27,9 +31,16 @@ func addPprofFlag(cmd *cobra.Command) {
 		if addr == "" {
 			return nil
 		}
+		// Profiles show the process's memory and command line: loopback
+		// only, and bounded as the other HTTP servers (internal/netlimit),
+		// with room for a long CPU profile or trace.
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("pprof: %w", err)
+		}
+		if ta, ok := l.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+			_ = l.Close()
+			return fmt.Errorf("pprof: %s is not a loopback address (profiles expose the process's memory)", addr)
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -37,7 +48,10 @@ func addPprofFlag(cmd *cobra.Command) {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		go http.Serve(l, mux) //nolint:errcheck // ends with the process
+		lim := netlimit.DefaultHTTP()
+		lim.WriteTimeout = 10 * time.Minute
+		log := slog.Default()
+		go lim.Server(mux, log).Serve(lim.Listener(l, "pprof", log)) //nolint:errcheck // ends with the process
 		return nil
 	}
 }
