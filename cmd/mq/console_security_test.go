@@ -3,20 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/quivermq/quiver/internal/netlimit/netlimittest"
 )
 
 // consoleHTTP is a browser-like client of a console: a cookie jar, the
@@ -288,31 +287,8 @@ func TestConsoleBounded(t *testing.T) {
 	assert.NotEqual(t, http.StatusRequestEntityTooLarge, code, e["error"])
 	assert.Equal(t, http.StatusRequestEntityTooLarge, h.do("POST", consoleSendPath, url.Values{"topic": {"T"}, "body": {strings.Repeat("b", 17<<20)}}, wait, &e))
 
-	// Connections per IP: 70 opened at once, then each read briefly (all
-	// well within the 10 s a connection may take to send its request's
-	// header, after which the server closes it): a refused one is closed.
-	addr := strings.TrimPrefix(base, "http://")
-	var conns []net.Conn
-	for range 70 {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		conns = append(conns, c)
-	}
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
-	time.Sleep(500 * time.Millisecond) // the refusals land
-	kept := 0
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		_, err := c.Read(make([]byte, 1))
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			kept++
-		}
-	}
+	// Connections per IP.
+	kept := netlimittest.Kept(t, strings.TrimPrefix(base, "http://"), 70)
 	h.c.CloseIdleConnections()
 	assert.LessOrEqual(t, kept, 64, "connections from one IP over 64 were kept")
 	assert.GreaterOrEqual(t, kept, 60)

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/internal/netlimit/netlimittest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -98,31 +98,7 @@ func TestEndpointBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Start(context.Background()))
 	defer func() { require.NoError(t, s.Stop(context.Background())) }()
-	var conns []net.Conn
-	for range 70 {
-		c, err := net.Dial("tcp", s.Addr())
-		require.NoError(t, err)
-		conns = append(conns, c)
-	}
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
-	time.Sleep(500 * time.Millisecond) // the refusals land
-	kept := 0
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		_, err := c.Read(make([]byte, 1))
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			kept++
-		}
-	}
-	assert.Equal(t, 64, kept, "connections kept from one IP")
-	for _, c := range conns {
-		_ = c.Close() // (again in the deferred close: harmless)
-	}
+	assert.Equal(t, 64, netlimittest.Kept(t, s.Addr(), 70), "connections kept from one IP")
 
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
