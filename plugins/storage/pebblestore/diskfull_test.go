@@ -3,6 +3,7 @@
 package pebblestore
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -165,4 +166,26 @@ func TestDiskFullResumes(t *testing.T) {
 			assert.Equal(t, mx, mx2)
 		})
 	}
+}
+
+// TestFlushWhileWaitingForSpace: while a log write waits for space
+// (diskfull.go: until space returns or the store closes), Flush answers at
+// once, naming the full disk, instead of waiting with it — a broker's
+// Stop on a full disk hung in Flush for good (make test, 2026-12-07:
+// TestDiskFullBothEngines/pebble/sync after a failed send). The waiting
+// write is counted as spaceFile counts one; with none, Flush syncs.
+func TestFlushWhileWaitingForSpace(t *testing.T) {
+	s := openStore(t, NewConfig(), settings(t, store.FlushSync))
+	defer s.Close()
+	_, err := s.Append(bg, []store.Message{msg("T", 0, "one")})
+	require.NoError(t, err)
+	s.space.waiting.Add(1)
+	start := time.Now()
+	err = s.Flush(bg)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	assert.Less(t, time.Since(start), time.Second)
+	s.space.waiting.Add(-1)
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Flush(ctx), "with no write waiting, Flush syncs")
 }

@@ -867,7 +867,11 @@ func (s *Store) flushLoop() {
 	}
 }
 
-// Flush implements store.Flusher: it syncs the WAL.
+// Flush implements store.Flusher: it syncs the WAL. A sync cannot end
+// while a log write waits for disk space (diskfull.go), which lasts until
+// space returns or the store closes: Flush then says so at once, and
+// returns when ctx ends whatever holds the sync up (the sync goes on,
+// and Close waits for it, ending the wait for space).
 func (s *Store) Flush(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pebblestore: flush: %w", err)
@@ -875,11 +879,25 @@ func (s *Store) Flush(ctx context.Context) error {
 	if err := s.enter("flush"); err != nil {
 		return err
 	}
-	defer s.done()
 	if err := s.failure(); err != nil {
+		s.done()
 		return fmt.Errorf("pebblestore: flush after earlier failure: %w: %w", store.ErrNotDurable, err)
 	}
-	return s.syncWAL()
+	if n := s.space.waiting.Load(); n > 0 {
+		s.done()
+		return fmt.Errorf("pebblestore: flush: %w: %d log writes wait for space: %w", store.ErrNotDurable, n, syscall.ENOSPC)
+	}
+	synced := make(chan error, 1)
+	go func() {
+		defer s.done()
+		synced <- s.syncWAL()
+	}()
+	select {
+	case err := <-synced:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("pebblestore: flush: %w (a log write may be waiting for disk space)", ctx.Err())
+	}
 }
 
 // Close implements store.Store: it syncs the WAL and closes the database.
