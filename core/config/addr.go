@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"reflect"
 	"strconv"
 	"strings"
@@ -56,6 +57,26 @@ func CheckAddr(s, kind string) error {
 		return fmt.Errorf("%q has no host", s)
 	}
 	return nil
+}
+
+// ParseIPPrefix reads an IP or a CIDR block as a prefix: an IP is the
+// prefix of its full length, a CIDR's host bits are cleared, and an
+// IPv4-mapped IPv6 address is its IPv4 address (as a peer's address is
+// after Unmap).
+func ParseIPPrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR: %w", s, err)
+		}
+		return p.Masked(), nil
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither an IP nor a CIDR", s)
+	}
+	ip = ip.Unmap()
+	return netip.PrefixFrom(ip, ip.BitLen()), nil
 }
 
 // checkAddrFields checks every field of v (a struct, or a pointer to

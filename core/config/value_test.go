@@ -149,3 +149,26 @@ func TestCheckAddr(t *testing.T) {
 	assert.Error(t, config.CheckAddr(":0", config.AddrDial))
 	assert.Error(t, config.CheckAddr("[::1]", config.AddrListen))
 }
+
+// TestParseIPPrefix: an IP is its full-length prefix (a mapped IPv4 as
+// IPv4, so it matches a peer's unmapped address), a CIDR loses its host
+// bits, and anything else is refused.
+func TestParseIPPrefix(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.1.2.3":        "10.1.2.3/32",
+		"::ffff:10.1.2.3": "10.1.2.3/32",
+		"10.1.2.3/8":      "10.0.0.0/8",
+		"fd00::1":         "fd00::1/128",
+		"fd00::1234/16":   "fd00::/16",
+		"192.168.0.0/16":  "192.168.0.0/16",
+	} {
+		p, err := config.ParseIPPrefix(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, p.String(), in)
+		assert.True(t, p.Contains(p.Addr()), in)
+	}
+	for _, in := range []string{"", "host.example", "10.1.2.3/33", "10.1.2/8", "10.1.2.3:80", " 10.1.2.3"} {
+		_, err := config.ParseIPPrefix(in)
+		assert.Error(t, err, "%q", in)
+	}
+}

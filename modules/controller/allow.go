@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/quivermq/quiver/modules/namesrv"
+	"github.com/quivermq/quiver/core/config"
 )
 
 // The raft port carries no credential (docs/SECURITY.md): raft's RPCs
@@ -53,7 +53,7 @@ func newAllowList(ctx context.Context, cfg *Config, log *slog.Logger) (*allowLis
 		a.hosts = append(a.hosts, h)
 	}
 	for _, s := range cfg.AllowFrom {
-		p, err := namesrv.ParseAllowFrom(s)
+		p, err := config.ParseIPPrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("controller: allow_from: %w", err)
 		}

@@ -1,9 +1,7 @@
 package namesrv
 
 import (
-	"fmt"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/quivermq/quiver/core/config"
@@ -41,19 +39,6 @@ type ControllerConfig struct {
 	AllowFrom []string `koanf:"allow_from"`
 }
 
-// ParseAllowFrom reads one allow_from entry: an IP or a CIDR.
-func ParseAllowFrom(s string) (netip.Prefix, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Masked(), nil
-	}
-	ip, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is neither an IP nor a CIDR", s)
-	}
-	ip = ip.Unmap()
-	return netip.PrefixFrom(ip, ip.BitLen()), nil
-}
-
 // NewControllerConfig returns the defaults.
 func NewControllerConfig() ControllerConfig {
 	return ControllerConfig{
@@ -88,7 +73,7 @@ func (c *ControllerConfig) Validate() error {
 		}
 	}
 	for _, a := range c.AllowFrom {
-		if _, err := ParseAllowFrom(a); err != nil {
+		if _, err := config.ParseIPPrefix(a); err != nil {
 			errs.Add(controllerSection+".allow_from", "%v", err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/quivermq/quiver/core/config"
 )
 
 // UserType is a user's kind: a super user passes every authorization.
@@ -308,19 +310,11 @@ func parseSourceIP(s string) (netip.Prefix, error) {
 	if s == "" {
 		return netip.Prefix{}, fmt.Errorf("the source ip is empty")
 	}
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("the source ip %q is invalid", s)
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
+	p, err := config.ParseIPPrefix(s)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("the source ip %q is invalid", s)
 	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	return p, nil
 }
 
 func (e *Entry) matchAction(want []Action) bool {
