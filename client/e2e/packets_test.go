@@ -14,19 +14,26 @@ import (
 	"github.com/quivermq/quiver/client/producer"
 	"github.com/quivermq/quiver/client/transports"
 	"github.com/quivermq/quiver/core/transport"
+	"github.com/quivermq/quiver/internal/udprelay"
 	"github.com/quivermq/quiver/plugins/transport/quictransport"
 )
 
-// relayedQUIC is a client whose QUIC connections go through an mtuRelay
-// each, and the broker's connection, for its counters.
+// labMTUPayload is the largest UDP payload through the lossy-link lab's TUN
+// devices (bench/lossy/linkemu: MTU 1400, less 20 bytes of IPv4 header and
+// 8 of UDP header).
+const labMTUPayload = 1400 - 28
+
+// relayedQUIC is a client whose QUIC connections go through a relay each
+// that drops datagrams too big for the path, and the broker's connection,
+// for its counters.
 type relayedQUIC struct {
 	c      *client.Client
 	mu     sync.Mutex
-	relays map[string]*mtuRelay
+	relays map[string]*udprelay.Relay
 	conns  map[string]*quictransport.Conn
 }
 
-func (r *relayedQUIC) broker(t *testing.T, addr string) (*quictransport.Conn, *mtuRelay) {
+func (r *relayedQUIC) broker(t *testing.T, addr string) (*quictransport.Conn, *udprelay.Relay) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -39,14 +46,14 @@ func (r *relayedQUIC) broker(t *testing.T, addr string) (*quictransport.Conn, *m
 // datagrams above maxPayload.
 func relayedClient(t *testing.T, e *env, maxPayload int) *relayedQUIC {
 	t.Helper()
-	r := &relayedQUIC{relays: map[string]*mtuRelay{}, conns: map[string]*quictransport.Conn{}}
+	r := &relayedQUIC{relays: map[string]*udprelay.Relay{}, conns: map[string]*quictransport.Conn{}}
 	base := transports.Dialer(transports.WithInsecureQUIC())
 	dial := func(ctx context.Context, addr string) (transport.Conn, error) {
 		hostPort, ok := strings.CutPrefix(addr, "quic://")
 		if !ok {
 			return base(ctx, addr)
 		}
-		rl := startMTURelay(t, hostPort, maxPayload)
+		rl := udprelay.Start(t, hostPort, udprelay.Larger(maxPayload))
 		conn, err := base(ctx, "quic://"+rl.Addr())
 		if err != nil {
 			return nil, err
@@ -94,7 +101,7 @@ func TestSendPacketsAtLabMTU(t *testing.T) {
 		require.NoError(t, err)
 	}
 	qc, rl := rc.broker(t, e.srv.Broker)
-	before, relayBefore := qc.Stats(), rl.toServer.Load()
+	before, relayBefore := qc.Stats(), rl.Forwarded(udprelay.ToServer)
 	const sends = 300
 	for range sends {
 		_, err := p.SendSync(ctx, client.NewMessage(topic, body))
@@ -107,7 +114,7 @@ func TestSendPacketsAtLabMTU(t *testing.T) {
 	recv := after.PacketsReceived - before.PacketsReceived
 	perSend := float64(sent-ackOnly-probes) / sends
 	t.Logf("per send: %.2f ack-eliciting packets of its own + %.2f PTO probes + %.2f ACK-only packets sent, %.2f received (relay: %.2f datagrams to the broker, %d too big in all); %d probes, %d packets lost in %d sends",
-		perSend, float64(probes)/sends, float64(ackOnly)/sends, float64(recv)/sends, float64(rl.toServer.Load()-relayBefore)/sends, rl.tooBig.Load(),
+		perSend, float64(probes)/sends, float64(ackOnly)/sends, float64(recv)/sends, float64(rl.Forwarded(udprelay.ToServer)-relayBefore)/sends, rl.Dropped(udprelay.ToServer)+rl.Dropped(udprelay.ToClient),
 		probes, int64(after.PacketsLost)-int64(before.PacketsLost), sends)
 	assert.LessOrEqual(t, perSend, 1.1, "ack-eliciting packets, less PTO probes, per 1 KiB send at MTU 1400")
 }
