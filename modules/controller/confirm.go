@@ -24,10 +24,12 @@ package controller
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -459,15 +461,19 @@ func (c *Controller) serveReadIndex(conn net.Conn) {
 // multiplexed on the same port by their first byte. block cuts every
 // connection and refuses new ones (tests: a partitioned controller).
 type muxLayer struct {
-	ln      net.Listener
-	adv     net.Addr
-	handle  func(net.Conn)
-	allow   func(net.Addr) bool
-	conns   chan net.Conn
-	closed  chan struct{}
-	once    sync.Once
-	blocked atomic.Bool
-	wg      sync.WaitGroup
+	ln     net.Listener
+	adv    net.Addr
+	handle func(net.Conn)
+	allow  func(net.Addr) bool
+	tls    peerTLS // mutual TLS, when on (peertls.go)
+	log    *slog.Logger
+	// tlsRefused counts connections whose TLS handshake failed.
+	tlsRefused atomic.Int64
+	conns      chan net.Conn
+	closed     chan struct{}
+	once       sync.Once
+	blocked    atomic.Bool
+	wg         sync.WaitGroup
 
 	mu   sync.Mutex
 	live map[net.Conn]struct{}
@@ -476,8 +482,8 @@ type muxLayer struct {
 var _ raft.StreamLayer = (*muxLayer)(nil)
 
 // newMuxLayer listens on bind; allow (nil: any) says which remote
-// addresses may connect (allow.go).
-func newMuxLayer(bind string, adv net.Addr, handle func(net.Conn), allow func(net.Addr) bool) (*muxLayer, error) {
+// addresses may connect (allow.go); pt is the connections' TLS.
+func newMuxLayer(bind string, adv net.Addr, handle func(net.Conn), allow func(net.Addr) bool, pt peerTLS, log *slog.Logger) (*muxLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -485,7 +491,7 @@ func newMuxLayer(bind string, adv net.Addr, handle func(net.Conn), allow func(ne
 	if adv == nil {
 		adv = ln.Addr()
 	}
-	m := &muxLayer{ln: ln, adv: adv, handle: handle, allow: allow, conns: make(chan net.Conn), closed: make(chan struct{}), live: map[net.Conn]struct{}{}}
+	m := &muxLayer{ln: ln, adv: adv, handle: handle, allow: allow, tls: pt, log: log, conns: make(chan net.Conn), closed: make(chan struct{}), live: map[net.Conn]struct{}{}}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -513,10 +519,12 @@ func (m *muxLayer) acceptLoop() {
 			conn.Close()
 			continue
 		}
-		conn, ok := m.track(conn)
+		tc, ok := m.track(conn)
 		if !ok {
 			continue
 		}
+		// Tracked below TLS: a cut closes the socket at once.
+		conn = m.tls.server(tc)
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -525,12 +533,18 @@ func (m *muxLayer) acceptLoop() {
 	}
 }
 
-// sniff reads the first byte: a read-index connection is served here,
-// any other is handed to raft with that byte put back.
+// sniff reads the first byte (after the TLS handshake, when on): a
+// read-index connection is served here, any other is handed to raft with
+// that byte put back.
 func (m *muxLayer) sniff(conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // best effort: on a closed connection the I/O that follows fails and says so
 	var b [1]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		if tc, ok := conn.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
+			if n := m.tlsRefused.Add(1); n&(n-1) == 0 { // the 1st, 2nd, 4th, ... refusal
+				m.log.Warn("controller: raft connection refused: TLS handshake failed (namesrv.controller.tls)", "remote", conn.RemoteAddr().String(), "refused", n, "err", err)
+			}
+		}
 		conn.Close()
 		return
 	}
@@ -585,7 +599,7 @@ func (m *muxLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.
 	if !ok {
 		return nil, fmt.Errorf("controller: dial %s: transport blocked", address)
 	}
-	return tc, nil
+	return m.tls.client(tc, string(address), timeout)
 }
 
 // setBlocked cuts this member off (true) or lets it talk again (false).

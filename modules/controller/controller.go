@@ -144,7 +144,12 @@ func (c *Controller) Start(ctx context.Context) error {
 		return err
 	}
 	c.allow = allow
-	layer, err := newMuxLayer(c.cfg.Listen, adv, c.serveReadIndex, allow.allows)
+	pt, err := newPeerTLS(c.cfg)
+	if err != nil {
+		bolt.Close()
+		return err
+	}
+	layer, err := newMuxLayer(c.cfg.Listen, adv, c.serveReadIndex, allow.allows, pt, c.log)
 	if err != nil {
 		bolt.Close()
 		return fmt.Errorf("controller: listen %s: %w", c.cfg.Listen, err)

@@ -43,6 +43,13 @@ func (w *tlog) stop() {
 // startControllers starts n controllers on loopback in one raft cluster.
 func startControllers(t *testing.T, n int) []*Controller {
 	t.Helper()
+	return startControllersWith(t, n, nil)
+}
+
+// startControllersWith is startControllers with set (nil: none) changing
+// controller i's configuration before it starts.
+func startControllersWith(t *testing.T, n int, set func(i int, cfg *Config)) []*Controller {
+	t.Helper()
 	var peers []string
 	for range n {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)))
@@ -55,6 +62,9 @@ func startControllers(t *testing.T, n int) []*Controller {
 		cfg := NewConfig()
 		cfg.Enabled, cfg.Listen, cfg.Peers, cfg.DataDir = true, peers[i], peers, t.TempDir()
 		cfg.RaftTimeout, cfg.CheckInterval = 200*time.Millisecond, 50*time.Millisecond
+		if set != nil {
+			set(i, cfg)
+		}
 		c, err := New(cfg, log.With("node", i), nil)
 		require.NoError(t, err)
 		require.NoError(t, c.Start(context.Background()))

@@ -1,10 +1,13 @@
 package namesrv
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"time"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/core/transport/tlsconf"
 )
 
 // controllerSection is where the failover controller's keys live.
@@ -33,10 +36,42 @@ type ControllerConfig struct {
 	DefaultFailoverTimeout time.Duration `koanf:"default_failover_timeout"`
 	// AllowFrom lists more addresses (IPs or CIDRs) whose connections the
 	// raft port accepts; it accepts the peers' own (Peers, resolved) and
-	// closes any other connection (the port is unauthenticated:
-	// docs/SECURITY.md). For controllers that reach each other through
-	// NAT.
+	// closes any other connection (a source address is no credential:
+	// TLS below, docs/SECURITY.md). For controllers that reach each other
+	// through NAT.
 	AllowFrom []string `koanf:"allow_from"`
+	// TLS authenticates the raft port's connections both ways.
+	TLS ControllerTLS `koanf:"tls"`
+}
+
+// ControllerTLS is namesrv.controller.tls: mutual TLS between the
+// controllers. Each presents a certificate the cluster's CA signed, for
+// its listen address (an IP SAN, or the host name peers dial), and
+// accepts only peers presenting one; certificates are read at start.
+type ControllerTLS struct {
+	// Enabled turns TLS on for every connection of the raft port (raft
+	// and read-index): all controllers of a cluster must agree.
+	Enabled bool `koanf:"enabled"`
+	// CertFile and KeyFile are this controller's certificate and key
+	// (PEM), used as server and as client.
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// CAFile holds the CA certificates (PEM) a peer's certificate must
+	// chain to.
+	CAFile string `koanf:"ca_file"`
+}
+
+// Load reads the certificate, its key and the CA pool.
+func (c *ControllerTLS) Load() (tls.Certificate, *x509.CertPool, error) {
+	cert, err := tlsconf.LoadKeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	pool, err := tlsconf.CertPool(c.CAFile)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	return cert, pool, nil
 }
 
 // NewControllerConfig returns the defaults.
@@ -75,6 +110,13 @@ func (c *ControllerConfig) Validate() error {
 	for _, a := range c.AllowFrom {
 		if _, err := config.ParseIPPrefix(a); err != nil {
 			errs.Add(controllerSection+".allow_from", "%v", err)
+		}
+	}
+	if c.TLS.Enabled {
+		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" || c.TLS.CAFile == "" {
+			errs.Add(controllerSection+".tls", "cert_file, key_file and ca_file must all be set (mutual TLS needs the cluster's CA)")
+		} else if _, _, err := c.TLS.Load(); err != nil {
+			errs.Add(controllerSection+".tls", "%v", err)
 		}
 	}
 	if c.DataDir == "" {
