@@ -3,15 +3,10 @@ package quictransport
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +20,7 @@ import (
 
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
+	"github.com/quivermq/quiver/core/transport/tlsconf/tlsconftest"
 )
 
 // logBuffer collects log output.
@@ -121,68 +117,24 @@ func TestSelfSignedCertificate(t *testing.T) {
 	}
 }
 
-// pki writes a CA and a server certificate it signed for quiver.test and
-// 127.0.0.1 into dir.
+// pki is a CA's files, a server certificate it signed for quiver.test
+// and 127.0.0.1, and a client certificate it signed (client-1).
 type pki struct {
-	caFile, certFile, keyFile string
-	// clientCertFile and clientKeyFile are a client certificate the CA
-	// signed.
+	caFile, certFile, keyFile     string
 	clientCertFile, clientKeyFile string
 }
 
-func newPKI(t *testing.T, dir string) pki {
+func newPKI(t *testing.T) pki {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "quiver.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"quiver.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	ckey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	ctmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "client-1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	cder, err := x509.CreateCertificate(rand.Reader, ctmpl, ca, &ckey.PublicKey, caKey)
-	require.NoError(t, err)
-	ckeyDER, err := x509.MarshalPKCS8PrivateKey(ckey)
-	require.NoError(t, err)
-	p := pki{filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"),
-		filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")}
-	for file, blk := range map[string]*pem.Block{
-		p.caFile:         {Type: "CERTIFICATE", Bytes: caDER},
-		p.certFile:       {Type: "CERTIFICATE", Bytes: der},
-		p.keyFile:        {Type: "PRIVATE KEY", Bytes: keyDER},
-		p.clientCertFile: {Type: "CERTIFICATE", Bytes: cder},
-		p.clientKeyFile:  {Type: "PRIVATE KEY", Bytes: ckeyDER},
-	} {
-		require.NoError(t, os.WriteFile(file, pem.EncodeToMemory(blk), 0o600))
-	}
-	return p
+	ca := tlsconftest.NewCA(t, "test CA")
+	srv := ca.Issue(t, "quiver.test", "quiver.test", "127.0.0.1")
+	cli := ca.Issue(t, "client-1")
+	return pki{ca.File, srv.CertFile, srv.KeyFile, cli.CertFile, cli.KeyFile}
 }
 
 func TestCertificateFiles(t *testing.T) {
-	good := newPKI(t, t.TempDir())
-	other := newPKI(t, t.TempDir())
+	good := newPKI(t)
+	other := newPKI(t)
 	var logs logBuffer
 	scfg := NewConfig()
 	scfg.CertFile, scfg.KeyFile = good.certFile, good.keyFile
@@ -260,8 +212,8 @@ func TestALPNMismatch(t *testing.T) {
 // TestClientCertificates: with client_auth require, only clients that
 // present a certificate of client_ca_file get through Accept.
 func TestClientCertificates(t *testing.T) {
-	p := newPKI(t, t.TempDir())
-	other := newPKI(t, t.TempDir())
+	p := newPKI(t)
+	other := newPKI(t)
 	scfg := NewConfig()
 	scfg.CertFile, scfg.KeyFile = p.certFile, p.keyFile
 	scfg.ClientAuth, scfg.ClientCAFile = "require", p.caFile
