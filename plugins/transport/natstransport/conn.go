@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/quivermq/quiver/core/transport"
 )
 
@@ -132,14 +134,30 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 	}
 	nc := c.hub.nc
 	if !nc.IsConnected() {
-		return fmt.Errorf("%w (reconnecting)", ErrConnLost)
+		return c.linkLost(fmt.Errorf("%w (reconnecting)", ErrConnLost))
 	}
 	maxPayload := int(nc.MaxPayload())
+	if headerLen+n > maxPayload && maxPayload <= firstLen {
+		return fmt.Errorf("natstransport: NATS max_payload %d is too small", maxPayload)
+	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	if err := c.writable(); err != nil {
+		c.wmu.Unlock()
 		return err
 	}
+	midFrame, err := c.publishLocked(nc, parts, n, maxPayload)
+	c.wmu.Unlock()
+	if err != nil {
+		// Handled without wmu: ending the connection sends a goodbye.
+		return c.writeFailed(err, midFrame)
+	}
+	return nil
+}
+
+// publishLocked publishes the frame, split when it does not fit one
+// message of maxPayload (under wmu). A publish that fails returns its
+// error, with midFrame set when the peer got part of a split frame.
+func (c *Conn) publishLocked(nc *nats.Conn, parts [][]byte, n, maxPayload int) (midFrame bool, err error) {
 	cur := cursor{parts: parts}
 	seq := c.wseq
 	if headerLen+n <= maxPayload {
@@ -151,13 +169,10 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 		err := nc.PublishRequest(c.peer, c.subject, b)
 		putBuf(bp)
 		if err != nil {
-			return c.writeFailed(err)
+			return false, err
 		}
 		c.wseq, c.lastSent = seq, time.Now()
-		return nil
-	}
-	if maxPayload <= firstLen {
-		return fmt.Errorf("natstransport: NATS max_payload %d is too small", maxPayload)
+		return false, nil
 	}
 	bp := getBuf(maxPayload)
 	defer putBuf(bp)
@@ -179,22 +194,35 @@ func (c *Conn) WriteFrame(ctx context.Context, parts ...[]byte) error {
 		}
 		left -= k
 		if err := nc.PublishRequest(c.peer, c.subject, b); err != nil {
-			if !first {
-				// The peer holds part of a frame: the stream is broken.
-				c.fail(fmt.Errorf("natstransport: write: %w", err), "write failed mid-frame")
-			}
-			return c.writeFailed(err)
+			return !first, err
 		}
 		c.wseq, c.lastSent = seq, time.Now()
 	}
-	return nil
+	return false, nil
 }
 
-func (c *Conn) writeFailed(err error) error {
+// writeFailed is the error of a failed publish (wmu not held). With the
+// NATS connection down the connection ends with ErrConnLost; a split
+// frame cut short breaks the stream and ends it too.
+func (c *Conn) writeFailed(err error, midFrame bool) error {
 	if !c.hub.nc.IsConnected() {
-		return fmt.Errorf("%w: %v", ErrConnLost, err)
+		return c.linkLost(fmt.Errorf("%w: %v", ErrConnLost, err))
+	}
+	if midFrame {
+		c.fail(fmt.Errorf("natstransport: write: %w", err), "write failed mid-frame")
 	}
 	return fmt.Errorf("natstransport: write to %s: %w", c.remote, err)
+}
+
+// linkLost ends the connection with err, a write's finding that the NATS
+// connection is down, and returns err. The hub's disconnect handler would
+// end it so a moment later; doing it now keeps the reason for what comes
+// in between: remoting closes a connection whose write failed, and writes
+// racing with that Close must still say the link was lost, not return a
+// bare transport.ErrClosed as if we had closed it (closedErrLocked).
+func (c *Conn) linkLost(err error) error {
+	c.lose(err)
+	return err
 }
 
 func (c *Conn) writable() error {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -449,6 +450,48 @@ func TestReconnectListener(t *testing.T) {
 	got, err := s2.ReadFrame(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "hello again", string(got))
+}
+
+// TestWriteFindsConnLost: a write that finds the NATS connection down
+// before the hub's disconnect handler ran fails with ErrConnLost, and so
+// does everything after it, the Close that remoting then makes included:
+// a write racing with that Close says the link was lost, not a bare
+// transport.ErrClosed as if we had closed the connection.
+func TestWriteFindsConnLost(t *testing.T) {
+	s := runNATS(t, -1)
+	cfg := testConfig(s)
+	ln := listen(t, NewProvider(), "127.0.0.1:0", cfg)
+	client, _ := pair(t, ln, NewProvider(), cfg)
+	// Hold the disconnect handler back: nats.go has seen the loss (its
+	// handler runs after the status changed), the connections not yet.
+	h := client.hub
+	seen, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
+		once.Do(func() { close(seen) })
+		<-release
+		h.disconnected(err)
+	})
+	t.Cleanup(func() { close(release) })
+	ctx := ctxFor(t, 10*time.Second)
+	s.Shutdown()
+	s.WaitForShutdown()
+	select {
+	case <-seen:
+	case <-ctx.Done():
+		t.Fatal("no disconnect")
+	}
+
+	err := client.WriteFrame(ctx, []byte("first"))
+	require.ErrorIs(t, err, ErrConnLost)
+	// What remoting does after a failed write; its other writers follow.
+	require.NoError(t, client.Close())
+	err = client.WriteFrame(ctx, []byte("second"))
+	assert.ErrorIs(t, err, transport.ErrClosed)
+	assert.ErrorIs(t, err, ErrConnLost, "a write after the close")
+	_, err = client.ReadFrame(ctx)
+	assert.ErrorIs(t, err, transport.ErrClosed)
+	assert.ErrorIs(t, err, ErrConnLost, "a read after the close")
 }
 
 // TestQueueGroup: two instances listening on one address share the
