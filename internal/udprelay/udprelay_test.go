@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,10 +116,55 @@ func TestRelay(t *testing.T) {
 
 func TestCloseStopsGoroutines(t *testing.T) {
 	server := startEcho(t)
-	before := goleak.IgnoreCurrent()
-	r := Start(t, server, nil)
+	for name, link := range map[string]Link{"no link": {}, "a link": {Delay: time.Millisecond, BytesPerSec: 1 << 20}} {
+		t.Run(name, func(t *testing.T) {
+			before := goleak.IgnoreCurrent()
+			r := StartLink(t, server, link, nil)
+			assert.Equal(t, []string{"pp"}, exchange(t, r, "p"))
+			require.NoError(t, r.Close())
+			goleak.VerifyNone(t, before)
+			assert.NoError(t, r.Close(), "a second Close")
+		})
+	}
+}
+
+// TestLinkDelays: over a link a datagram arrives no sooner than its delay
+// (an answer: two delays), datagrams are spaced at the link's rate, and
+// each direction keeps its order. Only lower bounds are checked: a loaded
+// machine can deliver later, never sooner.
+func TestLinkDelays(t *testing.T) {
+	const delay = 40 * time.Millisecond
+	r := StartLink(t, startEcho(t), Link{Delay: delay}, nil)
+	start := time.Now()
 	assert.Equal(t, []string{"pp"}, exchange(t, r, "p"))
-	require.NoError(t, r.Close())
-	goleak.VerifyNone(t, before)
-	assert.NoError(t, r.Close(), "a second Close")
+	assert.GreaterOrEqual(t, time.Since(start), 2*delay, "a round trip takes two delays")
+
+	// 10 requests of 1,000 bytes at 100,000 B/s, answered with 2,000
+	// bytes each: the answers take 200 ms on the way back.
+	r = StartLink(t, startEcho(t), Link{BytesPerSec: 100_000}, nil)
+	var give, want []string
+	for i := range 10 {
+		p := strings.Repeat(string(rune('a'+i)), 1000)
+		give, want = append(give, p), append(want, p+p)
+	}
+	start = time.Now()
+	assert.Equal(t, want, exchange(t, r, give...), "in order")
+	assert.GreaterOrEqual(t, time.Since(start), 180*time.Millisecond, "spaced at the link's rate")
+}
+
+// TestLinkQueueDrops: a link whose queue is full drops, counted.
+func TestLinkQueueDrops(t *testing.T) {
+	r := StartLink(t, startEcho(t), Link{BytesPerSec: 1000}, nil)
+	c, err := net.Dial("udp", r.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	const n = 3 * linkQueue
+	for range n {
+		_, err := c.Write([]byte{'q'})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return r.Dropped(ToServer) > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the queue holds %d; %d sent", linkQueue, n)
+	assert.LessOrEqual(t, r.Forwarded(ToServer)+r.Dropped(ToServer), int64(n))
+	require.NoError(t, r.Close(), "Close does not wait for the queue to drain")
 }

@@ -3,14 +3,14 @@ package quictransport
 import (
 	"bytes"
 	"context"
-	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/internal/udprelay"
 )
 
 // roundTrips runs n request/response round trips over client and server,
@@ -108,7 +108,9 @@ func TestAckOnlyPacketsPerRoundTrip(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ln := listen(t, testConfig(), 0)
-			rl := startDelayRelay(t, ln.Addr(), 100*time.Microsecond, 25<<20)
+			// The lossy-link lab's lan profile (0.1 ms each way): datagrams
+			// arrive spaced, not in the batches loopback hands a reader.
+			rl := udprelay.StartLink(t, ln.Addr(), udprelay.Link{Delay: 100 * time.Microsecond, BytesPerSec: 25 << 20}, nil)
 			client, server := pairVia(t, ln, rl.Addr(), testConfig())
 			const warm, n = 200, 2000
 			roundTrips(t, client, server, warm, tt.inFlight, 1250, tt.respSize)
@@ -123,99 +125,5 @@ func TestAckOnlyPacketsPerRoundTrip(t *testing.T) {
 			assert.LessOrEqual(t, cAck, tt.maxClient, "client's ACK-only packets per round trip")
 			assert.LessOrEqual(t, sAck, tt.maxServer, "server's ACK-only packets per round trip")
 		})
-	}
-}
-
-// delayRelay forwards UDP datagrams between one client and a server on
-// 127.0.0.1, each after a fixed one-way delay and one at a time, as a link
-// delivers them: packets arrive spaced, not in the batches loopback hands
-// a reader (the lossy-link lab's lan profile: 0.1 ms each way).
-type delayRelay struct {
-	front, back *net.UDPConn
-	delay       time.Duration
-	// perByte is the link's serialisation time of a byte (its rate).
-	perByte time.Duration
-	mu      sync.Mutex
-	client  *net.UDPAddr
-	wg      sync.WaitGroup
-}
-
-type delayed struct {
-	b  []byte
-	at time.Time
-}
-
-func startDelayRelay(t *testing.T, server string, delay time.Duration, bytesPerSec int) *delayRelay {
-	t.Helper()
-	saddr, err := net.ResolveUDPAddr("udp", server)
-	require.NoError(t, err)
-	front, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	back, err := net.DialUDP("udp", nil, saddr)
-	require.NoError(t, err)
-	r := &delayRelay{front: front, back: back, delay: delay, perByte: time.Second / time.Duration(bytesPerSec)}
-	up, down := make(chan delayed, 4096), make(chan delayed, 4096)
-	r.wg.Add(4)
-	go r.read(func(b []byte) (int, error) {
-		n, from, err := front.ReadFromUDP(b)
-		if err == nil {
-			r.mu.Lock()
-			r.client = from
-			r.mu.Unlock()
-		}
-		return n, err
-	}, up)
-	go r.read(back.Read, down)
-	go r.write(up, func(b []byte) { back.Write(b) }) //nolint:errcheck // a lost datagram, which QUIC recovers
-	go r.write(down, func(b []byte) {
-		r.mu.Lock()
-		to := r.client
-		r.mu.Unlock()
-		if to != nil {
-			front.WriteToUDP(b, to) //nolint:errcheck // a lost datagram, which QUIC recovers
-		}
-	})
-	t.Cleanup(func() {
-		front.Close()
-		back.Close()
-		r.wg.Wait()
-	})
-	return r
-}
-
-func (r *delayRelay) Addr() string { return r.front.LocalAddr().String() }
-
-func (r *delayRelay) read(read func([]byte) (int, error), out chan<- delayed) {
-	defer r.wg.Done()
-	defer close(out)
-	buf := make([]byte, 64<<10)
-	var free time.Time // when the link has sent what came before
-	for {
-		n, err := read(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
-		}
-		now := time.Now()
-		if free.Before(now) {
-			free = now
-		}
-		free = free.Add(time.Duration(n) * r.perByte)
-		select {
-		case out <- delayed{b: bytes.Clone(buf[:n]), at: free.Add(r.delay)}:
-		default: // a full queue drops, as a link's would
-		}
-	}
-}
-
-func (r *delayRelay) write(in <-chan delayed, write func([]byte)) {
-	defer r.wg.Done()
-	for d := range in {
-		if w := time.Until(d.at); w > 0 {
-			time.Sleep(w)
-		}
-		write(d.b)
 	}
 }
