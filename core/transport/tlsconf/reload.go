@@ -1,0 +1,197 @@
+package tlsconf
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// ReloadEvery bounds how often a Reloader looks at its files: a rotated
+// certificate is served from the first handshake this long after the
+// files changed.
+const ReloadEvery = time.Second
+
+// Reloader serves a certificate and a CA pool read from files, and reads
+// them again when a file changes (looked at on use, at most every
+// ReloadEvery), so certificates rotated on disk — by cert-manager, an
+// ACME client or by hand, in place or by a symlink swap — are used by new
+// handshakes without a restart. A reading that fails (a half-written file,
+// a key that does not match its certificate) is logged and the last good
+// one kept; it is tried again when a file changes again. Connections
+// already open keep the certificate of their handshake.
+type Reloader struct {
+	certFile, keyFile, caFile string
+	log                       *slog.Logger
+	now                       func() time.Time
+
+	mu      sync.Mutex
+	checked time.Time
+	stamps  [3]fileStamp // certFile, keyFile, caFile
+	cert    *tls.Certificate
+	pool    *x509.CertPool
+	gen     uint64      // readings so far
+	srv     *tls.Config // Server's per-handshake config for gen
+	srvGen  uint64
+}
+
+// fileStamp is what says a file changed: the hash of its content (a
+// modification time can be kept by a copy, or fall in the tick of the
+// previous write).
+type fileStamp [sha256.Size]byte
+
+// NewReloader reads certFile and keyFile (both or neither) and caFile
+// (may be empty), failing when they do not load.
+func NewReloader(certFile, keyFile, caFile string, log *slog.Logger) (*Reloader, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("tlsconf: a certificate file needs its key file and a key file its certificate")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Reloader{certFile: certFile, keyFile: keyFile, caFile: caFile, log: log, now: time.Now}
+	r.stamps = r.stat()
+	if err := r.read(); err != nil {
+		return nil, err
+	}
+	r.checked = r.now()
+	return r, nil
+}
+
+// Certificate is the current certificate (nil without a certificate file).
+func (r *Reloader) Certificate() *tls.Certificate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checkLocked()
+	return r.cert
+}
+
+// Pool is the current CA pool (nil without a CA file).
+func (r *Reloader) Pool() *x509.CertPool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checkLocked()
+	return r.pool
+}
+
+// Server returns a listener's configuration: base, whose handshakes each
+// use base with the current certificate and, with a CA file, the current
+// pool as ClientCAs. base must not be changed afterwards.
+func (r *Reloader) Server(base *tls.Config) *tls.Config {
+	outer := base.Clone()
+	r.mu.Lock()
+	if r.cert != nil {
+		outer.Certificates = []tls.Certificate{*r.cert}
+	}
+	if r.pool != nil {
+		outer.ClientCAs = r.pool
+	}
+	r.mu.Unlock()
+	outer.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.checkLocked()
+		if r.srv == nil || r.srvGen != r.gen {
+			c := base.Clone()
+			if r.cert != nil {
+				c.Certificates = []tls.Certificate{*r.cert}
+			}
+			if r.pool != nil {
+				c.ClientCAs = r.pool
+			}
+			r.srv, r.srvGen = c, r.gen
+		}
+		return r.srv, nil
+	}
+	return outer
+}
+
+// Client returns a dialler's configuration for one connection: base
+// with the current certificate as the client's and, with a CA file, the
+// current pool as RootCAs.
+func (r *Reloader) Client(base *tls.Config) *tls.Config {
+	c := base.Clone()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checkLocked()
+	if r.cert != nil {
+		c.Certificates = []tls.Certificate{*r.cert}
+	}
+	if r.pool != nil {
+		c.RootCAs = r.pool
+	}
+	return c
+}
+
+// checkLocked reads the files again when ReloadEvery has passed since
+// the last look and one of them changed.
+func (r *Reloader) checkLocked() {
+	now := r.now()
+	if now.Sub(r.checked) < ReloadEvery {
+		return
+	}
+	r.checked = now
+	st := r.stat()
+	if st == r.stamps {
+		return
+	}
+	r.stamps = st
+	if err := r.read(); err != nil {
+		r.log.Warn("tls: certificate files changed but do not load; serving the previous ones", "err", err)
+	}
+}
+
+// stat stamps the files (a missing or unreadable file: the zero stamp).
+// They are a few KiB each, read at most every ReloadEvery.
+func (r *Reloader) stat() [3]fileStamp {
+	var st [3]fileStamp
+	for i, f := range []string{r.certFile, r.keyFile, r.caFile} {
+		if f == "" {
+			continue
+		}
+		if b, err := os.ReadFile(f); err == nil {
+			st[i] = sha256.Sum256(b)
+		}
+	}
+	return st
+}
+
+// read loads every file and, when all load, makes them current.
+func (r *Reloader) read() error {
+	var cert *tls.Certificate
+	if r.certFile != "" {
+		c, err := LoadKeyPair(r.certFile, r.keyFile)
+		if err != nil {
+			return err
+		}
+		if c.Leaf == nil && len(c.Certificate) > 0 {
+			if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+				return fmt.Errorf("tlsconf: parse %s: %w", r.certFile, err)
+			}
+		}
+		cert = &c
+	}
+	var pool *x509.CertPool
+	if r.caFile != "" {
+		p, err := CertPool(r.caFile)
+		if err != nil {
+			return err
+		}
+		pool = p
+	}
+	if r.gen > 0 {
+		args := []any{"cert_file", r.certFile, "ca_file", r.caFile}
+		if cert != nil {
+			args = append(args, "sha256", Fingerprint(cert.Certificate[0]), "not_after", cert.Leaf.NotAfter.Format(time.RFC3339))
+		}
+		r.log.Info("tls: certificate files reloaded", args...)
+	}
+	r.cert, r.pool = cert, pool
+	r.gen++
+	return nil
+}
