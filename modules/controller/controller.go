@@ -144,7 +144,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		return err
 	}
 	c.allow = allow
-	pt, err := newPeerTLS(c.cfg)
+	pt, err := newPeerTLS(c.cfg, c.log)
 	if err != nil {
 		bolt.Close()
 		return err

@@ -4,34 +4,36 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
+
+	"github.com/quivermq/quiver/core/transport/tlsconf"
 )
 
 // peerTLS is the raft port's mutual TLS (namesrv.controller.tls): the
 // server side asks every connection for a certificate the cluster's CA
 // signed, the client side checks the peer's certificate against the CA
-// and the address dialled, and presents its own. Both are nil when TLS
-// is off.
+// and the address dialled, and presents its own. The files are read
+// again when they change (tlsconf.Reloader). Both are nil when TLS is
+// off.
 type peerTLS struct {
-	srv, cli *tls.Config
+	srv    *tls.Config
+	reload *tlsconf.Reloader
 }
 
 // newPeerTLS reads cfg.TLS's files.
-func newPeerTLS(cfg *Config) (peerTLS, error) {
+func newPeerTLS(cfg *Config, log *slog.Logger) (peerTLS, error) {
 	if !cfg.TLS.Enabled {
 		return peerTLS{}, nil
 	}
-	cert, pool, err := cfg.TLS.Load()
+	r, err := tlsconf.NewReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile, log)
 	if err != nil {
 		return peerTLS{}, fmt.Errorf("controller: tls: %w", err)
 	}
 	return peerTLS{
-		srv: &tls.Config{
-			Certificates: []tls.Certificate{cert}, ClientCAs: pool,
-			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
-		},
-		cli: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13},
+		srv:    r.Server(&tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}),
+		reload: r,
 	}, nil
 }
 
@@ -47,7 +49,7 @@ func (p peerTLS) server(conn net.Conn) net.Conn {
 // client wraps a dialled connection to address and completes the
 // handshake within timeout; on failure it closes conn.
 func (p peerTLS) client(conn net.Conn, address string, timeout time.Duration) (net.Conn, error) {
-	if p.cli == nil {
+	if p.reload == nil {
 		return conn, nil
 	}
 	host, _, err := net.SplitHostPort(address)
@@ -55,8 +57,7 @@ func (p peerTLS) client(conn net.Conn, address string, timeout time.Duration) (n
 		conn.Close()
 		return nil, err
 	}
-	c := p.cli.Clone()
-	c.ServerName = host
+	c := p.reload.Client(&tls.Config{MinVersion: tls.VersionTLS13, ServerName: host})
 	tc := tls.Client(conn, c)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -65,7 +65,7 @@ func TestRaftPortMutualTLS(t *testing.T) {
 	wrong := ca.Issue(t, "wrong host", "10.9.9.9")
 	cfg := *cs[0].cfg
 	cfg.TLS.CertFile, cfg.TLS.KeyFile = wrong.CertFile, wrong.KeyFile
-	pt, err := newPeerTLS(&cfg)
+	pt, err := newPeerTLS(&cfg, cs[0].log)
 	require.NoError(t, err)
 	srv, err := newMuxLayer("127.0.0.1:0", nil, func(c net.Conn) { c.Close() }, nil, pt, cs[0].log)
 	require.NoError(t, err)

@@ -47,7 +47,8 @@ type ControllerConfig struct {
 // ControllerTLS is namesrv.controller.tls: mutual TLS between the
 // controllers. Each presents a certificate the cluster's CA signed, for
 // its listen address (an IP SAN, or the host name peers dial), and
-// accepts only peers presenting one; certificates are read at start.
+// accepts only peers presenting one; files rotated on disk are read
+// again (tlsconf.Reloader).
 type ControllerTLS struct {
 	// Enabled turns TLS on for every connection of the raft port (raft
 	// and read-index): all controllers of a cluster must agree.

@@ -15,35 +15,29 @@ const ALPN = "quiver-remoting"
 // serverTLS builds the listener's TLS configuration: the configured
 // certificate, or a generated self-signed one when none is configured.
 // host is the listen host, added to the generated certificate's names.
+// The certificate and client CA files are read again when they change
+// (tlsconf.Reloader).
 func serverTLS(cfg *Config, host string, log *slog.Logger) (*tls.Config, error) {
-	var cert tls.Certificate
+	base := &tls.Config{NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
 	var err error
-	if cfg.CertFile != "" || cfg.KeyFile != "" {
-		if cert, err = tlsconf.LoadKeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
-			return nil, fmt.Errorf("quictransport: %w", err)
-		}
-	} else {
-		if cert, err = tlsconf.SelfSigned(host); err != nil {
+	if base.ClientAuth, err = tlsconf.ClientAuth(cfg.ClientAuth); err != nil {
+		return nil, fmt.Errorf("quictransport: %w", err)
+	}
+	if cfg.CertFile == "" && cfg.KeyFile == "" {
+		cert, err := tlsconf.SelfSigned(host)
+		if err != nil {
 			return nil, fmt.Errorf("quictransport: %w", err)
 		}
 		leaf := cert.Leaf
 		log.Warn("no cert_file/key_file configured: serving QUIC with a generated self-signed certificate; clients need insecure_skip_verify or ca_file",
 			"sha256", tlsconf.Fingerprint(leaf.Raw), "dns", leaf.DNSNames, "ips", leaf.IPAddresses, "not_after", leaf.NotAfter.Format(time.RFC3339))
+		base.Certificates = []tls.Certificate{cert}
 	}
-	tc := &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{ALPN},
-		MinVersion:   tls.VersionTLS13,
-	}
-	if tc.ClientAuth, err = tlsconf.ClientAuth(cfg.ClientAuth); err != nil {
+	r, err := tlsconf.NewReloader(cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, log)
+	if err != nil {
 		return nil, fmt.Errorf("quictransport: %w", err)
 	}
-	if cfg.ClientCAFile != "" {
-		if tc.ClientCAs, err = tlsconf.CertPool(cfg.ClientCAFile); err != nil {
-			return nil, fmt.Errorf("quictransport: client_ca_file: %w", err)
-		}
-	}
-	return tc, nil
+	return r.Server(base), nil
 }
 
 // clientTLS builds a dialler's TLS configuration for a server at host.

@@ -122,6 +122,7 @@ func TestSelfSignedCertificate(t *testing.T) {
 type pki struct {
 	caFile, certFile, keyFile     string
 	clientCertFile, clientKeyFile string
+	ca                            *tlsconftest.CA
 }
 
 func newPKI(t *testing.T) pki {
@@ -129,7 +130,7 @@ func newPKI(t *testing.T) pki {
 	ca := tlsconftest.NewCA(t, "test CA")
 	srv := ca.Issue(t, "quiver.test", "quiver.test", "127.0.0.1")
 	cli := ca.Issue(t, "client-1")
-	return pki{ca.File, srv.CertFile, srv.KeyFile, cli.CertFile, cli.KeyFile}
+	return pki{ca.File, srv.CertFile, srv.KeyFile, cli.CertFile, cli.KeyFile, ca}
 }
 
 func TestCertificateFiles(t *testing.T) {
@@ -175,6 +176,41 @@ func TestCertificateFiles(t *testing.T) {
 			assert.Equal(t, "quiver.test", peerCert(c).Subject.CommonName)
 		})
 	}
+}
+
+// TestCertificateRotation: a listener's certificate rewritten on disk is
+// served to new connections without a restart.
+func TestCertificateRotation(t *testing.T) {
+	p := newPKI(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	rotate := func(cert, key string) {
+		for src, dst := range map[string]string{cert: certFile, key: keyFile} {
+			data, err := os.ReadFile(src)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(dst, data, 0o600))
+		}
+	}
+	rotate(p.certFile, p.keyFile)
+	scfg := NewConfig()
+	scfg.CertFile, scfg.KeyFile = certFile, keyFile
+	ln, err := Listen(context.Background(), "127.0.0.1:0", scfg, transport.Deps{})
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	served := func() string {
+		t.Helper()
+		ccfg := NewConfig()
+		ccfg.CAFile = p.caFile
+		c, s, err := dialAccept(t, ln, ln.Addr(), ccfg)
+		require.NoError(t, err)
+		roundTrip(t, c, s)
+		return peerCert(c).Subject.CommonName
+	}
+	assert.Equal(t, "quiver.test", served())
+	next := p.ca.Issue(t, "next.quiver.test", "127.0.0.1")
+	rotate(next.CertFile, next.KeyFile)
+	assert.Eventually(t, func() bool { return served() == "next.quiver.test" }, 10*time.Second, 100*time.Millisecond,
+		"the rotated certificate is served (looked at every %s)", tlsconf.ReloadEvery)
 }
 
 func TestBadTLSFiles(t *testing.T) {

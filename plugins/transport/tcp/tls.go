@@ -11,18 +11,17 @@ import (
 )
 
 // serverTLS builds the listener's TLS configuration, generating a
-// self-signed certificate when none is configured.
+// self-signed certificate when none is configured. The certificate and
+// client CA files are read again when they change (tlsconf.Reloader).
 func serverTLS(c *TLSConfig, addr string, log *slog.Logger) (*tls.Config, error) {
-	var cert tls.Certificate
-	var err error
-	if c.CertFile != "" {
-		cert, err = tlsconf.LoadKeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tcp: %w", err)
-		}
-	} else {
+	auth, err := tlsconf.ClientAuth(c.ClientAuth)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: %w", err)
+	}
+	base := &tls.Config{ClientAuth: auth, MinVersion: tls.VersionTLS12}
+	if c.CertFile == "" {
 		host, _, _ := net.SplitHostPort(addr)
-		cert, err = tlsconf.SelfSigned(host)
+		cert, err := tlsconf.SelfSigned(host)
 		if err != nil {
 			return nil, fmt.Errorf("tcp: %w", err)
 		}
@@ -30,18 +29,13 @@ func serverTLS(c *TLSConfig, addr string, log *slog.Logger) (*tls.Config, error)
 			log.Warn("TLS without transport.tcp.tls.cert_file: serving a generated self-signed certificate",
 				"addr", addr, "sha256", tlsconf.Fingerprint(cert.Certificate[0]), "not_after", cert.Leaf.NotAfter.Format(time.RFC3339))
 		}
+		base.Certificates = []tls.Certificate{cert}
 	}
-	auth, err := tlsconf.ClientAuth(c.ClientAuth)
+	r, err := tlsconf.NewReloader(c.CertFile, c.KeyFile, c.ClientCAFile, log)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: %w", err)
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: auth, MinVersion: tls.VersionTLS12}
-	if c.ClientCAFile != "" {
-		if tc.ClientCAs, err = tlsconf.CertPool(c.ClientCAFile); err != nil {
-			return nil, fmt.Errorf("tcp: %w", err)
-		}
-	}
-	return tc, nil
+	return r.Server(base), nil
 }
 
 // clientTLS builds a dialer's TLS configuration for addr.

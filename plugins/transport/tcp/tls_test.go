@@ -2,7 +2,9 @@ package tcp
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/core/transport/tlsconf"
+	"github.com/quivermq/quiver/core/transport/tlsconf/tlsconftest"
 	"github.com/quivermq/quiver/core/transport/transporttest"
 )
 
@@ -167,4 +170,56 @@ func TestTLSConfigValidate(t *testing.T) {
 			assert.Error(t, c.Validate())
 		})
 	}
+}
+
+// TestTLSCertificateRotation: a listener's certificate rewritten on disk
+// is served to new connections without a restart; one already open keeps
+// working.
+func TestTLSCertificateRotation(t *testing.T) {
+	ca := tlsconftest.NewCA(t, "CA")
+	a, b := ca.Issue(t, "a", "127.0.0.1"), ca.Issue(t, "b", "127.0.0.1")
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	rotate := func(l tlsconftest.Leaf) {
+		for src, dst := range map[string]string{l.CertFile: certFile, l.KeyFile: keyFile} {
+			data, err := os.ReadFile(src)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(dst, data, 0o600))
+		}
+	}
+	rotate(a)
+	lcfg := testConfig()
+	lcfg.TLS = TLSConfig{Enabled: true, CertFile: certFile, KeyFile: keyFile}
+	ln, err := Listen(context.Background(), "127.0.0.1:0", lcfg, 0)
+	require.NoError(t, err)
+	defer ln.Close()
+	dcfg := testConfig()
+	dcfg.TLS = TLSConfig{Enabled: true, CAFile: ca.File}
+	served := func() string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		accepted := make(chan transport.Conn, 1)
+		go func() {
+			c, _ := ln.Accept(ctx)
+			accepted <- c
+		}()
+		defer func() {
+			if c := <-accepted; c != nil {
+				c.Close()
+			}
+		}()
+		pool, err := tlsconf.CertPool(ca.File)
+		require.NoError(t, err)
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		require.NoError(t, err)
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	assert.Equal(t, "a", served())
+	require.NoError(t, roundTrip(t, ln, dcfg))
+	rotate(b)
+	assert.Eventually(t, func() bool { return served() == "b" }, 10*time.Second, 100*time.Millisecond,
+		"the rotated certificate is served (looked at every %s)", tlsconf.ReloadEvery)
+	require.NoError(t, roundTrip(t, ln, dcfg), "dialers trusting the CA connect")
 }
