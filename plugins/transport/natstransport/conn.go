@@ -238,14 +238,18 @@ func (c *Conn) writable() error {
 }
 
 // closedErrLocked is what operations on a closed connection return:
-// transport.ErrClosed, carrying the failure that ended the connection
-// first, if any (a lost NATS connection, say), so a write racing with the
-// remoting layer's Close still says why.
+// transport.ErrClosed, carrying what ended the connection first, if
+// anything did (a lost NATS connection, the peer's goodbye), so a write
+// racing with the remoting layer's Close still says why. A bare
+// transport.ErrClosed means we closed it.
 func (c *Conn) closedErrLocked() error {
-	if c.end != nil && !errors.Is(c.end, io.EOF) {
-		return fmt.Errorf("%w: %w", transport.ErrClosed, c.end)
+	switch {
+	case c.end == nil:
+		return transport.ErrClosed
+	case errors.Is(c.end, io.EOF):
+		return fmt.Errorf("%w: %w", transport.ErrClosed, c.werr) // the peer closed first
 	}
-	return transport.ErrClosed
+	return fmt.Errorf("%w: %w", transport.ErrClosed, c.end)
 }
 
 // cursor copies the concatenation of parts out piece by piece.

@@ -494,6 +494,25 @@ func TestWriteFindsConnLost(t *testing.T) {
 	assert.ErrorIs(t, err, ErrConnLost, "a read after the close")
 }
 
+// TestClosedAfterGoodbye: once the peer's goodbye ended the connection,
+// a write racing with our Close (remoting closes after reading io.EOF)
+// says the peer closed it, not a bare transport.ErrClosed.
+func TestClosedAfterGoodbye(t *testing.T) {
+	s := runNATS(t, -1)
+	cfg := testConfig(s)
+	ln := listen(t, NewProvider(), "127.0.0.1:0", cfg)
+	client, srv := pair(t, ln, NewProvider(), cfg)
+	ctx := ctxFor(t, 10*time.Second)
+	require.NoError(t, srv.Close())
+	_, err := client.ReadFrame(ctx)
+	require.ErrorIs(t, err, io.EOF)
+	require.NoError(t, client.Close())
+	err = client.WriteFrame(ctx, []byte("late"))
+	assert.ErrorIs(t, err, transport.ErrClosed)
+	assert.ErrorIs(t, err, io.ErrClosedPipe)
+	assert.Contains(t, err.Error(), "the peer closed the connection")
+}
+
 // TestQueueGroup: two instances listening on one address share the
 // connections, and each connection stays with the instance that accepted
 // it.
