@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,11 +153,15 @@ func TestDelayLevelDelivery(t *testing.T) {
 // is delivered twice and a pending message still arrives.
 func TestLevelProgressSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
+	var shift atomic.Int64 // added to the service's clock
 	c := shortConfig()
 	// "late" must still be pending when the restarted broker answers
-	// GET_ALL_DELAY_OFFSET: a restart under -race on a busy machine takes
-	// up to half a second, which a 600 ms level does not outlast.
-	c.DelayLevels = "200ms 400ms 2s"
+	// GET_ALL_DELAY_OFFSET: its level is an hour, and it comes due when
+	// the service's clock is moved past it, not after the 2 s that the
+	// put, the restart and the query (up to half a second under -race on
+	// a busy machine) had to fit in.
+	c.DelayLevels = "200ms 400ms 1h"
+	c.now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
 	n := startNode(t, dir, c)
 	n.put("T", message.Properties{"DELAY": "1"}, "early")
 	n.waitCount("T", 1, 5*time.Second)
@@ -166,7 +171,11 @@ func TestLevelProgressSurvivesRestart(t *testing.T) {
 	resp := n.b.Router().Handle(t.Context(), nil, remoting.NewRequest(remoting.GetAllDelayOffset, nil, nil))
 	require.Equal(t, remoting.Success, resp.Code)
 	assert.JSONEq(t, `{"offsetTable":{"1":1,"2":0,"3":0}}`, string(resp.Body))
-	n.waitCount("T", 2, 5*time.Second)
+	// The level waits for its head with a timer, deaf to wakes, so late
+	// is delivered within maxSleep of the clock's move (as after a jump
+	// of the system clock).
+	shift.Store(int64(time.Hour))
+	n.waitCount("T", 2, maxSleep+5*time.Second)
 	time.Sleep(800 * time.Millisecond)
 	got := n.read("T")
 	require.Len(t, got, 2)
