@@ -321,13 +321,32 @@ func TestWaitCountsFromAfterSlowDelivery(t *testing.T) {
 		assert.Less(t, got[1].storeMs-(second.StoreTimestamp+1000), (slow / 2).Milliseconds(), "late by the slow delivery before it")
 	})
 	t.Run("timer", func(t *testing.T) {
-		n := startNode(t, t.TempDir(), shortConfig())
-		n.slowDelivery("first", slow)
-		now := time.Now().UnixMilli()
+		// The wheel runs on the service's clock (Config.now), which the
+		// slow delivery moves on by jump instead of taking that long: a
+		// wait counted from before it would deliver "second", due 100 ms
+		// before it ends, jump late, and one counted from after it
+		// delivers at once. A busy machine delays a delivery by some
+		// milliseconds, far from the jump/2 allowed, where 350 ms of
+		// the wall clock were allowed before.
+		const jump = 4 * time.Second // below maxSleep, which caps any wait
+		var shift atomic.Int64
+		c := shortConfig()
+		c.now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+		n := startNode(t, t.TempDir(), c)
+		n.b.AddPutHook(func(ctx context.Context, m *message.Ext) (int64, bool, error) {
+			if ctx.Value(releasingKey{}) != nil && string(m.Body) == "first" {
+				shift.Add(int64(jump))
+			}
+			return 0, false, nil
+		})
+		now := c.now().UnixMilli()
+		second := now + 300 + jump.Milliseconds() - 100
 		n.put("T", message.Properties{message.PropertyTimerDeliverMS: strconv.FormatInt(now+300, 10)}, "first")
-		n.put("T", message.Properties{message.PropertyTimerDeliverMS: strconv.FormatInt(now+1500, 10)}, "second")
+		n.put("T", message.Properties{message.PropertyTimerDeliverMS: strconv.FormatInt(second, 10)}, "second")
 		got := n.waitCount("T", 2, 10*time.Second)
 		require.Equal(t, "second", got[1].body)
-		assert.Less(t, got[1].storeMs-(now+1500), (slow / 2).Milliseconds(), "late by the slow delivery before it")
+		deq, err := strconv.ParseInt(got[1].props[message.PropertyTimerDequeue], 10, 64)
+		require.NoError(t, err)
+		assert.Less(t, deq-second, (jump / 2).Milliseconds(), "late by the slow delivery before it (by the service's clock)")
 	})
 }
