@@ -445,7 +445,9 @@ type bornHostKey struct{}
 // transport formats the address string anew on every call).
 func bornHost(p *remoting.Peer) netip.AddrPort {
 	if p == nil {
-		return parseHost("")
+		// No connection (a handler called in-process): no address, and
+		// no parse whose error would cost an allocation per send.
+		return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 	}
 	if v, ok := p.Value(bornHostKey{}); ok {
 		return v.(netip.AddrPort)
