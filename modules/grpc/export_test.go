@@ -1,6 +1,7 @@
 package grpc
 
 import (
+	grpclib "google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
 )
@@ -41,3 +42,7 @@ const (
 
 // SendCodec is the server's codec (tests).
 func SendCodec() encoding.CodecV2 { return newSendCodec() }
+
+// TransportOptions are the endpoint's grpc-go options without its
+// interceptors (tests: a bare grpc-go server configured as the endpoint).
+func (s *Server) TransportOptions() ([]grpclib.ServerOption, error) { return s.transportOptions() }

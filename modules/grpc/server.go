@@ -133,31 +133,10 @@ const minPingInterval = 10 * time.Second
 
 // Start binds cfg.Listen and serves in a goroutine.
 func (s *Server) Start(ctx context.Context) error {
-	var opts []grpclib.ServerOption
-	if s.cfg.TLS.Enabled {
-		tc, err := s.tlsConfig()
-		if err != nil {
-			return err
-		}
-		opts = append(opts, grpclib.Creds(credentials.NewTLS(tc)))
+	opts, err := s.transportOptions()
+	if err != nil {
+		return err
 	}
-	opts = append(opts, grpclib.ForceServerCodecV2(newSendCodec()), // codec.go
-		// Per-connection buffers (docs/SECURITY.md): grpc-go keeps a 32KiB
-		// read and a 32KiB write buffer on every connection, idle or not;
-		// the write buffer is pooled between writes and the read buffer
-		// smaller (frames larger than it are read past it).
-		grpclib.ReadBufferSize(connReadBuffer), grpclib.WriteBufferSize(connWriteBuffer),
-		grpclib.SharedWriteBuffer(true),
-		// Frames and messages read and written in the endpoint's
-		// finer-tiered buffers (bufpool.go).
-		experimental.BufferPool(endpointBuffers))
-	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20),
-		// Bounded like a remoting connection (docs/SECURITY.md): calls at
-		// once per connection, idle connections closed. Clients may ping
-		// as often as every 10s, with or without a call open.
-		grpclib.MaxConcurrentStreams(uint32(s.cfg.MaxConcurrentStreams)),
-		grpclib.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.IdleTimeout}),
-		grpclib.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minPingInterval, PermitWithoutStream: true}))
 	// Namespaces are put into names before anything reads them, the
 	// auth check included (namespace.go).
 	opts = append(opts, grpclib.ChainUnaryInterceptor(namespaceUnary), grpclib.ChainStreamInterceptor(namespaceStream))
@@ -194,6 +173,38 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.log.Info("grpc: serving RocketMQ 5 clients", "addr", ln.Addr().String(), "tls", s.cfg.TLS.Enabled)
 	return nil
+}
+
+// transportOptions are the endpoint's grpc-go options below its
+// interceptors and handlers: TLS, codec, buffers and the per-connection
+// bounds.
+func (s *Server) transportOptions() ([]grpclib.ServerOption, error) {
+	var opts []grpclib.ServerOption
+	if s.cfg.TLS.Enabled {
+		tc, err := s.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpclib.Creds(credentials.NewTLS(tc)))
+	}
+	opts = append(opts, grpclib.ForceServerCodecV2(newSendCodec()), // codec.go
+		// Per-connection buffers (docs/SECURITY.md): grpc-go keeps a 32KiB
+		// read and a 32KiB write buffer on every connection, idle or not;
+		// the write buffer is pooled between writes and the read buffer
+		// smaller (frames larger than it are read past it).
+		grpclib.ReadBufferSize(connReadBuffer), grpclib.WriteBufferSize(connWriteBuffer),
+		grpclib.SharedWriteBuffer(true),
+		// Frames and messages read and written in the endpoint's
+		// finer-tiered buffers (bufpool.go).
+		experimental.BufferPool(endpointBuffers))
+	opts = append(opts, grpclib.MaxRecvMsgSize(int(s.b.Config().MaxMessageSize)+1<<20),
+		// Bounded like a remoting connection (docs/SECURITY.md): calls at
+		// once per connection, idle connections closed. Clients may ping
+		// as often as every 10s, with or without a call open.
+		grpclib.MaxConcurrentStreams(uint32(s.cfg.MaxConcurrentStreams)),
+		grpclib.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.IdleTimeout}),
+		grpclib.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minPingInterval, PermitWithoutStream: true}))
+	return opts, nil
 }
 
 func (s *Server) tlsConfig() (*tls.Config, error) {

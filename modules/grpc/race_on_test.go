@@ -1,0 +1,6 @@
+//go:build race
+
+package grpc_test
+
+// raceDetector is true in builds with -race.
+const raceDetector = true
