@@ -207,22 +207,26 @@ func (s *Server) transportOptions() ([]grpclib.ServerOption, error) {
 	return opts, nil
 }
 
+// tlsConfig is the endpoint's TLS: the configured certificate, read
+// again when its files change (tlsconf.Reloader), or a generated
+// self-signed one.
 func (s *Server) tlsConfig() (*tls.Config, error) {
-	var cert tls.Certificate
-	var err error
-	if s.cfg.TLS.CertFile != "" {
-		cert, err = tlsconf.LoadKeyPair(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile)
-	} else {
+	base := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	if s.cfg.TLS.CertFile == "" {
 		host, _, _ := net.SplitHostPort(s.cfg.Listen)
-		cert, err = tlsconf.SelfSigned(host)
-		if err == nil && len(cert.Certificate) > 0 {
-			s.log.Warn("grpc: TLS with a generated self-signed certificate", "sha256", tlsconf.Fingerprint(cert.Certificate[0]))
+		cert, err := tlsconf.SelfSigned(host)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
 		}
+		s.log.Warn("grpc: TLS with a generated self-signed certificate", "sha256", tlsconf.Fingerprint(cert.Certificate[0]))
+		base.Certificates = []tls.Certificate{cert}
+		return base, nil
 	}
+	r, err := tlsconf.NewReloader(s.cfg.TLS.CertFile, s.cfg.TLS.KeyFile, "", s.log)
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}, nil
+	return r.Server(base), nil
 }
 
 // Addr is the bound address (nil before Start).
