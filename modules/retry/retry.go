@@ -33,6 +33,9 @@ type Service struct {
 	b      *broker.Broker
 	log    *slog.Logger
 	fences *fences
+	// afterResetCommit, when set (tests), runs after resetOffsets commits
+	// a queue's reset offset.
+	afterResetCommit func(queue int32)
 }
 
 // New registers CONSUMER_SEND_MSG_BACK, RESEND_DLQ and

@@ -64,6 +64,10 @@ func (s *Service) resetOffsets(ctx context.Context, topic, group string, ts int6
 	}
 	name := s.b.Config().Name
 	out := make([]QueueOffset, 0, last-first)
+	// Online consumers keep committing their old offsets until they apply
+	// the reset: each queue's fence goes up before its reset offset is
+	// committed, or a stale commit landing in between would undo it.
+	peers := s.b.ConsumerPeers(group)
 	for id := first; id < last; id++ {
 		q := store.Queue{Topic: topic, ID: id}
 		var off int64
@@ -89,19 +93,19 @@ func (s *Service) resetOffsets(ctx context.Context, topic, group string, ts int6
 		if cur, ok := s.b.QueryOffset(group, topic, id); ok && !force && cur < off {
 			off = cur
 		}
+		if len(peers) > 0 {
+			s.fences.set(fenceKey{group, topic, id}, off)
+		}
 		s.b.CommitOffset(group, topic, id, off)
+		if s.afterResetCommit != nil {
+			s.afterResetCommit(id)
+		}
 		out = append(out, QueueOffset{Topic: topic, BrokerName: name, QueueID: id, Offset: off})
 	}
 	if err := s.b.FlushOffsets(); err != nil {
 		return nil, 0, err
 	}
 	body := EncodeOffsetTable(out)
-	peers := s.b.ConsumerPeers(group)
-	if len(peers) > 0 {
-		for _, q := range out {
-			s.fences.set(fenceKey{group, topic, q.QueueID}, q.Offset)
-		}
-	}
 	told := 0
 	ext := map[string]string{"topic": topic, "group": group, "timestamp": strconv.FormatInt(ts, 10), "isForce": strconv.FormatBool(force)}
 	for _, p := range peers {
