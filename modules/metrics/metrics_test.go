@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quivermq/quiver/core/config"
+	"github.com/quivermq/quiver/internal/netlimit"
 	"github.com/quivermq/quiver/internal/netlimit/netlimittest"
 )
 
@@ -99,6 +100,14 @@ func TestEndpointBounded(t *testing.T) {
 	require.NoError(t, s.Start(context.Background()))
 	defer func() { require.NoError(t, s.Stop(context.Background())) }()
 	assert.Equal(t, 64, netlimittest.Kept(t, s.Addr(), 70), "connections kept from one IP")
+	// Kept closed its connections, but the server gives a slot back only
+	// once it reads their end: until then a new connection from this IP
+	// is over the bound and closed at accept (an EOF, not an answer).
+	s.mu.Lock()
+	lim := s.ln.(*netlimit.Listener)
+	s.mu.Unlock()
+	require.Eventually(t, func() bool { open, _ := lim.Counts(); return open == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the server saw the kept connections close")
 
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
