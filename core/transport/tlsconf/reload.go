@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// ExpiryWarning is how long before its certificate expires a Reloader
+// starts warning, once at each reading and then once a day.
+const ExpiryWarning = 14 * 24 * time.Hour
+
 // ReloadEvery bounds how often a Reloader looks at its files: a rotated
 // certificate is served from the first handshake this long after the
 // files changed.
@@ -38,6 +42,7 @@ type Reloader struct {
 	gen     uint64      // readings so far
 	srv     *tls.Config // Server's per-handshake config for gen
 	srvGen  uint64
+	warned  time.Time // the last expiry warning
 }
 
 // fileStamp is what says a file changed: the hash of its content (a
@@ -138,6 +143,9 @@ func (r *Reloader) checkLocked() {
 	r.checked = now
 	st := r.stat()
 	if st == r.stamps {
+		if now.Sub(r.warned) >= 24*time.Hour {
+			r.warnExpiryLocked(now)
+		}
 		return
 	}
 	r.stamps = st
@@ -193,5 +201,22 @@ func (r *Reloader) read() error {
 	}
 	r.cert, r.pool = cert, pool
 	r.gen++
+	r.warned = time.Time{}
+	r.warnExpiryLocked(r.now())
 	return nil
+}
+
+// warnExpiryLocked logs when the certificate expires within
+// ExpiryWarning, or has expired.
+func (r *Reloader) warnExpiryLocked(now time.Time) {
+	if r.cert == nil || r.cert.Leaf == nil || r.cert.Leaf.NotAfter.Sub(now) > ExpiryWarning {
+		return
+	}
+	r.warned = now
+	left := r.cert.Leaf.NotAfter.Sub(now).Round(time.Minute)
+	msg := "tls: certificate expires soon; rotate it (the files are read again when they change)"
+	if left <= 0 {
+		msg = "tls: certificate has expired; rotate it (the files are read again when they change)"
+	}
+	r.log.Warn(msg, "cert_file", r.certFile, "not_after", r.cert.Leaf.NotAfter.Format(time.RFC3339), "left", left.String())
 }

@@ -193,3 +193,43 @@ func TestNewReloaderRefusesBadFiles(t *testing.T) {
 	assert.Nil(t, r.Certificate())
 	assert.NotNil(t, r.Pool())
 }
+
+// TestReloaderWarnsBeforeExpiry: a certificate expiring within
+// ExpiryWarning is logged when read, then once a day (as expired once it
+// has), not at every look.
+func TestReloaderWarnsBeforeExpiry(t *testing.T) {
+	ca := tlsconftest.NewCA(t, "CA")
+	l := ca.Issue(t, "short", "127.0.0.1") // valid for an hour
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	r, err := tlsconf.NewReloader(l.CertFile, l.KeyFile, "", slog.New(slog.NewTextHandler(lockedWriter{&logs, &mu}, nil)))
+	require.NoError(t, err)
+	count := func(s string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return bytes.Count(logs.Bytes(), []byte(s))
+	}
+	assert.Equal(t, 1, count("expires soon"), "warned when read")
+	clk := &testClock{t: time.Now()}
+	tlsconf.SetClock(r, clk.now)
+	for range 5 {
+		clk.add(tlsconf.ReloadEvery)
+		r.Certificate()
+	}
+	assert.Equal(t, 1, count("expires soon"), "not at every look")
+	clk.add(24 * time.Hour)
+	r.Certificate()
+	assert.Equal(t, 1, count("has expired"), "a day later, expired")
+
+	// A certificate valid for a year is not warned about.
+	year, err := tlsconf.SelfSigned("127.0.0.1")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, tlsconf.WritePEM(year, dir+"/c.pem", dir+"/k.pem"))
+	mu.Lock()
+	logs.Reset()
+	mu.Unlock()
+	_, err = tlsconf.NewReloader(dir+"/c.pem", dir+"/k.pem", "", slog.New(slog.NewTextHandler(lockedWriter{&logs, &mu}, nil)))
+	require.NoError(t, err)
+	assert.Zero(t, count("tls: certificate"), "a year left")
+}
