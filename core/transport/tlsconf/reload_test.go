@@ -84,8 +84,7 @@ func TestReloaderServesRotatedCertificate(t *testing.T) {
 	a, b, c := ca.Issue(t, "a", "127.0.0.1"), ca.Issue(t, "b", "127.0.0.1"), ca.Issue(t, "c", "127.0.0.1")
 	dir := t.TempDir()
 	certFile, keyFile := dir+"/tls.crt", dir+"/tls.key"
-	copyFile(t, a.CertFile, certFile)
-	copyFile(t, a.KeyFile, keyFile)
+	a.InstallAt(t, certFile, keyFile)
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))
@@ -105,8 +104,7 @@ func TestReloaderServesRotatedCertificate(t *testing.T) {
 	}
 	assert.Equal(t, "a", cn())
 
-	copyFile(t, b.CertFile, certFile)
-	copyFile(t, b.KeyFile, keyFile)
+	b.InstallAt(t, certFile, keyFile)
 	assert.Equal(t, "a", cn(), "not looked at again within ReloadEvery")
 	clk.add(tlsconf.ReloadEvery)
 	assert.Equal(t, "b", cn(), "rotated")
@@ -118,8 +116,7 @@ func TestReloaderServesRotatedCertificate(t *testing.T) {
 	assert.Contains(t, logs.String(), "do not load")
 	logMu.Unlock()
 
-	copyFile(t, c.CertFile, certFile)
-	copyFile(t, c.KeyFile, keyFile)
+	c.InstallAt(t, certFile, keyFile)
 	clk.add(tlsconf.ReloadEvery)
 	assert.Equal(t, "c", cn())
 	assert.Equal(t, "c", r.Certificate().Leaf.Subject.CommonName)

@@ -184,14 +184,7 @@ func TestCertificateRotation(t *testing.T) {
 	p := newPKI(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	rotate := func(cert, key string) {
-		for src, dst := range map[string]string{cert: certFile, key: keyFile} {
-			data, err := os.ReadFile(src)
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(dst, data, 0o600))
-		}
-	}
-	rotate(p.certFile, p.keyFile)
+	tlsconftest.Leaf{CertFile: p.certFile, KeyFile: p.keyFile}.InstallAt(t, certFile, keyFile)
 	scfg := NewConfig()
 	scfg.CertFile, scfg.KeyFile = certFile, keyFile
 	ln, err := Listen(context.Background(), "127.0.0.1:0", scfg, transport.Deps{})
@@ -208,7 +201,7 @@ func TestCertificateRotation(t *testing.T) {
 	}
 	assert.Equal(t, "quiver.test", served())
 	next := p.ca.Issue(t, "next.quiver.test", "127.0.0.1")
-	rotate(next.CertFile, next.KeyFile)
+	next.InstallAt(t, certFile, keyFile)
 	assert.Eventually(t, func() bool { return served() == "next.quiver.test" }, 10*time.Second, 100*time.Millisecond,
 		"the rotated certificate is served (looked at every %s)", tlsconf.ReloadEvery)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -180,14 +179,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	a, b := ca.Issue(t, "a", "127.0.0.1"), ca.Issue(t, "b", "127.0.0.1")
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	rotate := func(l tlsconftest.Leaf) {
-		for src, dst := range map[string]string{l.CertFile: certFile, l.KeyFile: keyFile} {
-			data, err := os.ReadFile(src)
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(dst, data, 0o600))
-		}
-	}
-	rotate(a)
+	a.InstallAt(t, certFile, keyFile)
 	lcfg := testConfig()
 	lcfg.TLS = TLSConfig{Enabled: true, CertFile: certFile, KeyFile: keyFile}
 	ln, err := Listen(context.Background(), "127.0.0.1:0", lcfg, 0)
@@ -218,7 +210,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	}
 	assert.Equal(t, "a", served())
 	require.NoError(t, roundTrip(t, ln, dcfg))
-	rotate(b)
+	b.InstallAt(t, certFile, keyFile)
 	assert.Eventually(t, func() bool { return served() == "b" }, 10*time.Second, 100*time.Millisecond,
 		"the rotated certificate is served (looked at every %s)", tlsconf.ReloadEvery)
 	require.NoError(t, roundTrip(t, ln, dcfg), "dialers trusting the CA connect")

@@ -102,3 +102,19 @@ func (ca *CA) Issue(t testing.TB, name string, hosts ...string) Leaf {
 	}
 	return l
 }
+
+// InstallAt writes l's certificate and key over certFile and keyFile (as
+// a rotation in place does) and returns them as a Leaf.
+func (l Leaf) InstallAt(t testing.TB, certFile, keyFile string) Leaf {
+	t.Helper()
+	for src, dst := range map[string]string{l.CertFile: certFile, l.KeyFile: keyFile} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatalf("tlsconftest: %v", err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatalf("tlsconftest: %v", err)
+		}
+	}
+	return Leaf{CertFile: certFile, KeyFile: keyFile}
+}
