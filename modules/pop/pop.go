@@ -172,23 +172,39 @@ func New(cfg *Config, b *broker.Broker) (*Service, error) {
 // open opens the state in dir; wrap, when set, wraps the journal's file
 // (tests inject failures).
 func open(cfg *Config, b *broker.Broker, dir string, wrap func(syncFile) syncFile) (*Service, error) {
-	s := &Service{cfg: cfg, b: b, log: b.Logger().With("component", "pop"), now: time.Now,
+	s := newService(cfg, b)
+	if err := s.openAt(dir, wrap); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newService is the state before its files are open (openAt).
+func newService(cfg *Config, b *broker.Broker) *Service {
+	return &Service{cfg: cfg, b: b, log: b.Logger().With("component", "pop"), now: time.Now,
 		queues: map[qkey]*queueState{}, sigs: map[string]chan struct{}{}}
+}
+
+// openAt opens the secret and the journal (whose goroutine Close stops)
+// in dir and starts following the broker's stored messages.
+func (s *Service) openAt(dir string, wrap func(syncFile) syncFile) error {
 	if err := durable.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("pop: %w", err)
+		return fmt.Errorf("pop: %w", err)
 	}
 	key, err := loadSecret(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.key = key
 	j, err := openJournal(dir, s.log, wrap, s.apply, s.load)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	s.mu.Lock()
 	s.j = j
-	b.AddStoredListener(s.stored)
-	return s, nil
+	s.mu.Unlock()
+	s.b.AddStoredListener(s.stored)
+	return nil
 }
 
 // Close closes the journal; later calls answer ErrClosed.
@@ -199,6 +215,9 @@ func (s *Service) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.j == nil { // never opened (its app did not start)
+		return nil
+	}
 	return s.j.close()
 }
 
