@@ -2,9 +2,11 @@ package mirror_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +52,21 @@ func startCluster(t testing.TB, name string, withQUIC bool) *cluster {
 	if withQUIC {
 		c.QUIC = "quic://" + c.Namesrv
 	}
-	c.Start()
+	// FreePort's ports are free when it returns, not when the cluster
+	// binds them: another listener or an outgoing connection's ephemeral
+	// port may take one in between. The first start takes new ports then.
+	for try := 1; ; try++ {
+		err := c.start()
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || try == 5 {
+			require.NoError(t, err)
+			break
+		}
+		t.Logf("cluster %s: %v; again on other ports", name, err)
+		c.Namesrv, c.Broker = fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t))
+		if withQUIC {
+			c.QUIC = "quic://" + c.Namesrv
+		}
+	}
 	t.Cleanup(c.Stop)
 	return c
 }
@@ -58,6 +74,10 @@ func startCluster(t testing.TB, name string, withQUIC bool) *cluster {
 // Start starts the cluster (again) on its data and ports.
 func (c *cluster) Start() {
 	c.t.Helper()
+	require.NoError(c.t, c.start())
+}
+
+func (c *cluster) start() error {
 	sets := []string{
 		"namesrv.listen=" + c.Namesrv, "broker.listen=" + c.Broker, "broker.cluster=" + c.name, "broker.name=" + c.name + "-a",
 		"storage.dir=" + filepath.Join(c.dir, "store"), "storage.commitlog.segment_size=4MiB",
@@ -67,21 +87,30 @@ func (c *cluster) Start() {
 		sets = append(sets, "transports=[tcp, quic]", "transport.quic.insecure_skip_verify=true")
 	}
 	cfg, err := server.Load(config.Options{Sets: sets}, server.Dev)
-	require.NoError(c.t, err)
+	if err != nil {
+		return err
+	}
 	ps := kernel.Plugins{Transport: []transport.Provider{tcp.NewProvider()}, Storage: []store.Provider{commitlog.NewProvider()},
 		Filter: []filter.Provider{tag.NewProvider(), sql92.NewProvider()}}
 	if c.quic {
 		ps.Transport = append(ps.Transport, quictransport.NewProvider())
 	}
 	plan, err := kernel.NewPlan(cfg, server.Spec(server.Dev, ps))
-	require.NoError(c.t, err)
+	if err != nil {
+		return err
+	}
 	app := fx.New(plan.Options(), fx.NopLogger)
-	require.NoError(c.t, app.Err())
+	if err := app.Err(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(c.t, app.Start(ctx))
+	if err := app.Start(ctx); err != nil {
+		return err
+	}
 	c.app = app
 	c.waitReady()
+	return nil
 }
 
 // Stop stops the cluster (a clean stop: its data stays).
