@@ -4,6 +4,8 @@ package netlimittest
 import (
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,10 +13,11 @@ import (
 )
 
 // Kept opens n connections to addr at once (from the default local
-// address), waits for the server to refuse those over its bounds (closed
-// at accept), and counts the ones still open; it closes them all before
-// it returns. Each is read only briefly, well within any server's time
-// for a request's first bytes.
+// address) and counts those the server keeps: each is read for up to a
+// second, all at once; one refused over the server's bounds (closed at
+// accept) ends its read early, a kept one times out — well within any
+// server's time for a request's first bytes. It closes them all before
+// it returns.
 func Kept(t testing.TB, addr string, n int) int {
 	t.Helper()
 	conns := make([]net.Conn, 0, n)
@@ -28,15 +31,20 @@ func Kept(t testing.TB, addr string, n int) int {
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
-	time.Sleep(500 * time.Millisecond) // the refusals land
-	kept := 0
+	var kept atomic.Int64
+	var wg sync.WaitGroup
 	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		_, err := c.Read(make([]byte, 1))
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			kept++
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			_, err := c.Read(make([]byte, 1))
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				kept.Add(1)
+			}
+		}()
 	}
-	return kept
+	wg.Wait()
+	return int(kept.Load())
 }
