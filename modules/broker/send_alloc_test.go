@@ -11,6 +11,7 @@ import (
 	"github.com/quivermq/quiver/core/message"
 	"github.com/quivermq/quiver/core/remoting"
 	"github.com/quivermq/quiver/core/remoting/codec"
+	"github.com/quivermq/quiver/internal/racebuild"
 )
 
 // maxSendAllocs bounds the heap allocations of one SEND_MESSAGE in its
@@ -70,7 +71,7 @@ const maxPullAllocs = 6
 // its read given back as the connection's writer does once written
 // (Command.Sent), allocates at most maxPullAllocs times on average.
 func TestPullAllocations(t *testing.T) {
-	if raceDetector {
+	if racebuild.Enabled {
 		// The pull's read result (and the buffer its records live in)
 		// comes from a sync.Pool, which drops a quarter of what it is
 		// given under -race: 10-11 allocations there, 6 without.

@@ -38,6 +38,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quivermq/quiver/core/grpcapi"
+	"github.com/quivermq/quiver/internal/racebuild"
 )
 
 // parkedService answers ReceiveMessage by waiting for the call to end.
@@ -147,7 +148,7 @@ func holdPolls(t *testing.T, addr string, conns, perConn int, sign bool, waiting
 func TestHeldPollsChild(t *testing.T) {
 	addr := os.Getenv("QUIVER_HELD_ADDR")
 	if addr == "" {
-		t.Skip("the child process of holdPolls")
+		t.Skip("runs only as holdPolls' child process, which sets QUIVER_HELD_ADDR")
 	}
 	conns, err := strconv.Atoi(os.Getenv("QUIVER_HELD_CONNS"))
 	require.NoError(t, err)
@@ -217,11 +218,8 @@ func TestHeldPollsChild(t *testing.T) {
 // QUIVER_HELD_PROFILE=<prefix> and -test.memprofilerate=1 heap profiles
 // are written before and while the polls wait (pprof -diff_base).
 func TestHeldPollCost(t *testing.T) {
-	if raceDetector {
-		t.Skip("the race detector's shadow memory and larger frames are not what is bounded")
-	}
-	if testing.Short() {
-		t.Skip("holds 3,000 calls in a child process")
+	if racebuild.Enabled {
+		t.Skip("the race detector's shadow memory and larger stack frames are not what is bounded; make test runs this test without -race")
 	}
 	polls, conns := 1000, 200
 	if v := os.Getenv("QUIVER_HELD_N"); v != "" {

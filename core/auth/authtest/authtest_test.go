@@ -14,6 +14,7 @@ import (
 
 	"github.com/quivermq/quiver/core/auth"
 	"github.com/quivermq/quiver/core/auth/authtest"
+	"github.com/quivermq/quiver/internal/racebuild"
 )
 
 const secret = "s3cr3t-value"
@@ -167,7 +168,7 @@ func TestSuiteCatchesBrokenPlugins(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
-			if tt.give == "racy" && !raceEnabled {
+			if tt.give == "racy" && !racebuild.Enabled {
 				t.Skip("needs -race")
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenHelper$", "-test.count=1")

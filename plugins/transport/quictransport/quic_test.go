@@ -18,6 +18,7 @@ import (
 	"github.com/quivermq/quiver/core/remoting/remotingtest"
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/core/transport/transporttest"
+	"github.com/quivermq/quiver/internal/racebuild"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,7 +30,7 @@ func testConfig() *Config {
 	cfg := NewConfig()
 	cfg.DialTimeout = 5 * time.Second
 	cfg.WriteTimeout = 10 * time.Second
-	if raceDetector {
+	if racebuild.Enabled {
 		// Under -race on a loaded machine the receiving side is slow
 		// enough that quic-go drops packets on loopback and large frames
 		// need retransmissions: give writes more time.
@@ -203,7 +204,7 @@ func TestConcurrentBothWays(t *testing.T) {
 	client, server := pair(t, ln, cfg, 0)
 	ctx := ctxFor(t, 60*time.Second)
 	writers, perWriter := 16, 200
-	if raceDetector {
+	if racebuild.Enabled {
 		writers, perWriter = 8, 100 // the race detector slows quic-go ~10×
 	}
 	var wg sync.WaitGroup

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quivermq/quiver/internal/racebuild"
 )
 
 // TestSessionResumption: a second connection to the same server resumes
@@ -14,7 +16,7 @@ import (
 func TestSessionResumption(t *testing.T) {
 	for _, zero := range []bool{false, true} {
 		t.Run(map[bool]string{false: "resume", true: "0-RTT"}[zero], func(t *testing.T) {
-			if zero && raceDetector {
+			if zero && racebuild.Enabled {
 				// quic-go v0.65 installs the server's transport parameters
 				// while a 0-RTT stream may be opening (quic-go issue 4303,
 				// open): the race detector reports it inside quic-go.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/quivermq/quiver/core/transport"
 	"github.com/quivermq/quiver/core/transport/transporttest"
+	"github.com/quivermq/quiver/internal/racebuild"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -535,7 +536,7 @@ func TestFramePoolClasses(t *testing.T) {
 // it again allocates nothing once the pool is warm (the *[]byte each
 // buffer travels in is reused, not allocated per putFrame).
 func TestFramePoolRecyclesWithoutAllocating(t *testing.T) {
-	if raceDetector {
+	if racebuild.Enabled {
 		t.Skip("sync.Pool drops a quarter of what it is given under -race")
 	}
 	b := getFrame(2000, true)

@@ -1,5 +1,0 @@
-//go:build race
-
-package authtest_test
-
-const raceEnabled = true

@@ -1,6 +1,0 @@
-//go:build !race
-
-package grpc_test
-
-// raceDetector is true in builds with -race.
-const raceDetector = false

@@ -1,6 +1,0 @@
-//go:build race
-
-package quictransport
-
-// raceDetector is true in builds with -race.
-const raceDetector = true
