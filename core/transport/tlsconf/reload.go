@@ -60,56 +60,30 @@ func NewReloader(certFile, keyFile, caFile string, log *slog.Logger) (*Reloader,
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Reloader{certFile: certFile, keyFile: keyFile, caFile: caFile, log: log, now: time.Now}
-	r.stamps = r.stat()
-	if err := r.read(); err != nil {
+	st := r.stat()
+	cert, pool, err := r.load()
+	if err != nil {
 		return nil, err
 	}
-	r.checked = r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stamps, r.checked = st, r.now()
+	r.setLocked(cert, pool)
 	return r, nil
-}
-
-// Certificate is the current certificate (nil without a certificate file).
-func (r *Reloader) Certificate() *tls.Certificate {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.checkLocked()
-	return r.cert
-}
-
-// Pool is the current CA pool (nil without a CA file).
-func (r *Reloader) Pool() *x509.CertPool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.checkLocked()
-	return r.pool
 }
 
 // Server returns a listener's configuration: base, whose handshakes each
 // use base with the current certificate and, with a CA file, the current
-// pool as ClientCAs. base must not be changed afterwards.
+// pool as ClientCAs (one configuration per reading). base must not be
+// changed afterwards.
 func (r *Reloader) Server(base *tls.Config) *tls.Config {
 	outer := base.Clone()
-	r.mu.Lock()
-	if r.cert != nil {
-		outer.Certificates = []tls.Certificate{*r.cert}
-	}
-	if r.pool != nil {
-		outer.ClientCAs = r.pool
-	}
-	r.mu.Unlock()
 	outer.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		r.refresh()
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.checkLocked()
 		if r.srv == nil || r.srvGen != r.gen {
-			c := base.Clone()
-			if r.cert != nil {
-				c.Certificates = []tls.Certificate{*r.cert}
-			}
-			if r.pool != nil {
-				c.ClientCAs = r.pool
-			}
-			r.srv, r.srvGen = c, r.gen
+			r.srv, r.srvGen = r.withLocked(base, false), r.gen
 		}
 		return r.srv, nil
 	}
@@ -120,38 +94,67 @@ func (r *Reloader) Server(base *tls.Config) *tls.Config {
 // with the current certificate as the client's and, with a CA file, the
 // current pool as RootCAs.
 func (r *Reloader) Client(base *tls.Config) *tls.Config {
-	c := base.Clone()
+	r.refresh()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.checkLocked()
+	return r.withLocked(base, true)
+}
+
+// withLocked is a copy of base with the current certificate and pool
+// (RootCAs for a client, ClientCAs for a server).
+func (r *Reloader) withLocked(base *tls.Config, client bool) *tls.Config {
+	c := base.Clone()
 	if r.cert != nil {
 		c.Certificates = []tls.Certificate{*r.cert}
 	}
 	if r.pool != nil {
-		c.RootCAs = r.pool
+		if client {
+			c.RootCAs = r.pool
+		} else {
+			c.ClientCAs = r.pool
+		}
 	}
 	return c
 }
 
-// checkLocked reads the files again when ReloadEvery has passed since
-// the last look and one of them changed.
-func (r *Reloader) checkLocked() {
+// refresh reads the files again when ReloadEvery has passed since the
+// last look and one of them changed. One caller a second looks; the
+// files are read without the lock, so handshakes meanwhile go on with
+// the current reading.
+func (r *Reloader) refresh() {
+	r.mu.Lock()
 	now := r.now()
 	if now.Sub(r.checked) < ReloadEvery {
+		r.mu.Unlock()
 		return
 	}
 	r.checked = now
+	old := r.stamps
+	r.mu.Unlock()
+
 	st := r.stat()
-	if st == r.stamps {
+	if st == old {
+		r.mu.Lock()
 		if now.Sub(r.warned) >= 24*time.Hour {
 			r.warnExpiryLocked(now)
 		}
+		r.mu.Unlock()
 		return
 	}
+	cert, pool, err := r.load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.stamps = st
-	if err := r.read(); err != nil {
+	if err != nil {
 		r.log.Warn("tls: certificate files changed but do not load; serving the previous ones", "err", err)
+		return
 	}
+	args := []any{"cert_file", r.certFile, "ca_file", r.caFile}
+	if cert != nil {
+		args = append(args, "sha256", Fingerprint(cert.Certificate[0]), "not_after", cert.Leaf.NotAfter.Format(time.RFC3339))
+	}
+	r.log.Info("tls: certificate files reloaded", args...)
+	r.setLocked(cert, pool)
 }
 
 // stat stamps the files (a missing or unreadable file: the zero stamp).
@@ -169,17 +172,17 @@ func (r *Reloader) stat() [3]fileStamp {
 	return st
 }
 
-// read loads every file and, when all load, makes them current.
-func (r *Reloader) read() error {
+// load reads every file (nil for those not configured).
+func (r *Reloader) load() (*tls.Certificate, *x509.CertPool, error) {
 	var cert *tls.Certificate
 	if r.certFile != "" {
 		c, err := LoadKeyPair(r.certFile, r.keyFile)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		if c.Leaf == nil && len(c.Certificate) > 0 {
+		if c.Leaf == nil { // GODEBUG=x509keypairleaf=0
 			if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
-				return fmt.Errorf("tlsconf: parse %s: %w", r.certFile, err)
+				return nil, nil, fmt.Errorf("tlsconf: parse %s: %w", r.certFile, err)
 			}
 		}
 		cert = &c
@@ -188,28 +191,25 @@ func (r *Reloader) read() error {
 	if r.caFile != "" {
 		p, err := CertPool(r.caFile)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		pool = p
 	}
-	if r.gen > 0 {
-		args := []any{"cert_file", r.certFile, "ca_file", r.caFile}
-		if cert != nil {
-			args = append(args, "sha256", Fingerprint(cert.Certificate[0]), "not_after", cert.Leaf.NotAfter.Format(time.RFC3339))
-		}
-		r.log.Info("tls: certificate files reloaded", args...)
-	}
+	return cert, pool, nil
+}
+
+// setLocked makes a reading current and warns when its certificate
+// nears its expiry.
+func (r *Reloader) setLocked(cert *tls.Certificate, pool *x509.CertPool) {
 	r.cert, r.pool = cert, pool
 	r.gen++
-	r.warned = time.Time{}
 	r.warnExpiryLocked(r.now())
-	return nil
 }
 
 // warnExpiryLocked logs when the certificate expires within
 // ExpiryWarning, or has expired.
 func (r *Reloader) warnExpiryLocked(now time.Time) {
-	if r.cert == nil || r.cert.Leaf == nil || r.cert.Leaf.NotAfter.Sub(now) > ExpiryWarning {
+	if r.cert == nil || r.cert.Leaf.NotAfter.Sub(now) > ExpiryWarning {
 		return
 	}
 	r.warned = now

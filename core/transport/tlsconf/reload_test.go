@@ -119,7 +119,7 @@ func TestReloaderServesRotatedCertificate(t *testing.T) {
 	c.InstallAt(t, certFile, keyFile)
 	clk.add(tlsconf.ReloadEvery)
 	assert.Equal(t, "c", cn())
-	assert.Equal(t, "c", r.Certificate().Leaf.Subject.CommonName)
+	assert.Equal(t, "c", r.Client(&tls.Config{}).Certificates[0].Leaf.Subject.CommonName, "and to dialers")
 }
 
 type lockedWriter struct {
@@ -187,8 +187,9 @@ func TestNewReloaderRefusesBadFiles(t *testing.T) {
 	assert.Error(t, err, "a key that is not the certificate's")
 	r, err := tlsconf.NewReloader("", "", ca.File, nil)
 	require.NoError(t, err, "a CA alone")
-	assert.Nil(t, r.Certificate())
-	assert.NotNil(t, r.Pool())
+	cc := r.Client(&tls.Config{})
+	assert.Empty(t, cc.Certificates)
+	assert.NotNil(t, cc.RootCAs)
 }
 
 // TestReloaderWarnsBeforeExpiry: a certificate expiring within
@@ -211,11 +212,11 @@ func TestReloaderWarnsBeforeExpiry(t *testing.T) {
 	tlsconf.SetClock(r, clk.now)
 	for range 5 {
 		clk.add(tlsconf.ReloadEvery)
-		r.Certificate()
+		r.Client(&tls.Config{})
 	}
 	assert.Equal(t, 1, count("expires soon"), "not at every look")
 	clk.add(24 * time.Hour)
-	r.Certificate()
+	r.Client(&tls.Config{})
 	assert.Equal(t, 1, count("has expired"), "a day later, expired")
 
 	// A certificate valid for a year is not warned about.
