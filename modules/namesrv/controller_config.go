@@ -1,8 +1,6 @@
 package namesrv
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"time"
 
@@ -62,19 +60,6 @@ type ControllerTLS struct {
 	CAFile string `koanf:"ca_file"`
 }
 
-// Load reads the certificate, its key and the CA pool.
-func (c *ControllerTLS) Load() (tls.Certificate, *x509.CertPool, error) {
-	cert, err := tlsconf.LoadKeyPair(c.CertFile, c.KeyFile)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	pool, err := tlsconf.CertPool(c.CAFile)
-	if err != nil {
-		return tls.Certificate{}, nil, err
-	}
-	return cert, pool, nil
-}
-
 // NewControllerConfig returns the defaults.
 func NewControllerConfig() ControllerConfig {
 	return ControllerConfig{
@@ -116,7 +101,7 @@ func (c *ControllerConfig) Validate() error {
 	if c.TLS.Enabled {
 		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" || c.TLS.CAFile == "" {
 			errs.Add(controllerSection+".tls", "cert_file, key_file and ca_file must all be set (mutual TLS needs the cluster's CA)")
-		} else if _, _, err := c.TLS.Load(); err != nil {
+		} else if _, err := tlsconf.NewReloader(c.TLS.CertFile, c.TLS.KeyFile, c.TLS.CAFile, nil); err != nil {
 			errs.Add(controllerSection+".tls", "%v", err)
 		}
 	}
